@@ -1,8 +1,9 @@
 package api
 
 import (
-	"fmt"
 	"iter"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // collect builds a fresh map from an effective-entry sequence, deep-copying
@@ -52,16 +53,21 @@ func Flatten(s *ResourceSlice) (*ResourceSlice, error) {
 	for i := range s.Spec.Devices {
 		v, err := ix.Device(&s.Spec.Devices[i])
 		if err != nil {
-			return nil, fmt.Errorf("spec.devices[%d].%w", i, err)
+			return nil, pathError(field.NewPath("spec", "devices").Index(i), err)
 		}
 		out.Spec.Devices[i] = v.Flatten()
 	}
 	for i := range s.Spec.SharedCounters {
 		v, err := ix.CounterSet(&s.Spec.SharedCounters[i])
 		if err != nil {
-			return nil, fmt.Errorf("spec.sharedCounters[%d].%w", i, err)
+			return nil, pathError(field.NewPath("spec", "sharedCounters").Index(i), err)
 		}
 		out.Spec.SharedCounters[i] = v.Flatten()
 	}
 	return out, nil
+}
+
+// pathError places an unresolved include at its full field path.
+func pathError(object *field.Path, err error) error {
+	return err.(*UnknownMixinError).FieldError(object)
 }

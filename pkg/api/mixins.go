@@ -3,6 +3,8 @@ package api
 import (
 	"fmt"
 	"iter"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // This file is the single definition of KEP-5234 mixin semantics
@@ -26,15 +28,30 @@ const (
 )
 
 // UnknownMixinError reports an include that names no mixin of its kind in
-// the slice. Index is the position in the includes list.
+// the slice. Index is the position in the includes list; Consumption is the
+// index in the device's consumesCounters when the include is there, else -1.
 type UnknownMixinError struct {
-	Kind  MixinKind
-	Name  string
-	Index int
+	Kind        MixinKind
+	Name        string
+	Index       int
+	Consumption int
+}
+
+// Path is the include's field path below the including object's path.
+func (e *UnknownMixinError) Path(object *field.Path) *field.Path {
+	if e.Consumption >= 0 {
+		object = object.Child("consumesCounters").Index(e.Consumption)
+	}
+	return object.Child("includes").Index(e.Index)
+}
+
+// FieldError is the error as admission reports it below the object's path.
+func (e *UnknownMixinError) FieldError(object *field.Path) *field.Error {
+	return field.NotFound(e.Path(object), e.Name)
 }
 
 func (e *UnknownMixinError) Error() string {
-	return fmt.Sprintf("includes[%d]: no %s mixin named %q in this ResourceSlice", e.Index, e.Kind, e.Name)
+	return fmt.Sprintf("%s: no %s mixin named %q in this ResourceSlice", e.Path(nil), e.Kind, e.Name)
 }
 
 // MixinIndex finds a slice's mixins by name. It is built once per slice;
@@ -101,7 +118,7 @@ func resolve[T any](kind MixinKind, names []string, find func(string) (*T, bool)
 	for i, n := range names {
 		m, ok := find(n)
 		if !ok {
-			return nil, &UnknownMixinError{Kind: kind, Name: n, Index: i}
+			return nil, &UnknownMixinError{Kind: kind, Name: n, Index: i, Consumption: -1}
 		}
 		out[i] = m
 	}
@@ -119,8 +136,7 @@ type DeviceView struct {
 }
 
 // Device resolves the includes of d and of its counter consumptions. The
-// error is an *UnknownMixinError (wrapped with the consumption index where
-// it comes from a consumption).
+// error is an *UnknownMixinError.
 func (ix *MixinIndex) Device(d *Device) (DeviceView, error) {
 	v := DeviceView{Device: d}
 	var err error
@@ -131,7 +147,8 @@ func (ix *MixinIndex) Device(d *Device) (DeviceView, error) {
 		v.Consumptions = make([]ConsumptionView, len(d.ConsumesCounters))
 		for i := range d.ConsumesCounters {
 			if v.Consumptions[i], err = ix.Consumption(&d.ConsumesCounters[i]); err != nil {
-				return DeviceView{}, fmt.Errorf("consumesCounters[%d].%w", i, err)
+				err.(*UnknownMixinError).Consumption = i
+				return DeviceView{}, err
 			}
 		}
 	}
