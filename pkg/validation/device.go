@@ -1,0 +1,418 @@
+package validation
+
+import (
+	"fmt"
+	"math/big"
+	"regexp"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/dractl/dractl/pkg/api"
+)
+
+// semverRe is semver.org 2.0.0 (003 attributes{}.version).
+var semverRe = regexp.MustCompile(`^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)` +
+	`(-(0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(\.(0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*)?` +
+	`(\+[0-9a-zA-Z-]+(\.[0-9a-zA-Z-]+)*)?$`)
+
+// attributes validates names and values of a device's or device mixin's
+// attributes. Name errors are reported at the entry (attributes[name]).
+func attributes(attrs map[api.QualifiedName]api.DeviceAttribute, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for _, name := range sortedKeys(attrs) {
+		kp := keyPath(p, string(name), qualifiedKeyMaxPathLength)
+		errs = append(errs, qualifiedName(string(name), kp)...)
+		a := attrs[name]
+		errs = append(errs, attribute(&a, kp)...)
+	}
+	return errs
+}
+
+// attribute: exactly one value field; string and version values at most 64
+// characters; versions are semver; list values non-empty (003
+// attributes{}; v1 DeviceAttribute).
+func attribute(a *api.DeviceAttribute, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	set := 0
+	if a.BoolValue != nil {
+		set++
+	}
+	if a.IntValue != nil {
+		set++
+	}
+	if a.StringValue != nil {
+		set++
+		errs = append(errs, stringValue(*a.StringValue, p.Child("string"))...)
+	}
+	if a.VersionValue != nil {
+		set++
+		errs = append(errs, versionValue(*a.VersionValue, p.Child("version"))...)
+	}
+	nonEmpty := func(n int, name string) {
+		set++
+		if n == 0 {
+			errs = append(errs, field.Invalid(p.Child(name), "[]", "must not be empty if specified"))
+		}
+	}
+	if a.BoolValues != nil {
+		nonEmpty(len(a.BoolValues), "bools")
+	}
+	if a.IntValues != nil {
+		nonEmpty(len(a.IntValues), "ints")
+	}
+	if a.StringValues != nil {
+		nonEmpty(len(a.StringValues), "strings")
+		for i, s := range a.StringValues {
+			errs = append(errs, stringValue(s, p.Child("strings").Index(i))...)
+		}
+	}
+	if a.VersionValues != nil {
+		nonEmpty(len(a.VersionValues), "versions")
+		for i, s := range a.VersionValues {
+			errs = append(errs, versionValue(s, p.Child("versions").Index(i))...)
+		}
+	}
+	switch set {
+	case 0:
+		errs = append(errs, field.Required(p, "exactly one value must be specified"))
+	case 1:
+	default:
+		errs = append(errs, field.Invalid(p, fmt.Sprintf("%d values", set), "exactly one value must be specified"))
+	}
+	return errs
+}
+
+func stringValue(s string, p *field.Path) field.ErrorList {
+	if len(s) > AttributeValueMaxLength {
+		return field.ErrorList{field.TooLong(p, s, AttributeValueMaxLength)}
+	}
+	return nil
+}
+
+func versionValue(s string, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if !semverRe.MatchString(s) {
+		errs = append(errs, field.Invalid(p, s, "must be a string compatible with semver.org spec 2.0.0"))
+	}
+	return append(errs, stringValue(s, p)...)
+}
+
+// capacities validates names and request policies. A request policy makes
+// capacity consumable and is only allowed when the device allows multiple
+// allocations (v1 DeviceCapacity.RequestPolicy).
+func capacities(caps map[api.QualifiedName]api.DeviceCapacity, allowMulti bool, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for _, name := range sortedKeys(caps) {
+		kp := keyPath(p, string(name), qualifiedKeyMaxPathLength)
+		errs = append(errs, qualifiedName(string(name), kp)...)
+		c := caps[name]
+		if c.RequestPolicy == nil {
+			continue
+		}
+		if !allowMulti {
+			errs = append(errs, field.Forbidden(kp.Child("requestPolicy"), "allowMultipleAllocations must be true"))
+			continue
+		}
+		errs = append(errs, requestPolicy(c.Value, c.RequestPolicy, kp.Child("requestPolicy"))...)
+	}
+	return errs
+}
+
+// requestPolicy implements the rules of 003 .capacity{}.requestPolicy:
+// at most one of validValues and validRange; either one needs default;
+// validValues at most 10, ascending, unique, within the capacity and
+// containing default; validRange min in [0, capacity], max in [min,
+// capacity], default in [min, max], step > 0 with min+step <= capacity and
+// default and max on the step grid starting at min.
+func requestPolicy(capacity resource.Quantity, pol *resourcev1.CapacityRequestPolicy, p *field.Path) field.ErrorList {
+	if len(pol.ValidValues) > 0 && pol.ValidRange != nil {
+		return field.ErrorList{field.Forbidden(p, `exactly one policy can be specified, cannot specify "validValues" and "validRange" at the same time`)}
+	}
+	switch {
+	case len(pol.ValidValues) > 0:
+		if pol.Default == nil {
+			return field.ErrorList{field.Required(p.Child("default"), "required when validValues is defined")}
+		}
+		return validValues(*pol.Default, capacity, pol.ValidValues, p.Child("validValues"))
+	case pol.ValidRange != nil:
+		if pol.Default == nil {
+			return field.ErrorList{field.Required(p.Child("default"), "required when validRange is defined")}
+		}
+		return validRange(*pol.Default, capacity, pol.ValidRange, p)
+	}
+	return nil
+}
+
+func validValues(def, capacity resource.Quantity, values []resource.Quantity, p *field.Path) field.ErrorList {
+	if len(values) > MaxCapacityRequestPolicyValidValues {
+		return field.ErrorList{field.TooMany(p, len(values), MaxCapacityRequestPolicyValidValues)}
+	}
+	var errs field.ErrorList
+	foundDefault := false
+	for i := range values {
+		if i > 0 {
+			switch values[i-1].Cmp(values[i]) {
+			case 1:
+				errs = append(errs, field.Invalid(p.Index(i), values[i].String(), "values must be sorted in ascending order"))
+			case 0:
+				errs = append(errs, field.Duplicate(p.Index(i), values[i].String()))
+			}
+		}
+		if values[i].Cmp(capacity) > 0 {
+			errs = append(errs, field.Invalid(p.Index(i), values[i].String(), "option is larger than capacity value: "+capacity.String()))
+		}
+		if values[i].Cmp(def) == 0 {
+			foundDefault = true
+		}
+	}
+	if !foundDefault {
+		errs = append(errs, field.Invalid(p, def.String(), "default value is not valid according to the requestPolicy"))
+	}
+	return errs
+}
+
+func validRange(def, capacity resource.Quantity, r *resourcev1.CapacityRequestPolicyRange, p *field.Path) field.ErrorList {
+	rp := p.Child("validRange")
+	defPath := p.Child("default")
+	if r.Min == nil {
+		return field.ErrorList{field.Required(rp.Child("min"), "required when validRange is defined")}
+	}
+	var errs field.ErrorList
+	lo := *r.Min
+	if lo.Sign() < 0 {
+		errs = append(errs, field.Invalid(rp.Child("min"), lo.String(), apivalidation.IsNegativeErrorMsg))
+	}
+	if lo.Cmp(capacity) > 0 {
+		errs = append(errs, field.Invalid(rp.Child("min"), lo.String(), "min is larger than capacity value: "+capacity.String()))
+	}
+	if def.Cmp(lo) < 0 {
+		errs = append(errs, field.Invalid(defPath, def.String(), "default is less than min: "+lo.String()))
+	}
+	if r.Max != nil {
+		if lo.Cmp(*r.Max) > 0 {
+			errs = append(errs, field.Invalid(rp.Child("max"), r.Max.String(), "max is less than min: "+lo.String()))
+		}
+		if r.Max.Cmp(capacity) > 0 {
+			errs = append(errs, field.Invalid(rp.Child("max"), r.Max.String(), "max is larger than capacity value: "+capacity.String()))
+		}
+		if def.Cmp(*r.Max) > 0 {
+			errs = append(errs, field.Invalid(defPath, def.String(), "default is more than max: "+r.Max.String()))
+		}
+	}
+	if r.Step == nil {
+		return errs
+	}
+	step := *r.Step
+	if step.Sign() <= 0 {
+		return append(errs, field.Invalid(rp.Child("step"), step.String(), "must be greater than zero"))
+	}
+	sum := lo.DeepCopy()
+	sum.Add(step)
+	if sum.Cmp(capacity) > 0 {
+		errs = append(errs, field.Invalid(rp.Child("step"), step.String(), fmt.Sprintf("one step %s is larger than capacity value: %s", sum.String(), capacity.String())))
+	}
+	if ok, exact := onStepGrid(def, lo, step); !ok {
+		errs = append(errs, field.Invalid(defPath, def.String(), stepDetail(exact, step, lo)))
+	}
+	if r.Max != nil {
+		if ok, exact := onStepGrid(*r.Max, lo, step); !ok {
+			errs = append(errs, field.Invalid(rp.Child("max"), r.Max.String(), stepDetail(exact, step, lo)))
+		}
+	}
+	return errs
+}
+
+func stepDetail(exact bool, step, lo resource.Quantity) string {
+	if !exact {
+		return "value has too many decimal places to be checked against step"
+	}
+	return fmt.Sprintf("value is not a multiple of a given step (%s) from (%s)", step.String(), lo.String())
+}
+
+// maxScaleSpread bounds the decimal rescaling in onStepGrid so that a
+// quantity like 1e-100000 cannot make validation allocate huge numbers.
+const maxScaleSpread = 64
+
+// onStepGrid reports whether value = min + n*step for an integer n, using
+// exact decimal arithmetic (no int64 overflow, fractional quantities work).
+// exact is false when the scales are too far apart to check.
+func onStepGrid(value, lo, step resource.Quantity) (ok, exact bool) {
+	qs := []resource.Quantity{value.DeepCopy(), lo.DeepCopy(), step.DeepCopy()}
+	unscaled := make([]*big.Int, 3)
+	scales := make([]int64, 3)
+	maxScale := int64(-1 << 62)
+	minScale := int64(1 << 62)
+	for i := range qs {
+		d := qs[i].AsDec() // on a copy: AsDec changes the receiver's representation
+		unscaled[i] = new(big.Int).Set(d.UnscaledBig())
+		scales[i] = int64(d.Scale())
+		maxScale = max(maxScale, scales[i])
+		minScale = min(minScale, scales[i])
+	}
+	if maxScale-minScale > maxScaleSpread {
+		return false, false
+	}
+	ten := big.NewInt(10)
+	for i := range unscaled {
+		if shift := maxScale - scales[i]; shift > 0 {
+			unscaled[i].Mul(unscaled[i], new(big.Int).Exp(ten, big.NewInt(shift), nil))
+		}
+	}
+	diff := new(big.Int).Sub(unscaled[0], unscaled[1])
+	return new(big.Int).Rem(diff, unscaled[2]).Sign() == 0, true
+}
+
+var taintEffects = []resourcev1.DeviceTaintEffect{
+	resourcev1.DeviceTaintEffectNoExecute, resourcev1.DeviceTaintEffectNoSchedule, resourcev1.DeviceTaintEffectNone,
+}
+
+// taint: key a label name, value a label value, effect one of None,
+// NoSchedule, NoExecute (003 .spec.devices[].taints[]).
+func taint(t *api.DeviceTaint, p *field.Path) field.ErrorList {
+	errs := labelName(t.Key, p.Child("key"))
+	if t.Value != "" {
+		errs = append(errs, labelValue(t.Value, p.Child("value"))...)
+	}
+	errs = append(errs, taintEffect(t.Effect, true, p.Child("effect"))...)
+	return errs
+}
+
+func taintEffect(e resourcev1.DeviceTaintEffect, required bool, p *field.Path) field.ErrorList {
+	switch e {
+	case "":
+		if required {
+			return field.ErrorList{field.Required(p, "")}
+		}
+	case resourcev1.DeviceTaintEffectNone, resourcev1.DeviceTaintEffectNoSchedule, resourcev1.DeviceTaintEffectNoExecute:
+	default:
+		return field.ErrorList{field.NotSupported(p, e, taintEffects)}
+	}
+	return nil
+}
+
+// bindingConditions follows kube-apiserver: at most 4 of each, each a
+// valid condition type (a qualified name), unique, the two lists disjoint,
+// and either both set or neither.
+func bindingConditions(conds, failures []string, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	condPath, failPath := p.Child("bindingConditions"), p.Child("bindingFailureConditions")
+	if e := tooMany(condPath, len(conds), MaxBindingConditions); e != nil {
+		errs = append(errs, e...)
+	} else {
+		for i, c := range conds {
+			errs = append(errs, labelName(c, condPath.Index(i))...)
+		}
+		errs = append(errs, stringDuplicates(conds, condPath)...)
+	}
+	if e := tooMany(failPath, len(failures), MaxBindingFailureConditions); e != nil {
+		errs = append(errs, e...)
+	} else {
+		for i, c := range failures {
+			errs = append(errs, labelName(c, failPath.Index(i))...)
+		}
+		errs = append(errs, stringDuplicates(failures, failPath)...)
+		for i, c := range failures {
+			for _, b := range conds {
+				if b == c {
+					errs = append(errs, field.Invalid(failPath.Index(i), c, "bindingFailureConditions must not overlap with bindingConditions"))
+					break
+				}
+			}
+		}
+	}
+	if len(conds) == 0 && len(failures) > 0 {
+		errs = append(errs, field.Required(condPath, "bindingConditions are required to use bindingFailureConditions"))
+	}
+	if len(failures) == 0 && len(conds) > 0 {
+		errs = append(errs, field.Required(failPath, "bindingFailureConditions are required to use bindingConditions"))
+	}
+	return errs
+}
+
+// isNodeAllocatableResourceName accepts the standard node allocatable
+// resources that are not extended resources: cpu, memory,
+// ephemeral-storage and hugepages-<size> (v1 Device.NodeAllocatableResources).
+func isNodeAllocatableResourceName(name corev1.ResourceName) bool {
+	switch name {
+	case corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourceEphemeralStorage:
+		return true
+	}
+	size, ok := strings.CutPrefix(string(name), corev1.ResourceHugePagesPrefix)
+	if !ok {
+		return false
+	}
+	_, err := resource.ParseQuantity(size)
+	return err == nil
+}
+
+func nodeAllocatableResources(m map[corev1.ResourceName]resourcev1.NodeAllocatableResource, view api.DeviceView, resolved bool, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for _, name := range sortedKeys(m) {
+		r := m[name]
+		kp := keyPath(p, string(name), qualifiedKeyMaxPathLength)
+		if !isNodeAllocatableResourceName(name) {
+			errs = append(errs, field.Invalid(kp, name, "must be a node allocatable resource name (cpu, memory, ephemeral-storage or hugepages-<size>)"))
+		}
+		if r.Mapping == nil && r.Overhead == nil {
+			errs = append(errs, field.Required(kp, "at least one of mapping or overhead must be set"))
+		}
+		if r.Mapping != nil {
+			errs = append(errs, nodeAllocatableMapping(r.Mapping, view, resolved, kp.Child("mapping"))...)
+		}
+		if o := r.Overhead; o != nil {
+			op := kp.Child("overhead")
+			if o.PerPod == nil && o.PerContainer == nil {
+				errs = append(errs, field.Required(op, "at least one of perPod or perContainer must be set"))
+			}
+			if o.PerPod != nil && o.PerPod.Sign() < 0 {
+				errs = append(errs, field.Invalid(op.Child("perPod"), o.PerPod.String(), "must be non-negative"))
+			}
+			if o.PerContainer != nil && o.PerContainer.Sign() < 0 {
+				errs = append(errs, field.Invalid(op.Child("perContainer"), o.PerContainer.String(), "must be non-negative"))
+			}
+		}
+	}
+	return errs
+}
+
+// nodeAllocatableMapping: capacityKey (with capacityMultiplier) and
+// deviceMultiplier are union members, so exactly one way of mapping is used;
+// capacityKey must name a capacity of the (flattened) device; multipliers
+// are positive.
+func nodeAllocatableMapping(m *resourcev1.NodeAllocatableMapping, view api.DeviceView, resolved bool, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	switch {
+	case m.CapacityKey != nil && m.DeviceMultiplier != nil:
+		errs = append(errs, field.Invalid(p, "{`capacityKey`, `deviceMultiplier`}", "exactly one of `capacityKey` or `deviceMultiplier` may be set"))
+	case m.CapacityKey == nil && m.DeviceMultiplier == nil && m.CapacityMultiplier == nil:
+		errs = append(errs, field.Required(p, "exactly one of `capacityKey` or `deviceMultiplier` is required"))
+	}
+	if m.CapacityKey != nil {
+		kp := p.Child("capacityKey")
+		if *m.CapacityKey == "" {
+			errs = append(errs, field.Invalid(kp, "", "capacityKey must not be an empty string"))
+		} else if _, found := view.Capacity(*m.CapacityKey); resolved && !found {
+			errs = append(errs, field.NotFound(kp, *m.CapacityKey))
+		}
+		if m.CapacityMultiplier == nil {
+			errs = append(errs, field.Required(p.Child("capacityMultiplier"), "capacityMultiplier is required when capacityKey is set"))
+		}
+	}
+	if m.CapacityMultiplier != nil {
+		if m.CapacityKey == nil {
+			errs = append(errs, field.Required(p.Child("capacityKey"), "capacityKey is required when capacityMultiplier is set"))
+		}
+		if m.CapacityMultiplier.Sign() <= 0 {
+			errs = append(errs, field.Invalid(p.Child("capacityMultiplier"), m.CapacityMultiplier.String(), "must be positive"))
+		}
+	}
+	if m.DeviceMultiplier != nil && m.DeviceMultiplier.Sign() <= 0 {
+		errs = append(errs, field.Invalid(p.Child("deviceMultiplier"), m.DeviceMultiplier.String(), "must be positive"))
+	}
+	return errs
+}

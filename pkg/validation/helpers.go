@@ -1,0 +1,314 @@
+package validation
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/validate/content"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// qualifiedKeyMaxPathLength bounds how much of a map key ends up in a field
+// path. Keys longer than any valid name are shortened in the middle so that a
+// hostile key cannot blow up every message that names it; the error itself
+// still carries the full value.
+const qualifiedKeyMaxPathLength = QualifiedNameMaxDomainLength + 1 + QualifiedNameMaxIDLength
+
+// keyPath is fldPath.Key(key) with the key shortened like upstream does.
+func keyPath(fldPath *field.Path, key string, maxLen int) *field.Path {
+	if maxLen < 16 {
+		maxLen = 16
+	}
+	if len(key) > maxLen {
+		const ellipsis = "..."
+		remaining := maxLen - len(ellipsis)
+		key = key[:(remaining+1)/2] + ellipsis + key[len(key)-remaining/2:]
+	}
+	return fldPath.Key(key)
+}
+
+// sortedKeys makes map validation deterministic: the same object always
+// yields the same error list, which callers diff and tests compare.
+func sortedKeys[K cmp.Ordered, V any](m map[K]V) []K {
+	if len(m) == 0 {
+		return nil
+	}
+	return slices.Sorted(maps.Keys(m))
+}
+
+// tooMany reports a list that exceeds max. Like kube-apiserver, callers stop
+// validating the items of such a list: it bounds the work an oversized
+// object can cause.
+func tooMany(fldPath *field.Path, n, max int) field.ErrorList {
+	if n > max {
+		return field.ErrorList{field.TooMany(fldPath, n, max)}
+	}
+	return nil
+}
+
+// duplicates reports every entry whose key was already seen. Empty keys are
+// skipped because the entry is already reported as Required.
+func duplicates[T any](items []T, key func(*T) string, fldPath *field.Path) field.ErrorList {
+	if len(items) < 2 {
+		return nil
+	}
+	var errs field.ErrorList
+	seen := make(map[string]struct{}, len(items))
+	for i := range items {
+		k := key(&items[i])
+		if k == "" {
+			continue
+		}
+		if _, dup := seen[k]; dup {
+			errs = append(errs, field.Duplicate(fldPath.Index(i), k))
+			continue
+		}
+		seen[k] = struct{}{}
+	}
+	return errs
+}
+
+func stringDuplicates(items []string, fldPath *field.Path) field.ErrorList {
+	return duplicates(items, func(s *string) string { return *s }, fldPath)
+}
+
+// dnsLabel checks a DNS-1123 label (device, request, counter, mixin names).
+func dnsLabel(value string, fldPath *field.Path) field.ErrorList {
+	if value == "" {
+		return field.ErrorList{field.Required(fldPath, "")}
+	}
+	var errs field.ErrorList
+	for _, msg := range validation.IsDNS1123Label(value) {
+		errs = append(errs, field.Invalid(fldPath, value, msg))
+	}
+	return errs
+}
+
+// dnsSubdomain checks a DNS-1123 subdomain (device class names, node names).
+func dnsSubdomain(value string, fldPath *field.Path) field.ErrorList {
+	if value == "" {
+		return field.ErrorList{field.Required(fldPath, "")}
+	}
+	var errs field.ErrorList
+	for _, msg := range validation.IsDNS1123Subdomain(value) {
+		errs = append(errs, field.Invalid(fldPath, value, msg))
+	}
+	return errs
+}
+
+// driverName follows kube-apiserver, which validates driver names like CSI
+// driver names: the docs say they "should" be lower case, but the check runs
+// on the lower-cased name, so upper case letters are accepted (003 .spec.driver).
+func driverName(name string, fldPath *field.Path) field.ErrorList {
+	if name == "" {
+		return field.ErrorList{field.Required(fldPath, "")}
+	}
+	var errs field.ErrorList
+	if len(name) > DriverNameMaxLength {
+		errs = append(errs, field.TooLong(fldPath, name, DriverNameMaxLength))
+	}
+	for _, msg := range validation.IsDNS1123Subdomain(strings.ToLower(name)) {
+		errs = append(errs, field.Invalid(fldPath, name, msg))
+	}
+	return errs
+}
+
+// poolName: at most 253 characters, DNS subdomains separated by '/'
+// (003 .spec.pool.name).
+func poolName(name string, fldPath *field.Path) field.ErrorList {
+	if name == "" {
+		return field.ErrorList{field.Required(fldPath, "")}
+	}
+	var errs field.ErrorList
+	if len(name) > PoolNameMaxLength {
+		errs = append(errs, field.TooLong(fldPath, name, PoolNameMaxLength))
+	}
+	for part := range strings.SplitSeq(name, "/") {
+		for _, msg := range validation.IsDNS1123Subdomain(part) {
+			errs = append(errs, field.Invalid(fldPath, name, msg))
+		}
+	}
+	return errs
+}
+
+func cIdentifier(id string, fldPath *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if len(id) > QualifiedNameMaxIDLength {
+		errs = append(errs, field.TooLong(fldPath, id, QualifiedNameMaxIDLength))
+	}
+	for _, msg := range content.IsCIdentifier(id) {
+		errs = append(errs, field.Invalid(fldPath, id, msg))
+	}
+	return errs
+}
+
+// qualifiedName checks an attribute or capacity name: a C identifier,
+// optionally prefixed by a domain that is valid as a driver name and a
+// slash (v1 QualifiedName).
+func qualifiedName(name string, fldPath *field.Path) field.ErrorList {
+	domain, id, found := strings.Cut(name, "/")
+	if !found {
+		return cIdentifier(name, fldPath)
+	}
+	if strings.Contains(id, "/") {
+		return field.ErrorList{field.Invalid(fldPath, name, "must not contain more than one slash")}
+	}
+	var errs field.ErrorList
+	if domain == "" {
+		errs = append(errs, field.Invalid(fldPath, name, "the domain must not be empty"))
+	} else {
+		for _, e := range driverName(domain, fldPath) {
+			e.BadValue = name
+			errs = append(errs, e)
+		}
+	}
+	if id == "" {
+		errs = append(errs, field.Invalid(fldPath, name, "the name must not be empty"))
+	} else {
+		errs = append(errs, cIdentifier(id, fldPath)...)
+	}
+	return errs
+}
+
+// fullyQualifiedName is a qualifiedName that must carry a domain (constraint
+// attributes, partitionTypeAttribute).
+func fullyQualifiedName(name string, fldPath *field.Path) field.ErrorList {
+	if name == "" {
+		return field.ErrorList{field.Required(fldPath, "")}
+	}
+	errs := qualifiedName(name, fldPath)
+	if !strings.Contains(name, "/") {
+		errs = append(errs, field.Invalid(fldPath, name, "a fully qualified name must be a domain and a name separated by a slash"))
+	}
+	return errs
+}
+
+func labelValue(value string, fldPath *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for _, msg := range validation.IsValidLabelValue(value) {
+		errs = append(errs, field.Invalid(fldPath, value, msg))
+	}
+	return errs
+}
+
+// labelName is also what kube-apiserver uses for "a valid condition type
+// string" in binding conditions.
+func labelName(name string, fldPath *field.Path) field.ErrorList {
+	return metav1validation.ValidateLabelName(name, fldPath)
+}
+
+// nodeName uses the rules of a Node object's name.
+func nodeName(name string, fldPath *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for _, msg := range apivalidation.NameIsDNSSubdomain(name, false) {
+		errs = append(errs, field.Invalid(fldPath, name, msg))
+	}
+	return errs
+}
+
+// nodeSelector reproduces the essential rules of kube-apiserver's
+// ValidateNodeSelector (pkg/apis/core/validation): at least one term, label
+// keys, operator/value-count rules, and for matchFields only metadata.name
+// with In/NotIn and a single valid node name. DRA adds "exactly one term"
+// (003 .spec.nodeSelector and .spec.devices[].nodeSelector).
+func nodeSelector(ns *corev1.NodeSelector, fldPath *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	termsPath := fldPath.Child("nodeSelectorTerms")
+	switch len(ns.NodeSelectorTerms) {
+	case 0:
+		return field.ErrorList{field.Required(termsPath, "must have exactly one node selector term")}
+	case 1:
+	default:
+		errs = append(errs, field.Invalid(termsPath, fmt.Sprintf("%d terms", len(ns.NodeSelectorTerms)), "must have exactly one node selector term"))
+	}
+	for i, term := range ns.NodeSelectorTerms {
+		termPath := termsPath.Index(i)
+		for j, req := range term.MatchExpressions {
+			errs = append(errs, nodeSelectorRequirement(req, termPath.Child("matchExpressions").Index(j))...)
+		}
+		for j, req := range term.MatchFields {
+			errs = append(errs, nodeFieldSelectorRequirement(req, termPath.Child("matchFields").Index(j))...)
+		}
+	}
+	return errs
+}
+
+var nodeSelectorOperators = []corev1.NodeSelectorOperator{
+	corev1.NodeSelectorOpIn, corev1.NodeSelectorOpNotIn, corev1.NodeSelectorOpExists,
+	corev1.NodeSelectorOpDoesNotExist, corev1.NodeSelectorOpGt, corev1.NodeSelectorOpLt,
+}
+
+func nodeSelectorRequirement(req corev1.NodeSelectorRequirement, fldPath *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	valuesPath := fldPath.Child("values")
+	switch req.Operator {
+	case corev1.NodeSelectorOpIn, corev1.NodeSelectorOpNotIn:
+		if len(req.Values) == 0 {
+			errs = append(errs, field.Required(valuesPath, "must be specified when `operator` is 'In' or 'NotIn'"))
+		}
+	case corev1.NodeSelectorOpExists, corev1.NodeSelectorOpDoesNotExist:
+		if len(req.Values) > 0 {
+			errs = append(errs, field.Forbidden(valuesPath, "may not be specified when `operator` is 'Exists' or 'DoesNotExist'"))
+		}
+	case corev1.NodeSelectorOpGt, corev1.NodeSelectorOpLt:
+		if len(req.Values) != 1 {
+			errs = append(errs, field.Required(valuesPath, "must be specified single value when `operator` is 'Lt' or 'Gt'"))
+		}
+	default:
+		errs = append(errs, field.NotSupported(fldPath.Child("operator"), req.Operator, nodeSelectorOperators))
+	}
+	errs = append(errs, labelName(req.Key, fldPath.Child("key"))...)
+	for i, v := range req.Values {
+		errs = append(errs, labelValue(v, valuesPath.Index(i))...)
+	}
+	return errs
+}
+
+func nodeFieldSelectorRequirement(req corev1.NodeSelectorRequirement, fldPath *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	switch req.Operator {
+	case corev1.NodeSelectorOpIn, corev1.NodeSelectorOpNotIn:
+		if len(req.Values) != 1 {
+			errs = append(errs, field.Required(fldPath.Child("values"), "must be only one value when `operator` is 'In' or 'NotIn' for node field selector"))
+		}
+	default:
+		errs = append(errs, field.NotSupported(fldPath.Child("operator"), req.Operator,
+			[]corev1.NodeSelectorOperator{corev1.NodeSelectorOpIn, corev1.NodeSelectorOpNotIn}))
+	}
+	if req.Key != metav1.ObjectNameField {
+		return append(errs, field.NotSupported(fldPath.Child("key"), req.Key, []string{metav1.ObjectNameField}))
+	}
+	for i, v := range req.Values {
+		errs = append(errs, nodeName(v, fldPath.Child("values").Index(i))...)
+	}
+	return errs
+}
+
+// objectMeta validates metadata like kube-apiserver does on create. A
+// manifest may carry only generateName (the server would generate the name),
+// so the missing name is not an error then; generateName itself is checked.
+func objectMeta(meta *metav1.ObjectMeta, namespaced bool, fldPath *field.Path) field.ErrorList {
+	m := *meta
+	// Manifests for namespaced objects commonly leave the namespace to the
+	// client (kubectl -n, or "default"); only a namespace that is set must
+	// be valid.
+	if namespaced && m.Namespace == "" {
+		m.Namespace = metav1.NamespaceDefault
+	}
+	errs := apivalidation.ValidateObjectMeta(&m, namespaced, apivalidation.NameIsDNSSubdomain, fldPath)
+	if m.Name == "" && m.GenerateName != "" {
+		namePath := fldPath.Child("name").String()
+		errs = slices.DeleteFunc(errs, func(e *field.Error) bool {
+			return e.Type == field.ErrorTypeRequired && e.Field == namePath
+		})
+	}
+	return errs
+}
