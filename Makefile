@@ -1,7 +1,11 @@
 GO ?= go
 BIN := bin/dractl
+# Each fuzz target runs this long in `make test`, and FUZZTIME in `make fuzz`.
+FUZZTIME_SHORT ?= 5s
+FUZZTIME ?= 30s
+EXAMPLES := $(sort $(wildcard examples/*/))
 
-.PHONY: all build test demo fmt-check vet fuzz-short
+.PHONY: all build test demo fmt-check vet unit fuzz fuzz-short golden
 
 all: build
 
@@ -15,5 +19,49 @@ fmt-check:
 vet:
 	$(GO) vet ./...
 
-test: fmt-check vet
+unit:
 	$(GO) test -race -count=1 ./...
+
+test: fmt-check vet unit fuzz-short
+
+# Rewrites internal/cli/testdata/*.golden from the current behaviour; review
+# the diff before committing it.
+golden:
+	$(GO) test ./internal/cli -run 'TestGolden|TestCommands' -update
+
+# Fuzz targets are discovered rather than listed so that a new Fuzz function
+# is fuzzed without touching this file. `go test -list` prints a package's
+# targets followed by its "ok <package>" line, which is what the awk pairs up.
+define run-fuzz
+	@targets=$$($(GO) test -list '^Fuzz' ./pkg/... ./internal/... | \
+		awk '/^Fuzz/ { t[n++] = $$1 } /^ok/ { for (i = 0; i < n; i++) print $$2 "," t[i]; n = 0 }'); \
+	if [ -z "$$targets" ]; then echo "no fuzz targets"; fi; \
+	for pt in $$targets; do \
+		pkg=$${pt%%,*}; t=$${pt#*,}; \
+		echo "fuzz $$pkg $$t ($(1))"; \
+		$(GO) test -run='^$$' -fuzz="^$$t\$$" -fuzztime=$(1) $$pkg || exit 1; \
+	done
+endef
+
+fuzz-short:
+	$(call run-fuzz,$(FUZZTIME_SHORT))
+
+fuzz:
+	$(call run-fuzz,$(FUZZTIME))
+
+# demo runs the built binary on the examples the way a driver author would.
+# Every step must succeed: a failing demo means a broken example or verb.
+demo: build
+	@echo '$$ dractl version'; $(BIN) version
+	@echo; echo '$$ dractl validate $(addprefix -f ,$(EXAMPLES))'
+	@$(BIN) validate $(addprefix -f ,$(EXAMPLES))
+	@echo; echo '$$ dractl flatten -f examples/a100-mig-mixins | head -n 30'
+	@$(BIN) flatten -f examples/a100-mig-mixins > $(BIN).flat.yaml
+	@head -n 30 $(BIN).flat.yaml; echo "... ($$(wc -l < $(BIN).flat.yaml) lines, $$(grep -c '^  - name:\|^    - name:' $(BIN).flat.yaml) named entries)"
+	@rm -f $(BIN).flat.yaml
+	@echo; echo '$$ dractl compact -f examples/a100-mig-flat > /dev/null'
+	@$(BIN) compact -f examples/a100-mig-flat > /dev/null
+	@echo; echo '$$ dractl compact $(addprefix -f ,$(EXAMPLES)) > /dev/null'
+	@$(BIN) compact $(addprefix -f ,$(EXAMPLES)) > /dev/null
+	@echo; echo '$$ dractl compact -f examples/a100-mig-flat | dractl validate -f -'
+	@$(BIN) compact -f examples/a100-mig-flat 2>/dev/null | $(BIN) validate -f -

@@ -1,0 +1,85 @@
+package cli
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestCommands runs command lines in-process and compares stdout, stderr
+// and the exit code with testdata/<name>.golden. The exit code is also
+// asserted here so that -update cannot silently bless a wrong one.
+func TestCommands(t *testing.T) {
+	bad := func(name string) string { return filepath.Join("internal", "cli", "testdata", "bad", name) }
+	cases := []struct {
+		name  string
+		args  []string
+		stdin string
+		code  int
+	}{
+		{"validate-bad-unknown-field", []string{"validate", "-f", bad("unknown-field.yaml")}, "", ExitInvalid},
+		{"validate-bad-quantity", []string{"validate", "-f", bad("bad-quantity.yaml")}, "", ExitInvalid},
+		{"validate-bad-devices-and-counters", []string{"validate", "-f", bad("devices-and-counters.yaml")}, "", ExitInvalid},
+		{"validate-bad-duplicate-device", []string{"validate", "-f", bad("duplicate-device.yaml")}, "", ExitInvalid},
+		{"validate-bad-unknown-include", []string{"validate", "-f", bad("unknown-include.yaml")}, "", ExitInvalid},
+		{"validate-bad-missing-counter-set", []string{"validate", "-f", bad("missing-counter-set.yaml")}, "", ExitInvalid},
+		{"validate-bad-not-yaml", []string{"validate", "-f", bad("not-yaml.yaml")}, "", ExitInvalid},
+		{"validate-incomplete-pool", []string{"validate", "-f", bad("incomplete-pool.yaml")}, "", ExitOK},
+		// Every bad input at once: one bad document must not hide the
+		// problems of the others.
+		{"validate-bad-all", []string{"validate", "-f", filepath.Join("internal", "cli", "testdata", "bad")}, "", ExitInvalid},
+		{"validate-stdin", []string{"validate", "-f", "-"}, "apiVersion: resource.k8s.io/v1\nkind: ResourceSlice\nmetadata:\n  name: s\nspec:\n  driver: gpu.example.com\n  nodeName: n\n  pool: {name: n, generation: 1, resourceSliceCount: 1}\n  devices:\n  - name: Bad_Name\n", ExitInvalid},
+		{"validate-missing-file", []string{"validate", "-f", "does/not/exist.yaml"}, "", ExitUsage},
+		{"validate-no-input", []string{"validate"}, "", ExitUsage},
+		{"validate-unknown-flag", []string{"validate", "--bogus"}, "", ExitUsage},
+		{"unknown-command", []string{"frobnicate"}, "", ExitUsage},
+		{"flatten-bad-output", []string{"flatten", "-o", "xml", "-f", bad("unknown-include.yaml")}, "", ExitUsage},
+		{"flatten-bad-unknown-include", []string{"flatten", "-f", bad("unknown-include.yaml")}, "", ExitInvalid},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := run(t, tc.stdin, tc.args...)
+			if r.code != tc.code {
+				t.Errorf("dractl %s: exit %d, want %d\n%s", strings.Join(tc.args, " "), r.code, tc.code, r)
+			}
+			golden(t, tc.name, "$ dractl "+strings.Join(tc.args, " ")+"\n"+r.String())
+		})
+	}
+}
+
+// TestExamples runs validate and flatten on every example, and compact on
+// the flat ones. Examples are meant to be valid, so every exit code is 0.
+func TestExamples(t *testing.T) {
+	for _, ex := range examples(t) {
+		dir := filepath.Join("examples", ex)
+		t.Run(ex, func(t *testing.T) {
+			for _, verb := range []string{"validate", "flatten", "compact"} {
+				args := []string{verb, "-f", dir}
+				r := run(t, "", args...)
+				if r.code != ExitOK {
+					t.Errorf("dractl %s: exit %d, want 0\n%s", strings.Join(args, " "), r.code, r)
+				}
+				golden(t, verb+"-"+ex, "$ dractl "+strings.Join(args, " ")+"\n"+r.String())
+			}
+		})
+	}
+}
+
+func TestVersion(t *testing.T) {
+	r := run(t, "", "version")
+	if r.code != ExitOK || !strings.HasPrefix(r.stdout, "dractl ") || r.stderr != "" {
+		t.Errorf("dractl version:\n%s", r)
+	}
+	r = run(t, "", "version", "-o", "json")
+	if r.code != ExitOK || !strings.Contains(r.stdout, `"goVersion"`) {
+		t.Errorf("dractl version -o json:\n%s", r)
+	}
+}
+
+func TestThousands(t *testing.T) {
+	for n, want := range map[int]string{0: "0", 999: "999", 1000: "1,000", 412338: "412,338", 1234567: "1,234,567", -1000: "-1,000"} {
+		if got := thousands(n); got != want {
+			t.Errorf("thousands(%d) = %q, want %q", n, got, want)
+		}
+	}
+}

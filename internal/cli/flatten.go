@@ -1,0 +1,91 @@
+package cli
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/dractl/dractl/pkg/api"
+	"github.com/dractl/dractl/pkg/validation"
+)
+
+type flattenOptions struct {
+	*globalOptions
+	output string
+	strict bool
+}
+
+func newFlattenCommand(g *globalOptions) *cobra.Command {
+	o := &flattenOptions{globalOptions: g}
+	cmd := &cobra.Command{
+		Use:   "flatten -f FILE|DIR|- ...",
+		Short: "Resolve mixins and print plain resource.k8s.io/v1 ResourceSlices",
+		Long: `flatten applies every include of every ResourceSlice (KEP-5234) and prints
+the slices as resource.k8s.io/v1 objects that a kube-apiserver without the
+DRAResourceSliceMixins feature accepts. Objects of other kinds (DeviceClasses,
+ResourceClaims, ...) are printed unchanged, so a whole manifest directory can
+be piped into kubectl apply.
+
+The flattened slices are checked against resource.k8s.io/v1 admission; a
+flattened slice can break a v1 limit its mixin form respects (more than 64
+devices with counters, 8 counter sets, 32 counters per set, 2 consumptions
+per device). Each such problem is a warning on stderr; with --strict the
+command exits 1 after printing.`,
+		Example: `  dractl flatten -f examples/a100-mig-mixins
+  dractl flatten -f examples/ -o json | kubectl apply -f -`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.requireInputs(); err != nil {
+				return err
+			}
+			if err := checkOutput(o.output); err != nil {
+				return err
+			}
+			return o.run()
+		},
+	}
+	addOutputFlag(cmd, &o.output)
+	cmd.Flags().BoolVar(&o.strict, "strict", false, "exit 1 when a flattened slice is not valid resource.k8s.io/v1")
+	return cmd
+}
+
+func (o *flattenOptions) run() error {
+	in, err := o.read()
+	if err != nil {
+		return err
+	}
+	failed := in.printDecodeErrors(o.Err)
+	warned := false
+	var out []any
+	for i := range in.objects {
+		obj := &in.objects[i]
+		s, ok := obj.Obj.(*api.ResourceSlice)
+		if !ok {
+			out = append(out, obj.Obj)
+			continue
+		}
+		flat, err := api.Flatten(s)
+		if err != nil {
+			fmt.Fprintf(o.Err, "error: %s: %s\n", where(obj), err)
+			failed = true
+			continue
+		}
+		for _, e := range validation.ResourceSlice(flat) {
+			fmt.Fprintf(o.Err, "warning: %s: flattened: %s\n", where(obj), e.Error())
+			warned = true
+		}
+		v1, err := api.ToV1(flat)
+		if err != nil {
+			// Flatten succeeded, so the slice has no includes left to fail.
+			panic(fmt.Sprintf("ToV1 of a flattened slice: %v", err))
+		}
+		out = append(out, v1)
+	}
+	if err := encode(o.Out, out, o.output); err != nil {
+		return err
+	}
+	if failed || (warned && o.strict) {
+		return invalid()
+	}
+	return nil
+}

@@ -1,0 +1,103 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/dractl/dractl/pkg/decode"
+)
+
+// input is everything read from the -f arguments: the objects that decoded
+// and, separately, the documents that did not.
+type input struct {
+	objects      []decode.Object
+	decodeErrors []decodeError
+}
+
+// decodeError is one decode problem, formatted like every other dractl
+// error line, with where identifying the object (or document) it is about.
+type decodeError struct {
+	where string
+	line  string
+}
+
+// read decodes every -f argument. Inputs that cannot be opened at all are a
+// usage error (exit 2): nothing about their content is known. Everything
+// that can be opened is decoded in full so that one bad document does not
+// hide problems in the others.
+func (o *globalOptions) read() (*input, error) {
+	for _, name := range o.filenames {
+		if name == "-" {
+			continue
+		}
+		if err := readable(name); err != nil {
+			return nil, usageErrorf("cannot read %s: %v", name, err)
+		}
+	}
+	objs, err := decode.Paths(o.filenames, o.In)
+	in := &input{objects: objs}
+	if err == nil {
+		return in, nil
+	}
+	var errs decode.Errors
+	if !errors.As(err, &errs) {
+		return nil, usageErrorf("%v", err)
+	}
+	for _, e := range errs {
+		in.decodeErrors = append(in.decodeErrors, decodeError{where: errorWhere(e), line: e.Error()})
+	}
+	return in, nil
+}
+
+// readable reports why a path given with -f cannot be read; decode itself
+// would report it as one more decode error, but an unreadable input is a
+// different failure (the command line is wrong) with its own exit code.
+func readable(name string) error {
+	fi, err := os.Stat(name)
+	if err != nil {
+		return unwrapPathError(err)
+	}
+	if fi.IsDir() {
+		_, err = os.ReadDir(name)
+		return unwrapPathError(err)
+	}
+	f, err := os.Open(name)
+	if err != nil {
+		return unwrapPathError(err)
+	}
+	return f.Close()
+}
+
+// unwrapPathError drops the path from an *fs.PathError: the caller prints
+// the name already.
+func unwrapPathError(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// printDecodeErrors prints every decode problem as an error line and
+// reports whether there were any.
+func (in *input) printDecodeErrors(w io.Writer) bool {
+	for _, e := range in.decodeErrors {
+		fmt.Fprintf(w, "error: %s\n", e.line)
+	}
+	return len(in.decodeErrors) > 0
+}
+
+// where locates an object the way every dractl message does:
+// "<file>#<doc> <Kind>/<name>".
+func where(obj *decode.Object) string {
+	return fmt.Sprintf("%s %s/%s", obj.Source, obj.Kind, obj.Name)
+}
+
+func errorWhere(e *decode.Error) string {
+	if e.Kind == "" && e.Name == "" {
+		return e.Source.String()
+	}
+	return fmt.Sprintf("%s %s/%s", e.Source, e.Kind, e.Name)
+}

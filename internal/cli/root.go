@@ -1,0 +1,125 @@
+// Package cli implements the dractl commands, one file per verb. Commands
+// run in-process against the Streams they are given, which is what the
+// golden tests in this package rely on.
+package cli
+
+import (
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+)
+
+// Streams are the standard streams a command reads and writes.
+type Streams struct {
+	In  io.Reader
+	Out io.Writer
+	Err io.Writer
+}
+
+// globalOptions are the flags every verb shares.
+type globalOptions struct {
+	Streams
+	filenames []string
+}
+
+// Execute runs dractl with the process's arguments and streams and returns
+// the exit code.
+func Execute() int {
+	return Run(os.Args[1:], Streams{In: os.Stdin, Out: os.Stdout, Err: os.Stderr})
+}
+
+// Run runs dractl with args and returns the exit code. It never calls
+// os.Exit, so tests can run any command line in-process.
+func Run(args []string, s Streams) int {
+	root := newRootCommand(s)
+	root.SetArgs(args)
+	err := root.Execute()
+	if err != nil && err.Error() != "" {
+		if ee, ok := err.(*exitError); !ok || ee.msg != "" {
+			fmt.Fprintf(s.Err, "error: %s\n", err)
+			if !ok {
+				// Cobra's own flag and argument errors: point at the help
+				// the way kubectl does.
+				fmt.Fprintf(s.Err, "See '%s --help' for usage.\n", commandPath(root, args))
+			}
+		}
+	}
+	return exitCode(err)
+}
+
+func newRootCommand(s Streams) *cobra.Command {
+	o := &globalOptions{Streams: s}
+	root := &cobra.Command{
+		Use:   "dractl",
+		Short: "Validate, flatten and compact Kubernetes DRA ResourceSlices",
+		Long: `dractl checks and transforms the ResourceSlices a DRA driver publishes,
+including partitionable devices (KEP-4815) and ResourceSlice mixins (KEP-5234).
+
+Inputs are given with -f: a file, a directory (every .yaml, .yml and .json
+file in it) or - for standard input; -f may be repeated.
+
+Exit codes:
+  0  success; every input is valid
+  1  an input is invalid (decode, admission or pool error)
+  2  usage error, or an input could not be read`,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		// Without a verb there is nothing to do; show help rather than
+		// succeed silently.
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usageErrorf("unknown command %q for \"dractl\"", args[0])
+			}
+			return cmd.Help()
+		},
+		Args: cobra.ArbitraryArgs,
+	}
+	root.SetIn(s.In)
+	root.SetOut(s.Out)
+	root.SetErr(s.Err)
+	root.CompletionOptions.DisableDefaultCmd = true
+	root.PersistentFlags().StringArrayVarP(&o.filenames, "filename", "f", nil,
+		"file, directory or - (stdin) to read objects from; repeatable")
+
+	root.AddCommand(
+		newValidateCommand(o),
+		newFlattenCommand(o),
+		newCompactCommand(o),
+		newVersionCommand(o),
+	)
+	return root
+}
+
+// commandPath names the subcommand a command line was meant for, for the
+// usage hint after a flag error.
+func commandPath(root *cobra.Command, args []string) string {
+	cmd, _, err := root.Find(args)
+	if err != nil || cmd == nil {
+		return root.Name()
+	}
+	return cmd.CommandPath()
+}
+
+// requireInputs rejects a command line without -f: reading stdin implicitly
+// would make a forgotten -f hang in a terminal.
+func (o *globalOptions) requireInputs() error {
+	if len(o.filenames) == 0 {
+		return usageErrorf("no input: pass -f FILE, -f DIR or -f - (stdin)")
+	}
+	return nil
+}
+
+// addOutputFlag registers -o for the verbs that print objects.
+func addOutputFlag(cmd *cobra.Command, output *string) {
+	cmd.Flags().StringVarP(output, "output", "o", "yaml", "output format: yaml or json")
+}
+
+func checkOutput(output string) error {
+	switch output {
+	case "yaml", "json":
+		return nil
+	}
+	return usageErrorf("--output: expected yaml or json, found %q", output)
+}

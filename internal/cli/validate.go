@@ -1,0 +1,172 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/dractl/dractl/pkg/api"
+	"github.com/dractl/dractl/pkg/decode"
+	"github.com/dractl/dractl/pkg/pool"
+	"github.com/dractl/dractl/pkg/validation"
+)
+
+func newValidateCommand(o *globalOptions) *cobra.Command {
+	return &cobra.Command{
+		Use:   "validate -f FILE|DIR|- ...",
+		Short: "Check objects against admission rules and pools against KEP-4815",
+		Long: `validate decodes every input strictly (unknown and duplicate fields are
+errors), checks each object as kube-apiserver admission would, then groups
+the ResourceSlices into pools and checks the rules that span slices: device
+and counter set names unique in a pool, consumed counter sets and counters
+that exist, a consistent resourceSliceCount.
+
+Every error is printed on its own line as
+  <file>#<doc> <Kind>/<name>: <field path>: <message>
+or, for rules that span the slices of a pool,
+  pool <driver>/<pool>: ResourceSlice <name> (<file>#<doc>): <field path>: <message>
+followed by a summary line. Incomplete pools (fewer slices than
+resourceSliceCount) are warnings: the scheduler skips them, which is
+legitimate while a driver is still publishing.`,
+		Example: `  dractl validate -f examples/a100-mig-mixins
+  kubectl get resourceslices -o yaml | dractl validate -f -`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.requireInputs(); err != nil {
+				return err
+			}
+			in, err := o.read()
+			if err != nil {
+				return err
+			}
+			if !runValidate(in, o.Out) {
+				return invalid()
+			}
+			return nil
+		},
+	}
+}
+
+// runValidate prints every problem of the input and a summary, and reports
+// whether the input is valid.
+func runValidate(in *input, w io.Writer) bool {
+	var (
+		errCount   int
+		badObjects = make(map[string]bool)
+		reported   = make(map[*api.ResourceSlice]map[string]bool)
+		slices     []*api.ResourceSlice
+		sourceOf   = make(map[*api.ResourceSlice]*decode.Object)
+	)
+	for _, e := range in.decodeErrors {
+		fmt.Fprintln(w, e.line)
+		errCount++
+		badObjects[e.where] = true
+	}
+
+	for i := range in.objects {
+		obj := &in.objects[i]
+		errs := validateObject(obj)
+		for _, e := range errs {
+			fmt.Fprintf(w, "%s: %s\n", where(obj), e.Error())
+		}
+		if len(errs) > 0 {
+			errCount += len(errs)
+			badObjects[where(obj)] = true
+		}
+		if s, ok := obj.Obj.(*api.ResourceSlice); ok {
+			slices = append(slices, s)
+			sourceOf[s] = obj
+			// Pool validation finds some of the same problems (an unknown
+			// include breaks both); say each once.
+			seen := make(map[string]bool, len(errs))
+			for _, e := range errs {
+				seen[errorKey(e)] = true
+			}
+			reported[s] = seen
+		}
+	}
+
+	pools := pool.Assemble(slices)
+	badPools := 0
+	for _, p := range pools {
+		if !p.Complete() {
+			fmt.Fprintf(w, "warning: pool %s: incomplete: %d of %d slices of generation %d found; the scheduler ignores it until all are published\n",
+				p.ID, len(p.Slices), p.SliceCount, p.Generation)
+		}
+		perr := p.Validate()
+		if perr == nil {
+			continue
+		}
+		n := 0
+		for _, prob := range perr.Problems {
+			s := sliceNamed(p, prob.Slice)
+			if s != nil && reported[s.ResourceSlice][errorKey(prob.Err)] {
+				continue
+			}
+			loc := ""
+			if s != nil {
+				if src := sourceOf[s.ResourceSlice]; src != nil {
+					loc = " (" + src.Source.String() + ")"
+					badObjects[where(src)] = true
+				}
+			}
+			fmt.Fprintf(w, "pool %s: ResourceSlice %s%s: %s\n", p.ID, prob.Slice, loc, prob.Err.Error())
+			n++
+		}
+		if n > 0 {
+			errCount += n
+			badPools++
+		}
+	}
+
+	fmt.Fprintln(w, summary(len(in.objects)+len(in.decodeErrors), len(pools), errCount, len(badObjects), badPools))
+	return errCount == 0
+}
+
+// validateObject runs the admission rules of the object's kind. Kinds
+// dractl has no rules for pass: admission of core kinds is kubectl's job.
+func validateObject(obj *decode.Object) field.ErrorList {
+	switch o := obj.Obj.(type) {
+	case *api.ResourceSlice:
+		return validation.ResourceSlice(o)
+	}
+	return nil
+}
+
+// errorKey identifies an error by where and what, not by its wording,
+// because admission and pool validation phrase the same problem differently.
+func errorKey(e *field.Error) string {
+	return string(e.Type) + " " + e.Field
+}
+
+// sliceNamed finds the slice of a pool problem; names are unique within a
+// pool's current generation except in inputs that are wrong anyway.
+func sliceNamed(p *pool.Pool, name string) *pool.Slice {
+	for _, s := range p.Slices {
+		if s.Name == name {
+			return s
+		}
+	}
+	return nil
+}
+
+func summary(objects, pools, errs, badObjects, badPools int) string {
+	head := fmt.Sprintf("%s, %s", plural(objects, "object"), plural(pools, "pool"))
+	if errs == 0 {
+		return head + ": valid"
+	}
+	s := fmt.Sprintf("%s: %s in %s", head, plural(errs, "error"), plural(badObjects, "object"))
+	if badPools > 0 {
+		s += fmt.Sprintf(", %s", plural(badPools, "invalid pool"))
+	}
+	return s
+}
+
+func plural(n int, noun string) string {
+	if n == 1 {
+		return fmt.Sprintf("1 %s", noun)
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
