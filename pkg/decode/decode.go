@@ -1,0 +1,461 @@
+package decode
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"reflect"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	kjson "sigs.k8s.io/json"
+)
+
+// Paths decodes every object in the given files, directories and, for
+// "-", stdin (which may be nil when "-" is not among paths). Directories
+// contribute their *.yaml, *.yml and *.json files in lexical order;
+// subdirectories are not entered.
+//
+// The objects are returned in input order. The error is nil or an Errors
+// listing every problem in every input; objects with a problem are left
+// out of the result and all others are still returned.
+func Paths(paths []string, stdin io.Reader) ([]Object, error) {
+	return decodeInputs(readPaths(paths, stdin))
+}
+
+// Bytes decodes the objects in data, naming them as coming from file. It
+// returns like Paths.
+func Bytes(file string, data []byte) ([]Object, error) {
+	return decodeInputs([]input{{name: file, data: data}})
+}
+
+// input is the content of one file, or why it could not be read.
+type input struct {
+	name string
+	data []byte
+	err  string
+}
+
+var manifestExts = []string{".yaml", ".yml", ".json"}
+
+func readPaths(paths []string, stdin io.Reader) []input {
+	var out []input
+	stdinRead := false
+	for _, p := range paths {
+		if p == "-" {
+			switch {
+			case stdinRead:
+				out = append(out, input{name: p, err: "stdin given more than once"})
+			case stdin == nil:
+				out = append(out, input{name: p, err: "stdin is not available"})
+			default:
+				stdinRead = true
+				data, err := io.ReadAll(stdin)
+				out = append(out, readResult(p, data, err))
+			}
+			continue
+		}
+		fi, err := os.Stat(p)
+		if err != nil {
+			out = append(out, readResult(p, nil, err))
+			continue
+		}
+		if !fi.IsDir() {
+			data, err := os.ReadFile(p)
+			out = append(out, readResult(p, data, err))
+			continue
+		}
+		entries, err := os.ReadDir(p) // sorted by name
+		if err != nil {
+			out = append(out, readResult(p, nil, err))
+			continue
+		}
+		n := 0
+		for _, e := range entries {
+			if e.IsDir() || !slices.Contains(manifestExts, strings.ToLower(filepath.Ext(e.Name()))) {
+				continue
+			}
+			n++
+			name := filepath.Join(p, e.Name())
+			data, err := os.ReadFile(name)
+			out = append(out, readResult(name, data, err))
+		}
+		if n == 0 {
+			// Almost always a wrong path; an empty result would hide it.
+			out = append(out, input{name: p, err: "directory holds no *.yaml, *.yml or *.json files"})
+		}
+	}
+	return out
+}
+
+func readResult(name string, data []byte, err error) input {
+	if err == nil {
+		return input{name: name, data: data}
+	}
+	// The path is already in the Source; keep only the reason.
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err
+	}
+	return input{name: name, err: "cannot read: " + err.Error()}
+}
+
+// doc is one document of one input, not yet understood.
+type doc struct {
+	src  Source
+	data []byte // a YAML chunk or a JSON value
+	yaml bool
+	err  *Error // the input could not be read or split here
+}
+
+// unit is one object to decode: a document, or an item of a List.
+type unit struct {
+	src  Source
+	data []byte // a JSON object
+	kind *kindInfo
+	name string
+}
+
+type docResult struct {
+	units []unit
+	errs  []*Error
+}
+
+type unitResult struct {
+	obj  Object
+	errs []*Error
+}
+
+func decodeInputs(inputs []input) ([]Object, error) {
+	var docs []doc
+	for _, in := range inputs {
+		docs = splitInput(in, docs)
+	}
+	// Parse (YAML) and find kinds and list items, in parallel per document.
+	docRes := make([]docResult, len(docs))
+	parallel(len(docs), func(i int) {
+		docRes[i].units, docRes[i].errs = docs[i].units()
+	})
+	var units []unit
+	for i := range docRes {
+		units = append(units, docRes[i].units...)
+	}
+	// Decode, in parallel per object: a List's items spread over workers.
+	unitRes := make([]unitResult, len(units))
+	parallel(len(units), func(i int) {
+		unitRes[i].obj, unitRes[i].errs = units[i].decode()
+	})
+
+	objs := make([]Object, 0, len(units))
+	var errs Errors
+	next := 0
+	for i := range docs {
+		first := len(errs)
+		errs = append(errs, docRes[i].errs...)
+		for range docRes[i].units {
+			r := &unitRes[next]
+			next++
+			if len(r.errs) > 0 {
+				errs = append(errs, r.errs...)
+				continue
+			}
+			objs = append(objs, r.obj)
+		}
+		// Item errors found while splitting a list and while decoding its
+		// items interleave by item.
+		slices.SortStableFunc(errs[first:], func(a, b *Error) int { return a.Source.Item - b.Source.Item })
+	}
+	if len(errs) > 0 {
+		return objs, errs
+	}
+	return objs, nil
+}
+
+// parallel runs fn(0..n-1) on up to GOMAXPROCS goroutines. Callers write
+// results by index, which keeps output order independent of scheduling.
+func parallel(n int, fn func(i int)) {
+	workers := min(runtime.GOMAXPROCS(0), n)
+	if workers <= 1 {
+		for i := range n {
+			fn(i)
+		}
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				fn(i)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+var bom = []byte("\xef\xbb\xbf")
+
+// splitInput cuts one input into documents. Input whose first non-blank
+// byte opens a JSON object or array is a JSON stream (as kubectl decides);
+// anything else is YAML.
+func splitInput(in input, docs []doc) []doc {
+	if in.err != "" {
+		return append(docs, doc{err: &Error{Source: Source{File: in.name, Item: -1}, Detail: in.err}})
+	}
+	data := bytes.TrimPrefix(in.data, bom)
+	if i := skipSpace(data, 0); i < len(data) && (data[i] == '{' || data[i] == '[') {
+		return splitJSON(in.name, data, docs)
+	}
+	for n, c := range splitYAML(data) {
+		docs = append(docs, doc{src: Source{File: in.name, Doc: n + 1, Item: -1, Line: c.line}, data: c.data, yaml: true})
+	}
+	return docs
+}
+
+// splitJSON cuts a stream of concatenated JSON values. After a syntax
+// error the rest of the stream cannot be trusted, so that is the last
+// document of the input.
+func splitJSON(name string, data []byte, docs []doc) []doc {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	counted, line := 0, 1 // newlines counted in data[:counted]
+	lineAt := func(off int) int {
+		off = min(max(off, counted), len(data))
+		line += bytes.Count(data[counted:off], []byte("\n"))
+		counted = off
+		return line
+	}
+	for n := 1; ; n++ {
+		before := int(dec.InputOffset())
+		start := skipSpace(data, before)
+		var raw json.RawMessage
+		err := dec.Decode(&raw)
+		if err == io.EOF {
+			return docs
+		}
+		src := Source{File: name, Doc: n, Item: -1, Line: lineAt(start)}
+		if err != nil {
+			at := len(data)
+			var se *json.SyntaxError
+			if errors.As(err, &se) {
+				at = before + int(se.Offset)
+			}
+			if errors.Is(err, io.ErrUnexpectedEOF) {
+				err = errors.New("unexpected end of JSON input")
+			}
+			return append(docs, doc{src: src, err: &Error{Source: src, Detail: "invalid JSON at line " + strconv.Itoa(lineAt(at)) + ": " + err.Error()}})
+		}
+		docs = append(docs, doc{src: src, data: raw})
+	}
+}
+
+// header is what is read of an object before decoding it.
+type header struct {
+	apiVersion, kind, name string
+}
+
+// readHeader finds apiVersion, kind and metadata.name among an object's
+// members. Like encoding/json, the last of duplicated members counts; the
+// duplicate itself is reported by the strict decode.
+func readHeader(members []member) (h header, errs []fieldError) {
+	for _, m := range members {
+		switch m.key {
+		case "apiVersion", "kind":
+			s, ok := stringValue(m.val)
+			if !ok {
+				errs = append(errs, fieldError{m.key, "wrong type: expected string, found " + jsonType(m.val)})
+				continue
+			}
+			if m.key == "kind" {
+				h.kind = s
+			} else {
+				h.apiVersion = s
+			}
+		case "metadata":
+			meta, _ := objectMembers(m.val)
+			for _, mm := range meta {
+				if mm.key == "name" {
+					h.name, _ = stringValue(mm.val)
+				}
+			}
+		}
+	}
+	if len(errs) == 0 {
+		if h.apiVersion == "" {
+			errs = append(errs, fieldError{"apiVersion", "missing; every object needs apiVersion and kind"})
+		}
+		if h.kind == "" {
+			errs = append(errs, fieldError{"kind", "missing; every object needs apiVersion and kind"})
+		}
+	}
+	return h, errs
+}
+
+var listFields = map[string]reflect.Type{
+	"apiVersion": reflect.TypeFor[string](),
+	"kind":       reflect.TypeFor[string](),
+	"metadata":   reflect.TypeFor[metav1.ListMeta](),
+	"items":      reflect.TypeFor[[]json.RawMessage](),
+}
+
+// units parses a document, converting YAML to JSON, and returns the
+// objects it holds: itself, or the items of a List.
+func (d *doc) units() ([]unit, []*Error) {
+	if d.err != nil {
+		return nil, []*Error{d.err}
+	}
+	data := d.data
+	if d.yaml {
+		j, err := yamlToJSON(chunk{data: d.data, line: d.src.Line})
+		if err != nil {
+			return nil, []*Error{{Source: d.src, Detail: err.Error()}}
+		}
+		data = j
+	}
+	members, ok := objectMembers(data)
+	if !ok {
+		return nil, []*Error{{Source: d.src, Detail: "expected an object with apiVersion and kind, found " + jsonType(data)}}
+	}
+	h, ferrs := readHeader(members)
+	if len(ferrs) > 0 {
+		return nil, wrap(d.src, h, ferrs)
+	}
+	list, itemKind := isList(h.apiVersion, h.kind)
+	if !list {
+		k := lookupKind(h.apiVersion, h.kind)
+		if k == nil {
+			return nil, []*Error{{Source: d.src, Kind: h.kind, Name: h.name, Detail: kindError(h.apiVersion, h.kind)}}
+		}
+		return []unit{{src: d.src, data: data, kind: k, name: h.name}}, nil
+	}
+	if itemKind != "" && lookupKind(h.apiVersion, itemKind) == nil {
+		return nil, []*Error{{Source: d.src, Kind: h.kind, Name: h.name, Detail: kindError(h.apiVersion, h.kind)}}
+	}
+
+	var items []byte
+	seen := map[string]bool{}
+	for _, m := range members {
+		if seen[m.key] {
+			ferrs = append(ferrs, fieldError{m.key, "duplicate field"})
+			continue
+		}
+		seen[m.key] = true
+		switch m.key {
+		case "apiVersion", "kind":
+		case "metadata":
+			ferrs = locate(m.val, listFields["metadata"], "metadata", ferrs)
+		case "items":
+			items = m.val
+		default:
+			detail := "unknown field"
+			if s := closest(m.key, listFields); s != "" {
+				detail += "; did you mean " + quote(s) + "?"
+			}
+			ferrs = append(ferrs, fieldError{m.key, detail})
+		}
+	}
+	errs := wrap(d.src, h, ferrs)
+	if items == nil || jsonType(items) == "null" {
+		return nil, errs
+	}
+	elems, ok := arrayElements(items)
+	if !ok {
+		return nil, append(errs, wrap(d.src, h, []fieldError{{"items", "wrong type: expected array, found " + jsonType(items)}})...)
+	}
+	var units []unit
+	for i, e := range elems {
+		src := d.src
+		src.Item = i
+		u, ih, ferrs := listItem(h, itemKind, e)
+		if len(ferrs) > 0 {
+			errs = append(errs, wrap(src, ih, ferrs)...)
+			continue
+		}
+		u.src = src
+		units = append(units, u)
+	}
+	return units, errs
+}
+
+// listItem reads the header of one List item. Items of a typed list (e.g.
+// ResourceSliceList) may leave out apiVersion and kind, as list responses
+// of the API server do; items of a v1 List must name them.
+func listItem(list header, itemKind string, data []byte) (unit, header, []fieldError) {
+	u := unit{data: data}
+	members, ok := objectMembers(data)
+	if !ok {
+		return u, header{kind: itemKind}, []fieldError{{"", "expected an object, found " + jsonType(data)}}
+	}
+	h, ferrs := readHeader(members)
+	u.name = h.name
+	if itemKind != "" {
+		ferrs = slices.DeleteFunc(ferrs, func(fe fieldError) bool { return strings.HasPrefix(fe.detail, "missing") })
+		if h.apiVersion == "" {
+			h.apiVersion = list.apiVersion
+		}
+		if h.kind == "" {
+			h.kind = itemKind
+		}
+		if h.apiVersion != list.apiVersion {
+			ferrs = append(ferrs, fieldError{"apiVersion", "expected " + quote(list.apiVersion) + " as in the " + list.kind + ", found " + quote(h.apiVersion)})
+		}
+		if h.kind != itemKind {
+			ferrs = append(ferrs, fieldError{"kind", "expected " + quote(itemKind) + " in a " + list.kind + ", found " + quote(h.kind)})
+		}
+	}
+	if len(ferrs) > 0 {
+		return u, h, ferrs
+	}
+	if l, _ := isList(h.apiVersion, h.kind); l {
+		return u, h, []fieldError{{"kind", "a list inside a list is not supported"}}
+	}
+	if u.kind = lookupKind(h.apiVersion, h.kind); u.kind == nil {
+		return u, h, []fieldError{{"", kindError(h.apiVersion, h.kind)}}
+	}
+	return u, h, nil
+}
+
+func wrap(src Source, h header, ferrs []fieldError) []*Error {
+	out := make([]*Error, len(ferrs))
+	for i, fe := range ferrs {
+		out[i] = &Error{Source: src, Kind: h.kind, Name: h.name, Field: fe.path, Detail: fe.detail}
+	}
+	return out
+}
+
+// decode decodes one object strictly, then makes it look stored.
+func (u *unit) decode() (Object, []*Error) {
+	k := u.kind
+	v := reflect.New(k.typ)
+	strict, err := kjson.UnmarshalStrict(u.data, v.Interface())
+	var ferrs []fieldError
+	if err != nil {
+		ferrs = locate(u.data, k.typ, "", nil)
+		if len(ferrs) == 0 {
+			ferrs = []fieldError{{"", err.Error()}}
+		}
+	} else {
+		ferrs = strictErrors("", strict, k.typ, nil)
+	}
+	if len(ferrs) > 0 {
+		return Object{}, wrap(u.src, header{kind: k.kind, name: u.name}, ferrs)
+	}
+	o := v.Interface().(apiObject)
+	o.GetObjectKind().SetGroupVersionKind(schema.FromAPIVersionAndKind(k.apiVersion, k.kind))
+	normalize(o, k)
+	SetDefaults(o)
+	return Object{Source: u.src, Kind: k.kind, Name: o.GetName(), Namespace: o.GetNamespace(), Obj: o}, nil
+}

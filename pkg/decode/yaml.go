@@ -1,0 +1,269 @@
+package decode
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"regexp"
+	"sort"
+	"strconv"
+	"unicode/utf8"
+
+	yaml "go.yaml.in/yaml/v2"
+)
+
+// chunk is one "---"-separated piece of a YAML stream.
+type chunk struct {
+	data []byte
+	line int // 1-based line of the chunk's first byte
+}
+
+// splitYAML cuts a YAML stream at separator lines. A separator is a line
+// that starts with "---" followed by nothing but blanks or a comment, the
+// same rule as apimachinery's YAMLReader (and so kubectl), so that files
+// split here exactly where they split there. Empty chunks are dropped.
+func splitYAML(data []byte) []chunk {
+	var out []chunk
+	start, startLine, line := 0, 1, 1
+	flush := func(end int) {
+		if !blankYAML(data[start:end]) {
+			out = append(out, chunk{data: data[start:end], line: startLine})
+		}
+	}
+	for i := 0; i < len(data); {
+		nl := bytes.IndexByte(data[i:], '\n')
+		next := len(data)
+		if nl >= 0 {
+			next = i + nl + 1
+		}
+		if isSeparator(data[i:next]) {
+			flush(i)
+			start, startLine = next, line+1
+		}
+		i = next
+		line++
+	}
+	flush(len(data))
+	return out
+}
+
+func isSeparator(line []byte) bool {
+	if !bytes.HasPrefix(line, []byte("---")) {
+		return false
+	}
+	rest := bytes.TrimSpace(line[3:])
+	return len(rest) == 0 || rest[0] == '#'
+}
+
+// blankYAML reports whether a chunk holds only blank and comment lines.
+func blankYAML(b []byte) bool {
+	for len(b) > 0 {
+		line := b
+		if nl := bytes.IndexByte(b, '\n'); nl >= 0 {
+			line, b = b[:nl], b[nl+1:]
+		} else {
+			b = nil
+		}
+		line = bytes.TrimSpace(line)
+		if len(line) > 0 && line[0] != '#' {
+			return false
+		}
+	}
+	return true
+}
+
+var yamlLineRE = regexp.MustCompile(`line (\d+)`)
+
+// yamlError rewrites the chunk-relative line numbers in a go-yaml error so
+// that they count from the start of the file.
+func yamlError(err error, firstLine int) string {
+	msg := err.Error()
+	return yamlLineRE.ReplaceAllStringFunc(msg, func(m string) string {
+		n, convErr := strconv.Atoi(m[len("line "):])
+		if convErr != nil {
+			return m
+		}
+		return "line " + strconv.Itoa(n+firstLine-1)
+	})
+}
+
+// yamlToJSON parses one YAML document and converts it to JSON.
+//
+// It parses with go.yaml.in/yaml/v2, as sigs.k8s.io/yaml does, so scalars
+// resolve the same way they do for kubectl. Unlike sigs.k8s.io/yaml it
+// decodes mappings into MapSlice, which keeps key order and duplicate keys:
+// the JSON written here repeats a duplicated key, and the strict JSON
+// decoder then reports it with its full path. The API server gets the same
+// result by parsing YAML twice; this parses once.
+func yamlToJSON(c chunk) ([]byte, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(c.data))
+	var doc yaml.MapSlice
+	if err := dec.Decode(&doc); err != nil {
+		var te *yaml.TypeError
+		if errors.As(err, &te) {
+			return nil, fmt.Errorf("a document must be a mapping (an object with apiVersion and kind): %s", yamlError(err, c.line))
+		}
+		return nil, errors.New(yamlError(err, c.line))
+	}
+	if doc == nil {
+		return nil, errors.New("the document is null; expected an object with apiVersion and kind")
+	}
+	var extra any
+	if err := dec.Decode(&extra); err != io.EOF {
+		return nil, fmt.Errorf("more than one YAML document without a \"---\" line between them (a document starting at or after line %d)", c.line)
+	}
+	out := make([]byte, 0, len(c.data)+len(c.data)/4)
+	return appendYAML(out, doc)
+}
+
+// appendYAML writes a value produced by go-yaml v2 as JSON, with the same
+// conversions sigs.k8s.io/yaml applies to map keys.
+func appendYAML(b []byte, v any) ([]byte, error) {
+	var err error
+	switch v := v.(type) {
+	case nil:
+		return append(b, "null"...), nil
+	case bool:
+		return strconv.AppendBool(b, v), nil
+	case int:
+		return strconv.AppendInt(b, int64(v), 10), nil
+	case int64:
+		return strconv.AppendInt(b, v, 10), nil
+	case uint64:
+		return strconv.AppendUint(b, v, 10), nil
+	case float64:
+		if math.IsInf(v, 0) || math.IsNaN(v) {
+			return nil, fmt.Errorf("the value %v cannot be represented in JSON", v)
+		}
+		f, err := json.Marshal(v)
+		if err != nil {
+			return nil, err
+		}
+		return append(b, f...), nil
+	case string:
+		return appendString(b, v), nil
+	case []any:
+		b = append(b, '[')
+		for i, e := range v {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			if b, err = appendYAML(b, e); err != nil {
+				return nil, err
+			}
+		}
+		return append(b, ']'), nil
+	case yaml.MapSlice:
+		b = append(b, '{')
+		for i, item := range v {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			k, err := yamlKey(item.Key)
+			if err != nil {
+				return nil, err
+			}
+			b = appendString(b, k)
+			b = append(b, ':')
+			if b, err = appendYAML(b, item.Value); err != nil {
+				return nil, err
+			}
+		}
+		return append(b, '}'), nil
+	case map[any]any:
+		// Only reachable through merge keys; order does not matter there.
+		keys := make([]string, 0, len(v))
+		vals := make(map[string]any, len(v))
+		for k, e := range v {
+			ks, err := yamlKey(k)
+			if err != nil {
+				return nil, err
+			}
+			keys = append(keys, ks)
+			vals[ks] = e
+		}
+		sort.Strings(keys)
+		b = append(b, '{')
+		for i, k := range keys {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendString(b, k)
+			b = append(b, ':')
+			if b, err = appendYAML(b, vals[k]); err != nil {
+				return nil, err
+			}
+		}
+		return append(b, '}'), nil
+	default:
+		return nil, fmt.Errorf("unsupported YAML value of type %T", v)
+	}
+}
+
+// yamlKey turns a mapping key into a JSON member name the way
+// sigs.k8s.io/yaml does.
+func yamlKey(k any) (string, error) {
+	switch k := k.(type) {
+	case string:
+		return k, nil
+	case int:
+		return strconv.Itoa(k), nil
+	case int64:
+		return strconv.FormatInt(k, 10), nil
+	case uint64:
+		return strconv.FormatUint(k, 10), nil
+	case float64:
+		s := strconv.FormatFloat(k, 'g', -1, 32)
+		switch s {
+		case "+Inf":
+			s = ".inf"
+		case "-Inf":
+			s = "-.inf"
+		case "NaN":
+			s = ".nan"
+		}
+		return s, nil
+	case bool:
+		return strconv.FormatBool(k), nil
+	default:
+		return "", fmt.Errorf("unsupported mapping key %v of type %T; keys must be strings", k, k)
+	}
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendString writes s as a JSON string. The common case (no quotes,
+// backslashes or control characters, valid UTF-8) is a plain copy.
+func appendString(b []byte, s string) []byte {
+	if !utf8.ValidString(s) {
+		q, _ := json.Marshal(s) // replaces invalid bytes as encoding/json does
+		return append(b, q...)
+	}
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' {
+			continue
+		}
+		b = append(b, s[start:i]...)
+		switch c {
+		case '"', '\\':
+			b = append(b, '\\', c)
+		case '\n':
+			b = append(b, '\\', 'n')
+		case '\r':
+			b = append(b, '\\', 'r')
+		case '\t':
+			b = append(b, '\\', 't')
+		default:
+			b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+		}
+		start = i + 1
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}
