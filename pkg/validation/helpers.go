@@ -217,16 +217,15 @@ func nodeName(name string, fldPath *field.Path) field.ErrorList {
 // nodeSelector reproduces the essential rules of kube-apiserver's
 // ValidateNodeSelector (pkg/apis/core/validation): at least one term, label
 // keys, operator/value-count rules, and for matchFields only metadata.name
-// with In/NotIn and a single valid node name. DRA adds "exactly one term"
-// (003 .spec.nodeSelector and .spec.devices[].nodeSelector).
-func nodeSelector(ns *corev1.NodeSelector, fldPath *field.Path) field.ErrorList {
+// with In/NotIn and a single valid node name. Slices add "exactly one
+// term" (003 .spec.nodeSelector and .spec.devices[].nodeSelector).
+func nodeSelector(ns *corev1.NodeSelector, exactlyOne bool, fldPath *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	termsPath := fldPath.Child("nodeSelectorTerms")
-	switch len(ns.NodeSelectorTerms) {
-	case 0:
-		return field.ErrorList{field.Required(termsPath, "must have exactly one node selector term")}
-	case 1:
-	default:
+	switch {
+	case len(ns.NodeSelectorTerms) == 0:
+		return field.ErrorList{field.Required(termsPath, "must have at least one node selector term")}
+	case exactlyOne && len(ns.NodeSelectorTerms) > 1:
 		errs = append(errs, field.Invalid(termsPath, fmt.Sprintf("%d terms", len(ns.NodeSelectorTerms)), "must have exactly one node selector term"))
 	}
 	for i, term := range ns.NodeSelectorTerms {

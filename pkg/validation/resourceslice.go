@@ -180,7 +180,7 @@ func (v *sliceValidator) validateNodeSelection(p *field.Path) {
 	}
 	if spec.NodeSelector != nil {
 		set = append(set, "`nodeSelector`")
-		v.add(nodeSelector(spec.NodeSelector, p.Child("nodeSelector"))...)
+		v.add(nodeSelector(spec.NodeSelector, true, p.Child("nodeSelector"))...)
 	}
 	if spec.AllNodes != nil {
 		if *spec.AllNodes {
@@ -360,7 +360,7 @@ func (v *sliceValidator) validateDeviceNodeSelection(d *api.Device, p *field.Pat
 	}
 	if d.NodeSelector != nil {
 		set = append(set, "`nodeSelector`")
-		v.add(nodeSelector(d.NodeSelector, p.Child("nodeSelector"))...)
+		v.add(nodeSelector(d.NodeSelector, true, p.Child("nodeSelector"))...)
 	}
 	if d.AllNodes != nil {
 		if *d.AllNodes {
