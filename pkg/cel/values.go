@@ -181,20 +181,46 @@ func (v *domainValue) has(name api.QualifiedName) bool {
 	return ok
 }
 
-// names yields every stored name of the device's attributes or
-// capacities.
+// names yields every effective name of the device's attributes or
+// capacities once. Only the set of names matters here (values always come
+// from DeviceView.Attribute/Capacity, which apply precedence), so the set
+// is the union of the device's own names and its mixins'. It does not use
+// DeviceView.Attributes/Capacities: pkg/api's merged() at 7771956 stops
+// reading a mixin at its first key shadowed by a later mixin and so drops
+// entries.
 func (d *deviceValue) names(capacity bool, yield func(api.QualifiedName) bool) {
 	if capacity {
-		for n := range d.view.Capacities() {
+		unionNames(d.view.Device.Capacity, d.view.Mixins, mixinCapacity, yield)
+		return
+	}
+	unionNames(d.view.Device.Attributes, d.view.Mixins, mixinAttributes, yield)
+}
+
+func mixinAttributes(m *api.DeviceMixin) map[api.QualifiedName]api.DeviceAttribute {
+	return m.Attributes
+}
+func mixinCapacity(m *api.DeviceMixin) map[api.QualifiedName]api.DeviceCapacity { return m.Capacity }
+
+func unionNames[V any](own map[api.QualifiedName]V, mixins []*api.DeviceMixin, field func(*api.DeviceMixin) map[api.QualifiedName]V, yield func(api.QualifiedName) bool) {
+	for n := range own {
+		if !yield(n) {
+			return
+		}
+	}
+	for i, m := range mixins {
+	names:
+		for n := range field(m) {
+			if _, dup := own[n]; dup {
+				continue
+			}
+			for _, later := range mixins[i+1:] {
+				if _, dup := field(later)[n]; dup {
+					continue names
+				}
+			}
 			if !yield(n) {
 				return
 			}
-		}
-		return
-	}
-	for n := range d.view.Attributes() {
-		if !yield(n) {
-			return
 		}
 	}
 }
@@ -318,9 +344,9 @@ func (v *domainValue) ConvertToNative(t reflect.Type) (any, error) {
 	return v.materialize().ConvertToNative(t)
 }
 func (v *domainValue) ConvertToType(t ref.Type) ref.Val { return convertMapToType(v, t) }
-func (v *domainValue) Equal(other ref.Val) ref.Val    { return mapEqual(v, other) }
-func (v *domainValue) Type() ref.Type                  { return types.MapType }
-func (v *domainValue) Value() any                      { return v.materialize().Value() }
+func (v *domainValue) Equal(other ref.Val) ref.Val      { return mapEqual(v, other) }
+func (v *domainValue) Type() ref.Type                   { return types.MapType }
+func (v *domainValue) Value() any                       { return v.materialize().Value() }
 
 // domains returns the distinct domains that hold at least one entry.
 func (v *domainsValue) domains() []string {
@@ -409,9 +435,9 @@ func (v *domainsValue) ConvertToNative(t reflect.Type) (any, error) {
 	return v.materialize().ConvertToNative(t)
 }
 func (v *domainsValue) ConvertToType(t ref.Type) ref.Val { return convertMapToType(v, t) }
-func (v *domainsValue) Equal(other ref.Val) ref.Val    { return mapEqual(v, other) }
-func (v *domainsValue) Type() ref.Type                  { return types.MapType }
-func (v *domainsValue) Value() any                      { return v.materialize().Value() }
+func (v *domainsValue) Equal(other ref.Val) ref.Val      { return mapEqual(v, other) }
+func (v *domainsValue) Type() ref.Type                   { return types.MapType }
+func (v *domainsValue) Value() any                       { return v.materialize().Value() }
 
 // The device itself is a map with four keys, as upstream passes it.
 var deviceKeys = []string{driverVar, multiAllocVar, attributesVar, capacityVar}
@@ -475,9 +501,9 @@ func (d *deviceValue) ConvertToNative(t reflect.Type) (any, error) {
 	return d.materialize().ConvertToNative(t)
 }
 func (d *deviceValue) ConvertToType(t ref.Type) ref.Val { return convertMapToType(d, t) }
-func (d *deviceValue) Equal(other ref.Val) ref.Val    { return mapEqual(d, other) }
-func (d *deviceValue) Type() ref.Type                  { return types.MapType }
-func (d *deviceValue) Value() any                      { return d.materialize().Value() }
+func (d *deviceValue) Equal(other ref.Val) ref.Val      { return mapEqual(d, other) }
+func (d *deviceValue) Type() ref.Type                   { return types.MapType }
+func (d *deviceValue) Value() any                       { return d.materialize().Value() }
 
 func convertMapToType(m traits.Mapper, t ref.Type) ref.Val {
 	switch t {
