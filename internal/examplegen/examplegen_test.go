@@ -1,0 +1,409 @@
+package examplegen
+
+import (
+	"bytes"
+	"flag"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/dractl/dractl/pkg/api"
+)
+
+var update = flag.Bool("update", false, "rewrite the generated files under examples/")
+
+const examplesDir = "../../examples"
+
+// TestExamplesUpToDate is the golden test of the generated examples. It
+// also fails on a generated file that Files no longer produces, so that a
+// renamed example does not leave a stale copy behind.
+func TestExamplesUpToDate(t *testing.T) {
+	files, err := Files()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := make(map[string]bool)
+	for _, f := range files {
+		want[filepath.FromSlash(f.Path)] = true
+		path := filepath.Join(examplesDir, filepath.FromSlash(f.Path))
+		if *update {
+			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(path, f.Data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		got, err := os.ReadFile(path)
+		if err != nil {
+			t.Errorf("%v; run go test ./internal/examplegen -update", err)
+			continue
+		}
+		if !bytes.Equal(got, f.Data) {
+			t.Errorf("examples/%s is out of date (first difference at line %d); run go test ./internal/examplegen -update",
+				f.Path, firstDiffLine(got, f.Data))
+		}
+	}
+	err = filepath.WalkDir(examplesDir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(examplesDir, path)
+		if want[rel] {
+			return nil
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if !bytes.HasPrefix(data, []byte(GeneratedHeader)) {
+			return nil
+		}
+		if *update {
+			return os.Remove(path)
+		}
+		t.Errorf("examples/%s is generated but no longer produced by Files; run go test ./internal/examplegen -update", rel)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func firstDiffLine(a, b []byte) int {
+	la, lb := strings.Split(string(a), "\n"), strings.Split(string(b), "\n")
+	for i := range min(len(la), len(lb)) {
+		if la[i] != lb[i] {
+			return i + 1
+		}
+	}
+	return min(len(la), len(lb)) + 1
+}
+
+// TestProfileTables pins the tables to seed 001 (A100) and to the H100
+// figures of the brief: placement counts, placements inside the memory
+// slices and not overlapping each other, and no profile asking for more
+// than the GPU shares.
+func TestProfileTables(t *testing.T) {
+	for _, tc := range []struct {
+		model      *GPUModel
+		placements map[string]int
+		devices    int
+	}{
+		{&A100, map[string]int{"7g.40gb": 1, "4g.20gb": 1, "3g.20gb": 2, "2g.10gb": 3, "1g.10gb": 4, "1g.5gb": 7, "1g.5gb+me": 7}, 26},
+		{&H100, map[string]int{"7g.80gb": 1, "4g.40gb": 1, "3g.40gb": 2, "2g.20gb": 3, "1g.20gb": 4, "1g.10gb": 7}, 19},
+	} {
+		m := tc.model
+		t.Run(m.Name, func(t *testing.T) {
+			if got := m.DevicesPerGPU(); got != tc.devices {
+				t.Errorf("DevicesPerGPU() = %d, want %d", got, tc.devices)
+			}
+			if len(m.Profiles) != len(tc.placements) {
+				t.Errorf("%d profiles, want %d", len(m.Profiles), len(tc.placements))
+			}
+			shared := m.Shared.counters()
+			for _, p := range m.Profiles {
+				if want, ok := tc.placements[p.Name]; !ok || len(p.Placements) != want {
+					t.Errorf("%s: %d placements, want %d (known: %v)", p.Name, len(p.Placements), want, ok)
+				}
+				used := make([]bool, m.MemorySlices)
+				for _, start := range p.Placements {
+					if start < 0 || start+p.MemorySlices > m.MemorySlices {
+						t.Errorf("%s at %d: slices %d..%d outside 0..%d", p.Name, start, start, start+p.MemorySlices-1, m.MemorySlices-1)
+						continue
+					}
+					for i := start; i < start+p.MemorySlices; i++ {
+						if used[i] {
+							t.Errorf("%s: two placements share memory slice %d", p.Name, i)
+						}
+						used[i] = true
+					}
+				}
+				for name, c := range p.counters() {
+					if avail := shared[name].Value; c.Value.Cmp(avail) > 0 {
+						t.Errorf("%s needs %s %s, the GPU shares only %s", p.Name, c.Value.String(), name, avail.String())
+					}
+				}
+			}
+		})
+	}
+}
+
+// pool is one form of a MIG node read back: devices by name, counter sets
+// by name, both as they are once flattened.
+type pool struct {
+	devices map[string]api.Device
+	sets    map[string]map[string]api.Counter
+	order   []string
+}
+
+func readPool(t *testing.T, ss []*api.ResourceSlice) pool {
+	t.Helper()
+	p := pool{devices: map[string]api.Device{}, sets: map[string]map[string]api.Counter{}}
+	for _, s := range ss {
+		f, err := api.Flatten(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range f.Spec.Devices {
+			p.devices[d.Name] = d
+			p.order = append(p.order, d.Name)
+		}
+		for _, cs := range f.Spec.SharedCounters {
+			p.sets[cs.Name] = cs.Counters
+		}
+	}
+	return p
+}
+
+// fits reports whether the devices can be allocated together: for every
+// counter, what they consume does not exceed the counter set. This is the
+// allocator's rule (seed 001), applied to the generated data.
+func (p pool) fits(t *testing.T, names ...string) bool {
+	t.Helper()
+	used := map[string]map[string]resource.Quantity{}
+	for _, n := range names {
+		d, ok := p.devices[n]
+		if !ok {
+			t.Fatalf("no device %s", n)
+		}
+		for _, c := range d.ConsumesCounters {
+			if used[c.CounterSet] == nil {
+				used[c.CounterSet] = map[string]resource.Quantity{}
+			}
+			for name, v := range c.Counters {
+				q := used[c.CounterSet][name]
+				q.Add(v.Value)
+				used[c.CounterSet][name] = q
+			}
+		}
+	}
+	for set, cs := range used {
+		for name, q := range cs {
+			avail, ok := p.sets[set][name]
+			if !ok {
+				t.Fatalf("counter set %s has no counter %s", set, name)
+			}
+			if q.Cmp(avail.Value) > 0 {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// TestMIGCombinations checks the generated counters against MIG layouts
+// that real GPUs accept or reject, including the four-device layout that
+// seed 001 draws for its four-request claim.
+func TestMIGCombinations(t *testing.T) {
+	a100 := readPool(t, A100Node.Slices(Flat))
+	h100 := readPool(t, DGXH100Node.Slices(Flat))
+	mig := func(profile string, starts ...int) []string {
+		var out []string
+		for _, s := range starts {
+			out = append(out, MIGDeviceName(0, profile, s))
+		}
+		return out
+	}
+	cat := func(parts ...[]string) []string { return slices.Concat(parts...) }
+	for _, tc := range []struct {
+		name    string
+		p       pool
+		devices []string
+		want    bool
+	}{
+		{"A100 seed 001 claim", a100, cat(mig("1g.5gb", 0, 1), mig("2g.10gb", 2), mig("3g.20gb", 4)), true},
+		{"A100 7x 1g.5gb", a100, mig("1g.5gb", 0, 1, 2, 3, 4, 5, 6), true},
+		{"A100 4x 1g.10gb", a100, mig("1g.10gb", 0, 2, 4, 6), true},
+		{"A100 4g + 3g", a100, cat(mig("4g.20gb", 0), mig("3g.20gb", 4)), true},
+		{"A100 3x 2g.10gb + 1g.5gb", a100, cat(mig("2g.10gb", 0, 2, 4), mig("1g.5gb", 6)), true},
+		{"A100 one 1g.5gb+me with 1g.5gb", a100, cat(mig("1g.5gb+me", 0), mig("1g.5gb", 1, 2, 3, 4, 5, 6)), true},
+		{"A100 two 1g.5gb+me (one JPEG, one OFA engine)", a100, mig("1g.5gb+me", 0, 1), false},
+		{"A100 4g and 3g on the same slices", a100, cat(mig("4g.20gb", 0), mig("3g.20gb", 0)), false},
+		{"A100 7g and 1g.5gb", a100, cat(mig("7g.40gb", 0), mig("1g.5gb", 6)), false},
+		{"A100 full GPU and 1g.5gb", a100, cat([]string{GPUDeviceName(0)}, mig("1g.5gb", 6)), false},
+		{"A100 full GPU of each GPU", a100, []string{GPUDeviceName(0), GPUDeviceName(1)}, true},
+		{"A100 3g.20gb on two GPUs", a100, []string{MIGDeviceName(0, "3g.20gb", 0), MIGDeviceName(1, "3g.20gb", 0)}, true},
+		{"H100 7x 1g.10gb", h100, mig("1g.10gb", 0, 1, 2, 3, 4, 5, 6), true},
+		{"H100 4x 1g.20gb", h100, mig("1g.20gb", 0, 2, 4, 6), true},
+		{"H100 2x 3g.40gb", h100, mig("3g.40gb", 0, 4), true},
+		{"H100 4g + 3g", h100, cat(mig("4g.40gb", 0), mig("3g.40gb", 4)), true},
+		{"H100 7x 1g.10gb and 1g.20gb on slices 6-7", h100, cat(mig("1g.10gb", 0, 1, 2, 3, 4, 5, 6), mig("1g.20gb", 6)), false},
+		{"H100 7g and 1g.10gb", h100, cat(mig("7g.80gb", 0), mig("1g.10gb", 0)), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.p.fits(t, tc.devices...); got != tc.want {
+				t.Errorf("fits(%v) = %v, want %v", tc.devices, got, tc.want)
+			}
+		})
+	}
+}
+
+// TestFormsAgree: the mixin form must describe exactly the pool of the flat
+// form, slice by slice, once flattened.
+func TestFormsAgree(t *testing.T) {
+	for _, n := range []*MIGNode{&A100Node, &DGXH100Node} {
+		t.Run(n.Node, func(t *testing.T) {
+			flat, mixed := n.Slices(Flat), n.Slices(Mixins)
+			if n.GPUsPerSlice == 0 {
+				// Without a fixed split the mixin form may pack more GPUs
+				// per slice, so only the devices can be compared.
+				a, b := readPool(t, flat), readPool(t, mixed)
+				if !equality.Semantic.DeepEqual(a.devices, b.devices) || !equality.Semantic.DeepEqual(a.sets, b.sets) || !slices.Equal(a.order, b.order) {
+					t.Error("flattened devices or counter sets differ between the forms")
+				}
+				return
+			}
+			if len(flat) != len(mixed) {
+				t.Fatalf("%d flat slices, %d mixin slices", len(flat), len(mixed))
+			}
+			for i := range flat {
+				if flat[i].UsesMixins() {
+					t.Errorf("flat slice %s uses mixins", flat[i].Name)
+				}
+				if !mixed[i].UsesMixins() {
+					t.Errorf("mixin slice %s uses no mixins", mixed[i].Name)
+				}
+				got, err := api.Flatten(mixed[i])
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !equality.Semantic.DeepEqual(got, flat[i]) {
+					t.Errorf("slice %s: flattened mixin form differs from flat form", flat[i].Name)
+				}
+			}
+		})
+	}
+}
+
+// TestSmallestFirst: within each GPU, devices come in non-decreasing
+// memory and the full GPU comes last, so first-fit takes small partitions
+// first (seed 001).
+func TestSmallestFirst(t *testing.T) {
+	for _, n := range []*MIGNode{&A100Node, &DGXH100Node} {
+		p := readPool(t, n.Slices(Flat))
+		per := n.Model.DevicesPerGPU()
+		if len(p.order) != n.GPUs*per {
+			t.Fatalf("%s: %d devices, want %d", n.Node, len(p.order), n.GPUs*per)
+		}
+		for gpu := range n.GPUs {
+			names := p.order[gpu*per : (gpu+1)*per]
+			if last := names[len(names)-1]; last != GPUDeviceName(gpu) {
+				t.Errorf("%s: GPU %d ends with %s, want the full GPU", n.Node, gpu, last)
+			}
+			for i := 1; i < len(names); i++ {
+				a, b := p.devices[names[i-1]].Capacity["memory"].Value, p.devices[names[i]].Capacity["memory"].Value
+				if a.Cmp(b) > 0 {
+					t.Errorf("%s: %s (%s) before %s (%s)", n.Node, names[i-1], a.String(), names[i], b.String())
+				}
+			}
+		}
+	}
+}
+
+// TestFlatSplitsAtLimits uses a node larger than any example so that both
+// the counter-set limit (8 per slice) and the device limit (64 per slice
+// with counters) force splits.
+func TestFlatSplitsAtLimits(t *testing.T) {
+	n := A100Node
+	n.Node, n.GPUs = "big-node", 10
+	ss := n.Slices(Flat)
+	var names []string
+	devices, sets := 0, 0
+	for _, s := range ss {
+		names = append(names, s.Name)
+		if s.Spec.Pool.ResourceSliceCount != int64(len(ss)) {
+			t.Errorf("%s: resourceSliceCount %d, want %d", s.Name, s.Spec.Pool.ResourceSliceCount, len(ss))
+		}
+		if len(s.Spec.Devices) > 0 && len(s.Spec.SharedCounters) > 0 {
+			t.Errorf("%s has both devices and counter sets", s.Name)
+		}
+		if len(s.Spec.Devices) > flatMaxDevicesWithCounters || len(s.Spec.SharedCounters) > flatMaxCounterSets {
+			t.Errorf("%s: %d devices, %d counter sets", s.Name, len(s.Spec.Devices), len(s.Spec.SharedCounters))
+		}
+		devices += len(s.Spec.Devices)
+		sets += len(s.Spec.SharedCounters)
+	}
+	want := []string{
+		"big-node-counters-gpu-0-7", "big-node-counters-gpu-8-9",
+		"big-node-gpu-0-1", "big-node-gpu-2-3", "big-node-gpu-4-5", "big-node-gpu-6-7", "big-node-gpu-8-9",
+	}
+	if !slices.Equal(names, want) {
+		t.Errorf("slices %v, want %v", names, want)
+	}
+	if devices != 10*26 || sets != 10 {
+		t.Errorf("%d devices and %d counter sets, want 260 and 10", devices, sets)
+	}
+}
+
+// TestMixinsShrinkSlices guards the point of the mixin examples.
+func TestMixinsShrinkSlices(t *testing.T) {
+	for _, n := range []*MIGNode{&A100Node, &DGXH100Node} {
+		flat, err := Render("", slicesAsAny(n.Slices(Flat))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mixed, err := Render("", slicesAsAny(n.Slices(Mixins))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s: %d bytes flat, %d bytes with mixins", n.Node, len(flat), len(mixed))
+		if 2*len(mixed) > len(flat) {
+			t.Errorf("%s: mixin form is %d bytes, more than half the flat %d", n.Node, len(mixed), len(flat))
+		}
+	}
+}
+
+// TestTPUPool checks the multi-host pool of seed 001 with its typos fixed:
+// one counter set, every consumption from it, per-device node selection
+// matching the hosts counted.
+func TestTPUPool(t *testing.T) {
+	ss := TPU4x4.Slices()
+	if len(ss) != 2 {
+		t.Fatalf("%d slices, want 2", len(ss))
+	}
+	sets := ss[0].Spec.SharedCounters
+	if len(sets) != 1 || sets[0].Name != TPUCounterSet || len(sets[0].Counters) != 4 {
+		t.Fatalf("counter sets %+v, want one %s with 4 counters", sets, TPUCounterSet)
+	}
+	devs := ss[1].Spec.Devices
+	if len(devs) != 7 {
+		t.Fatalf("%d devices, want 7", len(devs))
+	}
+	for _, d := range devs {
+		if len(d.ConsumesCounters) != 1 || d.ConsumesCounters[0].CounterSet != TPUCounterSet {
+			t.Errorf("%s consumes %+v", d.Name, d.ConsumesCounters)
+			continue
+		}
+		var hosts []string
+		if d.NodeName != nil {
+			hosts = []string{*d.NodeName}
+		} else {
+			hosts = d.NodeSelector.NodeSelectorTerms[0].MatchExpressions[0].Values
+		}
+		var consumed []string
+		for c := range d.ConsumesCounters[0].Counters {
+			consumed = append(consumed, c)
+		}
+		slices.Sort(consumed)
+		var want []string
+		for _, h := range hosts {
+			want = append(want, HostCounter(h))
+		}
+		slices.Sort(want)
+		if !slices.Equal(consumed, want) {
+			t.Errorf("%s: runs on %v but consumes %v", d.Name, hosts, consumed)
+		}
+		tpus := d.Capacity["tpus"].Value
+		if tpus.Value() != TPU4x4.ChipsPerHost*int64(len(hosts)) {
+			t.Errorf("%s: %s tpus over %d hosts", d.Name, tpus.String(), len(hosts))
+		}
+	}
+}

@@ -1,0 +1,120 @@
+package examplegen
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/dractl/dractl/pkg/api"
+)
+
+// TPUTopology is one allocatable group of TPUs: the hosts whose chips it
+// joins over the inter-chip interconnect.
+type TPUTopology struct {
+	Name     string
+	Topology string
+	Hosts    []string
+}
+
+// TPUPool is a multi-host TPU pool published by a central controller with
+// per-device node selection (seed 001, "Defining multi-host devices").
+type TPUPool struct {
+	Driver          string
+	Pool            string
+	AcceleratorType string
+	ChipsPerHost    int64
+	Hosts           []string
+	// Topologies are listed smallest first, for first-fit allocation.
+	Topologies []TPUTopology
+}
+
+// TPU4x4 is the 4x4 block of seed 001: hosts 1, 2, 5 and 6 of a 16-host
+// node pool, one 4x4, two 2x4 and four 2x2 topologies. Seed 001 names its
+// one counter set three ways (tpu-counter-set, tpu-couner-set, tpu-pool);
+// here it is tpu-counter-set throughout.
+var TPU4x4 = TPUPool{
+	Driver:          "tpu.google.com",
+	Pool:            "tpu-pool",
+	AcceleratorType: "tpu-v5-lite-podslice",
+	ChipsPerHost:    4,
+	Hosts:           []string{"node-1", "node-2", "node-5", "node-6"},
+	Topologies: []TPUTopology{
+		{"tpu-2x2-1", "2x2", []string{"node-1"}},
+		{"tpu-2x2-2", "2x2", []string{"node-2"}},
+		{"tpu-2x2-3", "2x2", []string{"node-5"}},
+		{"tpu-2x2-4", "2x2", []string{"node-6"}},
+		{"tpu-2x4-1", "2x4", []string{"node-1", "node-2"}},
+		{"tpu-2x4-2", "2x4", []string{"node-5", "node-6"}},
+		{"tpu-4x4-1", "4x4", []string{"node-1", "node-2", "node-5", "node-6"}},
+	},
+}
+
+// TPUCounterSet is the pool's only counter set.
+const TPUCounterSet = "tpu-counter-set"
+
+// HostCounter counts the free chips of one host: chips of different hosts
+// are not interchangeable, so each host needs its own counter.
+func HostCounter(host string) string { return "tpus-" + host }
+
+// Slices returns the pool in flat form: a counter slice and a device slice.
+// Both use per-device node selection. The counter slice has no devices and
+// so selects no node, which keeps it visible from every node the devices
+// are on; a nodeName would hide it from the other hosts and make the pool
+// look incomplete there.
+func (p *TPUPool) Slices() []*api.ResourceSlice {
+	newSlice := func(name string) *api.ResourceSlice {
+		return &api.ResourceSlice{
+			TypeMeta:   metav1.TypeMeta{APIVersion: api.APIVersion, Kind: api.KindSlice},
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: api.ResourceSliceSpec{
+				Driver:                 p.Driver,
+				Pool:                   api.ResourcePool{Name: p.Pool, Generation: 1, ResourceSliceCount: 2},
+				PerDeviceNodeSelection: ptr.To(true),
+			},
+		}
+	}
+	chips := count(p.ChipsPerHost)
+	cs := counterSet{name: TPUCounterSet, includes: []counterMixin{{counters: counters{}}}}
+	for _, h := range p.Hosts {
+		cs.includes[0].counters[HostCounter(h)] = api.Counter{Value: chips}
+	}
+	counterSlice := newSlice(p.Pool + "-counters")
+	counterSlice.Spec.SharedCounters = writeCounterSets([]counterSet{cs}, Flat, nil)
+
+	devs := make([]device, len(p.Topologies))
+	for i, s := range p.Topologies {
+		d := device{
+			name: s.Name,
+			attributes: attributes{
+				"topology":        str(s.Topology),
+				"acceleratorType": str(p.AcceleratorType),
+				"hosts":           integer(len(s.Hosts)),
+			},
+			capacity:   capacities{"tpus": {Value: count(p.ChipsPerHost * int64(len(s.Hosts)))}},
+			counterSet: TPUCounterSet,
+			counters:   counters{},
+		}
+		for _, h := range s.Hosts {
+			d.counters[HostCounter(h)] = api.Counter{Value: chips}
+		}
+		if len(s.Hosts) == 1 {
+			d.nodeName = ptr.To(s.Hosts[0])
+		} else {
+			d.nodeSelector = hostnameSelector(s.Hosts)
+		}
+		devs[i] = d
+	}
+	deviceSlice := newSlice(p.Pool + "-devices")
+	deviceSlice.Spec.Devices = writeDevices(devs, Flat, nil)
+	return []*api.ResourceSlice{counterSlice, deviceSlice}
+}
+
+func hostnameSelector(hosts []string) *corev1.NodeSelector {
+	return &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+		MatchExpressions: []corev1.NodeSelectorRequirement{{
+			Key:      corev1.LabelHostname,
+			Operator: corev1.NodeSelectorOpIn,
+			Values:   append([]string(nil), hosts...),
+		}},
+	}}}
+}
