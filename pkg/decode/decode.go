@@ -251,7 +251,7 @@ func splitJSON(name string, data []byte, docs []doc) []doc {
 			at := len(data)
 			var se *json.SyntaxError
 			if errors.As(err, &se) {
-				at = before + int(se.Offset)
+				at = int(se.Offset) - 1 // the decoder counts from the stream start, past the bad byte
 			}
 			if errors.Is(err, io.ErrUnexpectedEOF) {
 				err = errors.New("unexpected end of JSON input")

@@ -75,19 +75,41 @@ func blankYAML(b []byte) bool {
 	return true
 }
 
-var yamlLineRE = regexp.MustCompile(`line (\d+)`)
+var yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 
-// yamlError rewrites the chunk-relative line numbers in a go-yaml error so
-// that they count from the start of the file.
+// parserProblems are the go-yaml v2 parser (not scanner) messages. The
+// parser reports their line 0-based while the scanner's are 1-based.
+var parserProblems = map[string]bool{
+	"did not find expected ',' or ']'":       true,
+	"did not find expected ',' or '}'":       true,
+	"did not find expected '-' indicator":    true,
+	"did not find expected <document start>": true,
+	"did not find expected <stream-start>":   true,
+	"did not find expected key":              true,
+	"did not find expected node content":     true,
+	"found duplicate %TAG directive":         true,
+	"found duplicate %YAML directive":        true,
+	"found incompatible YAML document":       true,
+	"found undefined tag handle":             true,
+}
+
+// yamlError rewrites a go-yaml syntax error so that its line counts from
+// the start of the file rather than of the document, and is 1-based.
 func yamlError(err error, firstLine int) string {
 	msg := err.Error()
-	return yamlLineRE.ReplaceAllStringFunc(msg, func(m string) string {
-		n, convErr := strconv.Atoi(m[len("line "):])
-		if convErr != nil {
-			return m
-		}
-		return "line " + strconv.Itoa(n+firstLine-1)
-	})
+	m := yamlLineRE.FindStringSubmatch(msg)
+	if m == nil {
+		// go-yaml omits the line for problems on a document's first line.
+		return msg + " (in the document starting at line " + strconv.Itoa(firstLine) + ")"
+	}
+	n, convErr := strconv.Atoi(m[1])
+	if convErr != nil {
+		return msg
+	}
+	if parserProblems[m[2]] {
+		n++
+	}
+	return "yaml: line " + strconv.Itoa(n+firstLine-1) + ": " + m[2]
 }
 
 // yamlToJSON parses one YAML document and converts it to JSON.
@@ -104,7 +126,9 @@ func yamlToJSON(c chunk) ([]byte, error) {
 	if err := dec.Decode(&doc); err != nil {
 		var te *yaml.TypeError
 		if errors.As(err, &te) {
-			return nil, fmt.Errorf("a document must be a mapping (an object with apiVersion and kind): %s", yamlError(err, c.line))
+			// go-yaml's own wording ("cannot unmarshal !!seq into
+			// yaml.MapItem") speaks of our Go types, not of the input.
+			return nil, errors.New("the document is not a mapping; expected an object with apiVersion and kind")
 		}
 		return nil, errors.New(yamlError(err, c.line))
 	}
