@@ -1,0 +1,116 @@
+package allocator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+)
+
+// Allocate finds devices for all claims together on the node, as the
+// scheduler does for one pod. On success it returns one result per claim,
+// in claim order. Errors:
+//   - *UnfitError: the claims do not fit on this node; its Explanation says
+//     why. Other nodes may fit.
+//   - *FatalError: no node can fix it (invalid pool that had to be
+//     considered, CEL error, unknown class, request upstream rejects).
+//   - ctx.Err() as is when ctx ends during the search.
+//
+// Claims that are already allocated are allocated again; callers pass only
+// pending claims.
+func (a *Allocator) Allocate(ctx context.Context, node *corev1.Node, claims []*resourcev1.ResourceClaim) ([]*resourcev1.AllocationResult, error) {
+	if node == nil {
+		return nil, &FatalError{Err: errors.New("node is nil")}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	pools, err := a.gatherPools(node)
+	if err != nil {
+		return nil, &FatalError{Err: err}
+	}
+	at := &attempt{a: a, ctx: ctx, node: node, claims: claims, pools: pools}
+	if err := at.prepare(); err != nil {
+		return nil, err
+	}
+	at.size()
+	ok, err := at.solve(0)
+	if err != nil {
+		return nil, err
+	}
+	if ok {
+		return at.results()
+	}
+	// Upstream skips invalid pools while searching and reports them only
+	// when nothing else worked.
+	for _, np := range pools {
+		if np.invalid {
+			return nil, &FatalError{Err: fmt.Errorf("node %s: resource pool %s is invalid: %w", node.Name, a.pools[np.pool].p.ID, a.pools[np.pool].invalid)}
+		}
+	}
+	expl, err := at.explain()
+	if err != nil {
+		return nil, err
+	}
+	return nil, &UnfitError{Node: node.Name, Explanation: expl}
+}
+
+// explain recounts every alt's devices by reason and tries each alt alone.
+func (at *attempt) explain() (*Explanation, error) {
+	e := &Explanation{Node: at.node.Name}
+	claimIdx := map[int]int{}
+	for si := range at.slots {
+		sl := &at.slots[si]
+		for _, al := range sl.alts {
+			ci, ok := claimIdx[al.claim]
+			if !ok {
+				ci = len(e.Claims)
+				claimIdx[al.claim] = ci
+				e.Claims = append(e.Claims, ClaimExplanation{Claim: claimName(at.claims[al.claim])})
+			}
+			probe := &alt{claim: al.claim, name: al.name, parent: al.parent, class: al.class, exprs: al.exprs,
+				nClass: al.nClass, admin: al.admin, tols: al.tols, capReq: al.capReq}
+			at.buildCands(probe, true)
+			re := RequestExplanation{Request: al.name, Needed: al.count, Rejected: map[Reason]int{}, Counters: probe.ctrRej}
+			for r, n := range probe.rej {
+				if n > 0 {
+					re.Rejected[Reason(r)] = n
+				}
+			}
+			re.Candidates = len(al.cands)
+			alone, err := at.alone(al)
+			if err != nil {
+				return nil, err
+			}
+			re.SatisfiableAlone = alone
+			if !alone && re.Candidates >= re.Needed {
+				// Enough devices one by one, but never together: counters
+				// shared between them or the claim's constraints.
+				re.Rejected[ReasonConstraint] = re.Candidates
+			}
+			e.Claims[ci].Requests = append(e.Claims[ci].Requests, re)
+		}
+	}
+	return e, nil
+}
+
+// alone runs the search for one alt on a fresh state.
+func (at *attempt) alone(al *alt) (bool, error) {
+	probe := &attempt{a: at.a, ctx: at.ctx, node: at.node, claims: at.claims, pools: at.pools, cons: at.cons,
+		slots: []slot{{claim: al.claim, alts: []*alt{al}}}}
+	probe.size()
+	for _, cs := range at.cons[al.claim] {
+		cs.stack = cs.stack[:0]
+	}
+	ok, err := probe.solve(0)
+	var fe *FatalError
+	if errors.As(err, &fe) {
+		return false, nil
+	}
+	for _, cs := range at.cons[al.claim] {
+		cs.stack = cs.stack[:0]
+	}
+	return ok, err
+}

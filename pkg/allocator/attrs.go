@@ -1,0 +1,143 @@
+package allocator
+
+import (
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/dractl/dractl/pkg/api"
+)
+
+// attrVal is an attribute as a set of values, which is how upstream
+// compares attributes once list-type attributes exist: a scalar is a set of
+// one, two values match when their sets intersect. Values of different
+// kinds never match.
+type attrVal struct {
+	kind uint8
+	ints []int64  // int and bool (0/1) values, sorted
+	strs []string // string and version values, sorted
+}
+
+const (
+	kindInt uint8 = iota + 1
+	kindBool
+	kindString
+	kindVersion
+)
+
+// absentAttr marks "looked up, not there" so the lookup is not repeated.
+var absentAttr = &attrVal{}
+
+func (v *attrVal) intersect(o *attrVal) *attrVal {
+	if v.kind != o.kind {
+		return nil
+	}
+	switch v.kind {
+	case kindInt, kindBool:
+		if r := intersectSorted(v.ints, o.ints); r != nil {
+			return &attrVal{kind: v.kind, ints: r}
+		}
+	case kindString, kindVersion:
+		if r := intersectSorted(v.strs, o.strs); r != nil {
+			return &attrVal{kind: v.kind, strs: r}
+		}
+	}
+	return nil
+}
+
+func (v *attrVal) overlaps(o *attrVal) bool { return v.intersect(o) != nil }
+
+// newAttrVal follows upstream's precedence: list values before scalars, in
+// the order int, bool, string, version. An attribute without a value is
+// treated as absent.
+func newAttrVal(a api.DeviceAttribute) *attrVal {
+	switch {
+	case len(a.IntValues) > 0:
+		return &attrVal{kind: kindInt, ints: sortedSet(a.IntValues)}
+	case len(a.BoolValues) > 0:
+		b := make([]int64, len(a.BoolValues))
+		for i, x := range a.BoolValues {
+			if x {
+				b[i] = 1
+			}
+		}
+		return &attrVal{kind: kindBool, ints: sortedSet(b)}
+	case len(a.StringValues) > 0:
+		return &attrVal{kind: kindString, strs: sortedSet(a.StringValues)}
+	case len(a.VersionValues) > 0:
+		return &attrVal{kind: kindVersion, strs: sortedSet(a.VersionValues)}
+	case a.IntValue != nil:
+		return &attrVal{kind: kindInt, ints: []int64{*a.IntValue}}
+	case a.BoolValue != nil:
+		var x int64
+		if *a.BoolValue {
+			x = 1
+		}
+		return &attrVal{kind: kindBool, ints: []int64{x}}
+	case a.StringValue != nil:
+		return &attrVal{kind: kindString, strs: []string{*a.StringValue}}
+	case a.VersionValue != nil:
+		return &attrVal{kind: kindVersion, strs: []string{*a.VersionValue}}
+	}
+	return absentAttr
+}
+
+func sortedSet[T interface{ ~string | ~int64 }](in []T) []T {
+	out := slices.Clone(in)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// attrCache holds, per fully qualified attribute name, the value of every
+// device, filled on first use.
+type attrCache struct {
+	n    int
+	mu   sync.Mutex
+	cols map[string]*attrCol
+}
+
+type attrCol struct {
+	name string
+	vals []atomic.Pointer[attrVal]
+}
+
+func newAttrCache(n int) *attrCache { return &attrCache{n: n, cols: map[string]*attrCol{}} }
+
+func (c *attrCache) col(name string) *attrCol {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if col, ok := c.cols[name]; ok {
+		return col
+	}
+	col := &attrCol{name: name, vals: make([]atomic.Pointer[attrVal], c.n)}
+	c.cols[name] = col
+	return col
+}
+
+// attr returns device g's value of the column's attribute, nil if it has
+// none. As upstream, "<driver domain>/<id>" also finds the unqualified id.
+func (a *Allocator) attr(col *attrCol, g int32) *attrVal {
+	if v := col.vals[g].Load(); v != nil {
+		if v == absentAttr {
+			return nil
+		}
+		return v
+	}
+	d := &a.devs[g]
+	v := absentAttr
+	if d.viewErr == nil {
+		if at, ok := d.view.Attribute(api.QualifiedName(col.name)); ok {
+			v = newAttrVal(at)
+		} else if i := strings.Index(col.name, "/"); i >= 0 && col.name[:i] == a.pools[d.pool].p.Driver {
+			if at, ok := d.view.Attribute(api.QualifiedName(col.name[i+1:])); ok {
+				v = newAttrVal(at)
+			}
+		}
+	}
+	col.vals[g].Store(v)
+	if v == absentAttr {
+		return nil
+	}
+	return v
+}

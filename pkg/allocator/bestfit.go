@@ -1,0 +1,66 @@
+package allocator
+
+import "slices"
+
+// bestFitOrder orders an alt's candidates for BestFit: first the devices
+// whose counter consumption makes the fewest other devices of their counter
+// sets unallocatable, then those in the most used sets (pack before
+// spreading), then upstream's order. Devices without counters cost nothing.
+// The search over this order is still complete; only preference changes.
+func (at *attempt) bestFitOrder(al *alt) []cand {
+	type scored struct {
+		c          cand
+		lost, open int
+		pos        int
+	}
+	a := at.a
+	sc := make([]scored, len(al.cands))
+	for i, c := range al.cands {
+		sc[i] = scored{c: c, pos: i}
+		d := &a.devs[c.g]
+		if c.err != nil || len(d.uses) == 0 || d.bucket < 0 {
+			continue
+		}
+		np := &at.pools[c.np]
+		p := &a.pools[np.pool]
+		for _, o := range a.sets[d.bucket].devices {
+			if o == c.g {
+				continue
+			}
+			od := &a.devs[o]
+			ol := np.devBase + o - p.devStart
+			if at.inUse[ol] > 0 || od.allocated || !at.countersFit(np, p, od) {
+				continue
+			}
+			sc[i].open++
+			for _, u := range od.bucketUses {
+				lc := np.ctrBase + u.rel
+				extra := int64(0)
+				for _, du := range d.uses {
+					if du.rel == u.rel {
+						extra = du.amt
+						break
+					}
+				}
+				if at.used[lc]+extra+u.amt > a.avail[p.ctrStart+u.rel] {
+					sc[i].lost++
+					break
+				}
+			}
+		}
+	}
+	slices.SortStableFunc(sc, func(x, y scored) int {
+		if x.lost != y.lost {
+			return x.lost - y.lost
+		}
+		if x.open != y.open {
+			return x.open - y.open
+		}
+		return x.pos - y.pos
+	})
+	out := make([]cand, len(sc))
+	for i := range sc {
+		out[i] = sc[i].c
+	}
+	return out
+}

@@ -1,0 +1,108 @@
+package allocator
+
+import (
+	"fmt"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// nodePool is a pool as seen from one node (seed 001, "Allocation"): the
+// slices that target the node, in name order.
+type nodePool struct {
+	pool         int32
+	slices       []int32 // device slices targeting the node (not counter slices)
+	incomplete   bool
+	invalid      bool
+	bindingConds bool
+	devBase      int32 // first local device index
+	ctrBase      int32 // first local counter index
+	setBase      int32 // first local counter set index
+}
+
+// gatherPools selects the pools upstream considers for the node. A slice is
+// relevant when its nodeName, allNodes or nodeSelector matches the node, or,
+// with perDeviceNodeSelection, when any of its devices does. Only slices
+// that name the node and slices that name no node are looked at, so the
+// cost does not depend on the number of other nodes. Pools come sorted by
+// driver and pool name, pools offering devices with binding conditions last.
+func (a *Allocator) gatherPools(node *corev1.Node) ([]nodePool, error) {
+	var out []nodePool
+	index := map[int32]int{}
+	consider := func(si int32) error {
+		s := &a.slices[si]
+		relevant := false
+		switch {
+		case s.node.set():
+			ok, err := s.node.matches(node)
+			if err != nil {
+				return fmt.Errorf("failed to perform node selection for slice %s: %w", s.s.Name, err)
+			}
+			relevant = ok
+		case s.perDevice:
+			for g := s.devStart; g < s.devEnd; g++ {
+				ok, err := a.devs[g].node.matches(node)
+				if err != nil {
+					return fmt.Errorf("failed to perform node selection for device %s in slice %s: %w", a.devs[g].d.Name, s.s.Name, err)
+				}
+				if ok {
+					relevant = true
+					break
+				}
+			}
+		}
+		if !relevant {
+			return nil
+		}
+		i, ok := index[s.pool]
+		if !ok {
+			p := &a.pools[s.pool]
+			i = len(out)
+			index[s.pool] = i
+			out = append(out, nodePool{pool: s.pool, incomplete: !p.complete, invalid: p.complete && p.invalid != nil})
+		}
+		if !s.counters {
+			out[i].slices = append(out[i].slices, si)
+			if s.bindingConds {
+				out[i].bindingConds = true
+			}
+		}
+		return nil
+	}
+	for _, si := range a.byNode[node.Name] {
+		if err := consider(si); err != nil {
+			return nil, err
+		}
+	}
+	for _, si := range a.shared {
+		if err := consider(si); err != nil {
+			return nil, err
+		}
+	}
+	for i := range out {
+		slices.Sort(out[i].slices)
+		if out[i].incomplete || out[i].invalid {
+			// Upstream builds no device list for these pools, so they
+			// cannot be "pools with binding conditions".
+			out[i].bindingConds = false
+		}
+	}
+	slices.SortFunc(out, func(x, y nodePool) int {
+		if x.bindingConds != y.bindingConds {
+			if x.bindingConds {
+				return 1
+			}
+			return -1
+		}
+		return int(x.pool - y.pool)
+	})
+	var dev, ctr, set int32
+	for i := range out {
+		p := &a.pools[out[i].pool]
+		out[i].devBase, out[i].ctrBase, out[i].setBase = dev, ctr, set
+		dev += p.devEnd - p.devStart
+		ctr += p.ctrEnd - p.ctrStart
+		set += p.setEnd - p.setStart
+	}
+	return out, nil
+}

@@ -1,0 +1,405 @@
+package allocator
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/dractl/dractl/pkg/api"
+)
+
+// maxResults is the API's limit on devices per claim allocation.
+const maxResults = resourcev1.AllocationResultsMaxSize
+
+// nodeOperationsFeature is what a node declares in status.declaredFeatures
+// when it can skip node operations (DRAOptionalNodeOperations).
+const nodeOperationsFeature = "DRAOptionalNodeOperations"
+
+// alt is one way to satisfy a request: the request itself, or one
+// subrequest of a firstAvailable request.
+type alt struct {
+	claim   int
+	name    string // as written into results: "req" or "req/sub"
+	parent  string // request name when this is a subrequest
+	short   string // request or subrequest name
+	class   *resourcev1.DeviceClass
+	exprs   []*exprEntry // class selectors, then request selectors
+	nClass  int
+	admin   bool
+	all     bool
+	count   int
+	tols    []resourcev1.DeviceToleration
+	capReq  *resourcev1.CapacityRequirements
+	applies []int // indices of the claim's constraints that cover this alt
+	cands   []cand
+	rej     [numReasons]int
+	ctrRej  map[string]int
+}
+
+// cand is a device that passed the static checks for an alt. err is set
+// when evaluating the device failed; the search reports it when it reaches
+// the device, which is when upstream would have evaluated it.
+type cand struct {
+	g   int32 // Allocator device index
+	l   int32 // attempt-local device index
+	np  int32 // index into attempt.pools
+	err error
+	// full: upstream's "all devices" list, where every dynamic and static
+	// check runs at pick time.
+	full bool
+}
+
+type slot struct {
+	claim  int
+	alts   []*alt
+	chosen int
+}
+
+func claimName(c *resourcev1.ResourceClaim) string {
+	if c.Namespace == "" {
+		return c.Name
+	}
+	return c.Namespace + "/" + c.Name
+}
+
+func (at *attempt) fatal(claim int, request string, err error) error {
+	return &FatalError{Claim: claimName(at.claims[claim]), Request: request, Err: err}
+}
+
+// prepare validates the claims like upstream's Allocate preamble and builds
+// one slot per request with its alts and their candidates.
+func (at *attempt) prepare() error {
+	a := at.a
+	at.cons = make([][]*constraintState, len(at.claims))
+	for ci, claim := range at.claims {
+		if claim == nil {
+			return &FatalError{Err: errors.New("nil claim")}
+		}
+		minDevices := 0
+		for ri := range claim.Spec.Devices.Requests {
+			req := &claim.Spec.Devices.Requests[ri]
+			sl := slot{claim: ci}
+			if len(req.FirstAvailable) > 0 {
+				least := -1
+				for si := range req.FirstAvailable {
+					sub := &req.FirstAvailable[si]
+					al, err := at.newAlt(ci, req.Name+"/"+sub.Name, req.Name, sub.Name, sub.DeviceClassName, sub.Selectors,
+						sub.AllocationMode, sub.Count, nil, sub.Tolerations, sub.Capacity, len(sub.DerivedAttributes) > 0)
+					if err != nil {
+						return err
+					}
+					sl.alts = append(sl.alts, al)
+					if least < 0 || al.count < least {
+						least = al.count
+					}
+				}
+				minDevices += least
+			} else {
+				ex := req.Exactly
+				if ex == nil {
+					return at.fatal(ci, req.Name, errors.New("neither exactly nor firstAvailable is set (unsupported request type?)"))
+				}
+				al, err := at.newAlt(ci, req.Name, "", req.Name, ex.DeviceClassName, ex.Selectors,
+					ex.AllocationMode, ex.Count, ex.AdminAccess, ex.Tolerations, ex.Capacity, len(ex.DerivedAttributes) > 0)
+				if err != nil {
+					return err
+				}
+				sl.alts = append(sl.alts, al)
+				minDevices += al.count
+			}
+			if minDevices > maxResults {
+				return at.fatal(ci, req.Name, fmt.Errorf("needs at least %d devices, more than the claim limit of %d", minDevices, maxResults))
+			}
+			at.slots = append(at.slots, sl)
+		}
+		for i, c := range claim.Spec.Devices.Constraints {
+			cs := &constraintState{names: c.Requests}
+			switch {
+			case c.MatchAttribute != nil:
+				cs.match = true
+				cs.col = a.attrs.col(string(*c.MatchAttribute))
+			case c.DistinctAttribute != nil:
+				cs.col = a.attrs.col(string(*c.DistinctAttribute))
+			default:
+				return at.fatal(ci, "", fmt.Errorf("constraint #%d: empty constraint (unsupported constraint type?)", i))
+			}
+			at.cons[ci] = append(at.cons[ci], cs)
+		}
+	}
+	for si := range at.slots {
+		for _, al := range at.slots[si].alts {
+			for i, cs := range at.cons[al.claim] {
+				if cs.covers(al) {
+					al.applies = append(al.applies, i)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func (at *attempt) newAlt(ci int, name, parent, short, class string, sels []resourcev1.DeviceSelector,
+	mode resourcev1.DeviceAllocationMode, count int64, admin *bool, tols []resourcev1.DeviceToleration,
+	capReq *resourcev1.CapacityRequirements, derived bool) (*alt, error) {
+	a := at.a
+	al := &alt{claim: ci, name: name, parent: parent, short: short, admin: ptr.Deref(admin, false),
+		tols: tols, capReq: capReq}
+	if derived {
+		return nil, at.fatal(ci, name, errors.New("derived attributes are not supported by dractl"))
+	}
+	for i, s := range sels {
+		if s.CEL == nil {
+			return nil, at.fatal(ci, name, fmt.Errorf("selector #%d: CEL expression empty (unsupported selector type?)", i))
+		}
+	}
+	if class == "" {
+		return nil, at.fatal(ci, name, errors.New("missing device class name (unsupported request type?)"))
+	}
+	al.class = a.classes[class]
+	if al.class == nil {
+		return nil, at.fatal(ci, name, fmt.Errorf("could not retrieve device class %s: not found", class))
+	}
+	for _, s := range al.class.Spec.Selectors {
+		if s.CEL == nil {
+			return nil, at.fatal(ci, name, fmt.Errorf("class %s: selector has no CEL expression (unsupported selector type?)", class))
+		}
+		al.exprs = append(al.exprs, a.sel.get(s.CEL.Expression))
+	}
+	al.nClass = len(al.exprs)
+	for _, s := range sels {
+		al.exprs = append(al.exprs, a.sel.get(s.CEL.Expression))
+	}
+	switch mode {
+	case resourcev1.DeviceAllocationModeExactCount:
+		al.count = int(count)
+		if count > maxResults {
+			// Larger than any claim may hold; the claim-size check reports it.
+			al.count = maxResults + 1
+		}
+		at.buildCands(al, false)
+	case resourcev1.DeviceAllocationModeAll:
+		al.all = true
+		if err := at.buildAll(al); err != nil {
+			return nil, err
+		}
+		al.count = len(al.cands)
+	default:
+		return nil, at.fatal(ci, name, fmt.Errorf("unsupported count mode %q", mode))
+	}
+	return al, nil
+}
+
+// selectable runs the class selectors, the request selectors and the
+// per-device node selection, in upstream's order.
+func (at *attempt) selectable(al *alt, g int32) (bool, Reason, error) {
+	a := at.a
+	for i, e := range al.exprs {
+		ok, err := a.eval(at.ctx, e, g)
+		if err != nil {
+			if i < al.nClass {
+				return false, 0, at.fatal(al.claim, al.name, fmt.Errorf("class %s: selector #%d (%q) on device %s: CEL error: %w", al.class.Name, i, e.expr, a.devID(g), err))
+			}
+			return false, 0, at.fatal(al.claim, al.name, fmt.Errorf("selector #%d (%q) on device %s: CEL error: %w", i-al.nClass, e.expr, a.devID(g), err))
+		}
+		if !ok {
+			if i < al.nClass {
+				return false, ReasonDriverOrClass, nil
+			}
+			return false, ReasonSelector, nil
+		}
+	}
+	d := &a.devs[g]
+	if a.slices[d.slice].perDevice {
+		ok, err := d.node.matches(at.node)
+		if err != nil {
+			return false, 0, at.fatal(al.claim, al.name, err)
+		}
+		if !ok {
+			return false, ReasonNode, nil
+		}
+	}
+	return true, 0, nil
+}
+
+func (at *attempt) nodeOpsOK(g int32) bool {
+	s := at.a.slices[at.a.devs[g].slice].s
+	return len(s.Spec.SkipNodeOperations) == 0 || slices.Contains(at.node.Status.DeclaredFeatures, nodeOperationsFeature)
+}
+
+func staticCapacity(al *alt, d *devInfo, used capMap) (bool, error) {
+	if d.cap == nil {
+		return al.capReq == nil || len(al.capReq.Requests) == 0, nil
+	}
+	return capacityFits(al.capReq, d.cap, used, nil)
+}
+
+// buildCands lists, in upstream's visiting order, the devices that can serve
+// the alt on their own, counting every other device under its reason.
+func (at *attempt) buildCands(al *alt, explainOnly bool) {
+	a := at.a
+	for npi := range at.pools {
+		np := &at.pools[npi]
+		p := &a.pools[np.pool]
+		for _, si := range np.slices {
+			s := &a.slices[si]
+			if np.incomplete || np.invalid {
+				r := ReasonIncompletePool
+				if np.invalid {
+					r = ReasonInvalidPool
+				}
+				al.rej[r] += int(s.devEnd - s.devStart)
+				continue
+			}
+			for g := s.devStart; g < s.devEnd; g++ {
+				d := &a.devs[g]
+				c := cand{g: g, l: np.devBase + g - p.devStart, np: int32(npi)}
+				if !al.admin && d.allocated {
+					al.rej[ReasonAllocated]++
+					continue
+				}
+				ok, reason, err := at.selectable(al, g)
+				if err != nil {
+					if !explainOnly {
+						c.err = err
+						al.cands = append(al.cands, c)
+					}
+					continue
+				}
+				if !ok {
+					al.rej[reason]++
+					continue
+				}
+				if !at.nodeOpsOK(g) {
+					al.rej[ReasonNodeOperations]++
+					continue
+				}
+				fits, err := staticCapacity(al, d, d.aggCap)
+				if err != nil {
+					if !explainOnly {
+						c.err = at.fatal(al.claim, al.name, fmt.Errorf("checking capacity for device %s: %w", a.devID(g), err))
+						al.cands = append(al.cands, c)
+					}
+					continue
+				}
+				if !fits {
+					al.rej[ReasonCapacity]++
+					continue
+				}
+				if taintBlocks(d.d.Taints, al.tols) {
+					al.rej[ReasonTaint]++
+					continue
+				}
+				if bad := at.counterMisfitAlone(d, p); bad != "" {
+					al.rej[ReasonCounterExhausted]++
+					if al.ctrRej == nil {
+						al.ctrRej = map[string]int{}
+					}
+					al.ctrRej[bad]++
+					continue
+				}
+				if !explainOnly {
+					al.cands = append(al.cands, c)
+				}
+			}
+		}
+	}
+}
+
+// counterMisfitAlone names the first counter the device cannot get even if
+// nothing else were picked, "" when it fits.
+func (at *attempt) counterMisfitAlone(d *devInfo, p *poolInfo) string {
+	if len(d.uses) == 0 || (d.multi && d.shareInUse) {
+		return ""
+	}
+	for _, u := range d.uses {
+		if u.amt > at.a.avail[p.ctrStart+u.rel] {
+			return at.a.counterName(d.pool, u.rel)
+		}
+	}
+	if p.overcommitted {
+		for c := p.ctrStart; c < p.ctrEnd; c++ {
+			if at.a.avail[c] < 0 {
+				return at.a.counterName(d.pool, c-p.ctrStart)
+			}
+		}
+	}
+	return ""
+}
+
+// buildAll is upstream's list for allocationMode All: every device of every
+// considered pool that the selectors and node select and whose capacity
+// could hold the request on an unused device. The pools must all be usable.
+func (at *attempt) buildAll(al *alt) error {
+	a := at.a
+	for _, np := range at.pools {
+		id := a.pools[np.pool].p.ID
+		if np.incomplete {
+			return at.fatal(al.claim, al.name, fmt.Errorf("asks for all devices, but resource pool %s is currently being updated", id))
+		}
+		if np.invalid {
+			return at.fatal(al.claim, al.name, fmt.Errorf("asks for all devices, but resource pool %s is currently invalid: %w", id, a.pools[np.pool].invalid))
+		}
+	}
+	for npi := range at.pools {
+		np := &at.pools[npi]
+		p := &a.pools[np.pool]
+		for _, si := range np.slices {
+			s := &a.slices[si]
+			for g := s.devStart; g < s.devEnd; g++ {
+				ok, _, err := at.selectable(al, g)
+				if err != nil {
+					return err
+				}
+				if !ok {
+					continue
+				}
+				fits, err := staticCapacity(al, &a.devs[g], nil)
+				if err != nil {
+					return at.fatal(al.claim, al.name, fmt.Errorf("checking capacity for device %s: %w", a.devID(g), err))
+				}
+				if !fits {
+					continue
+				}
+				al.cands = append(al.cands, cand{g: g, l: np.devBase + g - p.devStart, np: int32(npi), full: true})
+			}
+		}
+	}
+	return nil
+}
+
+// taintBlocks: only NoSchedule and NoExecute taints prevent allocation;
+// None and unknown effects are informational.
+func taintBlocks(taints []api.DeviceTaint, tols []resourcev1.DeviceToleration) bool {
+	for _, t := range taints {
+		if t.Effect != resourcev1.DeviceTaintEffectNoSchedule && t.Effect != resourcev1.DeviceTaintEffectNoExecute {
+			continue
+		}
+		if !tolerated(t, tols) {
+			return true
+		}
+	}
+	return false
+}
+
+func tolerated(t api.DeviceTaint, tols []resourcev1.DeviceToleration) bool {
+	for _, tol := range tols {
+		if tol.Effect != "" && tol.Effect != t.Effect {
+			continue
+		}
+		if tol.Key != "" && tol.Key != t.Key {
+			continue
+		}
+		switch tol.Operator {
+		case "", resourcev1.DeviceTolerationOpEqual:
+			if tol.Value == t.Value {
+				return true
+			}
+		case resourcev1.DeviceTolerationOpExists:
+			return true
+		}
+	}
+	return false
+}

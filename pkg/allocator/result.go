@@ -1,0 +1,204 @@
+package allocator
+
+import (
+	"fmt"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
+)
+
+// results turns the picks into one AllocationResult per claim, the way
+// upstream fills results, configuration and the node selector.
+func (at *attempt) results() ([]*resourcev1.AllocationResult, error) {
+	a := at.a
+	out := make([]*resourcev1.AllocationResult, len(at.claims))
+	for ci := range at.claims {
+		out[ci] = &resourcev1.AllocationResult{}
+	}
+	for _, pk := range at.picks {
+		d := &a.devs[pk.c.g]
+		p := a.pools[d.pool].p
+		r := resourcev1.DeviceRequestAllocationResult{
+			Request:            pk.al.name,
+			Driver:             p.Driver,
+			Pool:               p.Pool,
+			Device:             d.d.Name,
+			Tolerations:        pk.al.tols,
+			ShareID:            pk.shareID,
+			SkipNodeOperations: a.slices[d.slice].s.Spec.SkipNodeOperations,
+			BindingConditions:  d.d.BindingConditions,
+		}
+		r.BindingFailureConditions = d.d.BindingFailureConditions
+		if pk.al.admin {
+			r.AdminAccess = ptr.To(true)
+		}
+		if len(pk.consumed) > 0 {
+			r.ConsumedCapacity = make(map[resourcev1.QualifiedName]resource.Quantity, len(pk.consumed))
+			for n, q := range pk.consumed {
+				r.ConsumedCapacity[n] = q.DeepCopy()
+			}
+		}
+		res := out[pk.al.claim]
+		res.Devices.Results = append(res.Devices.Results, r)
+	}
+	for ci, claim := range at.claims {
+		out[ci].Devices.Config = at.configs(ci, claim)
+		ns, err := at.nodeSelector(ci)
+		if err != nil {
+			return nil, &FatalError{Claim: claimName(claim), Err: fmt.Errorf("create NodeSelector: %w", err)}
+		}
+		out[ci].NodeSelector = ns
+	}
+	return out, nil
+}
+
+// chosen returns the alt that served each request of a claim.
+func (at *attempt) chosen(ci int) []*alt {
+	var alts []*alt
+	for i := range at.slots {
+		if at.slots[i].claim == ci {
+			alts = append(alts, at.slots[i].alts[at.slots[i].chosen])
+		}
+	}
+	return alts
+}
+
+// configs: class configuration once per class, naming every request that
+// used the class; then claim configuration that names a request (or its
+// chosen subrequest) or names none; lists naming every request become
+// "applies to all".
+func (at *attempt) configs(ci int, claim *resourcev1.ResourceClaim) []resourcev1.DeviceAllocationConfiguration {
+	var cfg []resourcev1.DeviceAllocationConfiguration
+	type span struct{ start, end int }
+	byClass := map[string]span{}
+	alts := at.chosen(ci)
+	for _, al := range alts {
+		if sp, ok := byClass[al.class.Name]; ok {
+			for i := sp.start; i < sp.end; i++ {
+				cfg[i].Requests = append(cfg[i].Requests, al.name)
+			}
+			continue
+		}
+		start := len(cfg)
+		for _, c := range al.class.Spec.Config {
+			cfg = append(cfg, resourcev1.DeviceAllocationConfiguration{
+				Source: resourcev1.AllocationConfigSourceClass, Requests: []string{al.name}, DeviceConfiguration: c.DeviceConfiguration})
+		}
+		byClass[al.class.Name] = span{start, len(cfg)}
+	}
+	for _, c := range claim.Spec.Devices.Config {
+		use := len(c.Requests) == 0
+		for i, req := range claim.Spec.Devices.Requests {
+			if use {
+				break
+			}
+			if slices.Contains(c.Requests, req.Name) || (alts[i].parent != "" && slices.Contains(c.Requests, alts[i].name)) {
+				use = true
+			}
+		}
+		if use {
+			cfg = append(cfg, resourcev1.DeviceAllocationConfiguration{
+				Source: resourcev1.AllocationConfigSourceClaim, Requests: c.Requests, DeviceConfiguration: c.DeviceConfiguration})
+		}
+	}
+	for i := range cfg {
+		if len(cfg[i].Requests) == 0 {
+			continue
+		}
+		all := true
+		for ri, req := range claim.Spec.Devices.Requests {
+			if slices.Contains(cfg[i].Requests, req.Name) {
+				continue
+			}
+			if alts[ri].parent != "" && slices.Contains(cfg[i].Requests, alts[ri].name) {
+				continue
+			}
+			all = false
+			break
+		}
+		if all {
+			cfg[i].Requests = nil
+		}
+	}
+	return cfg
+}
+
+// nodeSelector: a device bound to one node (slice or per-device nodeName,
+// or bindsToNode) pins the claim to this node; otherwise the single-term
+// selectors of the devices (the device's own for per-device node
+// selection, which is how a multi-host device yields its node set) are
+// merged; devices available everywhere add nothing.
+func (at *attempt) nodeSelector(ci int) (*corev1.NodeSelector, error) {
+	a := at.a
+	term := corev1.NodeSelectorTerm{}
+	for _, pk := range at.picks {
+		if pk.al.claim != ci {
+			continue
+		}
+		d := &a.devs[pk.c.g]
+		s := a.slices[d.slice].s
+		var name *string
+		var sel *corev1.NodeSelector
+		if a.slices[d.slice].perDevice {
+			name, sel = d.d.NodeName, d.d.NodeSelector
+		} else {
+			name, sel = s.Spec.NodeName, s.Spec.NodeSelector
+		}
+		if name != nil || ptr.Deref(d.d.BindsToNode, false) {
+			return &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+				MatchFields: []corev1.NodeSelectorRequirement{{
+					Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{at.node.Name}}},
+			}}}, nil
+		}
+		if sel == nil {
+			continue
+		}
+		switch len(sel.NodeSelectorTerms) {
+		case 0:
+		case 1:
+			term.MatchFields = mergeReqs(term.MatchFields, sel.NodeSelectorTerms[0].MatchFields)
+			term.MatchExpressions = mergeReqs(term.MatchExpressions, sel.NodeSelectorTerms[0].MatchExpressions)
+		default:
+			return nil, fmt.Errorf("unsupported ResourceSlice.NodeSelector with %d terms", len(sel.NodeSelectorTerms))
+		}
+	}
+	if len(term.MatchFields) == 0 && len(term.MatchExpressions) == 0 {
+		return nil, nil
+	}
+	return &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{term}}, nil
+}
+
+// mergeReqs appends requirements not present yet; two requirements are the
+// same when key, operator and the set of values agree.
+func mergeReqs(to, from []corev1.NodeSelectorRequirement) []corev1.NodeSelectorRequirement {
+	for _, r := range from {
+		dup := false
+		for _, e := range to {
+			if e.Key == r.Key && e.Operator == r.Operator && sameSet(e.Values, r.Values) {
+				dup = true
+				break
+			}
+		}
+		if !dup {
+			to = append(to, r)
+		}
+	}
+	return to
+}
+
+func sameSet(x, y []string) bool {
+	for _, v := range x {
+		if !slices.Contains(y, v) {
+			return false
+		}
+	}
+	for _, v := range y {
+		if !slices.Contains(x, v) {
+			return false
+		}
+	}
+	return true
+}

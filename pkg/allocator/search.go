@@ -1,0 +1,466 @@
+package allocator
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// attempt is the state of one Allocate call. One goroutine owns it.
+type attempt struct {
+	a      *Allocator
+	ctx    context.Context
+	node   *corev1.Node
+	claims []*resourcev1.ResourceClaim
+	pools  []nodePool
+	slots  []slot
+	cons   [][]*constraintState // per claim
+
+	// Dense per-attempt state, indexed by attempt-local indices.
+	used   []int64       // per counter: consumed by picks of this attempt
+	inUse  []int32       // per device: dedicated picks of this attempt
+	compat []compatState // per counter set: running group intersection
+	shares map[int32]*shareState
+
+	picks      []pick
+	claimCount []int
+	steps      int
+
+	// Scratch for the counter bound.
+	cntSet  []int32
+	cntCtr  []int32
+	minAmt  []int64
+	touched []touchedSet
+}
+
+type shareState struct {
+	n    int
+	used capMap
+}
+
+type touchedSet struct {
+	local int32
+	set   int32
+	np    int32
+}
+
+// pick is one device chosen for one alt, with what is needed to undo it.
+type pick struct {
+	al       *alt
+	c        cand
+	counters bool
+	compat   []savedCompat
+	nCons    int
+	consumed capMap
+	shareID  *types.UID
+}
+
+type savedCompat struct {
+	local int32
+	prev  compatState
+}
+
+func (at *attempt) size() {
+	var nd, nc, ns int32
+	for _, np := range at.pools {
+		p := &at.a.pools[np.pool]
+		nd += p.devEnd - p.devStart
+		nc += p.ctrEnd - p.ctrStart
+		ns += p.setEnd - p.setStart
+	}
+	at.used = make([]int64, nc)
+	at.cntCtr = make([]int32, nc)
+	at.minAmt = make([]int64, nc)
+	at.inUse = make([]int32, nd)
+	at.cntSet = make([]int32, ns)
+	at.compat = make([]compatState, ns)
+	for _, np := range at.pools {
+		p := &at.a.pools[np.pool]
+		if !p.usesCompat {
+			continue
+		}
+		for s := p.setStart; s < p.setEnd; s++ {
+			at.compat[np.setBase+s-p.setStart] = at.a.sets[s].baseline
+		}
+	}
+	at.claimCount = make([]int, len(at.claims))
+}
+
+// busy is the in-use test upstream runs first: admin access may reuse
+// devices held by other claims but not pick one twice for its own claim.
+func (at *attempt) busy(al *alt, c cand, d *devInfo) bool {
+	if al.admin {
+		if d.multi {
+			return false
+		}
+		for i := len(at.picks) - 1; i >= 0 && at.picks[i].al.claim == al.claim; i-- {
+			if at.picks[i].c.l == c.l && !at.a.devs[at.picks[i].c.g].multi {
+				return true
+			}
+		}
+		return false
+	}
+	return at.inUse[c.l] > 0 || (c.full && d.allocated)
+}
+
+func (at *attempt) skipCounters(c cand, d *devInfo) bool {
+	return d.multi && (d.shareInUse || at.shares[c.l] != nil)
+}
+
+// tryAdd runs the dynamic checks for one candidate in upstream's order and,
+// when they pass, records it. The error is fatal.
+func (at *attempt) tryAdd(al *alt, c cand) (bool, error) {
+	a := at.a
+	d := &a.devs[c.g]
+	if at.busy(al, c, d) {
+		return false, nil
+	}
+	if c.err != nil {
+		return false, c.err
+	}
+	sh := at.shares[c.l]
+	if !c.full && d.multi && sh != nil {
+		fits, err := capacityFits(al.capReq, d.cap, d.aggCap, sh.used)
+		if err != nil {
+			return false, at.fatal(al.claim, al.name, fmt.Errorf("checking capacity for device %s: %w", a.devID(c.g), err))
+		}
+		if !fits {
+			return false, nil
+		}
+	}
+	if c.full && !at.nodeOpsOK(c.g) {
+		return false, nil
+	}
+	np := &at.pools[c.np]
+	p := &a.pools[np.pool]
+	pk := pick{al: al, c: c}
+	if !at.skipCounters(c, d) && len(d.uses) > 0 {
+		if p.usesCompat {
+			for _, cu := range d.compat {
+				ls := np.setBase + cu.set - p.setStart
+				if !at.compat[ls].admits(cu.groups) {
+					at.rollback(&pk)
+					return false, nil
+				}
+				pk.compat = append(pk.compat, savedCompat{local: ls, prev: at.compat[ls]})
+				at.compat[ls] = at.compat[ls].add(cu.groups)
+			}
+		}
+		if p.overcommitted {
+			at.rollback(&pk)
+			return false, nil
+		}
+		for _, u := range d.uses {
+			if at.used[np.ctrBase+u.rel]+u.amt > a.avail[p.ctrStart+u.rel] {
+				at.rollback(&pk)
+				return false, nil
+			}
+		}
+		for _, u := range d.uses {
+			at.used[np.ctrBase+u.rel] += u.amt
+		}
+		pk.counters = true
+	}
+	if c.full && taintBlocks(d.d.Taints, al.tols) {
+		at.rollback(&pk)
+		return false, nil
+	}
+	for _, i := range al.applies {
+		cs := at.cons[al.claim][i]
+		v := a.attr(cs.col, c.g)
+		if !cs.admits(v) {
+			at.rollback(&pk)
+			if c.full {
+				// Upstream: a claim whose constraint excludes part of
+				// "all" devices is a mistake, not a misfit.
+				return false, at.fatal(al.claim, al.name, fmt.Errorf("cannot add device %s because a claim constraint would not be satisfied", a.devID(c.g)))
+			}
+			return false, nil
+		}
+		cs.add(v)
+		pk.nCons++
+	}
+	if c.full {
+		var shared capMap
+		if sh != nil {
+			shared = sh.used
+		}
+		fits, err := staticCapacity(al, d, addCap(addCap(nil, d.aggCap), shared))
+		if err != nil || !fits {
+			at.rollback(&pk)
+			if err != nil {
+				return false, at.fatal(al.claim, al.name, fmt.Errorf("rechecking capacity for device %s: %w", a.devID(c.g), err))
+			}
+			return false, nil
+		}
+	}
+	if d.multi {
+		consumed, err := consumption(al.capReq, d.cap)
+		if err != nil {
+			at.rollback(&pk)
+			return false, at.fatal(al.claim, al.name, fmt.Errorf("computing consumed capacity for device %s: %w", a.devID(c.g), err))
+		}
+		id := a.opts.NewShareID()
+		pk.shareID = &id
+		pk.consumed = consumed
+		if sh == nil {
+			if at.shares == nil {
+				at.shares = map[int32]*shareState{}
+			}
+			sh = &shareState{}
+			at.shares[c.l] = sh
+		}
+		sh.n++
+		sh.used = addCap(sh.used, consumed)
+	} else {
+		at.inUse[c.l]++
+	}
+	at.picks = append(at.picks, pk)
+	at.claimCount[al.claim]++
+	return true, nil
+}
+
+// undo removes the last pick.
+func (at *attempt) undo() {
+	pk := &at.picks[len(at.picks)-1]
+	d := &at.a.devs[pk.c.g]
+	if d.multi {
+		sh := at.shares[pk.c.l]
+		sh.n--
+		subCap(sh.used, pk.consumed)
+		if sh.n == 0 {
+			delete(at.shares, pk.c.l)
+		}
+	} else {
+		at.inUse[pk.c.l]--
+	}
+	at.claimCount[pk.al.claim]--
+	at.rollback(pk)
+	at.picks = at.picks[:len(at.picks)-1]
+}
+
+// rollback reverts constraints, group intersections and counters.
+func (at *attempt) rollback(pk *pick) {
+	cons := at.cons[pk.al.claim]
+	for j := pk.nCons - 1; j >= 0; j-- {
+		cons[pk.al.applies[j]].remove()
+	}
+	pk.nCons = 0
+	for j := len(pk.compat) - 1; j >= 0; j-- {
+		at.compat[pk.compat[j].local] = pk.compat[j].prev
+	}
+	pk.compat = nil
+	if pk.counters {
+		np := &at.pools[pk.c.np]
+		for _, u := range at.a.devs[pk.c.g].uses {
+			at.used[np.ctrBase+u.rel] -= u.amt
+		}
+		pk.counters = false
+	}
+}
+
+// solve satisfies slots si.. in order. For a firstAvailable request the
+// subrequests are tried in preference order, each with everything after it.
+func (at *attempt) solve(si int) (bool, error) {
+	if si == len(at.slots) {
+		return true, nil
+	}
+	if !at.lookahead(si) {
+		return false, nil
+	}
+	sl := &at.slots[si]
+	for ai, al := range sl.alts {
+		if al.all && len(al.cands) == 0 {
+			continue
+		}
+		if at.claimCount[al.claim]+al.count > maxResults {
+			continue
+		}
+		order := al.cands
+		if at.a.opts.Strategy == BestFit && !al.all {
+			order = at.bestFitOrder(al)
+		}
+		ok, err := at.fill(si, al, order, 0, 0)
+		if err != nil {
+			return false, err
+		}
+		if ok {
+			sl.chosen = ai
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// fill picks device k of the alt from order[pos:]. Devices of one request
+// are tried as increasing combinations, as upstream does, so that no set of
+// devices is tried twice.
+func (at *attempt) fill(si int, al *alt, order []cand, k, pos int) (bool, error) {
+	at.steps++
+	if at.steps&63 == 0 {
+		if err := at.ctx.Err(); err != nil {
+			return false, err
+		}
+	}
+	if k == al.count {
+		return at.solve(si + 1)
+	}
+	if al.all {
+		ok, err := at.tryAdd(al, order[k])
+		if err != nil || !ok {
+			return false, err
+		}
+		done, err := at.fill(si, al, order, k+1, 0)
+		if err != nil || !done {
+			at.undo()
+			return false, err
+		}
+		return true, nil
+	}
+	need := al.count - k
+	if len(order)-pos < need {
+		return false, nil
+	}
+	if need > 1 && !at.boundOK(al, order[pos:], need) {
+		return false, nil
+	}
+	for i := pos; i <= len(order)-need; i++ {
+		ok, err := at.tryAdd(al, order[i])
+		if err != nil {
+			return false, err
+		}
+		if !ok {
+			continue
+		}
+		done, err := at.fill(si, al, order, k+1, i+1)
+		if err == nil && done {
+			return true, nil
+		}
+		at.undo()
+		if err != nil {
+			return false, err
+		}
+	}
+	return false, nil
+}
+
+// lookahead checks that every later single-choice request of the same claim
+// still has room for its count, given what is picked now. Picks only
+// shrink what is available, so a failure here holds for the whole subtree.
+func (at *attempt) lookahead(si int) bool {
+	if si == 0 || len(at.picks) == 0 {
+		return true
+	}
+	claim := at.slots[si].claim
+	if at.picks[len(at.picks)-1].al.claim != claim {
+		return true
+	}
+	for sj := si; sj < len(at.slots) && at.slots[sj].claim == claim; sj++ {
+		alts := at.slots[sj].alts
+		if len(alts) != 1 || alts[0].all || alts[0].count == 0 {
+			continue
+		}
+		if !at.boundOK(alts[0], alts[0].cands, alts[0].count) {
+			return false
+		}
+	}
+	return true
+}
+
+// boundOK is an upper bound on how many of rest could still be picked
+// together: devices must be free, admitted by the active constraints and fit
+// the remaining counters alone; per counter set, no more can be placed than
+// the room of a counter divided by the smallest amount any of them takes.
+// It never rejects a feasible branch, so first-fit order is unaffected.
+func (at *attempt) boundOK(al *alt, rest []cand, need int) bool {
+	a := at.a
+	free := 0
+	touched := at.touched[:0]
+	defer func() { at.touched = touched[:0] }()
+	reset := func() {
+		for _, t := range touched {
+			at.cntSet[t.local] = 0
+			np := &at.pools[t.np]
+			p := &a.pools[np.pool]
+			si := &a.sets[t.set]
+			for j := range si.names {
+				lc := np.ctrBase + si.ctrStart + int32(j) - p.ctrStart
+				at.cntCtr[lc], at.minAmt[lc] = 0, 0
+			}
+		}
+	}
+	for _, c := range rest {
+		d := &a.devs[c.g]
+		if c.err != nil {
+			free++
+		} else {
+			if at.busy(al, c, d) || !at.admitted(al, c) {
+				continue
+			}
+			np := &at.pools[c.np]
+			p := &a.pools[np.pool]
+			if len(d.uses) == 0 || at.skipCounters(c, d) {
+				free++
+			} else {
+				if p.overcommitted || !at.countersFit(np, p, d) {
+					continue
+				}
+				ls := np.setBase + d.bucket - p.setStart
+				if at.cntSet[ls] == 0 {
+					touched = append(touched, touchedSet{local: ls, set: d.bucket, np: c.np})
+				}
+				at.cntSet[ls]++
+				for _, u := range d.bucketUses {
+					lc := np.ctrBase + u.rel
+					if at.cntCtr[lc] == 0 || u.amt < at.minAmt[lc] {
+						at.minAmt[lc] = u.amt
+					}
+					at.cntCtr[lc]++
+				}
+			}
+		}
+		if free >= need {
+			reset()
+			return true
+		}
+	}
+	total := free
+	for _, t := range touched {
+		np := &at.pools[t.np]
+		p := &a.pools[np.pool]
+		si := &a.sets[t.set]
+		room := int64(at.cntSet[t.local])
+		for j := range si.names {
+			g := si.ctrStart + int32(j)
+			lc := np.ctrBase + g - p.ctrStart
+			if at.cntCtr[lc] == at.cntSet[t.local] && at.minAmt[lc] > 0 {
+				room = min(room, (a.avail[g]-at.used[lc])/at.minAmt[lc])
+			}
+		}
+		total += int(room)
+	}
+	reset()
+	return total >= need
+}
+
+func (at *attempt) admitted(al *alt, c cand) bool {
+	for _, i := range al.applies {
+		cs := at.cons[al.claim][i]
+		if !cs.admits(at.a.attr(cs.col, c.g)) {
+			return false
+		}
+	}
+	return true
+}
+
+func (at *attempt) countersFit(np *nodePool, p *poolInfo, d *devInfo) bool {
+	for _, u := range d.uses {
+		if at.used[np.ctrBase+u.rel]+u.amt > at.a.avail[p.ctrStart+u.rel] {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,114 @@
+package allocator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/dractl/dractl/pkg/api"
+	"github.com/dractl/dractl/pkg/pool"
+)
+
+// Input is the cluster state an Allocator works on. None of it may be
+// modified while the Allocator is in use.
+type Input struct {
+	// Pools are the result of pool.Assemble over every ResourceSlice of the
+	// cluster.
+	Pools []*pool.Pool
+	// Classes are all DeviceClasses; requests name them.
+	Classes []*resourcev1.DeviceClass
+	// Allocated are claims whose status.allocation is set. Their devices,
+	// consumed counters and consumed capacity are in use. Claims without an
+	// allocation are ignored.
+	Allocated []*resourcev1.ResourceClaim
+}
+
+// Strategy chooses among feasible devices.
+type Strategy int
+
+const (
+	// FirstFit picks exactly what the upstream allocator picks.
+	FirstFit Strategy = iota
+	// BestFit prefers, for each request, devices whose counter consumption
+	// leaves the most devices allocatable: it packs partially used counter
+	// sets before touching empty ones.
+	BestFit
+)
+
+func (s Strategy) String() string {
+	switch s {
+	case FirstFit:
+		return "FirstFit"
+	case BestFit:
+		return "BestFit"
+	}
+	return fmt.Sprintf("Strategy(%d)", int(s))
+}
+
+// Options tune an Allocator. The zero value is first-fit with pkg/cel.
+type Options struct {
+	Strategy Strategy
+	// Compiler compiles CEL selectors. Nil means pkg/cel.
+	Compiler SelectorCompiler
+	// NewShareID returns the shareID recorded for each allocation of a
+	// device that allows multiple allocations. Upstream uses a random UUID;
+	// nil does the same. Tests set it to get stable results.
+	NewShareID func() types.UID
+}
+
+// SelectorCompiler compiles one CEL selector expression. It must be safe for
+// concurrent use. A compile error is reported only when the selector is
+// evaluated, as upstream does.
+type SelectorCompiler interface {
+	CompileSelector(expr string) (Selector, error)
+}
+
+// Selector is a compiled CEL selector. Matches must be safe for concurrent
+// use; an error is a CEL runtime error.
+type Selector interface {
+	Matches(ctx context.Context, driver string, view api.DeviceView) (bool, error)
+}
+
+// UnfitError reports that the claims cannot be allocated on the node. It is
+// not fatal: other nodes may fit.
+type UnfitError struct {
+	Node        string
+	Explanation *Explanation
+}
+
+func (e *UnfitError) Error() string {
+	return fmt.Sprintf("claims do not fit on node %s: %s", e.Node, e.Explanation.Summary())
+}
+
+// FatalError reports a problem that no node can work around: an invalid pool
+// that had to be considered (Err wraps *pool.InvalidError), a CEL runtime or
+// compile error (naming claim, request and selector), an unknown
+// DeviceClass, or a request upstream rejects.
+type FatalError struct {
+	// Claim is namespace/name of the claim being allocated, if any.
+	Claim string
+	// Request is the request or request/subrequest, if any.
+	Request string
+	Err     error
+}
+
+func (e *FatalError) Error() string {
+	switch {
+	case e.Claim != "" && e.Request != "":
+		return fmt.Sprintf("claim %s, request %s: %v", e.Claim, e.Request, e.Err)
+	case e.Claim != "":
+		return fmt.Sprintf("claim %s: %v", e.Claim, e.Err)
+	}
+	return e.Err.Error()
+}
+
+func (e *FatalError) Unwrap() error { return e.Err }
+
+// IsUnfit reports whether err says that the claims do not fit.
+func IsUnfit(err error) bool {
+	var u *UnfitError
+	return errors.As(err, &u)
+}
