@@ -27,14 +27,15 @@ var A100Node = MIGNode{
 
 // DGXH100Node is the node of examples/dgx-h100-mixins. Two GPUs per device
 // slice keeps a slice small enough to read while still showing mixins
-// shared across GPUs; the limits would allow six.
+// shared across GPUs; the limits would allow six. Semantic versions forbid
+// leading zeros, so driver 560.35.03 is published as 560.35.3.
 var DGXH100Node = MIGNode{
 	Driver:            NVIDIADriver,
 	Node:              "dgx-h100-node",
 	Model:             &H100,
 	GPUs:              8,
-	DriverVersion:     "550.90.07",
-	CUDADriverVersion: "12.4.0",
+	DriverVersion:     "560.35.3",
+	CUDADriverVersion: "12.6.0",
 	GPUsPerSlice:      2,
 }
 
