@@ -1,9 +1,15 @@
 package cli
 
 import (
+	"encoding/json"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+
+	"github.com/dractl/dractl/pkg/api"
+	"github.com/dractl/dractl/pkg/decode"
 )
 
 // TestCommands runs command lines in-process and compares stdout, stderr
@@ -28,7 +34,7 @@ func TestCommands(t *testing.T) {
 		// Every bad input at once: one bad document must not hide the
 		// problems of the others.
 		{"validate-bad-all", []string{"validate", "-f", filepath.Join("internal", "cli", "testdata", "bad")}, "", ExitInvalid},
-		{"validate-stdin", []string{"validate", "-f", "-"}, "apiVersion: resource.k8s.io/v1\nkind: ResourceSlice\nmetadata:\n  name: s\nspec:\n  driver: gpu.example.com\n  nodeName: n\n  pool: {name: n, generation: 1, resourceSliceCount: 1}\n  devices:\n  - name: Bad_Name\n", ExitInvalid},
+		{"validate-stdin", []string{"validate", "-f", "-"}, "apiVersion: resource.k8s.io/v1\nkind: ResourceSlice\nmetadata:\n  name: stdin-gpu\nspec:\n  driver: gpu.example.com\n  nodeName: node-1\n  pool: {name: stdin, generation: 1, resourceSliceCount: 1}\n  devices:\n  - name: Bad_Name\n", ExitInvalid},
 		{"validate-missing-file", []string{"validate", "-f", "does/not/exist.yaml"}, "", ExitUsage},
 		{"validate-no-input", []string{"validate"}, "", ExitUsage},
 		{"validate-unknown-flag", []string{"validate", "--bogus"}, "", ExitUsage},
@@ -82,4 +88,65 @@ func TestThousands(t *testing.T) {
 			t.Errorf("thousands(%d) = %q, want %q", n, got, want)
 		}
 	}
+}
+
+// TestCompactRoundTrip checks through the CLI what compact promises: the
+// compacted output, flattened, has the same slices as the input flattened.
+// It goes through stdout and stdin like `dractl compact | dractl flatten -f -`.
+func TestCompactRoundTrip(t *testing.T) {
+	for _, ex := range examples(t) {
+		dir := filepath.Join("examples", ex)
+		t.Run(ex, func(t *testing.T) {
+			direct := run(t, "", "flatten", "-f", dir)
+			compacted := run(t, "", "compact", "-f", dir)
+			if compacted.code != ExitOK {
+				t.Fatalf("dractl compact -f %s:\n%s", dir, compacted)
+			}
+			roundTrip := run(t, compacted.stdout, "flatten", "-f", "-")
+			if direct.code != roundTrip.code {
+				t.Errorf("flatten exit %d, compact | flatten exit %d", direct.code, roundTrip.code)
+			}
+			want, got := slicesByName(t, direct.stdout), slicesByName(t, roundTrip.stdout)
+			if len(want) == 0 {
+				t.Fatalf("flatten -f %s printed no ResourceSlice", dir)
+			}
+			if len(got) != len(want) {
+				t.Errorf("compact | flatten: %d slices, flatten: %d", len(got), len(want))
+			}
+			for name, w := range want {
+				g, ok := got[name]
+				if !ok {
+					t.Errorf("ResourceSlice %s: missing after compact | flatten", name)
+					continue
+				}
+				if !equality.Semantic.DeepEqual(w, g) {
+					t.Errorf("ResourceSlice %s differs after compact | flatten:\n%s", name, diff(asJSON(t, w), asJSON(t, g)))
+				}
+			}
+		})
+	}
+}
+
+func slicesByName(t *testing.T, manifest string) map[string]*api.ResourceSlice {
+	t.Helper()
+	objs, err := decode.Bytes("-", []byte(manifest))
+	if err != nil {
+		t.Fatalf("decoding flatten output: %v", err)
+	}
+	out := make(map[string]*api.ResourceSlice)
+	for _, o := range objs {
+		if s, ok := o.Obj.(*api.ResourceSlice); ok {
+			out[s.Name] = s
+		}
+	}
+	return out
+}
+
+func asJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/dractl/dractl/pkg/api"
 	"github.com/dractl/dractl/pkg/compact"
+	"github.com/dractl/dractl/pkg/decode"
 )
 
 type compactOptions struct {
@@ -27,8 +28,10 @@ spec.mixins and included by name (KEP-5234). Flattening the result gives back
 the same devices and counter sets. Objects of other kinds are printed
 unchanged.
 
-The compacted objects go to stdout; the size of each slice before and after,
-and the total, go to stderr.`,
+The compacted objects go to stdout; the size of each slice before and after
+(its compact JSON encoding), and the total, go to stderr. A slice whose
+rewrite would not be smaller than the input (a hand-tuned mixin form can be)
+is printed unchanged.`,
 		Example: `  dractl compact -f examples/a100-mig-flat
   dractl compact -f slices.yaml | dractl flatten -f -`,
 		Args: cobra.NoArgs,
@@ -98,14 +101,24 @@ func (o *compactOptions) run() error {
 			failed = true
 			continue
 		}
-		out = append(out, c)
 		n++
 		before += st.BytesBefore
+		if st.BytesAfter >= st.BytesBefore {
+			// A hand-written mixin form can beat compact's; a command named
+			// compact must never make a slice larger, so keep the input,
+			// which means the same (compact flattens it first anyway).
+			out = append(out, s)
+			after += st.BytesBefore
+			fmt.Fprintf(o.Err, "%s: %s, kept as is (compacted: %s bytes)\n",
+				where(obj), savings(st.BytesBefore, st.BytesBefore), thousands(st.BytesAfter))
+			continue
+		}
+		out = append(out, c)
 		after += st.BytesAfter
 		fmt.Fprintf(o.Err, "%s: %s, mixins: %d device, %d consumption, %d counter set\n",
 			where(obj), savings(st.BytesBefore, st.BytesAfter), st.DeviceMixins, st.ConsumptionMixins, st.CounterSetMixins)
 	}
-	if err := encode(o.Out, out, o.output); err != nil {
+	if err := decode.Encode(o.Out, out, o.output); err != nil {
 		return err
 	}
 	fmt.Fprintf(o.Err, "compacted %s: %s\n", plural(n, "slice"), savings(before, after))

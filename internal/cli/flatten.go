@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dractl/dractl/pkg/api"
+	"github.com/dractl/dractl/pkg/decode"
 	"github.com/dractl/dractl/pkg/validation"
 )
 
@@ -81,7 +82,7 @@ func (o *flattenOptions) run() error {
 		}
 		out = append(out, v1)
 	}
-	if err := encode(o.Out, out, o.output); err != nil {
+	if err := decode.Encode(o.Out, out, o.output); err != nil {
 		return err
 	}
 	if failed || (warned && o.strict) {

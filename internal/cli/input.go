@@ -17,7 +17,8 @@ type input struct {
 }
 
 // decodeError is one decode problem, formatted like every other dractl
-// error line, with where identifying the object (or document) it is about.
+// error line. where is the document (or list item) it is about: an object
+// that did not decode may not have a readable kind or name.
 type decodeError struct {
 	where string
 	line  string
@@ -46,7 +47,7 @@ func (o *globalOptions) read() (*input, error) {
 		return nil, usageErrorf("%v", err)
 	}
 	for _, e := range errs {
-		in.decodeErrors = append(in.decodeErrors, decodeError{where: errorWhere(e), line: e.Error()})
+		in.decodeErrors = append(in.decodeErrors, decodeError{where: e.Source.String(), line: e.Error()})
 	}
 	return in, nil
 }
@@ -93,11 +94,4 @@ func (in *input) printDecodeErrors(w io.Writer) bool {
 // "<file>#<doc> <Kind>/<name>".
 func where(obj *decode.Object) string {
 	return fmt.Sprintf("%s %s/%s", obj.Source, obj.Kind, obj.Name)
-}
-
-func errorWhere(e *decode.Error) string {
-	if e.Kind == "" && e.Name == "" {
-		return e.Source.String()
-	}
-	return fmt.Sprintf("%s %s/%s", e.Source, e.Kind, e.Name)
 }

@@ -70,7 +70,7 @@ Exit codes:
 		// succeed silently.
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 {
-				return usageErrorf("unknown command %q for \"dractl\"", args[0])
+				return usageErrorf("unknown command %q for \"dractl\"\nRun 'dractl --help' for usage.", args[0])
 			}
 			return cmd.Help()
 		},

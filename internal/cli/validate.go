@@ -59,10 +59,14 @@ func runValidate(in *input, w io.Writer) bool {
 		slices     []*api.ResourceSlice
 		sourceOf   = make(map[*api.ResourceSlice]*decode.Object)
 	)
+	// A document that did not decode is still an object the user wrote;
+	// count it once however many errors it has.
+	undecoded := make(map[string]bool)
 	for _, e := range in.decodeErrors {
 		fmt.Fprintln(w, e.line)
 		errCount++
 		badObjects[e.where] = true
+		undecoded[e.where] = true
 	}
 
 	for i := range in.objects {
@@ -121,7 +125,7 @@ func runValidate(in *input, w io.Writer) bool {
 		}
 	}
 
-	fmt.Fprintln(w, summary(len(in.objects)+len(in.decodeErrors), len(pools), errCount, len(badObjects), badPools))
+	fmt.Fprintln(w, summary(len(in.objects)+len(undecoded), len(pools), errCount, len(badObjects), badPools))
 	return errCount == 0
 }
 
@@ -141,15 +145,20 @@ func errorKey(e *field.Error) string {
 	return string(e.Type) + " " + e.Field
 }
 
-// sliceNamed finds the slice of a pool problem; names are unique within a
-// pool's current generation except in inputs that are wrong anyway.
+// sliceNamed finds the slice a pool problem is about. Problems name their
+// slice only, so when several slices of the pool share the name (an input
+// that is wrong anyway) there is no telling which, and nil says so.
 func sliceNamed(p *pool.Pool, name string) *pool.Slice {
+	var found *pool.Slice
 	for _, s := range p.Slices {
 		if s.Name == name {
-			return s
+			if found != nil {
+				return nil
+			}
+			found = s
 		}
 	}
-	return nil
+	return found
 }
 
 func summary(objects, pools, errs, badObjects, badPools int) string {
