@@ -40,7 +40,10 @@ func Generate(seed int64, index int) *scenario.Scenario {
 	g.perturb()
 	g.classes()
 	g.allocated()
-	n := 1 + g.r.IntN(3)
+	n := 1 + g.r.IntN(2)
+	if g.p(0.15) {
+		n = 3
+	}
 	for i := 0; i < n; i++ {
 		g.s.Claims = append(g.s.Claims, g.claim(fmt.Sprintf("claim-%d", i), 3))
 	}
@@ -88,7 +91,11 @@ func (g *generator) pools() {
 			}
 		}
 		if g.p(0.3) {
-			g.accPool()
+			for _, n := range g.s.Nodes {
+				if g.p(0.7) {
+					g.accPool(n.Name)
+				}
+			}
 		}
 		if g.p(0.45) {
 			g.nicPool()
@@ -96,16 +103,19 @@ func (g *generator) pools() {
 		if g.p(0.3) {
 			g.tpuPool()
 		}
-		if g.p(0.45) {
-			g.plainPool()
+		if g.p(0.5) {
+			for _, n := range g.s.Nodes {
+				if g.p(0.7) {
+					g.plainPool(n)
+				}
+			}
 		}
 	}
 	g.addFamily("any")
 }
 
 // accPool: random counter shapes, counter sets in their own slice.
-func (g *generator) accPool() {
-	node := pick(g.r, g.s.Nodes).Name
+func (g *generator) accPool(node string) {
 	pool := "acc-" + node
 	cs := Slice(pool+"-a", AccDriver, pool, 2)
 	cs.Spec.NodeName = ptr.To(node)
@@ -248,8 +258,7 @@ func (g *generator) tpuPool() {
 }
 
 // plainPool: node-local or node-selected devices split over slices.
-func (g *generator) plainPool() {
-	node := pick(g.r, g.s.Nodes)
+func (g *generator) plainPool(node *corev1.Node) {
 	pool := "plain-" + node.Name
 	nSlices := 1 + g.r.IntN(3)
 	for k := 0; k < nSlices; k++ {
@@ -405,9 +414,9 @@ func (g *generator) tolerations() []resourcev1.DeviceToleration {
 func (g *generator) exact(family string) (class string, sels []resourcev1.DeviceSelector, mode resourcev1.DeviceAllocationMode, count int64, admin *bool, tol []resourcev1.DeviceToleration, capReq *resourcev1.CapacityRequirements) {
 	class = family
 	switch {
-	case g.p(0.01):
+	case g.p(0.004):
 		class = "broken"
-	case g.p(0.01):
+	case g.p(0.004):
 		class = "no-such-class"
 	}
 	if g.p(0.4) {
@@ -454,7 +463,10 @@ func (g *generator) request(name string) (resourcev1.DeviceRequest, string) {
 
 func (g *generator) claim(name string, maxReq int) *resourcev1.ResourceClaim {
 	c := Claim(name)
-	n := 1 + g.r.IntN(maxReq)
+	n := 1
+	if g.p(0.5) {
+		n += g.r.IntN(maxReq)
+	}
 	var fams []string
 	for i := 0; i < n; i++ {
 		r, fam := g.request(fmt.Sprintf("req-%d", i))
@@ -469,11 +481,15 @@ func (g *generator) claim(name string, maxReq int) *resourcev1.ResourceClaim {
 		if !g.p(prob) {
 			continue
 		}
-		attr := pick(g.r, familyAttr[pick(g.r, fams)])
+		fam := pick(g.r, fams)
+		attr := pick(g.r, familyAttr[fam])
 		var reqs []string
-		if n > 1 && g.p(0.5) {
-			for _, i := range g.r.Perm(n)[:1+g.r.IntN(n)] {
-				reqs = append(reqs, c.Spec.Devices.Requests[i].Name)
+		if n > 1 && g.p(0.7) {
+			// Usually only the requests of the family that has the attribute.
+			for i, f := range fams {
+				if f == fam || g.p(0.1) {
+					reqs = append(reqs, c.Spec.Devices.Requests[i].Name)
+				}
 			}
 		}
 		if kind == "match" {
