@@ -29,6 +29,7 @@ func TestCommands(t *testing.T) {
 		{"validate-bad-duplicate-device", []string{"validate", "-f", bad("duplicate-device.yaml")}, "", ExitInvalid},
 		{"validate-bad-unknown-include", []string{"validate", "-f", bad("unknown-include.yaml")}, "", ExitInvalid},
 		{"validate-bad-missing-counter-set", []string{"validate", "-f", bad("missing-counter-set.yaml")}, "", ExitInvalid},
+		{"validate-bad-claim", []string{"validate", "-f", bad("bad-claim.yaml")}, "", ExitInvalid},
 		{"validate-bad-not-yaml", []string{"validate", "-f", bad("not-yaml.yaml")}, "", ExitInvalid},
 		{"validate-incomplete-pool", []string{"validate", "-f", bad("incomplete-pool.yaml")}, "", ExitOK},
 		// Every bad input at once: one bad document must not hide the
@@ -40,6 +41,13 @@ func TestCommands(t *testing.T) {
 		{"validate-unknown-flag", []string{"validate", "--bogus"}, "", ExitUsage},
 		{"unknown-command", []string{"frobnicate"}, "", ExitUsage},
 		{"flatten-bad-output", []string{"flatten", "-o", "xml", "-f", bad("unknown-include.yaml")}, "", ExitUsage},
+		{"flatten-v1-limits", []string{"flatten", "-f", filepath.Join("internal", "cli", "testdata", "v1-limits.yaml")}, "", ExitOK},
+		{"flatten-v1-limits-strict", []string{"flatten", "--strict", "-f", filepath.Join("internal", "cli", "testdata", "v1-limits.yaml")}, "", ExitInvalid},
+		{"validate-v1-limits", []string{"validate", "-f", filepath.Join("internal", "cli", "testdata", "v1-limits.yaml")}, "", ExitOK},
+		{"flatten-json", []string{"flatten", "-o", "json", "-f", filepath.Join("examples", "gpu-partitions", "resourceslices.yaml")}, "", ExitOK},
+		{"compact-json-skip-consumptions", []string{"compact", "-o", "json", "--skip-consumptions", "-f", filepath.Join("examples", "gpu-partitions", "resourceslices.yaml")}, "", ExitOK},
+		{"compact-bad-limit", []string{"compact", "--max-device-mixins", "-1", "-f", filepath.Join("examples", "gpu-partitions")}, "", ExitUsage},
+		{"compact-bad-unknown-include", []string{"compact", "-f", bad("unknown-include.yaml")}, "", ExitInvalid},
 		{"flatten-bad-unknown-include", []string{"flatten", "-f", bad("unknown-include.yaml")}, "", ExitInvalid},
 	}
 	for _, tc := range cases {

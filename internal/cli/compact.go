@@ -97,7 +97,7 @@ func (o *compactOptions) run() error {
 		}
 		c, st, err := compact.Compact(s, o.opts)
 		if err != nil {
-			fmt.Fprintf(o.Err, "error: %s: %s\n", where(obj), err)
+			fmt.Fprintf(o.Err, "error: %s: %s\n", where(obj), oneLine(err.Error()))
 			failed = true
 			continue
 		}

@@ -57,6 +57,10 @@ func (o *flattenOptions) run() error {
 	}
 	failed := in.printDecodeErrors(o.Err)
 	warned := false
+	severity := "warning"
+	if o.strict {
+		severity = "error"
+	}
 	var out []any
 	for i := range in.objects {
 		obj := &in.objects[i]
@@ -67,12 +71,12 @@ func (o *flattenOptions) run() error {
 		}
 		flat, err := api.Flatten(s)
 		if err != nil {
-			fmt.Fprintf(o.Err, "error: %s: %s\n", where(obj), err)
+			fmt.Fprintf(o.Err, "error: %s: %s\n", where(obj), oneLine(err.Error()))
 			failed = true
 			continue
 		}
 		for _, e := range validation.ResourceSlice(flat) {
-			fmt.Fprintf(o.Err, "warning: %s: flattened: %s\n", where(obj), e.Error())
+			fmt.Fprintf(o.Err, "%s: %s: flattened: %s\n", severity, where(obj), oneLine(e.Error()))
 			warned = true
 		}
 		v1, err := api.ToV1(flat)

@@ -85,7 +85,7 @@ func unwrapPathError(err error) error {
 // reports whether there were any.
 func (in *input) printDecodeErrors(w io.Writer) bool {
 	for _, e := range in.decodeErrors {
-		fmt.Fprintf(w, "error: %s\n", e.line)
+		fmt.Fprintf(w, "error: %s\n", oneLine(e.line))
 	}
 	return len(in.decodeErrors) > 0
 }

@@ -3,8 +3,10 @@ package cli
 import (
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
+	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/dractl/dractl/pkg/api"
@@ -63,7 +65,7 @@ func runValidate(in *input, w io.Writer) bool {
 	// count it once however many errors it has.
 	undecoded := make(map[string]bool)
 	for _, e := range in.decodeErrors {
-		fmt.Fprintln(w, e.line)
+		fmt.Fprintln(w, oneLine(e.line))
 		errCount++
 		badObjects[e.where] = true
 		undecoded[e.where] = true
@@ -73,7 +75,7 @@ func runValidate(in *input, w io.Writer) bool {
 		obj := &in.objects[i]
 		errs := validateObject(obj)
 		for _, e := range errs {
-			fmt.Fprintf(w, "%s: %s\n", where(obj), e.Error())
+			fmt.Fprintf(w, "%s: %s\n", where(obj), oneLine(e.Error()))
 		}
 		if len(errs) > 0 {
 			errCount += len(errs)
@@ -116,7 +118,7 @@ func runValidate(in *input, w io.Writer) bool {
 					badObjects[where(src)] = true
 				}
 			}
-			fmt.Fprintf(w, "pool %s: ResourceSlice %s%s: %s\n", p.ID, prob.Slice, loc, prob.Err.Error())
+			fmt.Fprintf(w, "pool %s: ResourceSlice %s%s: %s\n", p.ID, prob.Slice, loc, oneLine(prob.Err.Error()))
 			n++
 		}
 		if n > 0 {
@@ -135,6 +137,12 @@ func validateObject(obj *decode.Object) field.ErrorList {
 	switch o := obj.Obj.(type) {
 	case *api.ResourceSlice:
 		return validation.ResourceSlice(o)
+	case *resourcev1.DeviceClass:
+		return validation.DeviceClass(o)
+	case *resourcev1.ResourceClaim:
+		return validation.ResourceClaim(o)
+	case *resourcev1.ResourceClaimTemplate:
+		return validation.ResourceClaimTemplate(o)
 	}
 	return nil
 }
@@ -178,4 +186,14 @@ func plural(n int, noun string) string {
 		return fmt.Sprintf("1 %s", noun)
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// oneLine keeps each error on one line, so that the report can be grepped
+// and counted line by line, even when a message (a CEL compile error with
+// its caret display, say) spans several.
+func oneLine(s string) string {
+	if !strings.Contains(s, "\n") {
+		return s
+	}
+	return strings.Join(strings.Fields(s), " ")
 }
