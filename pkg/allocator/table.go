@@ -124,8 +124,8 @@ type devInfo struct {
 	bucket     int32
 	bucketUses []counterUse
 	compat     []compatUse
-	cap     map[api.QualifiedName]api.DeviceCapacity
-	multi   bool
+	cap        map[api.QualifiedName]api.DeviceCapacity
+	multi      bool
 	// allocated: held by an allocated claim as a dedicated device.
 	allocated bool
 	// shareInUse: an allocated claim holds a share of it (shareID or
@@ -415,3 +415,5 @@ func (a *Allocator) setOfCounter(pi int32, rel int32) int32 {
 	}
 	return -1
 }
+
+func (d *devInfo) perDevice() bool { return d.node.set() }
