@@ -30,9 +30,10 @@ func (f Form) String() string {
 }
 
 // The v1 and KEP-5234 limits that decide how a pool is cut into slices.
-// pkg/validation/limits.go is authoritative; these copies exist because the
-// generator must not depend on validation (validation checks what it
-// generates, see examples/examples_test.go, which fails if these drift).
+// pkg/validation/limits.go is authoritative. The generator keeps copies so
+// that validation stays an independent check of its output:
+// examples/examples_test.go validates every generated slice, flat and
+// flattened, and fails if a split here no longer fits the real limits.
 const (
 	flatMaxDevicesWithCounters = 64  // v1 ResourceSliceMaxDevicesWithAdvancedFeatures
 	flatMaxCounterSets         = 8   // v1 ResourceSliceMaxCounterSets
