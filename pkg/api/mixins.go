@@ -178,16 +178,10 @@ func merged[K comparable, V any, M any](own map[K]V, mixins []*M, field func(*M)
 				return
 			}
 		}
-	mixin:
 		for i := len(mixins) - 1; i >= 0; i-- {
 			for k, v := range field(mixins[i]) {
-				if _, shadowed := own[k]; shadowed {
+				if shadowed(own, mixins[i+1:], field, k) {
 					continue
-				}
-				for j := i + 1; j < len(mixins); j++ {
-					if _, shadowed := field(mixins[j])[k]; shadowed {
-						continue mixin
-					}
 				}
 				if !yield(k, v) {
 					return
@@ -195,6 +189,20 @@ func merged[K comparable, V any, M any](own map[K]V, mixins []*M, field func(*M)
 			}
 		}
 	}
+}
+
+// shadowed reports whether a stronger source than the mixin being read
+// (the object itself, or a mixin listed after it) sets key.
+func shadowed[K comparable, V any, M any](own map[K]V, later []*M, field func(*M) map[K]V, key K) bool {
+	if _, ok := own[key]; ok {
+		return true
+	}
+	for _, m := range later {
+		if _, ok := field(m)[key]; ok {
+			return true
+		}
+	}
+	return false
 }
 
 func countMerged[K comparable, V any, M any](own map[K]V, mixins []*M, field func(*M) map[K]V) int {
