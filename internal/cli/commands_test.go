@@ -35,6 +35,9 @@ func TestCommands(t *testing.T) {
 		// Every bad input at once: one bad document must not hide the
 		// problems of the others.
 		{"validate-bad-all", []string{"validate", "-f", filepath.Join("internal", "cli", "testdata", "bad")}, "", ExitInvalid},
+		// Both copies publish the same pool: a pool is only ever read as a
+		// whole, so the duplicates are errors even though each copy is valid.
+		{"validate-same-pool-twice", []string{"validate", "-f", filepath.Join("examples", "gpu-partitions", "resourceslices.yaml"), "-f", filepath.Join("examples", "gpu-partitions", "resourceslices.yaml")}, "", ExitInvalid},
 		{"validate-stdin", []string{"validate", "-f", "-"}, "apiVersion: resource.k8s.io/v1\nkind: ResourceSlice\nmetadata:\n  name: stdin-gpu\nspec:\n  driver: gpu.example.com\n  nodeName: node-1\n  pool: {name: stdin, generation: 1, resourceSliceCount: 1}\n  devices:\n  - name: Bad_Name\n", ExitInvalid},
 		{"validate-missing-file", []string{"validate", "-f", "does/not/exist.yaml"}, "", ExitUsage},
 		{"validate-no-input", []string{"validate"}, "", ExitUsage},

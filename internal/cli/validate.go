@@ -98,8 +98,7 @@ func runValidate(in *input, w io.Writer) bool {
 	badPools := 0
 	for _, p := range pools {
 		if !p.Complete() {
-			fmt.Fprintf(w, "warning: pool %s: incomplete: %d of %d slices of generation %d found; the scheduler ignores it until all are published\n",
-				p.ID, len(p.Slices), p.SliceCount, p.Generation)
+			fmt.Fprintf(w, "warning: pool %s: %s\n", p.ID, completeness(p))
 		}
 		perr := p.Validate()
 		if perr == nil {
@@ -107,16 +106,26 @@ func runValidate(in *input, w io.Writer) bool {
 		}
 		n := 0
 		for _, prob := range perr.Problems {
-			s := sliceNamed(p, prob.Slice)
-			if s != nil && reported[s.ResourceSlice][errorKey(prob.Err)] {
+			cands := slicesNamed(p, prob.Slice)
+			if len(cands) == 1 && reported[cands[0].ResourceSlice][errorKey(prob.Err)] {
 				continue
 			}
-			loc := ""
-			if s != nil {
-				if src := sourceOf[s.ResourceSlice]; src != nil {
-					loc = " (" + src.Source.String() + ")"
-					badObjects[where(src)] = true
+			var locs []string
+			for _, c := range cands {
+				if src := sourceOf[c.ResourceSlice]; src != nil {
+					locs = append(locs, src.Source.String())
 				}
+			}
+			loc := ""
+			switch {
+			case len(locs) == 1:
+				loc = " (" + locs[0] + ")"
+				badObjects[where(sourceOf[cands[0].ResourceSlice])] = true
+			case len(locs) > 1:
+				// Problems name their slice only; with several slices of
+				// that name there is no telling which one is meant.
+				loc = " (one of " + strings.Join(locs, ", ") + ")"
+				badObjects["pool "+p.ID.String()+" ResourceSlice "+prob.Slice] = true
 			}
 			fmt.Fprintf(w, "pool %s: ResourceSlice %s%s: %s\n", p.ID, prob.Slice, loc, oneLine(prob.Err.Error()))
 			n++
@@ -153,20 +162,28 @@ func errorKey(e *field.Error) string {
 	return string(e.Type) + " " + e.Field
 }
 
-// sliceNamed finds the slice a pool problem is about. Problems name their
-// slice only, so when several slices of the pool share the name (an input
-// that is wrong anyway) there is no telling which, and nil says so.
-func sliceNamed(p *pool.Pool, name string) *pool.Slice {
-	var found *pool.Slice
+// slicesNamed finds the slices a pool problem may be about: normally one,
+// several only in an input that publishes two slices of one name.
+func slicesNamed(p *pool.Pool, name string) []*pool.Slice {
+	var found []*pool.Slice
 	for _, s := range p.Slices {
 		if s.Name == name {
-			if found != nil {
-				return nil
-			}
-			found = s
+			found = append(found, s)
 		}
 	}
 	return found
+}
+
+// completeness explains why a pool is not complete. The scheduler skips such
+// a pool rather than use part of it; fewer slices is normal while a driver
+// publishes, more means two publishers or slices from different inputs.
+func completeness(p *pool.Pool) string {
+	if int64(len(p.Slices)) < p.SliceCount {
+		return fmt.Sprintf("incomplete: %d of %d slices of generation %d found; the scheduler ignores the pool until all are published",
+			len(p.Slices), p.SliceCount, p.Generation)
+	}
+	return fmt.Sprintf("%d slices of generation %d found where resourceSliceCount is %d; the scheduler ignores the pool",
+		len(p.Slices), p.Generation, p.SliceCount)
 }
 
 func summary(objects, pools, errs, badObjects, badPools int) string {
