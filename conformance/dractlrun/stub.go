@@ -17,7 +17,9 @@ const Available = false
 
 type Prepared struct{}
 
-func Prepare(s *scenario.Scenario) (*Prepared, error) { return nil, errors.New("built with -tags noallocator") }
+func Prepare(s *scenario.Scenario) (*Prepared, error) {
+	return nil, errors.New("built with -tags noallocator")
+}
 
 func (p *Prepared) Allocate(ctx context.Context, node *corev1.Node, claims []*resourcev1.ResourceClaim) scenario.Outcome {
 	return scenario.Outcome{Kind: scenario.Fatal, Err: errors.New("built with -tags noallocator")}

@@ -104,7 +104,8 @@ func (s *Scenario) Marshal(header []string) ([]byte, error) {
 	for _, n := range s.Nodes {
 		n := n.DeepCopy()
 		n.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Node"}
-		if err := emit(n); err != nil {
+		// Nodes carry only metadata here; drop the zero spec and status.
+		if err := emit(map[string]any{"apiVersion": n.APIVersion, "kind": n.Kind, "metadata": n.ObjectMeta}); err != nil {
 			return nil, err
 		}
 	}

@@ -33,6 +33,7 @@ func main() {
 	timeout := flag.Duration("timeout", 3*time.Second, "timeout of one Allocate call")
 	outDir := flag.String("out", "testdata/regressions", "directory for shrunk failing scenarios")
 	maxFiles := flag.Int("max-files", 25, "write at most this many regression files per run")
+	perSig := flag.Int("per-signature", 3, "write at most this many regression files per kind of disagreement")
 	budget := flag.Int("shrink", 400, "shrink budget (evaluations) per failure")
 	replay := flag.String("replay", "", "file or directory of scenario YAML files to run instead of generating")
 	verbose := flag.Bool("v", false, "print every scenario")
@@ -136,7 +137,7 @@ func main() {
 				}
 				failed++
 				sigs[bad.Signature]++
-				write := files < *maxFiles && *replay == ""
+				write := files < *maxFiles && *replay == "" && sigs[bad.Signature] <= *perSig
 				if write {
 					files++
 				}
