@@ -77,7 +77,7 @@ func Compact(s *api.ResourceSlice, opts Options) (*api.ResourceSlice, Stats, err
 		return nil, st, fmt.Errorf("encoding input: %w", err)
 	}
 	st.BytesBefore = len(before)
-	flat, err := flatten(s)
+	flat, err := api.Flatten(s)
 	if err != nil {
 		return nil, st, err
 	}
@@ -348,77 +348,4 @@ func dropCounters(items []item, g group, from map[string]api.Counter) map[string
 		return nil
 	}
 	return from
-}
-
-// flatten is api.Flatten with every map rebuilt through the views' point
-// look-ups, which are the plainest statement of precedence. api.Flatten
-// collects through the views' iterators, and those (merged in
-// pkg/api/mixins.go) currently stop reading a mixin at its first key that a
-// later mixin shadows, so its result depends on map order. Compact must not
-// inherit that; once the iterators are fixed this is just api.Flatten.
-func flatten(s *api.ResourceSlice) (*api.ResourceSlice, error) {
-	out, err := api.Flatten(s)
-	if err != nil {
-		return nil, err
-	}
-	ix := api.NewMixinIndex(&s.Spec)
-	for i := range s.Spec.Devices {
-		d := &s.Spec.Devices[i]
-		v, err := ix.Device(d)
-		if err != nil {
-			return nil, err // unreachable: api.Flatten resolved the same includes
-		}
-		o := &out.Spec.Devices[i]
-		o.Attributes = nil
-		o.Capacity = nil
-		for _, m := range append([]*api.DeviceMixin{{Attributes: d.Attributes, Capacity: d.Capacity}}, v.Mixins...) {
-			for k := range m.Attributes {
-				a, _ := v.Attribute(k)
-				if o.Attributes == nil {
-					o.Attributes = map[api.QualifiedName]api.DeviceAttribute{}
-				}
-				o.Attributes[k] = *a.DeepCopy()
-			}
-			for k := range m.Capacity {
-				c, _ := v.Capacity(k)
-				if o.Capacity == nil {
-					o.Capacity = map[api.QualifiedName]api.DeviceCapacity{}
-				}
-				o.Capacity[k] = *c.DeepCopy()
-			}
-		}
-		for j, cv := range v.Consumptions {
-			maps := []map[string]api.Counter{cv.Consumption.Counters}
-			for _, m := range cv.Mixins {
-				maps = append(maps, m.Counters)
-			}
-			o.ConsumesCounters[j].Counters = lookupAll(maps, cv.Counter)
-		}
-	}
-	for i := range s.Spec.SharedCounters {
-		v, err := ix.CounterSet(&s.Spec.SharedCounters[i])
-		if err != nil {
-			return nil, err
-		}
-		maps := []map[string]api.Counter{v.CounterSet.Counters}
-		for _, m := range v.Mixins {
-			maps = append(maps, m.Counters)
-		}
-		out.Spec.SharedCounters[i].Counters = lookupAll(maps, v.Counter)
-	}
-	return out, nil
-}
-
-func lookupAll(maps []map[string]api.Counter, get func(string) (api.Counter, bool)) map[string]api.Counter {
-	var out map[string]api.Counter
-	for _, m := range maps {
-		for k := range m {
-			c, _ := get(k)
-			if out == nil {
-				out = map[string]api.Counter{}
-			}
-			out[k] = api.Counter{Value: c.Value.DeepCopy()}
-		}
-	}
-	return out
 }
