@@ -46,7 +46,31 @@ func (v *attrVal) intersect(o *attrVal) *attrVal {
 	return nil
 }
 
-func (v *attrVal) overlaps(o *attrVal) bool { return v.intersect(o) != nil }
+// overlaps is intersect without building the result, for the hot path.
+func (v *attrVal) overlaps(o *attrVal) bool {
+	if v.kind != o.kind {
+		return false
+	}
+	if v.kind == kindString || v.kind == kindVersion {
+		return sortedOverlap(v.strs, o.strs)
+	}
+	return sortedOverlap(v.ints, o.ints)
+}
+
+func sortedOverlap[T interface{ ~string | ~int64 }](x, y []T) bool {
+	i, j := 0, 0
+	for i < len(x) && j < len(y) {
+		switch {
+		case x[i] == y[j]:
+			return true
+		case x[i] < y[j]:
+			i++
+		default:
+			j++
+		}
+	}
+	return false
+}
 
 // newAttrVal follows upstream's precedence: list values before scalars, in
 // the order int, bool, string, version. An attribute without a value is

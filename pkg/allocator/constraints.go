@@ -44,7 +44,10 @@ func (c *constraintState) admits(v *attrVal) bool {
 // add admits and records v; the caller has checked admits.
 func (c *constraintState) add(v *attrVal) {
 	if c.match && len(c.stack) > 0 {
-		v = c.stack[len(c.stack)-1].intersect(v)
+		// Scalars (the common case) intersect to themselves.
+		if top := c.stack[len(c.stack)-1]; len(top.ints)+len(top.strs) != 1 || len(v.ints)+len(v.strs) != 1 {
+			v = top.intersect(v)
+		}
 	}
 	c.stack = append(c.stack, v)
 }

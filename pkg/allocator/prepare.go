@@ -292,12 +292,14 @@ func (at *attempt) buildCands(al *alt, explainOnly bool) {
 					al.rej[ReasonTaint]++
 					continue
 				}
-				if bad := at.counterMisfitAlone(d, p); bad != "" {
+				if bad := at.counterMisfitAlone(d, p); bad >= 0 {
 					al.rej[ReasonCounterExhausted]++
-					if al.ctrRej == nil {
-						al.ctrRej = map[string]int{}
+					if explainOnly {
+						if al.ctrRej == nil {
+							al.ctrRej = map[string]int{}
+						}
+						al.ctrRej[a.counterName(d.pool, bad)]++
 					}
-					al.ctrRej[bad]++
 					continue
 				}
 				if !explainOnly {
@@ -308,25 +310,25 @@ func (at *attempt) buildCands(al *alt, explainOnly bool) {
 	}
 }
 
-// counterMisfitAlone names the first counter the device cannot get even if
-// nothing else were picked, "" when it fits.
-func (at *attempt) counterMisfitAlone(d *devInfo, p *poolInfo) string {
+// counterMisfitAlone returns the pool-relative index of the first counter
+// the device cannot get even if nothing else were picked, -1 when it fits.
+func (at *attempt) counterMisfitAlone(d *devInfo, p *poolInfo) int32 {
 	if len(d.uses) == 0 || (d.multi && d.shareInUse) {
-		return ""
+		return -1
 	}
 	for _, u := range d.uses {
 		if u.amt > at.a.avail[p.ctrStart+u.rel] {
-			return at.a.counterName(d.pool, u.rel)
+			return u.rel
 		}
 	}
 	if p.overcommitted {
 		for c := p.ctrStart; c < p.ctrEnd; c++ {
 			if at.a.avail[c] < 0 {
-				return at.a.counterName(d.pool, c-p.ctrStart)
+				return c - p.ctrStart
 			}
 		}
 	}
-	return ""
+	return -1
 }
 
 // buildAll is upstream's list for allocationMode All: every device of every
