@@ -182,45 +182,19 @@ func (v *domainValue) has(name api.QualifiedName) bool {
 }
 
 // names yields every effective name of the device's attributes or
-// capacities once. Only the set of names matters here (values always come
-// from DeviceView.Attribute/Capacity, which apply precedence), so the set
-// is the union of the device's own names and its mixins'. It does not use
-// DeviceView.Attributes/Capacities: pkg/api's merged() at 7771956 stops
-// reading a mixin at its first key shadowed by a later mixin and so drops
-// entries.
+// capacities once.
 func (d *deviceValue) names(capacity bool, yield func(api.QualifiedName) bool) {
 	if capacity {
-		unionNames(d.view.Device.Capacity, d.view.Mixins, mixinCapacity, yield)
-		return
-	}
-	unionNames(d.view.Device.Attributes, d.view.Mixins, mixinAttributes, yield)
-}
-
-func mixinAttributes(m *api.DeviceMixin) map[api.QualifiedName]api.DeviceAttribute {
-	return m.Attributes
-}
-func mixinCapacity(m *api.DeviceMixin) map[api.QualifiedName]api.DeviceCapacity { return m.Capacity }
-
-func unionNames[V any](own map[api.QualifiedName]V, mixins []*api.DeviceMixin, field func(*api.DeviceMixin) map[api.QualifiedName]V, yield func(api.QualifiedName) bool) {
-	for n := range own {
-		if !yield(n) {
-			return
-		}
-	}
-	for i, m := range mixins {
-	names:
-		for n := range field(m) {
-			if _, dup := own[n]; dup {
-				continue
-			}
-			for _, later := range mixins[i+1:] {
-				if _, dup := field(later)[n]; dup {
-					continue names
-				}
-			}
+		for n := range d.view.Capacities() {
 			if !yield(n) {
 				return
 			}
+		}
+		return
+	}
+	for n := range d.view.Attributes() {
+		if !yield(n) {
+			return
 		}
 	}
 }
