@@ -5,6 +5,7 @@ package gen
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 
@@ -139,7 +140,7 @@ func (g *generator) accPool(node string) {
 		for _, si := range g.r.Perm(nSets)[:1+g.r.IntN(nSets)] {
 			set := cs.Spec.SharedCounters[si]
 			c := api.DeviceCounterConsumption{CounterSet: set.Name, Counters: map[string]api.Counter{}}
-			for n := range set.Counters {
+			for _, n := range slices.Sorted(maps.Keys(set.Counters)) {
 				if g.p(0.7) {
 					c.Counters[n] = api.Counter{Value: *resource.NewQuantity(int64(1+g.r.IntN(4)), resource.DecimalSI)}
 				}
