@@ -175,7 +175,15 @@ func (p *Program) Matches(ctx context.Context, d Device) (bool, error) {
 	}
 	dv := p.c.values.Get().(*deviceValue)
 	dv.reset(p.c.env.CELTypeAdapter(), d)
-	out, _, err := p.prog.ContextEval(ctx, dv)
+	var out ref.Val
+	var err error
+	if ctx.Done() == nil {
+		// A context that can never be cancelled needs no interrupt
+		// checks; skipping ContextEval saves its per-call context.
+		out, _, err = p.prog.Eval(dv)
+	} else {
+		out, _, err = p.prog.ContextEval(ctx, dv)
+	}
 	// The result is a bool or an error string; neither refers to dv.
 	dv.release()
 	p.c.values.Put(dv)

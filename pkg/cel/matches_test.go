@@ -58,7 +58,7 @@ func fixture(t testing.TB) map[string]api.DeviceView {
 			AllowMultipleAllocations: ptr.To(true),
 			Attributes:               attrs{"profile": str("7g.40gb")},
 		}, {
-			// Both spellings of one driver-domain name; see find().
+			// Both spellings of one driver-domain name; see findAttribute().
 			Name:       "twice",
 			Includes:   []string{"base"},
 			Attributes: attrs{"gpu.nvidia.com/family": str("long")},

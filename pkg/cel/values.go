@@ -133,27 +133,59 @@ func splitName(name api.QualifiedName, driver string) (domain, id string) {
 	return driver, string(name)
 }
 
-// find returns the stored name and index of id in domain, trying the
+// findAttribute and findCapacity look id up in domain, trying the
 // driver-domain short spelling first. When a device (wrongly) has both
 // spellings, upstream's result depends on map order; the short one wins
-// here, deterministically.
-func find[V any](d *deviceValue, domain, id string, get func(api.QualifiedName) (V, bool)) (V, bool) {
-	var zero V
-	if strings.IndexByte(domain, '/') >= 0 {
-		// No stored name splits into a domain containing "/".
-		return zero, false
-	}
-	if domain == d.driver && strings.IndexByte(id, '/') < 0 {
-		if v, ok := get(api.QualifiedName(id)); ok {
-			return v, true
+// here, deterministically. They are separate functions rather than one
+// taking the getter as a func value, because a key passed through a func
+// value escapes and would cost an allocation per look-up.
+func (d *deviceValue) findAttribute(domain, id string) (api.DeviceAttribute, bool) {
+	short, ok := d.shortName(domain, id)
+	if ok {
+		if a, found := d.view.Attribute(short); found {
+			return a, true
 		}
 	}
 	var buf [qualifiedNameMax]byte
+	name, ok := qualify(&buf, domain, id)
+	if !ok {
+		return api.DeviceAttribute{}, false
+	}
+	return d.view.Attribute(name)
+}
+
+func (d *deviceValue) findCapacity(domain, id string) (api.DeviceCapacity, bool) {
+	short, ok := d.shortName(domain, id)
+	if ok {
+		if c, found := d.view.Capacity(short); found {
+			return c, true
+		}
+	}
+	var buf [qualifiedNameMax]byte
+	name, ok := qualify(&buf, domain, id)
+	if !ok {
+		return api.DeviceCapacity{}, false
+	}
+	return d.view.Capacity(name)
+}
+
+// shortName is the name id would be stored under without a domain, if
+// that spelling can mean domain/id at all.
+func (d *deviceValue) shortName(domain, id string) (api.QualifiedName, bool) {
+	return api.QualifiedName(id), domain == d.driver && strings.IndexByte(id, '/') < 0
+}
+
+// qualify spells domain/id over buf. The result is only used as a map key
+// inside DeviceView look-ups, which neither keep nor modify it, so a
+// string sharing buf's memory is safe and saves an allocation per
+// look-up on the allocator's hot path. It reports false for a domain
+// containing "/", which no stored name splits into.
+func qualify(buf *[qualifiedNameMax]byte, domain, id string) (api.QualifiedName, bool) {
+	if strings.IndexByte(domain, '/') >= 0 {
+		return "", false
+	}
 	b := append(append(append(buf[:0], domain...), '/'), id...)
-	// The key only lives for the map look-ups inside get, which neither
-	// keep nor modify it, so a string over the stack buffer is safe and
-	// saves an allocation per look-up on the allocator's hot path.
-	return get(api.QualifiedName(unsafe.String(unsafe.SliceData(b), len(b))))
+	return api.QualifiedName(unsafe.String(unsafe.SliceData(b), len(b))), true
 }
 
 // inDomain reports whether a stored name belongs to the domain map, and
@@ -205,14 +237,14 @@ func (v *domainValue) lookup(key ref.Val) (ref.Val, bool) {
 		return nil, false
 	}
 	if v.capacity {
-		c, ok := find(v.dev, v.domain, string(id), v.dev.view.Capacity)
+		c, ok := v.dev.findCapacity(v.domain, string(id))
 		if !ok {
 			return nil, false
 		}
 		q := c.Value
 		return apiservercel.Quantity{Quantity: &q}, true
 	}
-	a, ok := find(v.dev, v.domain, string(id), v.dev.view.Attribute)
+	a, ok := v.dev.findAttribute(v.domain, string(id))
 	if !ok {
 		return nil, false
 	}
