@@ -143,4 +143,3 @@ func containsReq(names []string, rn string) bool {
 	}
 	return false
 }
-

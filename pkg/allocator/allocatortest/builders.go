@@ -35,8 +35,8 @@ func (b *SliceBuilder) Generation(g int64) *SliceBuilder {
 	return b
 }
 func (b *SliceBuilder) Count(n int64) *SliceBuilder { b.s.Spec.Pool.ResourceSliceCount = n; return b }
-func (b *SliceBuilder) Node(n string) *SliceBuilder  { b.s.Spec.NodeName = ptr.To(n); return b }
-func (b *SliceBuilder) AllNodes() *SliceBuilder      { b.s.Spec.AllNodes = ptr.To(true); return b }
+func (b *SliceBuilder) Node(n string) *SliceBuilder { b.s.Spec.NodeName = ptr.To(n); return b }
+func (b *SliceBuilder) AllNodes() *SliceBuilder     { b.s.Spec.AllNodes = ptr.To(true); return b }
 func (b *SliceBuilder) NodeSelector(key string, values ...string) *SliceBuilder {
 	b.s.Spec.NodeSelector = Selector(key, values...)
 	return b
