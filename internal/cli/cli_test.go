@@ -6,22 +6,22 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden from the current output")
 
-// repoRoot is where the commands run, so that golden files show the paths a
-// user types (examples/..., not ../../examples/...).
-func repoRoot(t *testing.T) string {
-	t.Helper()
-	_, file, _, ok := runtime.Caller(0)
-	if !ok {
-		t.Fatal("cannot locate the test file")
+// TestMain runs every test from the repository root, so that golden files
+// show the paths a user types (examples/..., not ../../examples/...). It is
+// done once here because t.Chdir would forbid parallel tests.
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if err := os.Chdir(filepath.Join("..", "..")); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
 	}
-	return filepath.Join(filepath.Dir(file), "..", "..")
+	os.Exit(m.Run())
 }
 
 type result struct {
@@ -29,10 +29,9 @@ type result struct {
 	code           int
 }
 
-// run runs one dractl command line in-process from the repository root.
+// run runs one dractl command line in-process.
 func run(t *testing.T, stdin string, args ...string) result {
 	t.Helper()
-	t.Chdir(repoRoot(t))
 	var out, errOut bytes.Buffer
 	code := Run(args, Streams{In: strings.NewReader(stdin), Out: &out, Err: &errOut})
 	return result{stdout: out.String(), stderr: errOut.String(), code: code}
@@ -46,7 +45,7 @@ func (r result) String() string {
 // -update.
 func golden(t *testing.T, name, got string) {
 	t.Helper()
-	path := filepath.Join(repoRoot(t), "internal", "cli", "testdata", name+".golden")
+	path := filepath.Join("internal", "cli", "testdata", name+".golden")
 	if *update {
 		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
 			t.Fatal(err)
@@ -85,7 +84,7 @@ func diff(want, got string) string {
 // when there are none, so a missing directory is visible in -v output.
 func examples(t *testing.T) []string {
 	t.Helper()
-	dirs, _ := filepath.Glob(filepath.Join(repoRoot(t), "examples", "*"))
+	dirs, _ := filepath.Glob(filepath.Join("examples", "*"))
 	var names []string
 	for _, d := range dirs {
 		if fi, err := os.Stat(d); err == nil && fi.IsDir() {
