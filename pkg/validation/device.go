@@ -23,14 +23,10 @@ var semverRe = regexp.MustCompile(`^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)` +
 // attributes validates names and values of a device's or device mixin's
 // attributes. Name errors are reported at the entry (attributes[name]).
 func attributes(attrs map[api.QualifiedName]api.DeviceAttribute, p *field.Path) field.ErrorList {
-	var errs field.ErrorList
-	for _, name := range sortedKeys(attrs) {
+	return eachEntry(attrs, func(name api.QualifiedName, a api.DeviceAttribute) field.ErrorList {
 		kp := keyPath(p, string(name), qualifiedKeyMaxPathLength)
-		errs = append(errs, qualifiedName(string(name), kp)...)
-		a := attrs[name]
-		errs = append(errs, attribute(&a, kp)...)
-	}
-	return errs
+		return append(qualifiedName(string(name), kp), attribute(&a, kp)...)
+	})
 }
 
 // attribute: exactly one value field; string and version values at most 64
@@ -106,21 +102,18 @@ func versionValue(s string, p *field.Path) field.ErrorList {
 // capacity consumable and is only allowed when the device allows multiple
 // allocations (v1 DeviceCapacity.RequestPolicy).
 func capacities(caps map[api.QualifiedName]api.DeviceCapacity, allowMulti bool, p *field.Path) field.ErrorList {
-	var errs field.ErrorList
-	for _, name := range sortedKeys(caps) {
+	return eachEntry(caps, func(name api.QualifiedName, c api.DeviceCapacity) field.ErrorList {
 		kp := keyPath(p, string(name), qualifiedKeyMaxPathLength)
-		errs = append(errs, qualifiedName(string(name), kp)...)
-		c := caps[name]
-		if c.RequestPolicy == nil {
-			continue
-		}
-		if !allowMulti {
+		errs := qualifiedName(string(name), kp)
+		switch {
+		case c.RequestPolicy == nil:
+		case !allowMulti:
 			errs = append(errs, field.Forbidden(kp.Child("requestPolicy"), "allowMultipleAllocations must be true"))
-			continue
+		default:
+			errs = append(errs, requestPolicy(c.Value, c.RequestPolicy, kp.Child("requestPolicy"))...)
 		}
-		errs = append(errs, requestPolicy(c.Value, c.RequestPolicy, kp.Child("requestPolicy"))...)
-	}
-	return errs
+		return errs
+	})
 }
 
 // requestPolicy implements the rules of 003 .capacity{}.requestPolicy:
@@ -351,9 +344,8 @@ func isNodeAllocatableResourceName(name corev1.ResourceName) bool {
 }
 
 func nodeAllocatableResources(m map[corev1.ResourceName]resourcev1.NodeAllocatableResource, view api.DeviceView, resolved bool, p *field.Path) field.ErrorList {
-	var errs field.ErrorList
-	for _, name := range sortedKeys(m) {
-		r := m[name]
+	return eachEntry(m, func(name corev1.ResourceName, r resourcev1.NodeAllocatableResource) field.ErrorList {
+		var errs field.ErrorList
 		kp := keyPath(p, string(name), qualifiedKeyMaxPathLength)
 		if !isNodeAllocatableResourceName(name) {
 			errs = append(errs, field.Invalid(kp, name, "must be a node allocatable resource name (cpu, memory, ephemeral-storage or hugepages-<size>)"))
@@ -376,8 +368,8 @@ func nodeAllocatableResources(m map[corev1.ResourceName]resourcev1.NodeAllocatab
 				errs = append(errs, field.Invalid(op.Child("perContainer"), o.PerContainer.String(), "must be non-negative"))
 			}
 		}
-	}
-	return errs
+		return errs
+	})
 }
 
 // nodeAllocatableMapping: capacityKey (with capacityMultiplier) and

@@ -44,6 +44,25 @@ func sortedKeys[K cmp.Ordered, V any](m map[K]V) []K {
 	return slices.Sorted(maps.Keys(m))
 }
 
+// eachEntry validates every map entry with fn. It walks the map in Go's
+// random order and only when that yields two or more errors walks it again
+// in key order, so valid objects (the common case) pay for no sorting while
+// every error list is still deterministic. fn must not have side effects.
+func eachEntry[K cmp.Ordered, V any](m map[K]V, fn func(K, V) field.ErrorList) field.ErrorList {
+	var errs field.ErrorList
+	for k, v := range m {
+		errs = append(errs, fn(k, v)...)
+	}
+	if len(errs) < 2 {
+		return errs
+	}
+	errs = errs[:0]
+	for _, k := range sortedKeys(m) {
+		errs = append(errs, fn(k, m[k])...)
+	}
+	return errs
+}
+
 // tooMany reports a list that exceeds max. Like kube-apiserver, callers stop
 // validating the items of such a list: it bounds the work an oversized
 // object can cause.
@@ -80,10 +99,76 @@ func stringDuplicates(items []string, fldPath *field.Path) field.ErrorList {
 	return duplicates(items, func(s *string) string { return *s }, fldPath)
 }
 
+// isDNSLabelFast and isCIdentifierFast accept exactly what the apimachinery
+// regular expressions accept. Validation runs them first and only asks
+// apimachinery, for its messages, when they fail: names are checked once
+// per device, and the regexps dominated the cost of validating a slice.
+func isDNSLabelFast(s string) bool {
+	if len(s) == 0 || len(s) > validation.DNS1123LabelMaxLength {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
+		case c == '-' && i > 0 && i < len(s)-1:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// isDNSSubdomainFast: dot-separated labels of [a-z0-9-] that neither start
+// nor end with '-', at most 253 characters. foldCase accepts upper case
+// letters too, as the driver name check does.
+func isDNSSubdomainFast(s string, foldCase bool) bool {
+	if len(s) == 0 || len(s) > validation.DNS1123SubdomainMaxLength {
+		return false
+	}
+	start := 0
+	for i := 0; i <= len(s); i++ {
+		if i == len(s) || s[i] == '.' {
+			if i == start || s[start] == '-' || s[i-1] == '-' {
+				return false
+			}
+			start = i + 1
+			continue
+		}
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9', c == '-':
+		case foldCase && c >= 'A' && c <= 'Z':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+func isCIdentifierFast(s string) bool {
+	if len(s) == 0 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c == '_':
+		case c >= '0' && c <= '9' && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
 // dnsLabel checks a DNS-1123 label (device, request, counter, mixin names).
 func dnsLabel(value string, fldPath *field.Path) field.ErrorList {
 	if value == "" {
 		return field.ErrorList{field.Required(fldPath, "")}
+	}
+	if isDNSLabelFast(value) {
+		return nil
 	}
 	var errs field.ErrorList
 	for _, msg := range validation.IsDNS1123Label(value) {
@@ -96,6 +181,9 @@ func dnsLabel(value string, fldPath *field.Path) field.ErrorList {
 func dnsSubdomain(value string, fldPath *field.Path) field.ErrorList {
 	if value == "" {
 		return field.ErrorList{field.Required(fldPath, "")}
+	}
+	if isDNSSubdomainFast(value, false) {
+		return nil
 	}
 	var errs field.ErrorList
 	for _, msg := range validation.IsDNS1123Subdomain(value) {
@@ -110,6 +198,9 @@ func dnsSubdomain(value string, fldPath *field.Path) field.ErrorList {
 func driverName(name string, fldPath *field.Path) field.ErrorList {
 	if name == "" {
 		return field.ErrorList{field.Required(fldPath, "")}
+	}
+	if len(name) <= DriverNameMaxLength && isDNSSubdomainFast(name, true) {
+		return nil
 	}
 	var errs field.ErrorList
 	if len(name) > DriverNameMaxLength {
@@ -140,6 +231,9 @@ func poolName(name string, fldPath *field.Path) field.ErrorList {
 }
 
 func cIdentifier(id string, fldPath *field.Path) field.ErrorList {
+	if len(id) <= QualifiedNameMaxIDLength && isCIdentifierFast(id) {
+		return nil
+	}
 	var errs field.ErrorList
 	if len(id) > QualifiedNameMaxIDLength {
 		errs = append(errs, field.TooLong(fldPath, id, QualifiedNameMaxIDLength))

@@ -436,11 +436,9 @@ func (v *sliceValidator) validateCounterSet(cs *api.CounterSet, p *field.Path) {
 // .spec.sharedCounters[].counters). Any parsed quantity is a valid value,
 // as in kube-apiserver.
 func counterNames(counters map[string]api.Counter, p *field.Path) field.ErrorList {
-	var errs field.ErrorList
-	for _, name := range sortedKeys(counters) {
-		errs = append(errs, dnsLabel(name, keyPath(p, name, 63))...)
-	}
-	return errs
+	return eachEntry(counters, func(name string, _ api.Counter) field.ErrorList {
+		return dnsLabel(name, keyPath(p, name, 63))
+	})
 }
 
 func (v *sliceValidator) validateMixins(m *api.ResourceSliceMixins, p *field.Path) {
