@@ -212,7 +212,7 @@ func (v *sliceValidator) validateDevice(i int, d *api.Device, p *field.Path) {
 	view := api.DeviceView{Device: d}
 	resolved := true
 	if len(d.Includes) > 0 {
-		view.Mixins, resolved = resolveIncludes(d.Includes, MaxDeviceIncludes, p.Child("includes"), v.ix.DeviceMixin, &v.errs)
+		view.Mixins, resolved = resolveIncludes(d.Includes, MaxDeviceIncludes, api.MixinDevice, p.Child("includes"), v.ix.DeviceMixin, &v.errs)
 	}
 	v.views[i], v.ok[i] = view, resolved
 
@@ -262,7 +262,7 @@ func (v *sliceValidator) validateDevice(i int, d *api.Device, p *field.Path) {
 // refers to a mixin of the right kind in this slice (field.NotFound at
 // includes[j] otherwise). It returns the resolved mixins and whether all
 // resolved.
-func resolveIncludes[M any](names []string, max int, p *field.Path, find func(string) (*M, bool), errs *field.ErrorList) ([]*M, bool) {
+func resolveIncludes[M any](names []string, max int, kind api.MixinKind, p *field.Path, find func(string) (*M, bool), errs *field.ErrorList) ([]*M, bool) {
 	if e := tooMany(p, len(names), max); e != nil {
 		*errs = append(*errs, e...)
 		return nil, false
@@ -276,7 +276,9 @@ func resolveIncludes[M any](names []string, max int, p *field.Path, find func(st
 			if name == "" {
 				*errs = append(*errs, field.Required(p.Index(j), "must name a mixin"))
 			} else {
-				*errs = append(*errs, field.NotFound(p.Index(j), name))
+				e := field.NotFound(p.Index(j), name)
+				e.Detail = fmt.Sprintf("no entry in spec.mixins.%s has this name", kind)
+				*errs = append(*errs, e)
 			}
 			continue
 		}
@@ -383,7 +385,7 @@ func (v *sliceValidator) validateConsumption(c *api.DeviceCounterConsumption, p 
 	view := api.ConsumptionView{Consumption: c}
 	resolved := true
 	if len(c.Includes) > 0 {
-		view.Mixins, resolved = resolveIncludes(c.Includes, MaxConsumptionIncludes, p.Child("includes"), v.ix.ConsumptionMixin, &v.errs)
+		view.Mixins, resolved = resolveIncludes(c.Includes, MaxConsumptionIncludes, api.MixinDeviceCounterConsumption, p.Child("includes"), v.ix.ConsumptionMixin, &v.errs)
 	}
 	countersPath := p.Child("counters")
 	if v.lim.countersPerConsumption > 0 && len(c.Counters) > v.lim.countersPerConsumption {
@@ -419,7 +421,7 @@ func (v *sliceValidator) validateCounterSet(cs *api.CounterSet, p *field.Path) {
 	view := api.CounterSetView{CounterSet: cs}
 	resolved := true
 	if len(cs.Includes) > 0 {
-		view.Mixins, resolved = resolveIncludes(cs.Includes, MaxCounterSetIncludes, p.Child("includes"), v.ix.CounterSetMixin, &v.errs)
+		view.Mixins, resolved = resolveIncludes(cs.Includes, MaxCounterSetIncludes, api.MixinCounterSet, p.Child("includes"), v.ix.CounterSetMixin, &v.errs)
 	}
 	countersPath := p.Child("counters")
 	if v.lim.countersPerCounterSet > 0 && len(cs.Counters) > v.lim.countersPerCounterSet {
