@@ -5,7 +5,7 @@ FUZZTIME_SHORT ?= 5s
 FUZZTIME ?= 30s
 EXAMPLES := $(sort $(wildcard examples/*/))
 
-.PHONY: all build test demo fmt-check vet unit fuzz fuzz-short golden
+.PHONY: all build test demo fmt-check vet unit fuzz fuzz-short golden readme
 
 all: build
 
@@ -69,3 +69,8 @@ demo: build
 	@$(BIN) compact $(addprefix -f ,$(EXAMPLES)) > /dev/null
 	@echo; echo '$$ dractl compact -f examples/a100-mig-flat | dractl validate -f -'
 	@$(BIN) compact -f examples/a100-mig-flat 2>/dev/null | $(BIN) validate -f -
+
+# README.md shows real output; regenerate it after changing a verb or an
+# example, and review the diff.
+readme: build
+	bash internal/cli/testdata/gen-readme.sh > README.md.tmp && mv README.md.tmp README.md

@@ -1,0 +1,193 @@
+#!/usr/bin/env bash
+# Writes README.md to stdout with the real output of bin/dractl, so that the
+# examples in the README are never edited by hand: `make readme`.
+set -uo pipefail
+B=bin/dractl
+run() { # prints "$ cmd" then stdout+stderr, then the exit code
+	echo "\$ $*"
+	local cmd="${*/dractl/$B}"
+	bash -c "$cmd" 2>&1
+	echo "[exit $?]"
+}
+cat <<'EOF'
+# dractl
+
+dractl is a command-line tool for the ResourceSlices of Kubernetes Dynamic
+Resource Allocation (DRA), covering partitionable devices
+([KEP-4815](https://github.com/kubernetes/enhancements/issues/4815)) and
+ResourceSlice mixins
+([KEP-5234](https://github.com/kubernetes/enhancements/issues/5234)). It reads
+the same manifests `kubectl` does, checks them the way kube-apiserver admission
+and the scheduler would, and rewrites slices between their flat
+`resource.k8s.io/v1` form and their compact mixin form.
+
+It is written for DRA driver authors, who want to know before publishing that
+their slices are valid, that the pool they form is consistent, that the mixin
+form means the same as the flat one, and how many bytes mixins save; and for
+cluster operators and scheduler developers, who want to inspect what drivers
+publish (`kubectl get resourceslices -o yaml | dractl validate -f -`).
+
+## Install
+
+    go install ./cmd/dractl      # into $(go env GOBIN)
+    make build                   # into bin/dractl
+
+dractl needs Go 1.26 and nothing else.
+
+## Set up and check
+
+    make demo    # builds bin/dractl and runs every verb on the examples
+    make test    # gofmt check, go vet, go test -race ./..., 5s of each fuzz target
+
+`make fuzz` runs each fuzz target for 30s (`FUZZTIME=2m make fuzz` for
+longer); `make golden` rewrites the CLI's golden files after an intended
+change (review the diff). CI runs `bash .ci/run`, which does `make test` and
+`make demo`.
+
+## Usage
+
+Every verb reads its inputs with `-f`: a file, a directory (its `.yaml`,
+`.yml` and `.json` files, not recursive) or `-` for stdin; `-f` may be
+repeated. Files hold YAML documents separated by `---`, JSON values, or
+`kind: List` documents. Decoding is strict, like `kubectl apply` with
+server-side field validation: unknown and duplicate fields, wrong types and
+malformed quantities are errors. Every error names where it is
+(`file#document`, `Kind/name`, field path), what was expected and what was
+found. `-o yaml` (default) or `-o json` selects the output format of the verbs
+that print objects.
+
+### validate
+
+Checks every object against admission rules (ResourceSlice with and without
+mixins, DeviceClass, ResourceClaim, ResourceClaimTemplate; other kinds such
+as Node and Pod are only decoded), then groups the ResourceSlices into pools
+(driver + pool name, highest generation) and checks the rules that span
+slices: device and counter set names unique in the pool, every consumed
+counter set and counter exists, one `resourceSliceCount`. Errors go to
+stdout, one per line, followed by a summary. A pool with fewer (or more)
+slices than its `resourceSliceCount` is a warning: the scheduler skips it
+until it is complete, which is normal while a driver publishes.
+
+EOF
+echo '```console'
+run dractl validate -f examples/dgx-h100-mixins
+echo
+run dractl validate -f internal/cli/testdata/bad
+echo '```'
+cat <<'EOF'
+
+The lines have the shape `<file>#<doc> <Kind>/<name>: <field path>: <message>`
+or, for pool problems, `pool <driver>/<pool>: ResourceSlice <name> (<file>#<doc>): <field path>: <message>`.
+The inputs above are [internal/cli/testdata/bad](internal/cli/testdata/bad);
+each file says what is wrong with it.
+
+### flatten
+
+Applies every mixin include and prints the slices as plain
+`resource.k8s.io/v1` ResourceSlices, which a kube-apiserver without the
+`DRAResourceSliceMixins` feature accepts. Other objects (DeviceClasses,
+claims, Nodes) are printed unchanged, so the output of a whole example
+directory can go straight to `kubectl apply -f -`. With `-o json` several
+objects are printed as one `v1` `List`.
+
+A mixin slice may be valid while its flattened form breaks a v1 limit
+(more than 64 devices with counters, 8 counter sets, 32 counters per set,
+2 counter consumptions per device). flatten checks the flattened slices
+with v1 admission and prints each problem on stderr as a warning; with
+`--strict` they are errors and the exit code is 1.
+
+EOF
+echo '```console'
+echo '$ grep -A13 "^  devices:" examples/a100-mig-mixins/resourceslices.yaml   # the input: a device with includes'
+grep -A13 "^  devices:" examples/a100-mig-mixins/resourceslices.yaml
+echo
+echo '$ dractl flatten -f examples/a100-mig-mixins/resourceslices.yaml | grep -A40 "^  devices:"   # the same device, flattened'
+$B flatten -f examples/a100-mig-mixins/resourceslices.yaml | grep -A40 "^  devices:"
+echo '...'
+echo
+run dractl flatten --strict -f internal/cli/testdata/v1-limits.yaml '>' /dev/null
+echo '```'
+cat <<'EOF'
+
+### compact
+
+Rewrites each slice into mixin form (`pkg/compact`): attributes, capacities
+and counters that several devices, counter consumptions or counter sets share
+move into mixins (`d<n>`, `c<n>`, `s<n>`) that they include. Flattening the
+result gives back the input's devices and counter sets; the tests check this
+through the CLI on every example (`dractl compact | dractl flatten -f -`). The
+slices go to stdout, the sizes (compact JSON encoding) to stderr. A slice
+whose rewrite would not be smaller, such as a hand-tuned mixin slice, is
+printed unchanged.
+
+Flags: `--max-device-mixins`, `--max-consumption-mixins`,
+`--max-counter-set-mixins`, `--max-device-includes`,
+`--max-consumption-includes`, `--max-counter-set-includes` lower the
+KEP-5234 limits compact works within (0 means the KEP limit);
+`--skip-devices`, `--skip-consumptions`, `--skip-counter-sets` leave one kind
+of entry flat.
+
+EOF
+echo '```console'
+run dractl compact -f examples/a100-mig-flat/resourceslices.yaml '>' /tmp/compacted.yaml
+echo
+echo '$ grep -A14 "^  devices:" /tmp/compacted.yaml   # the first device, now with includes'
+grep -A14 "^  devices:" /tmp/compacted.yaml
+echo
+run dractl compact -f examples/a100-mig-mixins '>' /dev/null
+echo '```'
+cat <<'EOF'
+
+### version
+
+EOF
+echo '```console'
+run dractl version
+echo '```'
+cat <<'EOF'
+
+`-o json` and `-o yaml` print the version, commit, Go version and platform as
+an object. Release builds set the version with
+`-ldflags "-X github.com/dractl/dractl/internal/cli.version=v1.2.3"`.
+
+## Exit codes
+
+| code | meaning |
+| --- | --- |
+| 0 | success: every input is valid (warnings, such as an incomplete pool, do not count) |
+| 1 | an input is invalid: a decode, admission or pool error, an include that names no mixin, or with `flatten --strict` a flattened slice beyond a v1 limit. Everything that could be checked was checked and printed |
+| 2 | usage error (unknown verb or flag, bad flag value, no `-f`) or an input that cannot be read (missing file, permission denied); nothing was checked |
+
+## Examples
+
+[examples/](examples/) has one self-contained directory per feature (slices,
+the Nodes they name, DeviceClasses and claims); see
+[examples/README.md](examples/README.md).
+
+| directory | shows |
+| --- | --- |
+| [gpu-partitions](examples/gpu-partitions/) | KEP-4815's 40Gi GPU with four 10Gi partitions: a counter set in its own slice |
+| [a100-mig-flat](examples/a100-mig-flat/) | A100 40GB MIG, every profile and placement, plain v1 |
+| [a100-mig-mixins](examples/a100-mig-mixins/) | the same pool written with KEP-5234 mixins |
+| [dgx-h100-mixins](examples/dgx-h100-mixins/) | an 8-GPU DGX H100 node with mixins, split over 5 slices |
+| [tpu-multihost](examples/tpu-multihost/) | a 4x4 TPU block over four hosts with per-device node selection |
+
+The two A100 directories describe the same pool of the same node: validated
+together they publish every slice twice, which validate reports as duplicate
+devices and counter sets.
+
+## Architecture
+
+[docs/architecture.md](docs/architecture.md) maps the packages. In short:
+`pkg/decode` reads manifests, `pkg/validation` holds admission rules and
+limits, `pkg/pool` assembles and checks pools, `pkg/api` defines the mixin
+semantics (`Flatten`, lazy views) and the v1 conversion, `pkg/compact`
+rewrites into mixin form, `pkg/allocator` allocates like the scheduler.
+`internal/cli` has one file per verb; `cmd/dractl` only calls
+`cli.Execute()`.
+
+The CLI's golden tests (`internal/cli/testdata/*.golden`) run each verb
+in-process on the examples and on the bad inputs and record stdout, stderr
+and the exit code; `go test ./internal/cli -update` rewrites them.
+EOF
+rm -f /tmp/compacted.yaml
