@@ -115,7 +115,8 @@ type doc struct {
 	src  Source
 	data []byte // a YAML chunk or a JSON value
 	yaml bool
-	err  *Error // the input could not be read or split here
+	json bool   // data is JSON not yet validated
+	err  *Error // the input could not be read here
 }
 
 // unit is one object to decode: a document, or an item of a List.
@@ -146,6 +147,18 @@ func decodeInputs(inputs []input) ([]Object, error) {
 	parallel(len(docs), func(i int) {
 		docRes[i].units, docRes[i].errs = docs[i].units()
 	})
+	// A JSON document that failed validation ends its input: the ones cut
+	// after it may be pieces of it.
+	for i := 0; i < len(docs); i++ {
+		if docs[i].json && docRes[i].units == nil && len(docRes[i].errs) > 0 && strings.HasPrefix(docRes[i].errs[0].Detail, "invalid JSON") {
+			j := i + 1
+			for j < len(docs) && docs[j].json && docs[j].src.File == docs[i].src.File && docs[j].src.Doc > docs[i].src.Doc {
+				j++
+			}
+			docs = slices.Delete(docs, i+1, j)
+			docRes = slices.Delete(docRes, i+1, j)
+		}
+	}
 	var units []unit
 	for i := range docRes {
 		units = append(units, docRes[i].units...)
@@ -226,11 +239,11 @@ func splitInput(in input, docs []doc) []doc {
 	return docs
 }
 
-// splitJSON cuts a stream of concatenated JSON values. After a syntax
-// error the rest of the stream cannot be trusted, so that is the last
-// document of the input.
+// splitJSON cuts a stream of concatenated JSON values. It only skips over
+// values (one cheap pass); each document is validated by its worker (see
+// units), and a document that fails validation ends its input, because
+// after a syntax error the cut points cannot be trusted.
 func splitJSON(name string, data []byte, docs []doc) []doc {
-	dec := json.NewDecoder(bytes.NewReader(data))
 	counted, line := 0, 1 // newlines counted in data[:counted]
 	lineAt := func(off int) int {
 		off = min(max(off, counted), len(data))
@@ -238,28 +251,34 @@ func splitJSON(name string, data []byte, docs []doc) []doc {
 		counted = off
 		return line
 	}
-	for n := 1; ; n++ {
-		before := int(dec.InputOffset())
-		start := skipSpace(data, before)
-		var raw json.RawMessage
-		err := dec.Decode(&raw)
-		if err == io.EOF {
-			return docs
+	for n, i := 1, skipSpace(data, 0); i < len(data); n++ {
+		src := Source{File: name, Doc: n, Item: -1, Line: lineAt(i)}
+		end, ok := skipValue(data, i)
+		if !ok {
+			// Unterminated; validation will say where it breaks.
+			end = len(data)
 		}
-		src := Source{File: name, Doc: n, Item: -1, Line: lineAt(start)}
-		if err != nil {
-			at := len(data)
-			var se *json.SyntaxError
-			if errors.As(err, &se) {
-				at = int(se.Offset) - 1 // the decoder counts from the stream start, past the bad byte
-			}
-			if errors.Is(err, io.ErrUnexpectedEOF) {
-				err = errors.New("unexpected end of JSON input")
-			}
-			return append(docs, doc{src: src, err: &Error{Source: src, Detail: "invalid JSON at line " + strconv.Itoa(lineAt(at)) + ": " + err.Error()}})
-		}
-		docs = append(docs, doc{src: src, data: raw})
+		docs = append(docs, doc{src: src, data: data[i:end], json: true})
+		i = skipSpace(data, end)
 	}
+	return docs
+}
+
+// jsonSyntaxError describes why data is not valid JSON, with the line
+// counted from the start of the file.
+func jsonSyntaxError(data []byte, firstLine int) string {
+	var v json.RawMessage
+	err := json.Unmarshal(data, &v)
+	if err == nil {
+		return "invalid JSON"
+	}
+	at := len(data)
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		at = min(max(int(se.Offset)-1, 0), len(data)) // Offset is just past the bad byte
+	}
+	line := firstLine + bytes.Count(data[:at], []byte("\n"))
+	return "invalid JSON at line " + strconv.Itoa(line) + ": " + err.Error()
 }
 
 // header is what is read of an object before decoding it.
@@ -318,6 +337,9 @@ func (d *doc) units() ([]unit, []*Error) {
 		return nil, []*Error{d.err}
 	}
 	data := d.data
+	if d.json && !json.Valid(data) {
+		return nil, []*Error{{Source: d.src, Detail: jsonSyntaxError(data, d.src.Line)}}
+	}
 	if d.yaml {
 		j, err := yamlToJSON(chunk{data: d.data, line: d.src.Line})
 		if err != nil {
