@@ -17,8 +17,9 @@ type input struct {
 }
 
 // decodeError is one decode problem, formatted like every other dractl
-// error line. where is the document (or list item) it is about: an object
-// that did not decode may not have a readable kind or name.
+// error line. where is the document (or list item) it is about, since an
+// object that did not decode may not have a readable kind or name; it is
+// empty for problems with a whole file or directory.
 type decodeError struct {
 	where string
 	line  string
@@ -47,7 +48,11 @@ func (o *globalOptions) read() (*input, error) {
 		return nil, usageErrorf("%v", err)
 	}
 	for _, e := range errs {
-		in.decodeErrors = append(in.decodeErrors, decodeError{where: e.Source.String(), line: e.Error()})
+		de := decodeError{line: e.Error()}
+		if e.Source.Doc > 0 {
+			de.where = e.Source.String()
+		}
+		in.decodeErrors = append(in.decodeErrors, de)
 	}
 	return in, nil
 }

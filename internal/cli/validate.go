@@ -67,8 +67,10 @@ func runValidate(in *input, w io.Writer) bool {
 	for _, e := range in.decodeErrors {
 		fmt.Fprintln(w, oneLine(e.line))
 		errCount++
-		badObjects[e.where] = true
-		undecoded[e.where] = true
+		if e.where != "" {
+			badObjects[e.where] = true
+			undecoded[e.where] = true
+		}
 	}
 
 	for i := range in.objects {
@@ -191,7 +193,12 @@ func summary(objects, pools, errs, badObjects, badPools int) string {
 	if errs == 0 {
 		return head + ": valid"
 	}
-	s := fmt.Sprintf("%s: %s in %s", head, plural(errs, "error"), plural(badObjects, "object"))
+	s := fmt.Sprintf("%s: %s", head, plural(errs, "error"))
+	if badObjects > 0 {
+		// Not every error is in an object: a directory without manifests
+		// is an error about no object at all.
+		s += fmt.Sprintf(" in %s", plural(badObjects, "object"))
+	}
 	if badPools > 0 {
 		s += fmt.Sprintf(", %s", plural(badPools, "invalid pool"))
 	}
