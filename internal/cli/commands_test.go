@@ -52,6 +52,7 @@ func TestCommands(t *testing.T) {
 		{"compact-json-skip-consumptions", []string{"compact", "-o", "json", "--skip-consumptions", "-f", filepath.Join("examples", "gpu-partitions", "resourceslices.yaml")}, "", ExitOK},
 		{"compact-bad-limit", []string{"compact", "--max-device-mixins", "-1", "-f", filepath.Join("examples", "gpu-partitions")}, "", ExitUsage},
 		{"compact-bad-unknown-include", []string{"compact", "-f", bad("unknown-include.yaml")}, "", ExitInvalid},
+		{"flatten-bad-unknown-field", []string{"flatten", "-f", bad("unknown-field.yaml"), "-f", bad("incomplete-pool.yaml")}, "", ExitInvalid},
 		{"flatten-bad-unknown-include", []string{"flatten", "-f", bad("unknown-include.yaml")}, "", ExitInvalid},
 	}
 	for _, tc := range cases {

@@ -31,7 +31,10 @@ unchanged.
 The compacted objects go to stdout; the size of each slice before and after
 (its compact JSON encoding), and the total, go to stderr. A slice whose
 rewrite would not be smaller than the input (a hand-tuned mixin form can be)
-is printed unchanged.`,
+is printed unchanged.
+
+Documents that do not decode, and slices whose includes name no mixin, are
+reported on stderr and left out of the output; the exit code is then 1.`,
 		Example: `  dractl compact -f examples/a100-mig-flat
   dractl compact -f slices.yaml | dractl flatten -f -`,
 		Args: cobra.NoArgs,

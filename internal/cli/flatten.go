@@ -31,7 +31,10 @@ The flattened slices are checked against resource.k8s.io/v1 admission; a
 flattened slice can break a v1 limit its mixin form respects (more than 64
 devices with counters, 8 counter sets, 32 counters per set, 2 consumptions
 per device). Each such problem is a warning on stderr; with --strict the
-command exits 1 after printing.`,
+command exits 1 after printing.
+
+Documents that do not decode, and slices whose includes name no mixin, are
+reported on stderr and left out of the output; the exit code is then 1.`,
 		Example: `  dractl flatten -f examples/a100-mig-mixins
   dractl flatten -f examples/ -o json | kubectl apply -f -`,
 		Args: cobra.NoArgs,
