@@ -9,8 +9,13 @@ EXAMPLES := $(sort $(wildcard examples/*/))
 
 all: build
 
+# The version comes from git so that `dractl version` names the commit even
+# when the toolchain does not stamp VCS information (GOFLAGS=-buildvcs=false).
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
+LDFLAGS := $(if $(VERSION),-X github.com/dractl/dractl/internal/cli.version=$(VERSION))
+
 build:
-	$(GO) build -o $(BIN) ./cmd/dractl
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/dractl
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
