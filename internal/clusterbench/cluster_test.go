@@ -1,0 +1,127 @@
+package clusterbench
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+	"testing"
+
+	"github.com/dractl/dractl/internal/examplegen"
+	"github.com/dractl/dractl/pkg/decode"
+	"github.com/dractl/dractl/pkg/pool"
+	"github.com/dractl/dractl/pkg/validation"
+)
+
+// pipeline is what `dractl validate` does with a cluster's slices.
+func pipeline(tb testing.TB, data []byte) []*pool.Pool {
+	objs, err := decode.Bytes("cluster.yaml", data)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	slices := Slices(objs)
+	// Admission validation is per object and independent, so it is spread
+	// over the cores like decoding is.
+	var wg sync.WaitGroup
+	workers := runtime.GOMAXPROCS(0)
+	errs := make([]int, workers)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < len(slices); i += workers {
+				errs[w] += len(validation.ResourceSlice(slices[i]))
+			}
+		}()
+	}
+	wg.Wait()
+	for _, n := range errs {
+		if n != 0 {
+			tb.Fatalf("%d validation errors", n)
+		}
+	}
+	pools := pool.Assemble(slices)
+	for _, p := range pools {
+		if !p.Complete() {
+			tb.Fatalf("pool %s incomplete", p.ID)
+		}
+		if err := p.Validate(); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return pools
+}
+
+var forms = []examplegen.Form{examplegen.Flat, examplegen.Mixins}
+
+// BenchmarkCluster decodes, validates and assembles 1,000 DGX H100 nodes.
+// The issue's budget is 2 s per operation on a 2-core machine.
+func BenchmarkCluster(b *testing.B) {
+	for _, form := range forms {
+		for _, format := range []string{"json", "yaml"} {
+			data, devices, err := Manifest(1000, form, format)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Run(fmt.Sprintf("form=%s/format=%s", form, format), func(b *testing.B) {
+				b.SetBytes(int64(len(data)))
+				b.ReportMetric(float64(devices), "devices")
+				for b.Loop() {
+					pipeline(b, data)
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkDecodedMemory reports the live heap that the decoded, assembled
+// pools of 1,000 nodes hold, in each form: mixins must be smaller.
+func BenchmarkDecodedMemory(b *testing.B) {
+	for _, form := range forms {
+		data, _, err := Manifest(1000, form, "json")
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run("form="+form.String(), func(b *testing.B) {
+			var live uint64
+			for b.Loop() {
+				live = liveHeap(func() any { return pipeline(b, data) })
+			}
+			b.ReportMetric(float64(live)/(1<<20), "MiB-live")
+		})
+	}
+}
+
+// TestMixinFormUsesLessMemory keeps the memory claim honest at a scale
+// that runs in the normal test suite.
+func TestMixinFormUsesLessMemory(t *testing.T) {
+	live := map[examplegen.Form]uint64{}
+	for _, form := range forms {
+		data, devices, err := Manifest(20, form, "json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if devices != 20*152 {
+			t.Fatalf("%s form: %d devices, want %d", form, devices, 20*152)
+		}
+		live[form] = liveHeap(func() any { return pipeline(t, data) })
+	}
+	if live[examplegen.Mixins] >= live[examplegen.Flat] {
+		t.Errorf("decoded mixin form holds %d bytes, flat form %d: mixins should be smaller", live[examplegen.Mixins], live[examplegen.Flat])
+	}
+	t.Logf("live heap for 20 nodes: flat %d KiB, mixins %d KiB", live[examplegen.Flat]>>10, live[examplegen.Mixins]>>10)
+}
+
+// liveHeap returns how much more heap is live while build's result is held.
+func liveHeap(build func() any) uint64 {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	keep := build()
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	runtime.KeepAlive(keep)
+	if after.HeapAlloc < before.HeapAlloc {
+		return 0
+	}
+	return after.HeapAlloc - before.HeapAlloc
+}
