@@ -3,7 +3,6 @@ package allocator
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
@@ -13,9 +12,15 @@ import (
 // scheduler does for one pod. On success it returns one result per claim,
 // in claim order. Errors:
 //   - *UnfitError: the claims do not fit on this node; its Explanation says
-//     why. Other nodes may fit.
-//   - *FatalError: no node can fix it (invalid pool that had to be
-//     considered, CEL error, unknown class, request upstream rejects).
+//     why. Other nodes may fit. When invalid pools were among the pools the
+//     node sees, Explanation.InvalidPools lists them with every problem
+//     (*pool.InvalidError): upstream treats this as a per-node failure
+//     (ErrFailedAllocationOnNode), so a caller trying several nodes should
+//     report these pools only when no node fits.
+//   - *FatalError: no node can fix it: an incomplete or invalid pool seen
+//     by an "All" request, a constraint that excludes a device an "All"
+//     request must take, a CEL error, an unknown class, a request upstream
+//     rejects.
 //   - ctx.Err() as is when ctx ends during the search.
 //
 // Claims that are already allocated are allocated again; callers pass only
@@ -43,16 +48,16 @@ func (a *Allocator) Allocate(ctx context.Context, node *corev1.Node, claims []*r
 	if ok {
 		return at.results()
 	}
-	// Upstream skips invalid pools while searching and reports them only
-	// when nothing else worked.
-	for _, np := range pools {
-		if np.invalid {
-			return nil, &FatalError{Err: fmt.Errorf("node %s: resource pool %s is invalid: %w", node.Name, a.pools[np.pool].p.ID, a.pools[np.pool].invalid)}
-		}
-	}
 	expl, err := at.explain()
 	if err != nil {
 		return nil, err
+	}
+	// Upstream skips invalid pools while searching and, when nothing else
+	// worked, fails the node (not the pod): another node may not see them.
+	for _, np := range pools {
+		if np.invalid {
+			expl.InvalidPools = append(expl.InvalidPools, a.pools[np.pool].invalid)
+		}
 	}
 	return nil, &UnfitError{Node: node.Name, Explanation: expl}
 }

@@ -163,7 +163,8 @@ func TestPools(t *testing.T) {
 		{name: "incomplete skipped", slices: []*api.ResourceSlice{incomplete, other}, claims: claims(at.Claim("c").Request(at.Request("r", "any"))), want: [][]string{{"r=b/y"}}},
 		{name: "incomplete and all is fatal", slices: []*api.ResourceSlice{incomplete, other}, claims: claims(at.Claim("c").Request(at.Request("r", "any").All())), fatal: "being updated"},
 		{name: "invalid skipped when another pool serves", slices: []*api.ResourceSlice{dupA, dupB, other}, claims: claims(at.Claim("c").Request(at.Request("r", "any"))), want: [][]string{{"r=b/y"}}},
-		{name: "invalid fatal when needed", slices: []*api.ResourceSlice{dupA, dupB, other}, claims: claims(at.Claim("c").Request(at.Request("r", "any").Count(2))), fatal: "driver.example.com/a"},
+		{name: "invalid pool and nothing fits is unfit", slices: []*api.ResourceSlice{dupA, dupB, other}, claims: claims(at.Claim("c").Request(at.Request("r", "any").Count(2))), unfit: true},
+		{name: "invalid pool and all is fatal", slices: []*api.ResourceSlice{dupA, dupB, other}, claims: claims(at.Claim("c").Request(at.Request("r", "any").All())), fatal: "currently invalid"},
 		{name: "other node ignored", slices: []*api.ResourceSlice{at.Slice("s").Node("node-2").Device(at.Device("z")).Obj()}, claims: claims(at.Claim("c").Request(at.Request("r", "any"))), unfit: true},
 	})
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/dractl/dractl/pkg/pool"
 )
 
 // Reason is why a device was not used for a request. Each device is counted
@@ -57,6 +59,10 @@ func (r Reason) String() string {
 type Explanation struct {
 	Node   string
 	Claims []ClaimExplanation
+	// InvalidPools are the pools the node sees that failed validation, each
+	// with all of its problems. Their devices are counted under
+	// ReasonInvalidPool; when no node fits, these are usually the cause.
+	InvalidPools []*pool.InvalidError
 }
 
 // ClaimExplanation covers one claim.
@@ -101,7 +107,10 @@ func (e *Explanation) Summary() string {
 		}
 	}
 	if len(parts) == 0 {
-		return "each request fits alone but not together (constraints, counters or devices shared between requests)"
+		parts = append(parts, "each request fits alone but not together (constraints, counters or devices shared between requests)")
+	}
+	for _, ip := range e.InvalidPools {
+		parts = append(parts, ip.Error())
 	}
 	return strings.Join(parts, "; ")
 }
@@ -126,6 +135,9 @@ func (e *Explanation) String() string {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "node %s:\n", e.Node)
+	for _, ip := range e.InvalidPools {
+		fmt.Fprintf(&b, "  %s\n", ip.Error())
+	}
 	for _, c := range e.Claims {
 		for _, r := range c.Requests {
 			alone := "no"

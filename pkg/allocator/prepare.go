@@ -34,6 +34,10 @@ type alt struct {
 	tols    []resourcev1.DeviceToleration
 	capReq  *resourcev1.CapacityRequirements
 	applies []int // indices of the claim's constraints that cover this alt
+	// mayFail: trying this alt can end in a fatal error (a candidate that
+	// failed evaluation, an "All" request, a shared device whose capacity
+	// arithmetic can fail), so the search must not prune past it.
+	mayFail bool
 	cands   []cand
 	rej     [numReasons]int
 	ctrRej  map[string]int
@@ -188,6 +192,13 @@ func (at *attempt) newAlt(ci int, name, parent, short, class string, sels []reso
 		al.count = len(al.cands)
 	default:
 		return nil, at.fatal(ci, name, fmt.Errorf("unsupported count mode %q", mode))
+	}
+	al.mayFail = al.all
+	for _, c := range al.cands {
+		if c.err != nil || (a.devs[c.g].multi && capReq != nil) {
+			al.mayFail = true
+			break
+		}
 	}
 	return al, nil
 }

@@ -3,6 +3,7 @@ package allocator
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
@@ -321,13 +322,20 @@ func (at *attempt) fill(si int, al *alt, order []cand, k, pos int) (bool, error)
 		return true, nil
 	}
 	need := al.count - k
-	if len(order)-pos < need {
-		return false, nil
+	last := len(order) - need
+	if al.mayFail {
+		// Upstream visits every remaining device even when too few are
+		// left, and one of them may be an error it must report.
+		last = len(order) - 1
+	} else {
+		if len(order)-pos < need {
+			return false, nil
+		}
+		if need > 1 && !at.boundOK(al, order[pos:], need) {
+			return false, nil
+		}
 	}
-	if need > 1 && !at.boundOK(al, order[pos:], need) {
-		return false, nil
-	}
-	for i := pos; i <= len(order)-need; i++ {
+	for i := pos; i <= last; i++ {
 		ok, err := at.tryAdd(al, order[i])
 		if err != nil {
 			return false, err
@@ -360,7 +368,12 @@ func (at *attempt) lookahead(si int) bool {
 	}
 	for sj := si; sj < len(at.slots) && at.slots[sj].claim == claim; sj++ {
 		alts := at.slots[sj].alts
-		if len(alts) != 1 || alts[0].all || alts[0].count == 0 {
+		if slices.ContainsFunc(alts, func(al *alt) bool { return al.mayFail }) {
+			// Upstream would reach this request and could fail fatally
+			// there; pruning on a later one would turn that into unfit.
+			return true
+		}
+		if len(alts) != 1 || alts[0].count == 0 {
 			continue
 		}
 		if !at.boundOK(alts[0], alts[0].cands, alts[0].count) {

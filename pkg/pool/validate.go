@@ -20,9 +20,10 @@ func (p Problem) String() string {
 	return fmt.Sprintf("ResourceSlice %s: %s", p.Slice, p.Err.Error())
 }
 
-// InvalidError reports every problem of one pool. The allocator returns it
-// as a fatal error when it would consider the pool (seed 001: abort rather
-// than use part of a pool).
+// InvalidError reports every problem of one pool. The allocator never uses
+// part of an invalid pool (seed 001); it reports the pool in the
+// explanation of a node that does not fit, and as a fatal error only when
+// an "All" request would have had to take its devices.
 type InvalidError struct {
 	Pool     ID
 	Problems []Problem

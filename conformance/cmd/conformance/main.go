@@ -210,6 +210,13 @@ func writeRegression(dir string, sc *scenario.Scenario, node, sig string, opts d
 		"expected (upstream): " + r.Upstream.String(),
 		"dractl: " + r.Dractl.String(),
 	}
+	// Machine-readable expectation for pkg/allocator's regression test:
+	// "expect: <fit|unfit|fatal>" and, for fit, the devices per claim as
+	// scenario.DescribeResults renders them.
+	header = append(header, "expect-node: "+node, "expect: "+string(r.Upstream.Kind))
+	if r.Upstream.Kind == scenario.Fit {
+		header = append(header, "expect-devices: "+scenario.DescribeResults(r.Upstream.Results))
+	}
 	if r.Detail != "" {
 		header = append(header, "detail: "+oneLine(r.Detail, 2000))
 	}

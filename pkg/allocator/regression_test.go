@@ -1,0 +1,129 @@
+package allocator
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/dractl/dractl/pkg/decode"
+	"github.com/dractl/dractl/pkg/pool"
+)
+
+// TestRegressions replays the disagreements the conformance harness found
+// (copied from conformance/testdata/regressions). Each file's header
+// records upstream's answer: "# expect-node:", "# expect: fit|unfit|fatal"
+// and, for fit, "# expect-devices:" in the harness's DescribeResults form.
+func TestRegressions(t *testing.T) {
+	files, err := filepath.Glob("testdata/regressions/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no regression files: %v", err)
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			t.Parallel()
+			hdr := readHeader(t, f)
+			objs, err := decode.Paths([]string{f}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			set := decode.Group(objs)
+			var allocated, pending []*resourcev1.ResourceClaim
+			for _, c := range set.Claims {
+				if c.Status.Allocation != nil {
+					allocated = append(allocated, c)
+				} else {
+					pending = append(pending, c)
+				}
+			}
+			var node *corev1.Node
+			for _, n := range set.Nodes {
+				if n.Name == hdr["expect-node"] {
+					node = n
+				}
+			}
+			if node == nil {
+				t.Fatalf("node %q not in file", hdr["expect-node"])
+			}
+			n := 0
+			a, err := New(Input{Pools: pool.Assemble(set.Slices), Classes: set.Classes, Allocated: allocated},
+				Options{NewShareID: func() types.UID { n++; return types.UID(fmt.Sprint(n)) }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			res, err := a.Allocate(ctx, node, pending)
+			var u *UnfitError
+			var fe *FatalError
+			got := "fit"
+			switch {
+			case errors.As(err, &u):
+				got = "unfit"
+			case errors.As(err, &fe):
+				got = "fatal"
+			case err != nil:
+				t.Fatalf("neither unfit nor fatal: %v", err)
+			}
+			if got != hdr["expect"] {
+				t.Fatalf("outcome %s (%v), want %s", got, err, hdr["expect"])
+			}
+			if got == "fit" {
+				if d := describe(res); d != hdr["expect-devices"] {
+					t.Errorf("devices %s, want %s", d, hdr["expect-devices"])
+				}
+			}
+		})
+	}
+}
+
+func readHeader(t *testing.T, path string) map[string]string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	out := map[string]string{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line, ok := strings.CutPrefix(sc.Text(), "# ")
+		if !ok {
+			break
+		}
+		if k, v, ok := strings.Cut(line, ": "); ok && strings.HasPrefix(k, "expect") {
+			out[k] = v
+		}
+	}
+	if out["expect"] == "" || out["expect-node"] == "" {
+		t.Fatalf("%s: header lacks expect/expect-node", path)
+	}
+	return out
+}
+
+// describe renders results as the harness does: "[req=pool/dev,...]" per
+// claim, separated by spaces, "(admin)" after admin-access devices.
+func describe(rs []*resourcev1.AllocationResult) string {
+	var parts []string
+	for _, r := range rs {
+		var ds []string
+		for _, d := range r.Devices.Results {
+			s := d.Request + "=" + d.Pool + "/" + d.Device
+			if d.AdminAccess != nil && *d.AdminAccess {
+				s += "(admin)"
+			}
+			ds = append(ds, s)
+		}
+		parts = append(parts, "["+strings.Join(ds, ",")+"]")
+	}
+	return strings.Join(parts, " ")
+}
