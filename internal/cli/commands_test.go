@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"bytes"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -167,4 +169,34 @@ func asJSON(t *testing.T, v any) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// FuzzStdin feeds arbitrary bytes to validate and flatten through stdin.
+// Whatever the input, the commands must not panic, must not call it a usage
+// error (stdin was readable), and validate must end with its summary line.
+func FuzzStdin(f *testing.F) {
+	seeds, _ := filepath.Glob(filepath.Join("internal", "cli", "testdata", "bad", "*.yaml"))
+	more, _ := filepath.Glob(filepath.Join("examples", "gpu-partitions", "*.yaml"))
+	for _, p := range append(seeds, more...) {
+		if b, err := os.ReadFile(p); err == nil {
+			f.Add(b)
+		}
+	}
+	f.Add([]byte(`{"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice","metadata":{"name":"s"},"spec":{"driver":"d.example.com","allNodes":true,"pool":{"name":"p","resourceSliceCount":1},"mixins":{"device":[{"name":"m"}]},"devices":[{"name":"a","includes":["m","m"]}]}}`))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		for _, verb := range []string{"validate", "flatten"} {
+			var out, errOut bytes.Buffer
+			code := Run([]string{verb, "-f", "-"}, Streams{In: bytes.NewReader(in), Out: &out, Err: &errOut})
+			if code != ExitOK && code != ExitInvalid {
+				t.Fatalf("dractl %s -f -: exit %d\nstderr: %s", verb, code, errOut.String())
+			}
+			if verb == "validate" {
+				lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+				last := lines[len(lines)-1]
+				if valid := strings.HasSuffix(last, ": valid"); valid != (code == ExitOK) {
+					t.Fatalf("validate exit %d but summary %q", code, last)
+				}
+			}
+		}
+	})
 }
