@@ -8,7 +8,10 @@ import (
 	"strings"
 	"testing"
 
+	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	sigsjson "sigs.k8s.io/json"
 
 	"github.com/dractl/dractl/pkg/api"
 	"github.com/dractl/dractl/pkg/decode"
@@ -199,4 +202,50 @@ func FuzzStdin(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestFlattenIsPlainV1 checks flatten's promise that a kube-apiserver
+// without mixins accepts its output: every ResourceSlice it prints decodes
+// strictly into the upstream resource.k8s.io/v1 type, so no KEP-5234 field
+// (includes, mixins) is left over, and no upstream field is lost on the way.
+func TestFlattenIsPlainV1(t *testing.T) {
+	for _, ex := range examples(t) {
+		dir := filepath.Join("examples", ex)
+		t.Run(ex, func(t *testing.T) {
+			t.Parallel()
+			r := run(t, "", "flatten", "-o", "json", "-f", dir)
+			if r.code != ExitOK {
+				t.Fatalf("dractl flatten -o json -f %s:\n%s", dir, r)
+			}
+			var list struct {
+				Kind  string            `json:"kind"`
+				Items []json.RawMessage `json:"items"`
+			}
+			if err := json.Unmarshal([]byte(r.stdout), &list); err != nil || list.Kind != "List" {
+				t.Fatalf("flatten -o json of several objects: want a v1 List, got kind %q (%v)", list.Kind, err)
+			}
+			slices := 0
+			for i, item := range list.Items {
+				var meta metav1.TypeMeta
+				if err := json.Unmarshal(item, &meta); err != nil {
+					t.Fatalf("items[%d]: %v", i, err)
+				}
+				if meta.Kind != "ResourceSlice" {
+					continue
+				}
+				slices++
+				if meta.APIVersion != "resource.k8s.io/v1" {
+					t.Errorf("items[%d]: apiVersion %q, want resource.k8s.io/v1", i, meta.APIVersion)
+				}
+				var s resourcev1.ResourceSlice
+				strict, err := sigsjson.UnmarshalStrict(item, &s)
+				if err != nil || len(strict) > 0 {
+					t.Errorf("items[%d] is not a plain v1 ResourceSlice: %v %v", i, err, strict)
+				}
+			}
+			if slices == 0 {
+				t.Errorf("flatten -f %s printed no ResourceSlice", dir)
+			}
+		})
+	}
 }
