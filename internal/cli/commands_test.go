@@ -43,6 +43,9 @@ func TestCommands(t *testing.T) {
 		// Both copies publish the same pool: a pool is only ever read as a
 		// whole, so the duplicates are errors even though each copy is valid.
 		{"validate-same-pool-twice", []string{"validate", "-f", filepath.Join("examples", "gpu-partitions", "resourceslices.yaml"), "-f", filepath.Join("examples", "gpu-partitions", "resourceslices.yaml")}, "", ExitInvalid},
+		// -R reads every example; the two A100 examples publish the same
+		// pool, so this is the same-pool-twice case at full size.
+		{"validate-recursive-examples", []string{"validate", "-R", "-f", "examples"}, "", ExitInvalid},
 		{"validate-stdin", []string{"validate", "-f", "-"}, "apiVersion: resource.k8s.io/v1\nkind: ResourceSlice\nmetadata:\n  name: stdin-gpu\nspec:\n  driver: gpu.example.com\n  nodeName: node-1\n  pool: {name: stdin, generation: 1, resourceSliceCount: 1}\n  devices:\n  - name: Bad_Name\n", ExitInvalid},
 		{"validate-no-manifests", []string{"validate", "-f", filepath.Join("internal", "cli", "testdata", "bad", "no-manifests")}, "", ExitInvalid},
 		{"validate-missing-file", []string{"validate", "-f", "does/not/exist.yaml"}, "", ExitUsage},

@@ -4,7 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/dractl/dractl/pkg/decode"
 )
@@ -38,7 +41,14 @@ func (o *globalOptions) read() (*input, error) {
 			return nil, usageErrorf("cannot read %s: %v", name, err)
 		}
 	}
-	objs, err := decode.Paths(o.filenames, o.In)
+	paths := o.filenames
+	if o.recursive {
+		var err error
+		if paths, err = expandRecursive(paths); err != nil {
+			return nil, err
+		}
+	}
+	objs, err := decode.Paths(paths, o.In)
 	in := &input{objects: objs}
 	if err == nil {
 		return in, nil
@@ -99,4 +109,59 @@ func (in *input) printDecodeErrors(w io.Writer) bool {
 // "<file>#<doc> <Kind>/<name>".
 func where(obj *decode.Object) string {
 	return fmt.Sprintf("%s %s/%s", obj.Source, obj.Kind, obj.Name)
+}
+
+// expandRecursive replaces each directory by itself and every directory
+// below it that holds manifests, in lexical order like kubectl -R. A
+// directory without manifests anywhere below it is kept, so that decode
+// reports it rather than -R silently checking nothing.
+func expandRecursive(paths []string) ([]string, error) {
+	var out []string
+	for _, p := range paths {
+		if p == "-" {
+			out = append(out, p)
+			continue
+		}
+		if fi, err := os.Stat(p); err != nil || !fi.IsDir() {
+			out = append(out, p)
+			continue
+		}
+		var dirs []string
+		err := filepath.WalkDir(p, func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if d.IsDir() {
+				if path != p && strings.HasPrefix(d.Name(), ".") {
+					return filepath.SkipDir
+				}
+				return nil
+			}
+			if isManifest(d.Name()) {
+				dir := filepath.Dir(path)
+				if len(dirs) == 0 || dirs[len(dirs)-1] != dir {
+					dirs = append(dirs, dir)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, usageErrorf("cannot read %s: %v", p, unwrapPathError(err))
+		}
+		if len(dirs) == 0 {
+			dirs = []string{p}
+		}
+		out = append(out, dirs...)
+	}
+	return out, nil
+}
+
+// isManifest mirrors the rule decode applies to directory entries (which it
+// does not export): the extensions it reads.
+func isManifest(name string) bool {
+	switch strings.ToLower(filepath.Ext(name)) {
+	case ".yaml", ".yml", ".json":
+		return true
+	}
+	return false
 }

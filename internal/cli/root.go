@@ -22,6 +22,7 @@ type Streams struct {
 type globalOptions struct {
 	Streams
 	filenames []string
+	recursive bool
 }
 
 // Execute runs dractl with the process's arguments and streams and returns
@@ -58,7 +59,8 @@ func newRootCommand(s Streams) *cobra.Command {
 including partitionable devices (KEP-4815) and ResourceSlice mixins (KEP-5234).
 
 Inputs are given with -f: a file, a directory (every .yaml, .yml and .json
-file in it) or - for standard input; -f may be repeated.
+file in it; with -R also those below it) or - for standard input; -f may be
+repeated.
 
 Exit codes:
   0  success; every input is valid
@@ -82,6 +84,8 @@ Exit codes:
 	root.CompletionOptions.DisableDefaultCmd = true
 	root.PersistentFlags().StringArrayVarP(&o.filenames, "filename", "f", nil,
 		"file, directory or - (stdin) to read objects from; repeatable")
+	root.PersistentFlags().BoolVarP(&o.recursive, "recursive", "R", false,
+		"read the directories given with -f and all directories below them")
 
 	root.AddCommand(
 		newValidateCommand(o),

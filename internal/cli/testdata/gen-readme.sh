@@ -47,8 +47,8 @@ change (review the diff). CI runs `bash .ci/run`, which does `make test` and
 ## Usage
 
 Every verb reads its inputs with `-f`: a file, a directory (its `.yaml`,
-`.yml` and `.json` files, not recursive) or `-` for stdin; `-f` may be
-repeated. Files hold YAML documents separated by `---`, JSON values, or
+`.yml` and `.json` files; with `-R` also those in directories below it) or
+`-` for stdin; `-f` may be repeated. Files hold YAML documents separated by `---`, JSON values, or
 `kind: List` documents. Decoding is strict, like `kubectl apply` with
 server-side field validation: unknown and duplicate fields, wrong types and
 malformed quantities are errors. Every error names where it is
