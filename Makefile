@@ -77,5 +77,9 @@ demo: build
 
 # README.md shows real output; regenerate it after changing a verb or an
 # example, and review the diff.
-readme: build
+# It builds without a git version so that the README does not change with
+# every commit.
+readme:
+	$(MAKE) build VERSION=
 	bash internal/cli/testdata/gen-readme.sh > README.md.tmp && mv README.md.tmp README.md
+	$(MAKE) build
