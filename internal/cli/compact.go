@@ -122,7 +122,7 @@ func (o *compactOptions) run() error {
 			where(obj), savings(st.BytesBefore, st.BytesAfter), st.DeviceMixins, st.ConsumptionMixins, st.CounterSetMixins)
 	}
 	if err := decode.Encode(o.Out, out, o.output); err != nil {
-		return err
+		return writeError(err)
 	}
 	fmt.Fprintf(o.Err, "compacted %s: %s\n", plural(n, "slice"), savings(before, after))
 	if failed {

@@ -12,7 +12,8 @@ const (
 	ExitOK = 0
 	// ExitInvalid: the inputs were read but something in them is wrong:
 	// a decode, admission or pool error, an include that does not resolve,
-	// or (with --strict) a flattened slice beyond a v1 limit.
+	// or (with --strict) a flattened slice beyond a v1 limit. Also used
+	// when the output cannot be written, which leaves the result unknown.
 	ExitInvalid = 1
 	// ExitUsage: the command line is wrong or an input cannot be read at
 	// all (missing file, permission denied), so nothing was checked.
@@ -37,6 +38,13 @@ func (e *exitError) Error() string {
 // usageErrorf reports a wrong command line or an unreadable input.
 func usageErrorf(format string, args ...any) error {
 	return &exitError{code: ExitUsage, msg: fmt.Sprintf(format, args...)}
+}
+
+// writeError reports that the result could not be written (a closed pipe,
+// a full disk): the command did not do its job, but the command line was
+// fine, so it is not a usage error.
+func writeError(err error) error {
+	return &exitError{code: ExitInvalid, msg: fmt.Sprintf("writing output: %v", err)}
 }
 
 // invalid reports that the inputs were found invalid; the details have

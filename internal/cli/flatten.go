@@ -72,25 +72,23 @@ func (o *flattenOptions) run() error {
 			out = append(out, obj.Obj)
 			continue
 		}
-		flat, err := api.Flatten(s)
+		v1, err := api.ToV1(s)
 		if err != nil {
 			fmt.Fprintf(o.Err, "error: %s: %s\n", where(obj), oneLine(err.Error()))
 			failed = true
 			continue
 		}
-		for _, e := range validation.ResourceSlice(flat) {
+		// Validated in dractl's model rather than as v1 because that is
+		// what pkg/validation takes; without mixins the two are the same
+		// object, and FromV1 is a plain copy.
+		for _, e := range validation.ResourceSlice(api.FromV1(v1)) {
 			fmt.Fprintf(o.Err, "%s: %s: flattened: %s\n", severity, where(obj), oneLine(e.Error()))
 			warned = true
-		}
-		v1, err := api.ToV1(flat)
-		if err != nil {
-			// Flatten succeeded, so the slice has no includes left to fail.
-			panic(fmt.Sprintf("ToV1 of a flattened slice: %v", err))
 		}
 		out = append(out, v1)
 	}
 	if err := decode.Encode(o.Out, out, o.output); err != nil {
-		return err
+		return writeError(err)
 	}
 	if failed || (warned && o.strict) {
 		return invalid()

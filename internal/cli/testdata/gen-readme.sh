@@ -155,7 +155,7 @@ an object. Release builds set the version with
 | code | meaning |
 | --- | --- |
 | 0 | success: every input is valid (warnings, such as an incomplete pool, do not count) |
-| 1 | an input is invalid: a decode, admission or pool error, an include that names no mixin, or with `flatten --strict` a flattened slice beyond a v1 limit. Everything that could be checked was checked and printed |
+| 1 | an input is invalid: a decode, admission or pool error, an include that names no mixin, or with `flatten --strict` a flattened slice beyond a v1 limit. Everything that could be checked was checked and printed. Also: the output could not be written |
 | 2 | usage error (unknown verb or flag, bad flag value, no `-f`) or an input that cannot be read (missing file, permission denied); nothing was checked |
 
 ## Examples
