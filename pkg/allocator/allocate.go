@@ -56,7 +56,7 @@ func (a *Allocator) Allocate(ctx context.Context, node *corev1.Node, claims []*r
 	// worked, fails the node (not the pod): another node may not see them.
 	for _, np := range pools {
 		if np.invalid {
-			expl.InvalidPools = append(expl.InvalidPools, a.pools[np.pool].invalid)
+			expl.InvalidPools = append(expl.InvalidPools, np.t.invalid)
 		}
 	}
 	return nil, &UnfitError{Node: node.Name, Explanation: expl}

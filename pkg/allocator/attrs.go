@@ -114,19 +114,21 @@ func sortedSet[T interface{ ~string | ~int64 }](in []T) []T {
 }
 
 // attrCache holds, per fully qualified attribute name, the value of every
-// device, filled on first use.
+// device, filled on first use, per pool like the selector cache.
 type attrCache struct {
-	n    int
-	mu   sync.Mutex
-	cols map[string]*attrCol
+	nPools int
+	mu     sync.Mutex
+	cols   map[string]*attrCol
 }
 
 type attrCol struct {
 	name string
-	vals []atomic.Pointer[attrVal]
+	vals []atomic.Pointer[[]atomic.Pointer[attrVal]] // per pool, per device
 }
 
-func newAttrCache(n int) *attrCache { return &attrCache{n: n, cols: map[string]*attrCol{}} }
+func newAttrCache(nPools int) *attrCache {
+	return &attrCache{nPools: nPools, cols: map[string]*attrCol{}}
+}
 
 func (c *attrCache) col(name string) *attrCol {
 	c.mu.Lock()
@@ -134,21 +136,30 @@ func (c *attrCache) col(name string) *attrCol {
 	if col, ok := c.cols[name]; ok {
 		return col
 	}
-	col := &attrCol{name: name, vals: make([]atomic.Pointer[attrVal], c.n)}
+	col := &attrCol{name: name, vals: make([]atomic.Pointer[[]atomic.Pointer[attrVal]], c.nPools)}
 	c.cols[name] = col
 	return col
 }
 
 // attr returns device g's value of the column's attribute, nil if it has
 // none. As upstream, "<driver domain>/<id>" also finds the unqualified id.
-func (a *Allocator) attr(col *attrCol, g int32) *attrVal {
-	if v := col.vals[g].Load(); v != nil {
+func (a *Allocator) attr(col *attrCol, d *devInfo) *attrVal {
+	vals := col.vals[d.pool].Load()
+	if vals == nil {
+		fresh := make([]atomic.Pointer[attrVal], a.pools[d.pool].nDevs)
+		if col.vals[d.pool].CompareAndSwap(nil, &fresh) {
+			vals = &fresh
+		} else {
+			vals = col.vals[d.pool].Load()
+		}
+	}
+	slot := &(*vals)[d.idx]
+	if v := slot.Load(); v != nil {
 		if v == absentAttr {
 			return nil
 		}
 		return v
 	}
-	d := &a.devs[g]
 	v := absentAttr
 	if d.viewErr == nil {
 		if at, ok := d.view.Attribute(api.QualifiedName(col.name)); ok {
@@ -159,7 +170,7 @@ func (a *Allocator) attr(col *attrCol, g int32) *attrVal {
 			}
 		}
 	}
-	col.vals[g].Store(v)
+	slot.Store(v)
 	if v == absentAttr {
 		return nil
 	}

@@ -13,23 +13,22 @@ func (at *attempt) bestFitOrder(al *alt) []cand {
 		lost, open int
 		pos        int
 	}
-	a := at.a
 	sc := make([]scored, len(al.cands))
 	for i, c := range al.cands {
 		sc[i] = scored{c: c, pos: i}
-		d := &a.devs[c.g]
+		d := c.d
 		if c.err != nil || len(d.uses) == 0 || d.bucket < 0 {
 			continue
 		}
 		np := &at.pools[c.np]
-		p := &a.pools[np.pool]
-		for _, o := range a.sets[d.bucket].devices {
-			if o == c.g {
+		t := np.t
+		for _, o := range t.sets[d.bucket].devices {
+			if o == d.idx {
 				continue
 			}
-			od := &a.devs[o]
-			ol := np.devBase + o - p.devStart
-			if at.inUse[ol] > 0 || od.allocated || !at.countersFit(np, p, od) {
+			od := &t.devs[o]
+			ol := np.devBase + o
+			if at.inUse[ol] > 0 || od.allocated || !at.countersFit(np, od) {
 				continue
 			}
 			sc[i].open++
@@ -42,7 +41,7 @@ func (at *attempt) bestFitOrder(al *alt) []cand {
 						break
 					}
 				}
-				if at.used[lc]+extra+u.amt > a.avail[p.ctrStart+u.rel] {
+				if at.used[lc]+extra+u.amt > t.avail[u.rel] {
 					sc[i].lost++
 					break
 				}

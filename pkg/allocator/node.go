@@ -11,6 +11,7 @@ import (
 // slices that target the node, in name order.
 type nodePool struct {
 	pool         int32
+	t            *poolTable
 	slices       []int32 // device slices targeting the node (not counter slices)
 	incomplete   bool
 	invalid      bool
@@ -23,12 +24,13 @@ type nodePool struct {
 // gatherPools selects the pools upstream considers for the node. A slice is
 // relevant when its nodeName, allNodes or nodeSelector matches the node, or,
 // with perDeviceNodeSelection, when any of its devices does. Only slices
-// that name the node and slices that name no node are looked at, so the
-// cost does not depend on the number of other nodes. Pools come sorted by
+// that name the node and the few that select nodes otherwise are looked
+// at, and only their pools get device tables, so the cost does not depend
+// on the number of other nodes. Pools come sorted by
 // driver and pool name, pools offering devices with binding conditions last.
 func (a *Allocator) gatherPools(node *corev1.Node) ([]nodePool, error) {
+	// A node sees few pools; a linear search beats a map here.
 	var out []nodePool
-	index := map[int32]int{}
 	consider := func(si int32) error {
 		s := &a.slices[si]
 		relevant := false
@@ -40,10 +42,11 @@ func (a *Allocator) gatherPools(node *corev1.Node) ([]nodePool, error) {
 			}
 			relevant = ok
 		case s.perDevice:
-			for g := s.devStart; g < s.devEnd; g++ {
-				ok, err := a.devs[g].node.matches(node)
+			t := a.table(s.pool)
+			for i := s.devStart; i < s.devEnd; i++ {
+				ok, err := t.devs[i].node.matches(node)
 				if err != nil {
-					return fmt.Errorf("failed to perform node selection for device %s in slice %s: %w", a.devs[g].d.Name, s.s.Name, err)
+					return fmt.Errorf("failed to perform node selection for device %s in slice %s: %w", t.devs[i].d.Name, s.s.Name, err)
 				}
 				if ok {
 					relevant = true
@@ -54,16 +57,16 @@ func (a *Allocator) gatherPools(node *corev1.Node) ([]nodePool, error) {
 		if !relevant {
 			return nil
 		}
-		i, ok := index[s.pool]
-		if !ok {
+		i := slices.IndexFunc(out, func(np nodePool) bool { return np.pool == s.pool })
+		if i < 0 {
 			p := &a.pools[s.pool]
+			t := a.table(s.pool)
 			i = len(out)
-			index[s.pool] = i
-			out = append(out, nodePool{pool: s.pool, incomplete: !p.complete, invalid: p.complete && p.invalid != nil})
+			out = append(out, nodePool{pool: s.pool, t: t, incomplete: !p.complete, invalid: p.complete && t.invalid != nil})
 		}
 		if !s.counters {
 			out[i].slices = append(out[i].slices, si)
-			if s.bindingConds {
+			if out[i].t.bindingConds[s.local] {
 				out[i].bindingConds = true
 			}
 		}
@@ -98,11 +101,11 @@ func (a *Allocator) gatherPools(node *corev1.Node) ([]nodePool, error) {
 	})
 	var dev, ctr, set int32
 	for i := range out {
-		p := &a.pools[out[i].pool]
+		t := out[i].t
 		out[i].devBase, out[i].ctrBase, out[i].setBase = dev, ctr, set
-		dev += p.devEnd - p.devStart
-		ctr += p.ctrEnd - p.ctrStart
-		set += p.setEnd - p.setStart
+		dev += int32(len(t.devs))
+		ctr += int32(len(t.avail))
+		set += int32(len(t.sets))
 	}
 	return out, nil
 }

@@ -49,6 +49,7 @@ func randomCase(r *rand.Rand) (*env, *resourcev1.ResourceClaim) {
 // constraints. It shares only the device table with the search.
 func oracle(t *testing.T, e *env, c *resourcev1.ResourceClaim) bool {
 	a := e.alloc(t)
+	fv := flatten(a)
 	type slotT struct {
 		req   int
 		color string
@@ -64,13 +65,13 @@ func oracle(t *testing.T, e *env, c *resourcev1.ResourceClaim) bool {
 		}
 	}
 	var devs []int32
-	for g := range a.devs {
-		if !a.slices[a.devs[g].slice].counters {
+	for g := range fv.devs {
+		if !a.slices[fv.devs[g].slice].counters {
 			devs = append(devs, int32(g))
 		}
 	}
 	str := func(g int32, k string) string {
-		v, _ := a.devs[g].view.Attribute(api.QualifiedName(k))
+		v, _ := fv.devs[g].view.Attribute(api.QualifiedName(k))
 		if v.StringValue != nil {
 			return *v.StringValue
 		}
@@ -83,11 +84,11 @@ func oracle(t *testing.T, e *env, c *resourcev1.ResourceClaim) bool {
 		if i == len(slots) {
 			mem := int64(0)
 			for _, g := range pick {
-				for _, u := range a.devs[g].uses {
+				for _, u := range fv.devs[g].uses {
 					mem += u.amt
 				}
 			}
-			if mem > a.avail[0] {
+			if mem > fv.avail[0] {
 				return false
 			}
 			for _, con := range c.Spec.Devices.Constraints {

@@ -47,7 +47,7 @@ type alt struct {
 // when evaluating the device failed; the search reports it when it reaches
 // the device, which is when upstream would have evaluated it.
 type cand struct {
-	g   int32 // Allocator device index
+	d   *devInfo
 	l   int32 // attempt-local device index
 	np  int32 // index into attempt.pools
 	err error
@@ -195,7 +195,7 @@ func (at *attempt) newAlt(ci int, name, parent, short, class string, sels []reso
 	}
 	al.mayFail = al.all
 	for _, c := range al.cands {
-		if c.err != nil || (a.devs[c.g].multi && capReq != nil) {
+		if c.err != nil || (c.d.multi && capReq != nil) {
 			al.mayFail = true
 			break
 		}
@@ -205,15 +205,15 @@ func (at *attempt) newAlt(ci int, name, parent, short, class string, sels []reso
 
 // selectable runs the class selectors, the request selectors and the
 // per-device node selection, in upstream's order.
-func (at *attempt) selectable(al *alt, g int32) (bool, Reason, error) {
+func (at *attempt) selectable(al *alt, d *devInfo) (bool, Reason, error) {
 	a := at.a
 	for i, e := range al.exprs {
-		ok, err := a.eval(at.ctx, e, g)
+		ok, err := a.eval(at.ctx, e, d)
 		if err != nil {
 			if i < al.nClass {
-				return false, 0, at.fatal(al.claim, al.name, fmt.Errorf("class %s: selector #%d (%q) on device %s: CEL error: %w", al.class.Name, i, e.expr, a.devID(g), err))
+				return false, 0, at.fatal(al.claim, al.name, fmt.Errorf("class %s: selector #%d (%q) on device %s: CEL error: %w", al.class.Name, i, e.expr, a.devID(d), err))
 			}
-			return false, 0, at.fatal(al.claim, al.name, fmt.Errorf("selector #%d (%q) on device %s: CEL error: %w", i-al.nClass, e.expr, a.devID(g), err))
+			return false, 0, at.fatal(al.claim, al.name, fmt.Errorf("selector #%d (%q) on device %s: CEL error: %w", i-al.nClass, e.expr, a.devID(d), err))
 		}
 		if !ok {
 			if i < al.nClass {
@@ -222,7 +222,6 @@ func (at *attempt) selectable(al *alt, g int32) (bool, Reason, error) {
 			return false, ReasonSelector, nil
 		}
 	}
-	d := &a.devs[g]
 	if a.slices[d.slice].perDevice {
 		ok, err := d.node.matches(at.node)
 		if err != nil {
@@ -235,8 +234,8 @@ func (at *attempt) selectable(al *alt, g int32) (bool, Reason, error) {
 	return true, 0, nil
 }
 
-func (at *attempt) nodeOpsOK(g int32) bool {
-	s := at.a.slices[at.a.devs[g].slice].s
+func (at *attempt) nodeOpsOK(d *devInfo) bool {
+	s := at.a.slices[d.slice].s
 	return len(s.Spec.SkipNodeOperations) == 0 || slices.Contains(at.node.Status.DeclaredFeatures, nodeOperationsFeature)
 }
 
@@ -253,7 +252,6 @@ func (at *attempt) buildCands(al *alt, explainOnly bool) {
 	a := at.a
 	for npi := range at.pools {
 		np := &at.pools[npi]
-		p := &a.pools[np.pool]
 		for _, si := range np.slices {
 			s := &a.slices[si]
 			if np.incomplete || np.invalid {
@@ -264,14 +262,14 @@ func (at *attempt) buildCands(al *alt, explainOnly bool) {
 				al.rej[r] += int(s.devEnd - s.devStart)
 				continue
 			}
-			for g := s.devStart; g < s.devEnd; g++ {
-				d := &a.devs[g]
-				c := cand{g: g, l: np.devBase + g - p.devStart, np: int32(npi)}
+			for i := s.devStart; i < s.devEnd; i++ {
+				d := &np.t.devs[i]
+				c := cand{d: d, l: np.devBase + i, np: int32(npi)}
 				if !al.admin && d.allocated {
 					al.rej[ReasonAllocated]++
 					continue
 				}
-				ok, reason, err := at.selectable(al, g)
+				ok, reason, err := at.selectable(al, d)
 				if err != nil {
 					if !explainOnly {
 						c.err = err
@@ -283,14 +281,14 @@ func (at *attempt) buildCands(al *alt, explainOnly bool) {
 					al.rej[reason]++
 					continue
 				}
-				if !at.nodeOpsOK(g) {
+				if !at.nodeOpsOK(d) {
 					al.rej[ReasonNodeOperations]++
 					continue
 				}
 				fits, err := staticCapacity(al, d, d.aggCap)
 				if err != nil {
 					if !explainOnly {
-						c.err = at.fatal(al.claim, al.name, fmt.Errorf("checking capacity for device %s: %w", a.devID(g), err))
+						c.err = at.fatal(al.claim, al.name, fmt.Errorf("checking capacity for device %s: %w", a.devID(d), err))
 						al.cands = append(al.cands, c)
 					}
 					continue
@@ -303,13 +301,13 @@ func (at *attempt) buildCands(al *alt, explainOnly bool) {
 					al.rej[ReasonTaint]++
 					continue
 				}
-				if bad := at.counterMisfitAlone(d, p); bad >= 0 {
+				if bad := counterMisfitAlone(d, np.t); bad >= 0 {
 					al.rej[ReasonCounterExhausted]++
 					if explainOnly {
 						if al.ctrRej == nil {
 							al.ctrRej = map[string]int{}
 						}
-						al.ctrRej[a.counterName(d.pool, bad)]++
+						al.ctrRej[np.t.counterName(bad)]++
 					}
 					continue
 				}
@@ -323,19 +321,19 @@ func (at *attempt) buildCands(al *alt, explainOnly bool) {
 
 // counterMisfitAlone returns the pool-relative index of the first counter
 // the device cannot get even if nothing else were picked, -1 when it fits.
-func (at *attempt) counterMisfitAlone(d *devInfo, p *poolInfo) int32 {
+func counterMisfitAlone(d *devInfo, t *poolTable) int32 {
 	if len(d.uses) == 0 || (d.multi && d.shareInUse) {
 		return -1
 	}
 	for _, u := range d.uses {
-		if u.amt > at.a.avail[p.ctrStart+u.rel] {
+		if u.amt > t.avail[u.rel] {
 			return u.rel
 		}
 	}
-	if p.overcommitted {
-		for c := p.ctrStart; c < p.ctrEnd; c++ {
-			if at.a.avail[c] < 0 {
-				return c - p.ctrStart
+	if t.overcommitted {
+		for c, v := range t.avail {
+			if v < 0 {
+				return int32(c)
 			}
 		}
 	}
@@ -353,30 +351,30 @@ func (at *attempt) buildAll(al *alt) error {
 			return at.fatal(al.claim, al.name, fmt.Errorf("asks for all devices, but resource pool %s is currently being updated", id))
 		}
 		if np.invalid {
-			return at.fatal(al.claim, al.name, fmt.Errorf("asks for all devices, but resource pool %s is currently invalid: %w", id, a.pools[np.pool].invalid))
+			return at.fatal(al.claim, al.name, fmt.Errorf("asks for all devices, but resource pool %s is currently invalid: %w", id, np.t.invalid))
 		}
 	}
 	for npi := range at.pools {
 		np := &at.pools[npi]
-		p := &a.pools[np.pool]
 		for _, si := range np.slices {
 			s := &a.slices[si]
-			for g := s.devStart; g < s.devEnd; g++ {
-				ok, _, err := at.selectable(al, g)
+			for i := s.devStart; i < s.devEnd; i++ {
+				d := &np.t.devs[i]
+				ok, _, err := at.selectable(al, d)
 				if err != nil {
 					return err
 				}
 				if !ok {
 					continue
 				}
-				fits, err := staticCapacity(al, &a.devs[g], nil)
+				fits, err := staticCapacity(al, d, nil)
 				if err != nil {
-					return at.fatal(al.claim, al.name, fmt.Errorf("checking capacity for device %s: %w", a.devID(g), err))
+					return at.fatal(al.claim, al.name, fmt.Errorf("checking capacity for device %s: %w", a.devID(d), err))
 				}
 				if !fits {
 					continue
 				}
-				al.cands = append(al.cands, cand{g: g, l: np.devBase + g - p.devStart, np: int32(npi), full: true})
+				al.cands = append(al.cands, cand{d: d, l: np.devBase + i, np: int32(npi), full: true})
 			}
 		}
 	}

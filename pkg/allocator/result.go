@@ -19,7 +19,7 @@ func (at *attempt) results() ([]*resourcev1.AllocationResult, error) {
 		out[ci] = &resourcev1.AllocationResult{}
 	}
 	for _, pk := range at.picks {
-		d := &a.devs[pk.c.g]
+		d := pk.c.d
 		p := a.pools[d.pool].p
 		r := resourcev1.DeviceRequestAllocationResult{
 			Request:            pk.al.name,
@@ -138,7 +138,7 @@ func (at *attempt) nodeSelector(ci int) (*corev1.NodeSelector, error) {
 		if pk.al.claim != ci {
 			continue
 		}
-		d := &a.devs[pk.c.g]
+		d := pk.c.d
 		s := a.slices[d.slice].s
 		var name *string
 		var sel *corev1.NodeSelector

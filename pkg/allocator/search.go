@@ -67,10 +67,9 @@ type savedCompat struct {
 func (at *attempt) size() {
 	var nd, nc, ns int32
 	for _, np := range at.pools {
-		p := &at.a.pools[np.pool]
-		nd += p.devEnd - p.devStart
-		nc += p.ctrEnd - p.ctrStart
-		ns += p.setEnd - p.setStart
+		nd += int32(len(np.t.devs))
+		nc += int32(len(np.t.avail))
+		ns += int32(len(np.t.sets))
 	}
 	at.used = make([]int64, nc)
 	at.cntCtr = make([]int32, nc)
@@ -79,12 +78,11 @@ func (at *attempt) size() {
 	at.cntSet = make([]int32, ns)
 	at.compat = make([]compatState, ns)
 	for _, np := range at.pools {
-		p := &at.a.pools[np.pool]
-		if !p.usesCompat {
+		if !np.t.usesCompat {
 			continue
 		}
-		for s := p.setStart; s < p.setEnd; s++ {
-			at.compat[np.setBase+s-p.setStart] = at.a.sets[s].baseline
+		for s := range np.t.sets {
+			at.compat[np.setBase+int32(s)] = np.t.sets[s].baseline
 		}
 	}
 	at.claimCount = make([]int, len(at.claims))
@@ -98,7 +96,7 @@ func (at *attempt) busy(al *alt, c cand, d *devInfo) bool {
 			return false
 		}
 		for i := len(at.picks) - 1; i >= 0 && at.picks[i].al.claim == al.claim; i-- {
-			if at.picks[i].c.l == c.l && !at.a.devs[at.picks[i].c.g].multi {
+			if at.picks[i].c.l == c.l && !at.picks[i].c.d.multi {
 				return true
 			}
 		}
@@ -115,7 +113,7 @@ func (at *attempt) skipCounters(c cand, d *devInfo) bool {
 // when they pass, records it. The error is fatal.
 func (at *attempt) tryAdd(al *alt, c cand) (bool, error) {
 	a := at.a
-	d := &a.devs[c.g]
+	d := c.d
 	if at.busy(al, c, d) {
 		return false, nil
 	}
@@ -126,22 +124,22 @@ func (at *attempt) tryAdd(al *alt, c cand) (bool, error) {
 	if !c.full && d.multi && sh != nil {
 		fits, err := capacityFits(al.capReq, d.cap, d.aggCap, sh.used)
 		if err != nil {
-			return false, at.fatal(al.claim, al.name, fmt.Errorf("checking capacity for device %s: %w", a.devID(c.g), err))
+			return false, at.fatal(al.claim, al.name, fmt.Errorf("checking capacity for device %s: %w", a.devID(d), err))
 		}
 		if !fits {
 			return false, nil
 		}
 	}
-	if c.full && !at.nodeOpsOK(c.g) {
+	if c.full && !at.nodeOpsOK(d) {
 		return false, nil
 	}
 	np := &at.pools[c.np]
-	p := &a.pools[np.pool]
+	t := np.t
 	pk := pick{al: al, c: c}
 	if !at.skipCounters(c, d) && len(d.uses) > 0 {
-		if p.usesCompat {
+		if t.usesCompat {
 			for _, cu := range d.compat {
-				ls := np.setBase + cu.set - p.setStart
+				ls := np.setBase + cu.set
 				if !at.compat[ls].admits(cu.groups) {
 					at.rollback(&pk)
 					return false, nil
@@ -150,12 +148,12 @@ func (at *attempt) tryAdd(al *alt, c cand) (bool, error) {
 				at.compat[ls] = at.compat[ls].add(cu.groups)
 			}
 		}
-		if p.overcommitted {
+		if t.overcommitted {
 			at.rollback(&pk)
 			return false, nil
 		}
 		for _, u := range d.uses {
-			if at.used[np.ctrBase+u.rel]+u.amt > a.avail[p.ctrStart+u.rel] {
+			if at.used[np.ctrBase+u.rel]+u.amt > t.avail[u.rel] {
 				at.rollback(&pk)
 				return false, nil
 			}
@@ -171,13 +169,13 @@ func (at *attempt) tryAdd(al *alt, c cand) (bool, error) {
 	}
 	for _, i := range al.applies {
 		cs := at.cons[al.claim][i]
-		v := a.attr(cs.col, c.g)
+		v := a.attr(cs.col, d)
 		if !cs.admits(v) {
 			at.rollback(&pk)
 			if c.full {
 				// Upstream: a claim whose constraint excludes part of
 				// "all" devices is a mistake, not a misfit.
-				return false, at.fatal(al.claim, al.name, fmt.Errorf("cannot add device %s because a claim constraint would not be satisfied", a.devID(c.g)))
+				return false, at.fatal(al.claim, al.name, fmt.Errorf("cannot add device %s because a claim constraint would not be satisfied", a.devID(d)))
 			}
 			return false, nil
 		}
@@ -193,7 +191,7 @@ func (at *attempt) tryAdd(al *alt, c cand) (bool, error) {
 		if err != nil || !fits {
 			at.rollback(&pk)
 			if err != nil {
-				return false, at.fatal(al.claim, al.name, fmt.Errorf("rechecking capacity for device %s: %w", a.devID(c.g), err))
+				return false, at.fatal(al.claim, al.name, fmt.Errorf("rechecking capacity for device %s: %w", a.devID(d), err))
 			}
 			return false, nil
 		}
@@ -202,7 +200,7 @@ func (at *attempt) tryAdd(al *alt, c cand) (bool, error) {
 		consumed, err := consumption(al.capReq, d.cap)
 		if err != nil {
 			at.rollback(&pk)
-			return false, at.fatal(al.claim, al.name, fmt.Errorf("computing consumed capacity for device %s: %w", a.devID(c.g), err))
+			return false, at.fatal(al.claim, al.name, fmt.Errorf("computing consumed capacity for device %s: %w", a.devID(d), err))
 		}
 		id := a.opts.NewShareID()
 		pk.shareID = &id
@@ -227,7 +225,7 @@ func (at *attempt) tryAdd(al *alt, c cand) (bool, error) {
 // undo removes the last pick.
 func (at *attempt) undo() {
 	pk := &at.picks[len(at.picks)-1]
-	d := &at.a.devs[pk.c.g]
+	d := pk.c.d
 	if d.multi {
 		sh := at.shares[pk.c.l]
 		sh.n--
@@ -256,7 +254,7 @@ func (at *attempt) rollback(pk *pick) {
 	pk.compat = nil
 	if pk.counters {
 		np := &at.pools[pk.c.np]
-		for _, u := range at.a.devs[pk.c.g].uses {
+		for _, u := range pk.c.d.uses {
 			at.used[np.ctrBase+u.rel] -= u.amt
 		}
 		pk.counters = false
@@ -389,7 +387,6 @@ func (at *attempt) lookahead(si int) bool {
 // the room of a counter divided by the smallest amount any of them takes.
 // It never rejects a feasible branch, so first-fit order is unaffected.
 func (at *attempt) boundOK(al *alt, rest []cand, need int) bool {
-	a := at.a
 	free := 0
 	touched := at.touched[:0]
 	defer func() { at.touched = touched[:0] }()
@@ -397,16 +394,15 @@ func (at *attempt) boundOK(al *alt, rest []cand, need int) bool {
 		for _, t := range touched {
 			at.cntSet[t.local] = 0
 			np := &at.pools[t.np]
-			p := &a.pools[np.pool]
-			si := &a.sets[t.set]
+			si := &np.t.sets[t.set]
 			for j := range si.names {
-				lc := np.ctrBase + si.ctrStart + int32(j) - p.ctrStart
+				lc := np.ctrBase + si.ctrStart + int32(j)
 				at.cntCtr[lc], at.minAmt[lc] = 0, 0
 			}
 		}
 	}
 	for _, c := range rest {
-		d := &a.devs[c.g]
+		d := c.d
 		if c.err != nil {
 			free++
 		} else {
@@ -414,14 +410,13 @@ func (at *attempt) boundOK(al *alt, rest []cand, need int) bool {
 				continue
 			}
 			np := &at.pools[c.np]
-			p := &a.pools[np.pool]
 			if len(d.uses) == 0 || at.skipCounters(c, d) {
 				free++
 			} else {
-				if p.overcommitted || !at.countersFit(np, p, d) {
+				if np.t.overcommitted || !at.countersFit(np, d) {
 					continue
 				}
-				ls := np.setBase + d.bucket - p.setStart
+				ls := np.setBase + d.bucket
 				if at.cntSet[ls] == 0 {
 					touched = append(touched, touchedSet{local: ls, set: d.bucket, np: c.np})
 				}
@@ -443,14 +438,13 @@ func (at *attempt) boundOK(al *alt, rest []cand, need int) bool {
 	total := free
 	for _, t := range touched {
 		np := &at.pools[t.np]
-		p := &a.pools[np.pool]
-		si := &a.sets[t.set]
+		si := &np.t.sets[t.set]
 		room := int64(at.cntSet[t.local])
 		for j := range si.names {
-			g := si.ctrStart + int32(j)
-			lc := np.ctrBase + g - p.ctrStart
+			rel := si.ctrStart + int32(j)
+			lc := np.ctrBase + rel
 			if at.cntCtr[lc] == at.cntSet[t.local] && at.minAmt[lc] > 0 {
-				room = min(room, (a.avail[g]-at.used[lc])/at.minAmt[lc])
+				room = min(room, (np.t.avail[rel]-at.used[lc])/at.minAmt[lc])
 			}
 		}
 		total += int(room)
@@ -462,16 +456,16 @@ func (at *attempt) boundOK(al *alt, rest []cand, need int) bool {
 func (at *attempt) admitted(al *alt, c cand) bool {
 	for _, i := range al.applies {
 		cs := at.cons[al.claim][i]
-		if !cs.admits(at.a.attr(cs.col, c.g)) {
+		if !cs.admits(at.a.attr(cs.col, c.d)) {
 			return false
 		}
 	}
 	return true
 }
 
-func (at *attempt) countersFit(np *nodePool, p *poolInfo, d *devInfo) bool {
+func (at *attempt) countersFit(np *nodePool, d *devInfo) bool {
 	for _, u := range d.uses {
-		if at.used[np.ctrBase+u.rel]+u.amt > at.a.avail[p.ctrStart+u.rel] {
+		if at.used[np.ctrBase+u.rel]+u.amt > np.t.avail[u.rel] {
 			return false
 		}
 	}

@@ -7,11 +7,12 @@ import (
 )
 
 // selectorCache compiles each expression once and remembers, per device,
-// whether it matched. Keys are device indices of the Allocator, so the
-// cache lives exactly as long as the device table it describes.
+// whether it matched. Results are kept per pool and allocated when the
+// expression first meets the pool, so memory follows what nodes looked at,
+// not the size of the cluster.
 type selectorCache struct {
 	compiler SelectorCompiler
-	n        int
+	nPools   int
 	mu       sync.Mutex
 	byExpr   map[string]*exprEntry
 }
@@ -20,9 +21,10 @@ type exprEntry struct {
 	expr string
 	sel  Selector
 	err  error // compile error, reported when the selector is evaluated
-	// results per device: 0 unknown, 1 match, 2 no match. Runtime errors
-	// are not cached; they abort the Allocate call that meets them.
-	results []atomic.Uint32
+	// results per pool, per pool-local device: 0 unknown, 1 match, 2 no
+	// match. Runtime errors are not cached; they abort the Allocate call
+	// that meets them.
+	results []atomic.Pointer[[]atomic.Uint32]
 }
 
 const (
@@ -31,8 +33,8 @@ const (
 	resNoMatch
 )
 
-func newSelectorCache(c SelectorCompiler, n int) *selectorCache {
-	return &selectorCache{compiler: c, n: n, byExpr: map[string]*exprEntry{}}
+func newSelectorCache(c SelectorCompiler, nPools int) *selectorCache {
+	return &selectorCache{compiler: c, nPools: nPools, byExpr: map[string]*exprEntry{}}
 }
 
 func (c *selectorCache) get(expr string) *exprEntry {
@@ -41,7 +43,7 @@ func (c *selectorCache) get(expr string) *exprEntry {
 	if e, ok := c.byExpr[expr]; ok {
 		return e
 	}
-	e := &exprEntry{expr: expr, results: make([]atomic.Uint32, c.n)}
+	e := &exprEntry{expr: expr, results: make([]atomic.Pointer[[]atomic.Uint32], c.nPools)}
 	e.sel, e.err = c.compiler.CompileSelector(expr)
 	c.byExpr[expr] = e
 	return e
@@ -49,8 +51,18 @@ func (c *selectorCache) get(expr string) *exprEntry {
 
 // eval returns whether device g matches. Compile and runtime errors are
 // returned as they are; callers add claim, request and selector.
-func (a *Allocator) eval(ctx context.Context, e *exprEntry, g int32) (bool, error) {
-	switch e.results[g].Load() {
+func (a *Allocator) eval(ctx context.Context, e *exprEntry, d *devInfo) (bool, error) {
+	res := e.results[d.pool].Load()
+	if res == nil {
+		fresh := make([]atomic.Uint32, a.pools[d.pool].nDevs)
+		if !e.results[d.pool].CompareAndSwap(nil, &fresh) {
+			res = e.results[d.pool].Load()
+		} else {
+			res = &fresh
+		}
+	}
+	r := &(*res)[d.idx]
+	switch r.Load() {
 	case resMatch:
 		return true, nil
 	case resNoMatch:
@@ -59,7 +71,6 @@ func (a *Allocator) eval(ctx context.Context, e *exprEntry, g int32) (bool, erro
 	if e.err != nil {
 		return false, e.err
 	}
-	d := &a.devs[g]
 	if d.viewErr != nil {
 		return false, d.viewErr
 	}
@@ -68,9 +79,9 @@ func (a *Allocator) eval(ctx context.Context, e *exprEntry, g int32) (bool, erro
 		return false, err
 	}
 	if ok {
-		e.results[g].Store(resMatch)
+		r.Store(resMatch)
 	} else {
-		e.results[g].Store(resNoMatch)
+		r.Store(resNoMatch)
 	}
 	return ok, nil
 }

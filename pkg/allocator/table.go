@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
@@ -16,32 +17,48 @@ import (
 )
 
 // Allocator holds the warm state for one cluster state. It is safe for
-// concurrent use; the only mutable parts are caches that every goroutine
-// fills with the same values.
+// concurrent use. New only indexes slices by node; a pool's device table
+// (devices, counters, validation, what allocated claims hold) is built the
+// first time a node sees the pool, so neither New nor Allocate does work
+// for pools the node cannot see. Everything filled lazily is filled once
+// (sync.Once) or with values every goroutine computes the same.
 type Allocator struct {
 	opts    Options
 	pools   []poolInfo
 	slices  []sliceInfo
-	devs    []devInfo
-	sets    []setInfo
-	avail   []int64 // per counter: set amount minus what allocated devices consume
 	classes map[string]*resourcev1.DeviceClass
 	byNode  map[string][]int32 // slices that name a node, by node name
-	shared  []int32            // slices that name no node
-	sel     *selectorCache
-	attrs   *attrCache
+	// shared are the slices that name no node but may still select one:
+	// allNodes, nodeSelector or perDeviceNodeSelection.
+	shared []int32
+	// held are the results of allocated claims by pool, applied when the
+	// pool's table is built.
+	held  map[pool.ID][]*resourcev1.DeviceRequestAllocationResult
+	sel   *selectorCache
+	attrs *attrCache
 }
 
 type poolInfo struct {
 	p        *pool.Pool
 	complete bool
-	invalid  *pool.InvalidError
-	devStart int32
-	devEnd   int32
-	setStart int32
-	setEnd   int32
-	ctrStart int32
-	ctrEnd   int32
+	// firstSlice is the index in Allocator.slices of the pool's first
+	// slice; the pool's slices are contiguous there.
+	firstSlice int32
+	nDevs      int32
+	once       sync.Once
+	tab        *poolTable
+}
+
+// poolTable is everything about one pool that takes looking at its
+// devices. Device, counter and counter set indices are pool-local.
+type poolTable struct {
+	invalid *pool.InvalidError
+	devs    []devInfo
+	sets    []setInfo
+	avail   []int64 // per counter: set amount minus what allocated devices consume
+	// bindingConds per slice of the pool: it offers devices with binding
+	// conditions.
+	bindingConds []bool
 	// overcommitted: some counter is already below zero. Upstream then
 	// rejects every counter-consuming device of the pool, because it checks
 	// all counters of the pool after adding a device.
@@ -58,10 +75,10 @@ type sliceInfo struct {
 	perDevice bool
 	// counters: the slice defines shared counters, so upstream treats it
 	// as a counter slice and never offers its devices.
-	counters     bool
-	bindingConds bool
-	devStart     int32
-	devEnd       int32
+	counters bool
+	local    int32 // index among the pool's slices
+	devStart int32 // pool-local
+	devEnd   int32
 }
 
 // nodeSelection is one of nodeName, allNodes or a compiled nodeSelector.
@@ -106,20 +123,21 @@ type counterUse struct {
 }
 
 type compatUse struct {
-	set    int32 // global counter set index
+	set    int32 // pool-local counter set index
 	groups []string
 }
 
 type devInfo struct {
 	pool    int32
-	slice   int32
+	slice   int32 // index in Allocator.slices
+	idx     int32 // index in the pool's table
 	d       *api.Device
 	view    api.DeviceView
 	viewErr error
 	node    nodeSelection // only with perDeviceNodeSelection
 	uses    []counterUse
-	// bucket is the global counter set of the first counter the device
-	// consumes; bucketUses are its uses within that set. The search bound
+	// bucket is the (pool-local) counter set of the first counter the
+	// device consumes; bucketUses are its uses within that set. The search bound
 	// groups devices by it.
 	bucket     int32
 	bucketUses []counterUse
@@ -134,16 +152,14 @@ type devInfo struct {
 	aggCap     map[api.QualifiedName]resource.Quantity
 }
 
-func (a *Allocator) devID(g int32) string {
-	d := &a.devs[g]
+func (a *Allocator) devID(d *devInfo) string {
 	p := a.pools[d.pool].p
 	return p.Driver + "/" + p.Pool + "/" + d.d.Name
 }
 
 type setInfo struct {
-	pool     int32
 	name     string
-	ctrStart int32 // global index of its first counter
+	ctrStart int32 // pool-local index of its first counter
 	names    []string
 	milli    []bool
 	devices  []int32 // devices consuming from the set, for BestFit scoring
@@ -152,12 +168,15 @@ type setInfo struct {
 
 // New builds an Allocator. It fails only on input it cannot index at all
 // (nil pool); invalid pools, unknown classes and bad selectors are reported
-// by Allocate when they matter, as upstream does.
+// by Allocate when they matter, as upstream does. Its cost is linear in the
+// number of slices and allocated results, with a small constant: devices
+// are not looked at until a node sees their pool.
 func New(in Input, opts Options) (*Allocator, error) {
 	a := &Allocator{
 		opts:    opts,
 		classes: make(map[string]*resourcev1.DeviceClass, len(in.Classes)),
 		byNode:  make(map[string][]int32),
+		held:    make(map[pool.ID][]*resourcev1.DeviceRequestAllocationResult),
 	}
 	if a.opts.Compiler == nil {
 		a.opts.Compiler = defaultCompiler()
@@ -171,31 +190,77 @@ func New(in Input, opts Options) (*Allocator, error) {
 		}
 	}
 	pools := slices.Clone(in.Pools)
+	nSlices := 0
 	for _, p := range pools {
 		if p == nil {
 			return nil, fmt.Errorf("allocator: nil pool in input")
 		}
+		nSlices += len(p.Slices)
 	}
 	slices.SortStableFunc(pools, func(x, y *pool.Pool) int { return x.ID.Compare(y.ID) })
-	byKey := map[string]int32{}
-	for _, p := range pools {
-		a.addPool(p, byKey)
+	a.pools = make([]poolInfo, len(pools))
+	a.slices = make([]sliceInfo, 0, nSlices)
+	for pi, p := range pools {
+		a.addPool(int32(pi), p)
 	}
-	a.addAllocated(in.Allocated, byKey)
-	a.finishCounters()
-	a.sel = newSelectorCache(a.opts.Compiler, len(a.devs))
-	a.attrs = newAttrCache(len(a.devs))
+	a.addAllocated(in.Allocated)
+	a.sel = newSelectorCache(a.opts.Compiler, len(a.pools))
+	a.attrs = newAttrCache(len(a.pools))
 	return a, nil
 }
 
-func devKey(driver, pool, device string) string { return driver + "\x00" + pool + "\x00" + device }
+func (a *Allocator) addPool(pi int32, p *pool.Pool) {
+	info := &a.pools[pi]
+	info.p, info.complete, info.firstSlice = p, p.Complete(), int32(len(a.slices))
+	for k, s := range p.Slices {
+		sl := sliceInfo{pool: pi, s: s, perDevice: ptr.Deref(s.Spec.PerDeviceNodeSelection, false),
+			counters: len(s.Spec.SharedCounters) > 0, local: int32(k), devStart: info.nDevs}
+		sl.node = newNodeSelection(s.Spec.NodeName, s.Spec.AllNodes, s.Spec.NodeSelector)
+		info.nDevs += int32(len(s.Spec.Devices))
+		sl.devEnd = info.nDevs
+		slIdx := int32(len(a.slices))
+		switch {
+		case ptr.Deref(s.Spec.NodeName, "") != "":
+			a.byNode[*s.Spec.NodeName] = append(a.byNode[*s.Spec.NodeName], slIdx)
+		case sl.node.set() || sl.perDevice:
+			a.shared = append(a.shared, slIdx)
+		}
+		a.slices = append(a.slices, sl)
+	}
+}
 
-func (a *Allocator) addPool(p *pool.Pool, byKey map[string]int32) {
-	pi := int32(len(a.pools))
-	info := poolInfo{p: p, complete: p.Complete(), devStart: int32(len(a.devs)),
-		setStart: int32(len(a.sets)), ctrStart: int32(len(a.avail))}
+// addAllocated files the results of allocated claims under their pool, the
+// way kube-scheduler builds its allocated state: admin-access results do
+// not count.
+func (a *Allocator) addAllocated(claims []*resourcev1.ResourceClaim) {
+	for _, c := range claims {
+		if c == nil || c.Status.Allocation == nil {
+			continue
+		}
+		for i := range c.Status.Allocation.Devices.Results {
+			r := &c.Status.Allocation.Devices.Results[i]
+			if ptr.Deref(r.AdminAccess, false) {
+				continue
+			}
+			id := pool.ID{Driver: r.Driver, Pool: r.Pool}
+			a.held[id] = append(a.held[id], r)
+		}
+	}
+}
+
+// table returns the pool's device table, building it on first use.
+func (a *Allocator) table(pi int32) *poolTable {
+	p := &a.pools[pi]
+	p.once.Do(func() { p.tab = a.buildTable(pi) })
+	return p.tab
+}
+
+func (a *Allocator) buildTable(pi int32) *poolTable {
+	info := &a.pools[pi]
+	p := info.p
+	t := &poolTable{devs: make([]devInfo, 0, info.nDevs), bindingConds: make([]bool, len(p.Slices))}
 	if info.complete {
-		info.invalid = p.Validate()
+		t.invalid = p.Validate()
 	}
 	// Counter sets first so that device consumption can refer to them.
 	setByName := map[string]int32{}
@@ -208,7 +273,7 @@ func (a *Allocator) addPool(p *pool.Pool, byKey map[string]int32) {
 	slices.Sort(names)
 	for _, n := range names {
 		cs := sets[n]
-		si := setInfo{pool: pi, name: n, ctrStart: int32(len(a.avail))}
+		si := setInfo{name: n, ctrStart: int32(len(t.avail))}
 		var ctrs []string
 		for c := range cs.Counters() {
 			ctrs = append(ctrs, c)
@@ -217,48 +282,37 @@ func (a *Allocator) addPool(p *pool.Pool, byKey map[string]int32) {
 		byCtr := map[string]int32{}
 		for _, c := range ctrs {
 			v, _ := cs.Counter(c)
-			byCtr[c] = int32(len(a.avail)) - info.ctrStart
+			byCtr[c] = int32(len(t.avail))
 			si.names = append(si.names, c)
 			// Milli units keep fractional counters exact; counters too large
 			// for that (beyond ~9 PB of bytes) fall back to whole units.
 			milli := v.Value.CmpInt64(1<<50) < 0
 			si.milli = append(si.milli, milli)
-			a.avail = append(a.avail, scaled(v.Value, milli))
+			t.avail = append(t.avail, scaled(v.Value, milli))
 		}
-		setByName[n] = int32(len(a.sets))
+		setByName[n] = int32(len(t.sets))
 		ctrByName[n] = byCtr
-		a.sets = append(a.sets, si)
+		t.sets = append(t.sets, si)
 	}
-	info.setEnd, info.ctrEnd = int32(len(a.sets)), int32(len(a.avail))
-
-	for _, s := range p.Slices {
-		sl := sliceInfo{pool: pi, s: s, perDevice: ptr.Deref(s.Spec.PerDeviceNodeSelection, false),
-			counters: len(s.Spec.SharedCounters) > 0, devStart: int32(len(a.devs))}
-		sl.node = newNodeSelection(s.Spec.NodeName, s.Spec.AllNodes, s.Spec.NodeSelector)
-		slIdx := int32(len(a.slices))
+	for k, s := range p.Slices {
+		slIdx := info.firstSlice + int32(k)
+		counters := a.slices[slIdx].counters
 		for i := range s.Spec.Devices {
 			d := &s.Spec.Devices[i]
-			if d.BindingConditions != nil && !sl.counters {
-				sl.bindingConds = true
+			if d.BindingConditions != nil && !counters {
+				t.bindingConds[k] = true
 			}
-			a.devs = append(a.devs, a.newDev(pi, slIdx, s, d, &info, setByName, ctrByName))
-			byKey[devKey(p.Driver, p.Pool, d.Name)] = int32(len(a.devs) - 1)
+			t.devs = append(t.devs, t.newDev(pi, slIdx, s, d, setByName, ctrByName))
 		}
-		sl.devEnd = int32(len(a.devs))
-		if n := ptr.Deref(s.Spec.NodeName, ""); n != "" {
-			a.byNode[n] = append(a.byNode[n], slIdx)
-		} else {
-			a.shared = append(a.shared, slIdx)
-		}
-		a.slices = append(a.slices, sl)
 	}
-	info.devEnd = int32(len(a.devs))
-	a.pools = append(a.pools, info)
+	t.applyHeld(a.held[p.ID])
+	t.finishCounters(a.slices)
+	return t
 }
 
-func (a *Allocator) newDev(pi, slIdx int32, s *pool.Slice, d *api.Device, info *poolInfo,
+func (t *poolTable) newDev(pi, slIdx int32, s *pool.Slice, d *api.Device,
 	setByName map[string]int32, ctrByName map[string]map[string]int32) devInfo {
-	dev := devInfo{pool: pi, slice: slIdx, d: d, multi: ptr.Deref(d.AllowMultipleAllocations, false)}
+	dev := devInfo{pool: pi, slice: slIdx, idx: int32(len(t.devs)), d: d, multi: ptr.Deref(d.AllowMultipleAllocations, false)}
 	dev.view, dev.viewErr = s.Mixins.Device(d)
 	if ptr.Deref(s.Spec.PerDeviceNodeSelection, false) {
 		dev.node = newNodeSelection(d.NodeName, d.AllNodes, d.NodeSelector)
@@ -278,16 +332,16 @@ func (a *Allocator) newDev(pi, slIdx int32, s *pool.Slice, d *api.Device, info *
 			continue // pool validation reports it
 		}
 		if len(cv.Consumption.CompatibilityGroups) > 0 {
-			info.usesCompat = true
+			t.usesCompat = true
 		}
 		dev.compat = append(dev.compat, compatUse{set: set, groups: sortedUnique(cv.Consumption.CompatibilityGroups)})
-		a.sets[set].devices = append(a.sets[set].devices, int32(len(a.devs)))
+		t.sets[set].devices = append(t.sets[set].devices, dev.idx)
 		for name, c := range cv.Counters() {
 			rel, ok := ctrByName[cv.CounterSet()][name]
 			if !ok {
 				continue
 			}
-			milli := a.sets[set].milli[rel-(a.sets[set].ctrStart-info.ctrStart)]
+			milli := t.sets[set].milli[rel-t.sets[set].ctrStart]
 			dev.uses = append(dev.uses, counterUse{rel: rel, amt: scaled(c.Value, milli)})
 		}
 	}
@@ -295,15 +349,12 @@ func (a *Allocator) newDev(pi, slIdx int32, s *pool.Slice, d *api.Device, info *
 	slices.SortFunc(dev.uses, func(x, y counterUse) int { return cmp.Compare(x.rel, y.rel) })
 	dev.bucket = -1
 	if len(dev.uses) > 0 {
-		first := info.ctrStart + dev.uses[0].rel
-		for s := info.setStart; s < int32(len(a.sets)); s++ {
-			si := &a.sets[s]
-			if first >= si.ctrStart && first < si.ctrStart+int32(len(si.names)) {
-				dev.bucket = s
-				for _, u := range dev.uses {
-					if g := info.ctrStart + u.rel; g >= si.ctrStart && g < si.ctrStart+int32(len(si.names)) {
-						dev.bucketUses = append(dev.bucketUses, u)
-					}
+		if s := t.setOfCounter(dev.uses[0].rel); s >= 0 {
+			si := &t.sets[s]
+			dev.bucket = s
+			for _, u := range dev.uses {
+				if u.rel >= si.ctrStart && u.rel < si.ctrStart+int32(len(si.names)) {
+					dev.bucketUses = append(dev.bucketUses, u)
 				}
 			}
 		}
@@ -327,38 +378,38 @@ func sortedUnique(in []string) []string {
 	return slices.Compact(out)
 }
 
-// addAllocated marks devices of allocated claims the way kube-scheduler
-// builds its allocated state: admin-access results do not count; results
-// with a shareID are shares (their consumed capacity adds up per device);
-// everything else is a dedicated device.
-func (a *Allocator) addAllocated(claims []*resourcev1.ResourceClaim, byKey map[string]int32) {
-	for _, c := range claims {
-		if c == nil || c.Status.Allocation == nil {
+// applyHeld marks the devices of allocated claims: results with a shareID
+// are shares (their consumed capacity adds up per device); everything else
+// is a dedicated device.
+func (t *poolTable) applyHeld(held []*resourcev1.DeviceRequestAllocationResult) {
+	if len(held) == 0 {
+		return
+	}
+	byName := make(map[string]int32, len(t.devs))
+	for i := len(t.devs) - 1; i >= 0; i-- {
+		// The first device of a name wins, as in a pool with duplicate
+		// names (which is invalid and never allocated from anyway).
+		byName[t.devs[i].d.Name] = int32(i)
+	}
+	for _, r := range held {
+		i, ok := byName[r.Device]
+		if !ok {
 			continue
 		}
-		for _, r := range c.Status.Allocation.Devices.Results {
-			if ptr.Deref(r.AdminAccess, false) {
-				continue
+		d := &t.devs[i]
+		if r.ShareID == nil {
+			d.allocated = true
+			continue
+		}
+		d.shareInUse = true
+		if r.ConsumedCapacity != nil {
+			if d.aggCap == nil {
+				d.aggCap = map[api.QualifiedName]resource.Quantity{}
 			}
-			g, ok := byKey[devKey(r.Driver, r.Pool, r.Device)]
-			if !ok {
-				continue
-			}
-			d := &a.devs[g]
-			if r.ShareID == nil {
-				d.allocated = true
-				continue
-			}
-			d.shareInUse = true
-			if r.ConsumedCapacity != nil {
-				if d.aggCap == nil {
-					d.aggCap = map[api.QualifiedName]resource.Quantity{}
-				}
-				for name, q := range r.ConsumedCapacity {
-					cur := d.aggCap[name]
-					cur.Add(q)
-					d.aggCap[name] = cur
-				}
+			for name, q := range r.ConsumedCapacity {
+				cur := d.aggCap[name]
+				cur.Add(q)
+				d.aggCap[name] = cur
 			}
 		}
 	}
@@ -367,50 +418,40 @@ func (a *Allocator) addAllocated(claims []*resourcev1.ResourceClaim, byKey map[s
 // finishCounters subtracts what allocated devices consume (each device
 // once, however many shares it has) and seeds the compatibility-group
 // baselines from them.
-func (a *Allocator) finishCounters() {
-	for pi := range a.pools {
-		p := &a.pools[pi]
-		for g := p.devStart; g < p.devEnd; g++ {
-			d := &a.devs[g]
-			if a.slices[d.slice].counters || !(d.allocated || d.shareInUse) {
-				continue
-			}
-			for _, u := range d.uses {
-				a.avail[p.ctrStart+u.rel] -= u.amt
-			}
-			for _, cu := range d.compat {
-				a.sets[cu.set].baseline = a.sets[cu.set].baseline.add(cu.groups)
-			}
+func (t *poolTable) finishCounters(all []sliceInfo) {
+	for i := range t.devs {
+		d := &t.devs[i]
+		if all[d.slice].counters || !(d.allocated || d.shareInUse) {
+			continue
 		}
-		for c := p.ctrStart; c < p.ctrEnd; c++ {
-			if a.avail[c] < 0 {
-				p.overcommitted = true
-			}
+		for _, u := range d.uses {
+			t.avail[u.rel] -= u.amt
+		}
+		for _, cu := range d.compat {
+			t.sets[cu.set].baseline = t.sets[cu.set].baseline.add(cu.groups)
+		}
+	}
+	for _, v := range t.avail {
+		if v < 0 {
+			t.overcommitted = true
 		}
 	}
 }
 
-// counterName names a pool-relative counter as "<set>/<counter>".
-func (a *Allocator) counterName(pi int32, rel int32) string {
-	p := &a.pools[pi]
-	g := p.ctrStart + rel
-	for s := p.setStart; s < p.setEnd; s++ {
-		si := &a.sets[s]
-		if g >= si.ctrStart && g < si.ctrStart+int32(len(si.names)) {
-			return si.name + "/" + si.names[g-si.ctrStart]
-		}
+// counterName names a pool-local counter as "<set>/<counter>".
+func (t *poolTable) counterName(rel int32) string {
+	if s := t.setOfCounter(rel); s >= 0 {
+		return t.sets[s].name + "/" + t.sets[s].names[rel-t.sets[s].ctrStart]
 	}
 	return "?"
 }
 
-// setOfCounter returns the global set index of a pool-relative counter.
-func (a *Allocator) setOfCounter(pi int32, rel int32) int32 {
-	p := &a.pools[pi]
-	g := p.ctrStart + rel
-	for s := p.setStart; s < p.setEnd; s++ {
-		si := &a.sets[s]
-		if g >= si.ctrStart && g < si.ctrStart+int32(len(si.names)) {
-			return s
+// setOfCounter returns the pool-local set index of a pool-local counter.
+func (t *poolTable) setOfCounter(rel int32) int32 {
+	for s := range t.sets {
+		si := &t.sets[s]
+		if rel >= si.ctrStart && rel < si.ctrStart+int32(len(si.names)) {
+			return int32(s)
 		}
 	}
 	return -1

@@ -16,17 +16,18 @@ import (
 func verify(t testing.TB, e *env, node *corev1.Node, cls []*resourcev1.ResourceClaim, res []*resourcev1.AllocationResult) {
 	t.Helper()
 	a := e.alloc(t)
+	fv := flatten(a)
 	byKey := map[string]int32{}
-	for g := range a.devs {
-		d := &a.devs[g]
+	for g := range fv.devs {
+		d := fv.devs[g]
 		p := a.pools[d.pool].p
 		byKey[devKey(p.Driver, p.Pool, d.d.Name)] = int32(g)
 	}
-	used := make([]int64, len(a.avail))
+	used := make([]int64, len(fv.avail))
 	taken := map[int32]bool{}
 	sharedSeen := map[int32]bool{}
-	for g := range a.devs {
-		if a.devs[g].allocated {
+	for g := range fv.devs {
+		if fv.devs[g].allocated {
 			taken[int32(g)] = true
 		}
 	}
@@ -38,7 +39,7 @@ func verify(t testing.TB, e *env, node *corev1.Node, cls []*resourcev1.ResourceC
 			if !ok {
 				t.Fatalf("unknown device %s", dr.Device)
 			}
-			d := &a.devs[g]
+			d := fv.devs[g]
 			admin := ptr.Deref(dr.AdminAccess, false)
 			if !d.multi && !admin {
 				if taken[g] {
@@ -49,7 +50,7 @@ func verify(t testing.TB, e *env, node *corev1.Node, cls []*resourcev1.ResourceC
 			if !d.multi || (!d.shareInUse && !sharedSeen[g]) {
 				sharedSeen[g] = true
 				for _, u := range d.uses {
-					used[a.pools[d.pool].ctrStart+u.rel] += u.amt
+					used[fv.ctrStart[d.pool]+u.rel] += u.amt
 				}
 			}
 			perReq[dr.Request] = append(perReq[dr.Request], g)
@@ -82,9 +83,9 @@ func verify(t testing.TB, e *env, node *corev1.Node, cls []*resourcev1.ResourceC
 			exprs = append(exprs, sels...)
 			for _, g := range got {
 				for _, s := range exprs {
-					ok, err := a.eval(context.Background(), a.sel.get(s.CEL.Expression), g)
+					ok, err := a.eval(context.Background(), a.sel.get(s.CEL.Expression), fv.devs[g])
 					if err != nil || !ok {
-						t.Fatalf("request %s: device %s fails %q: %v", name, a.devs[g].d.Name, s.CEL.Expression, err)
+						t.Fatalf("request %s: device %s fails %q: %v", name, fv.devs[g].d.Name, s.CEL.Expression, err)
 					}
 				}
 			}
@@ -102,9 +103,9 @@ func verify(t testing.TB, e *env, node *corev1.Node, cls []*resourcev1.ResourceC
 					} else {
 						attr = string(*con.DistinctAttribute)
 					}
-					v := a.attr(a.attrs.col(attr), g)
+					v := a.attr(a.attrs.col(attr), fv.devs[g])
 					if v == nil {
-						t.Fatalf("device %s lacks %s", a.devs[g].d.Name, attr)
+						t.Fatalf("device %s lacks %s", fv.devs[g].d.Name, attr)
 					}
 					vals = append(vals, v)
 				}
@@ -129,8 +130,8 @@ func verify(t testing.TB, e *env, node *corev1.Node, cls []*resourcev1.ResourceC
 		}
 	}
 	for c := range used {
-		if used[c] > a.avail[c] {
-			t.Fatalf("counter %d exceeded: %d > %d", c, used[c], a.avail[c])
+		if used[c] > fv.avail[c] {
+			t.Fatalf("counter %d exceeded: %d > %d", c, used[c], fv.avail[c])
 		}
 	}
 }
