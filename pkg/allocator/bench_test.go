@@ -6,10 +6,12 @@ import (
 	"runtime"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 
 	at "github.com/dractl/dractl/pkg/allocator/allocatortest"
 	"github.com/dractl/dractl/pkg/api"
+	"github.com/dractl/dractl/pkg/pool"
 )
 
 // clusterEnv: nodes node-0..n-1 with 8 H100s each; on node-0 the first
@@ -102,6 +104,64 @@ func BenchmarkNodes(b *testing.B) {
 	for _, n := range []int{10, 1000} {
 		b.Run(fmt.Sprintf("%d", n), func(b *testing.B) {
 			benchAllocate(b, clusterEnv(n, 4), fourRequests())
+		})
+	}
+}
+
+// BenchmarkNodesRoundRobin visits every node once before timing, then
+// cycles through all of them: per-node cost once each node's pools have
+// their tables. It must not grow with the number of nodes.
+func BenchmarkNodesRoundRobin(b *testing.B) {
+	for _, n := range []int{10, 1000} {
+		b.Run(fmt.Sprintf("%d", n), func(b *testing.B) {
+			e := clusterEnv(n, 0)
+			a := e.alloc(b)
+			nodes := make([]*corev1.Node, n)
+			for i := range nodes {
+				nodes[i] = at.Node(fmt.Sprintf("node-%d", i))
+			}
+			ctx := context.Background()
+			cl := []*resourcev1.ResourceClaim{fourRequests()}
+			for _, node := range nodes {
+				if _, err := a.Allocate(ctx, node, cl); err != nil {
+					b.Fatal(err)
+				}
+			}
+			runtime.GC()
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if _, err := a.Allocate(ctx, nodes[i%n], cl); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkColdOneNode is what a scheduler pays when it rebuilds state per
+// cycle: pool.Assemble and New over the whole cluster, then Allocate for
+// one node. Only the node's pools may cost more than a few pointer writes.
+func BenchmarkColdOneNode(b *testing.B) {
+	for _, n := range []int{10, 1000} {
+		b.Run(fmt.Sprintf("%d", n), func(b *testing.B) {
+			e := clusterEnv(n, 0)
+			comp := defaultCompiler() // shared, like the scheduler's CEL cache
+			node := at.Node("node-0")
+			ctx := context.Background()
+			cl := []*resourcev1.ResourceClaim{fourRequests()}
+			runtime.GC()
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				a, err := New(Input{Pools: pool.Assemble(e.slices), Classes: e.classes}, Options{Compiler: comp})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := a.Allocate(ctx, node, cl); err != nil {
+					b.Fatal(err)
+				}
+			}
 		})
 	}
 }
