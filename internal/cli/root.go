@@ -91,6 +91,8 @@ Exit codes:
 		newValidateCommand(o),
 		newFlattenCommand(o),
 		newCompactCommand(o),
+		newAllocateCommand(o),
+		newExplainCommand(o),
 		newVersionCommand(o),
 	)
 	return root

@@ -1,0 +1,144 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	resourcev1 "k8s.io/api/resource/v1"
+
+	"github.com/dractl/dractl/pkg/decode"
+)
+
+func tpuInputs(claims ...string) []string {
+	args := []string{
+		"-f", filepath.Join("examples", "tpu-multihost", "resourceslices.yaml"),
+		"-f", filepath.Join("examples", "tpu-multihost", "nodes.yaml"),
+		"-f", filepath.Join("examples", "tpu-multihost", "deviceclass.yaml"),
+	}
+	for _, c := range claims {
+		args = append(args, "-f", c)
+	}
+	return args
+}
+
+func allocTestdata(name string) string {
+	return filepath.Join("internal", "cli", "testdata", "allocate", name)
+}
+
+// TestAllocateCommands pins the output and exit code of allocate and explain.
+func TestAllocateCommands(t *testing.T) {
+	cases := []struct {
+		name string
+		args []string
+		code int
+	}{
+		// Seed 001's four-request MIG claim: non-overlapping partitions of one GPU.
+		{"allocate-a100-mig-mixins", []string{"allocate", "-f", filepath.Join("examples", "a100-mig-mixins")}, ExitOK},
+		{"allocate-dgx-h100-best-fit", []string{"allocate", "--strategy", "best-fit", "-o", "json", "-f", filepath.Join("examples", "dgx-h100-mixins")}, ExitOK},
+		// The 4x4 spans four hosts: the result's node selector names them.
+		{"allocate-tpu-4x4", append([]string{"allocate"}, tpuInputs(allocTestdata("tpu-4x4.yaml"))...), ExitOK},
+		// Both example claims at once share the hosts' chip counters.
+		{"allocate-tpu-both", []string{"allocate", "-f", filepath.Join("examples", "tpu-multihost")}, ExitInvalid},
+		{"allocate-unknown-node", []string{"allocate", "--node", "nope", "-f", filepath.Join("examples", "gpu-partitions")}, ExitUsage},
+		{"allocate-bad-strategy", []string{"allocate", "--strategy", "worst-fit", "-f", filepath.Join("examples", "gpu-partitions")}, ExitUsage},
+		{"allocate-bad-selector", []string{"allocate", "-f", filepath.Join("examples", "dgx-h100-mixins", "resourceslices.yaml"), "-f", filepath.Join("examples", "dgx-h100-mixins", "deviceclasses.yaml"), "-f", filepath.Join("examples", "dgx-h100-mixins", "node.yaml"), "-f", allocTestdata("bad-selector.yaml")}, ExitUsage},
+		{"explain-tpu-both", []string{"explain", "-f", filepath.Join("examples", "tpu-multihost"), "--node", "node-1"}, ExitOK},
+		{"explain-dgx", []string{"explain", "-f", filepath.Join("examples", "dgx-h100-mixins"), "--claim", "mig-1g-10gb"}, ExitOK},
+		{"explain-unknown-claim", []string{"explain", "-f", filepath.Join("examples", "dgx-h100-mixins"), "--claim", "nope"}, ExitUsage},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := run(t, "", tc.args...)
+			if r.code != tc.code {
+				t.Errorf("dractl %s: exit %d, want %d\n%s", strings.Join(tc.args, " "), r.code, tc.code, r)
+			}
+			golden(t, tc.name, "$ dractl "+strings.Join(tc.args, " ")+"\n"+r.String())
+		})
+	}
+}
+
+// TestAllocateFeedBack feeds allocate's output back in: the devices of an
+// allocated claim, and the counters they consume, are then in use.
+func TestAllocateFeedBack(t *testing.T) {
+	first := run(t, "", append([]string{"allocate"}, tpuInputs(allocTestdata("tpu-4x4.yaml"))...)...)
+	if first.code != ExitOK {
+		t.Fatalf("first allocation failed:\n%s", first)
+	}
+	claim := onlyClaim(t, first.stdout)
+	if got := claim.Status.Allocation.NodeSelector.NodeSelectorTerms[0].MatchExpressions[0].Values; !slices.Equal(got, []string{"node-1", "node-2", "node-5", "node-6"}) {
+		t.Errorf("4x4 node selector values = %v, want the four hosts", got)
+	}
+	// Every host's chips are taken by the 4x4, so no 2x4 fits anywhere.
+	second := run(t, first.stdout, append([]string{"allocate", "-f", "-"}, tpuInputs(allocTestdata("tpu-2x4.yaml"))...)...)
+	if second.code != ExitInvalid {
+		t.Fatalf("2x4 next to an allocated 4x4: exit %d, want %d\n%s", second.code, ExitInvalid, second)
+	}
+	if !strings.Contains(second.stderr, "CounterExhausted") {
+		t.Errorf("explanation does not name exhausted counters:\n%s", second.stderr)
+	}
+
+	// Two 2x4 claims, one after the other, land on the two host pairs.
+	a := run(t, "", append([]string{"allocate"}, tpuInputs(allocTestdata("tpu-2x4.yaml"))...)...)
+	if a.code != ExitOK {
+		t.Fatalf("first 2x4: %s", a)
+	}
+	other := strings.ReplaceAll(readFile(t, allocTestdata("tpu-2x4.yaml")), "tpu-2x4-b", "tpu-2x4-c")
+	b := run(t, a.stdout+"---\n"+other, append([]string{"allocate", "-f", "-"}, tpuInputs()...)...)
+	if b.code != ExitOK {
+		t.Fatalf("second 2x4: %s", b)
+	}
+	d1 := onlyClaim(t, a.stdout).Status.Allocation.Devices.Results[0].Device
+	d2 := onlyClaim(t, b.stdout).Status.Allocation.Devices.Results[0].Device
+	if d1 == d2 || !strings.HasPrefix(d1, "tpu-2x4-") || !strings.HasPrefix(d2, "tpu-2x4-") {
+		t.Errorf("two 2x4 claims got %s and %s, want the two different 2x4 devices", d1, d2)
+	}
+}
+
+// TestAllocateFlatAndMixinsAgree: mixins change how devices are written,
+// never which are picked.
+func TestAllocateFlatAndMixinsAgree(t *testing.T) {
+	flat := run(t, "", "allocate", "-f", filepath.Join("examples", "a100-mig-flat"))
+	mix := run(t, "", "allocate", "-f", filepath.Join("examples", "a100-mig-mixins"))
+	if flat.code != ExitOK || mix.code != ExitOK {
+		t.Fatalf("flat: %s\nmixins: %s", flat, mix)
+	}
+	if flat.stdout != mix.stdout {
+		t.Errorf("flat and mixin forms allocate differently:\n%s", diff(flat.stdout, mix.stdout))
+	}
+	// Seed 001: the four partitions share a GPU and no memory slice.
+	res := onlyClaim(t, mix.stdout).Status.Allocation.Devices.Results
+	got := make([]string, len(res))
+	for i, r := range res {
+		got[i] = r.Device
+	}
+	want := []string{"gpu-0-mig-1g-5gb-0", "gpu-0-mig-1g-5gb-1", "gpu-0-mig-2g-10gb-2", "gpu-0-mig-3g-20gb-4"}
+	if !slices.Equal(got, want) {
+		t.Errorf("devices = %v, want %v", got, want)
+	}
+}
+
+func onlyClaim(t *testing.T, manifest string) *resourcev1.ResourceClaim {
+	t.Helper()
+	objs, err := decode.Bytes("stdout", []byte(manifest))
+	if err != nil || len(objs) != 1 {
+		t.Fatalf("want one claim in output, got %d objects, err %v:\n%s", len(objs), err, manifest)
+	}
+	c, ok := objs[0].Obj.(*resourcev1.ResourceClaim)
+	if !ok || c.Status.Allocation == nil {
+		t.Fatalf("output is not an allocated claim: %#v", objs[0].Obj)
+	}
+	return c
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}

@@ -1,0 +1,61 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/dractl/dractl/pkg/allocator"
+)
+
+// writeExplanation renders why claims did not fit on one node as a table:
+// one row per request, rejections by reason in the order the allocator
+// checks them (cheapest first), so the first column that is large is
+// usually the answer.
+func writeExplanation(w io.Writer, e *allocator.Explanation) {
+	fmt.Fprintf(w, "node %s: does not fit\n", e.Node)
+	for _, ip := range e.InvalidPools {
+		fmt.Fprintf(w, "  invalid %s\n", ip.Error())
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  CLAIM\tREQUEST\tNEED\tCANDIDATES\tALONE\tREJECTED")
+	allAlone := true
+	for _, c := range e.Claims {
+		for _, r := range c.Requests {
+			alone := "no"
+			if r.SatisfiableAlone {
+				alone = "yes"
+			} else {
+				allAlone = false
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%d\t%d\t%s\t%s\n", c.Claim, r.Request, r.Needed, r.Candidates, alone, rejections(r))
+		}
+	}
+	tw.Flush()
+	if allAlone {
+		fmt.Fprintln(w, "  every request fits alone: together they need the same devices, counters or capacity, or break a constraint")
+	}
+}
+
+func rejections(r allocator.RequestExplanation) string {
+	if len(r.Rejected) == 0 {
+		return "-"
+	}
+	reasons := slices.Sorted(maps.Keys(r.Rejected))
+	parts := make([]string, 0, len(reasons))
+	for _, reason := range reasons {
+		part := fmt.Sprintf("%s=%d", reason, r.Rejected[reason])
+		if reason == allocator.ReasonCounterExhausted && len(r.Counters) > 0 {
+			var cs []string
+			for _, k := range slices.Sorted(maps.Keys(r.Counters)) {
+				cs = append(cs, fmt.Sprintf("%s=%d", k, r.Counters[k]))
+			}
+			part += " (" + strings.Join(cs, ", ") + ")"
+		}
+		parts = append(parts, part)
+	}
+	return strings.Join(parts, " ")
+}
