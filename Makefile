@@ -32,7 +32,7 @@ test: fmt-check vet unit fuzz-short
 # Rewrites internal/cli/testdata/*.golden from the current behaviour; review
 # the diff before committing it.
 golden:
-	$(GO) test ./internal/cli -run 'TestGolden|TestCommands' -update
+	$(GO) test ./internal/cli -run 'TestCommands|TestExamples' -update
 
 # Fuzz targets are discovered rather than listed so that a new Fuzz function
 # is fuzzed without touching this file. `go test -list` prints a package's
