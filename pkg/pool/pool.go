@@ -65,13 +65,20 @@ func (p *Pool) Complete() bool {
 // copied; callers must not modify them afterwards.
 func Assemble(in []*api.ResourceSlice) []*Pool {
 	byID := make(map[ID]*Pool)
-	for _, s := range in {
+	// One allocation each for all slices, pools and empty mixin indexes:
+	// a scheduler assembles the whole cluster per cycle, so per-slice
+	// allocations are what this costs.
+	wrapped := make([]Slice, len(in))
+	empty := make([]api.MixinIndex, len(in))
+	pools := make([]Pool, 0, len(in))
+	for i, s := range in {
 		id := ID{Driver: s.Spec.Driver, Pool: s.Spec.Pool.Name}
 		p := byID[id]
 		gen := s.Spec.Pool.Generation
 		switch {
 		case p == nil:
-			p = &Pool{ID: id, Generation: gen}
+			pools = append(pools, Pool{ID: id, Generation: gen})
+			p = &pools[len(pools)-1]
 			byID[id] = p
 		case gen < p.Generation:
 			p.Obsolete++
@@ -80,14 +87,22 @@ func Assemble(in []*api.ResourceSlice) []*Pool {
 			p.Obsolete += len(p.Slices)
 			p.Generation, p.Slices, p.SliceCount = gen, nil, 0
 		}
-		p.Slices = append(p.Slices, NewSlice(s))
+		w := &wrapped[i]
+		w.ResourceSlice = s
+		if s.Spec.Mixins == nil {
+			w.Mixins = &empty[i] // what NewMixinIndex returns without mixins
+		} else {
+			w.Mixins = api.NewMixinIndex(&s.Spec)
+		}
+		p.Slices = append(p.Slices, w)
 		p.SliceCount = max(p.SliceCount, s.Spec.Pool.ResourceSliceCount)
 	}
-	pools := make([]*Pool, 0, len(byID))
-	for _, p := range byID {
+	out := make([]*Pool, len(pools))
+	for i := range pools {
+		p := &pools[i]
 		slices.SortStableFunc(p.Slices, func(a, b *Slice) int { return cmp.Compare(a.Name, b.Name) })
-		pools = append(pools, p)
+		out[i] = p
 	}
-	slices.SortFunc(pools, func(a, b *Pool) int { return a.ID.Compare(b.ID) })
-	return pools
+	slices.SortFunc(out, func(a, b *Pool) int { return a.ID.Compare(b.ID) })
+	return out
 }
