@@ -82,23 +82,30 @@ type sliceInfo struct {
 }
 
 // nodeSelection is one of nodeName, allNodes or a compiled nodeSelector.
+// It is kept small because New makes one per slice of the cluster.
 type nodeSelection struct {
-	name     string
-	all      bool
-	selector *corev1.NodeSelector
+	name string
+	all  bool
+	sel  *compiledSelector
+}
+
+type compiledSelector struct {
 	compiled *nodeaffinity.NodeSelector
 	err      error
 }
 
 func newNodeSelection(name *string, all *bool, sel *corev1.NodeSelector) nodeSelection {
-	ns := nodeSelection{name: ptr.Deref(name, ""), all: ptr.Deref(all, false), selector: sel}
-	if ns.name == "" && !ns.all && sel != nil {
-		ns.compiled, ns.err = nodeaffinity.NewNodeSelector(sel)
+	ns := nodeSelection{name: ptr.Deref(name, ""), all: ptr.Deref(all, false)}
+	if sel != nil {
+		ns.sel = &compiledSelector{}
+		if ns.name == "" && !ns.all {
+			ns.sel.compiled, ns.sel.err = nodeaffinity.NewNodeSelector(sel)
+		}
 	}
 	return ns
 }
 
-func (ns *nodeSelection) set() bool { return ns.name != "" || ns.all || ns.selector != nil }
+func (ns *nodeSelection) set() bool { return ns.name != "" || ns.all || ns.sel != nil }
 
 // matches mirrors upstream NodeMatches: nodeName wins over allNodes, which
 // wins over nodeSelector; nothing set matches nothing.
@@ -108,11 +115,11 @@ func (ns *nodeSelection) matches(node *corev1.Node) (bool, error) {
 		return node.Name == ns.name, nil
 	case ns.all:
 		return true, nil
-	case ns.selector != nil:
-		if ns.err != nil {
-			return false, fmt.Errorf("failed to parse node selector: %w", ns.err)
+	case ns.sel != nil:
+		if ns.sel.err != nil {
+			return false, fmt.Errorf("failed to parse node selector: %w", ns.sel.err)
 		}
-		return ns.compiled.Match(node), nil
+		return ns.sel.compiled.Match(node), nil
 	}
 	return false, nil
 }
