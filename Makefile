@@ -74,6 +74,10 @@ demo: build
 	@$(BIN) compact $(addprefix -f ,$(EXAMPLES)) > /dev/null
 	@echo; echo '$$ dractl compact -f examples/a100-mig-flat | dractl validate -f -'
 	@$(BIN) compact -f examples/a100-mig-flat 2>/dev/null | $(BIN) validate -f -
+	@echo; echo '$$ dractl allocate -f examples/a100-mig-mixins > /dev/null'
+	@$(BIN) allocate -f examples/a100-mig-mixins > /dev/null
+	@echo; echo '$$ dractl explain -f examples/dgx-h100-mixins'
+	@$(BIN) explain -f examples/dgx-h100-mixins
 
 # README.md shows real output; regenerate it after changing a verb or an
 # example, and review the diff.

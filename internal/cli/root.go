@@ -65,7 +65,9 @@ repeated.
 Exit codes:
   0  success; every input is valid
   1  an input is invalid (decode, admission or pool error)
-  2  usage error, or an input could not be read`,
+  2  usage error, or an input could not be read
+allocate and explain differ: 1 means the claims do not fit, and invalid
+input is 2 (see their --help).`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		// Without a verb there is nothing to do; show help rather than

@@ -138,6 +138,23 @@ run dractl compact -f examples/a100-mig-mixins '>' /dev/null
 echo '```'
 cat <<'EOF'
 
+### allocate and explain
+
+`allocate` allocates devices for the pending ResourceClaims of the input the
+way kube-scheduler's structured allocator does (first-fit by default,
+`--strategy best-fit`), on the node given with `--node` or on the first node
+that fits, and prints the claims with `status.allocation` filled in.
+`explain` prints, per node and request, which devices were picked or why
+every candidate was rejected. See `dractl allocate --help`.
+
+EOF
+echo '```console'
+run dractl allocate -f examples/a100-mig-mixins '|' grep -A12 '"^status:"'
+echo
+run dractl explain -f examples/a100-mig-mixins
+echo '```'
+cat <<'EOF'
+
 ### version
 
 EOF
@@ -157,6 +174,10 @@ an object. Release builds set the version with
 | 0 | success: every input is valid (warnings, such as an incomplete pool, do not count) |
 | 1 | an input is invalid: a decode, admission or pool error, an include that names no mixin, or with `flatten --strict` a flattened slice beyond a v1 limit. Everything that could be checked was checked and printed. Also: the output could not be written |
 | 2 | usage error (unknown verb or flag, bad flag value, no `-f`) or an input that cannot be read (missing file, permission denied); nothing was checked |
+
+`allocate` and `explain` differ: for them 1 means the claims do not fit
+(allocate only), and invalid input or a fatal allocator error (an invalid
+pool) is 2.
 
 ## Examples
 
