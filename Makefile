@@ -5,7 +5,7 @@ FUZZTIME_SHORT ?= 5s
 FUZZTIME ?= 30s
 EXAMPLES := $(sort $(wildcard examples/*/))
 
-.PHONY: all build test demo fmt-check vet unit fuzz fuzz-short golden readme
+.PHONY: all build test demo fmt-check vet unit fuzz fuzz-short golden readme conformance conformance-test bench
 
 all: build
 
@@ -87,3 +87,23 @@ readme:
 	$(MAKE) build VERSION=
 	bash internal/cli/testdata/gen-readme.sh > README.md.tmp && mv README.md.tmp README.md
 	$(MAKE) build
+
+# Side by side with upstream k8s.io/dynamic-resource-allocation: the
+# conformance/ module (its own go.mod, so the main module never depends on
+# upstream's allocator) generates N seeded scenarios and compares outcomes
+# and first-fit devices; disagreements are shrunk into
+# conformance/testdata/regressions/. Last line: "N passed, M failed".
+N ?= 2000
+SEED ?= 1
+conformance: conformance-test
+	$(MAKE) -C conformance conformance N=$(N) SEED=$(SEED)
+
+conformance-test:
+	$(GO) -C conformance vet ./...
+	$(GO) -C conformance test -short -count=1 ./...
+
+# Upstream (stable, experimental) vs dractl (cold, warm) on the same
+# workloads in one process; rewrites docs/performance.md and prints it.
+bench:
+	$(MAKE) -C conformance benchtable
+	@cat docs/performance.md
