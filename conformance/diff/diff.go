@@ -29,6 +29,9 @@ type NodeResult struct {
 	// (a verifier or upstream bug, not a dractl failure).
 	UpstreamViolations []string
 	SameDevices        bool // both fit with identical devices
+	// Wall time of each Allocate call, so that timeouts on either side can
+	// be reported with how long the other side took.
+	UpstreamTime, DractlTime time.Duration
 }
 
 // Options of a run.
@@ -67,7 +70,9 @@ func Run(ctx context.Context, sc *scenario.Scenario, only string, opts Options) 
 func runNode(ctx context.Context, sc *scenario.Scenario, node *corev1.Node, up *upstream.Prepared, dr *dractlrun.Prepared, drErr error, ver *verify.Verifier, opts Options) NodeResult {
 	nr := NodeResult{Node: node.Name}
 	tctx, cancel := context.WithTimeout(ctx, opts.Timeout)
+	began := time.Now()
 	nr.Upstream = up.Allocate(tctx, node, sc.Claims)
+	nr.UpstreamTime = time.Since(began)
 	cancel()
 	if nr.Upstream.Kind == scenario.Fit {
 		nr.UpstreamViolations = ver.Check(ctx, node, sc.Claims, nr.Upstream.Results)
@@ -79,7 +84,9 @@ func runNode(ctx context.Context, sc *scenario.Scenario, node *corev1.Node, up *
 		nr.Dractl = scenario.Outcome{Kind: scenario.Fatal, Err: fmt.Errorf("allocator.New: %w", drErr)}
 	} else {
 		tctx, cancel := context.WithTimeout(ctx, opts.Timeout)
+		began := time.Now()
 		nr.Dractl = dr.Allocate(tctx, node, sc.Claims)
+		nr.DractlTime = time.Since(began)
 		cancel()
 	}
 	u, d := nr.Upstream, nr.Dractl
@@ -113,13 +120,39 @@ func runNode(ctx context.Context, sc *scenario.Scenario, node *corev1.Node, up *
 // Shrink removes parts of sc while the disagreement on node keeps its
 // signature. It stops after budget evaluations.
 func Shrink(ctx context.Context, sc *scenario.Scenario, node, signature string, opts Options, budget int) *scenario.Scenario {
+	return ShrinkWhile(sc, node, budget, func(c *scenario.Scenario) bool {
+		res, err := Run(ctx, c, node, opts)
+		return err == nil && len(res) == 1 && res[0].Signature == signature
+	})
+}
+
+// DractlSlow reports whether dractl alone needs more than limit on node:
+// the predicate for shrinking a search that explodes, which must not wait
+// for upstream (it is usually slow on the same input).
+func DractlSlow(ctx context.Context, sc *scenario.Scenario, node string, limit time.Duration) bool {
+	dr, err := dractlrun.Prepare(sc)
+	if err != nil {
+		return false
+	}
+	for _, n := range sc.Nodes {
+		if n.Name == node {
+			tctx, cancel := context.WithTimeout(ctx, limit)
+			defer cancel()
+			return dr.Allocate(tctx, n, sc.Claims).Kind == scenario.Timeout
+		}
+	}
+	return false
+}
+
+// ShrinkWhile removes parts of sc while keep holds. It stops after budget
+// evaluations.
+func ShrinkWhile(sc *scenario.Scenario, node string, budget int, keep func(*scenario.Scenario) bool) *scenario.Scenario {
 	still := func(c *scenario.Scenario) bool {
 		if budget <= 0 {
 			return false
 		}
 		budget--
-		res, err := Run(ctx, c, node, opts)
-		return err == nil && len(res) == 1 && res[0].Signature == signature
+		return keep(c)
 	}
 	cur := sc
 	for changed := true; changed && budget > 0; {

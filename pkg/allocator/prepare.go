@@ -140,6 +140,9 @@ func (at *attempt) prepare() error {
 					al.applies = append(al.applies, i)
 				}
 			}
+			if al.all && len(al.applies) > 0 {
+				al.mayFail = true
+			}
 		}
 	}
 	return nil
@@ -193,7 +196,12 @@ func (at *attempt) newAlt(ci int, name, parent, short, class string, sels []reso
 	default:
 		return nil, at.fatal(ci, name, fmt.Errorf("unsupported count mode %q", mode))
 	}
-	al.mayFail = al.all
+	if al.all {
+		// Capacity arithmetic of "All" candidates already ran without error
+		// in buildAll and is static, so only a claim constraint can make
+		// them fail fatally; prepare decides once the constraints are known.
+		return al, nil
+	}
 	for _, c := range al.cands {
 		if c.err != nil || (c.d.multi && capReq != nil) {
 			al.mayFail = true

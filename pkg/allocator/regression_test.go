@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -32,35 +33,14 @@ func TestRegressions(t *testing.T) {
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			t.Parallel()
 			hdr := readHeader(t, f)
-			objs, err := decode.Paths([]string{f}, nil)
-			if err != nil {
-				t.Fatal(err)
+			a, node, pending := loadRegression(t, f, hdr["expect-node"])
+			limit := 10 * time.Second
+			if ms, err := strconv.Atoi(hdr["expect-max-ms"]); err == nil {
+				// Scenarios where the search once exploded must stay fast,
+				// not merely finish.
+				limit = time.Duration(ms) * time.Millisecond
 			}
-			set := decode.Group(objs)
-			var allocated, pending []*resourcev1.ResourceClaim
-			for _, c := range set.Claims {
-				if c.Status.Allocation != nil {
-					allocated = append(allocated, c)
-				} else {
-					pending = append(pending, c)
-				}
-			}
-			var node *corev1.Node
-			for _, n := range set.Nodes {
-				if n.Name == hdr["expect-node"] {
-					node = n
-				}
-			}
-			if node == nil {
-				t.Fatalf("node %q not in file", hdr["expect-node"])
-			}
-			n := 0
-			a, err := New(Input{Pools: pool.Assemble(set.Slices), Classes: set.Classes, Allocated: allocated},
-				Options{NewShareID: func() types.UID { n++; return types.UID(fmt.Sprint(n)) }})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), limit)
 			defer cancel()
 			res, err := a.Allocate(ctx, node, pending)
 			var u *UnfitError
@@ -86,7 +66,62 @@ func TestRegressions(t *testing.T) {
 	}
 }
 
-func readHeader(t *testing.T, path string) map[string]string {
+// BenchmarkSlowRegressions times the scenarios where the search once
+// exploded (files with "# expect-max-ms:"); each must answer in milliseconds.
+func BenchmarkSlowRegressions(b *testing.B) {
+	files, _ := filepath.Glob("testdata/regressions/*.yaml")
+	for _, f := range files {
+		hdr := readHeader(b, f)
+		if hdr["expect-max-ms"] == "" {
+			continue
+		}
+		b.Run(strings.TrimSuffix(filepath.Base(f), ".yaml"), func(b *testing.B) {
+			a, node, pending := loadRegression(b, f, hdr["expect-node"])
+			ctx := context.Background()
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				_, _ = a.Allocate(ctx, node, pending)
+			}
+		})
+	}
+}
+
+// loadRegression builds an allocator over a regression file and returns it
+// with the node and the pending claims.
+func loadRegression(tb testing.TB, f, nodeName string) (*Allocator, *corev1.Node, []*resourcev1.ResourceClaim) {
+	tb.Helper()
+	objs, err := decode.Paths([]string{f}, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	set := decode.Group(objs)
+	var allocated, pending []*resourcev1.ResourceClaim
+	for _, c := range set.Claims {
+		if c.Status.Allocation != nil {
+			allocated = append(allocated, c)
+		} else {
+			pending = append(pending, c)
+		}
+	}
+	var node *corev1.Node
+	for _, n := range set.Nodes {
+		if n.Name == nodeName {
+			node = n
+		}
+	}
+	if node == nil {
+		tb.Fatalf("node %q not in file", nodeName)
+	}
+	n := 0
+	a, err := New(Input{Pools: pool.Assemble(set.Slices), Classes: set.Classes, Allocated: allocated},
+		Options{NewShareID: func() types.UID { n++; return types.UID(fmt.Sprint(n)) }})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return a, node, pending
+}
+
+func readHeader(t testing.TB, path string) map[string]string {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {

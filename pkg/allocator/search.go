@@ -353,32 +353,39 @@ func (at *attempt) fill(si int, al *alt, order []cand, k, pos int) (bool, error)
 	return false, nil
 }
 
-// lookahead checks that every later single-choice request of the same claim
-// still has room for its count, given what is picked now. Picks only
-// shrink what is available, so a failure here holds for the whole subtree.
+// lookahead checks that every later request, of any claim, still has room
+// for its count given what is picked now; for a firstAvailable request at
+// least one subrequest must. Picks only shrink what is available and other
+// claims' constraints are untouched, so a failure here holds for the whole
+// subtree, and upstream would fail there too, after trying every
+// combination of the requests in between.
 func (at *attempt) lookahead(si int) bool {
-	if si == 0 || len(at.picks) == 0 {
-		return true
-	}
-	claim := at.slots[si].claim
-	if at.picks[len(at.picks)-1].al.claim != claim {
-		return true
-	}
-	for sj := si; sj < len(at.slots) && at.slots[sj].claim == claim; sj++ {
+	for sj := si; sj < len(at.slots); sj++ {
 		alts := at.slots[sj].alts
 		if slices.ContainsFunc(alts, func(al *alt) bool { return al.mayFail }) {
 			// Upstream would reach this request and could fail fatally
 			// there; pruning on a later one would turn that into unfit.
 			return true
 		}
-		if len(alts) != 1 || alts[0].count == 0 {
-			continue
-		}
-		if !at.boundOK(alts[0], alts[0].cands, alts[0].count) {
+		if !slices.ContainsFunc(alts, at.mayFit) {
 			return false
 		}
 	}
 	return true
+}
+
+// mayFit is false when the alt cannot be satisfied from the current state
+// or any state that adds picks to it.
+func (at *attempt) mayFit(al *alt) bool {
+	switch {
+	case al.all && len(al.cands) == 0:
+		return false
+	case at.claimCount[al.claim]+al.count > maxResults:
+		return false
+	case al.count == 0:
+		return true
+	}
+	return at.boundOK(al, al.cands, al.count)
 }
 
 // boundOK is an upper bound on how many of rest could still be picked

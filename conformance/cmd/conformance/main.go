@@ -37,6 +37,10 @@ func main() {
 	budget := flag.Int("shrink", 400, "shrink budget (evaluations) per failure")
 	replay := flag.String("replay", "", "file or directory of scenario YAML files to run instead of generating")
 	verbose := flag.Bool("v", false, "print every scenario")
+	showTimeouts := flag.Bool("timeouts", true, "print a TIMEOUT line per node where either side timed out, with both times")
+	slow := flag.Duration("shrink-slow", 0, "when > 0, shrink every node where dractl timed out while dractl alone still needs longer than this, and write it to -slow-out")
+	reportSlow := flag.Duration("report-slow", 0, "when > 0, also print a SLOWCALL line per node where dractl took longer than this (without timing out)")
+	slowOut := flag.String("slow-out", "testdata/slow", "directory for shrunk scenarios where dractl is slow")
 	flag.Parse()
 
 	opts := diff.Options{Timeout: *timeout, NoDractl: !dractlrun.Available}
@@ -70,9 +74,11 @@ func main() {
 		mu                                   sync.Mutex
 		passed, failed, files                int
 		nodeRuns, agree, fits, sameFits, tmo int
+		drTmo, drBeatUp                      int
 		kinds                                = map[string]int{}
 		sigs                                 = map[string]int{}
 		upViolations                         int
+		slowNodes                            []slowNode
 	)
 	ch := make(chan job)
 	var wg sync.WaitGroup
@@ -108,6 +114,22 @@ func main() {
 					}
 					if r.Upstream.Kind == scenario.Timeout {
 						tmo++
+					}
+					if r.Dractl.Kind == scenario.Timeout {
+						drTmo++
+					}
+					if r.Upstream.Kind == scenario.Timeout && r.Dractl.Kind != scenario.Timeout && !opts.NoDractl {
+						drBeatUp++
+					}
+					if *showTimeouts && (r.Upstream.Kind == scenario.Timeout || r.Dractl.Kind == scenario.Timeout) {
+						fmt.Println(timeoutLine(j.name, r, opts))
+					}
+					if *reportSlow > 0 && r.Dractl.Kind != scenario.Timeout && r.DractlTime > *reportSlow {
+						fmt.Printf("SLOWCALL %s %s: dractl answered %s in %.1f ms (upstream %s in %.1f ms)\n", j.name, r.Node, r.Dractl.Kind,
+							float64(r.DractlTime.Microseconds())/1000, r.Upstream.Kind, float64(r.UpstreamTime.Microseconds())/1000)
+					}
+					if *slow > 0 && r.Dractl.Kind == scenario.Timeout {
+						slowNodes = append(slowNodes, slowNode{sc, r.Node})
 					}
 					if r.Signature == "" {
 						agree++
@@ -164,6 +186,20 @@ func main() {
 	close(ch)
 	wg.Wait()
 
+	for _, sn := range slowNodes {
+		small := diff.ShrinkWhile(sn.sc, sn.node, *budget, func(c *scenario.Scenario) bool {
+			return diff.DractlSlow(ctx, c, sn.node, *slow)
+		})
+		// The shrunk scenario is small enough that upstream usually
+		// answers given time; its answer is the regression's expectation.
+		path, err := writeRegression(*slowOut, small, sn.node, "dractl slow", diff.Options{Timeout: 20 * *timeout}, "expect-max-ms: 1000")
+		if err != nil {
+			fmt.Printf("SLOW %s %s: %v\n", sn.sc.Name, sn.node, err)
+		} else {
+			fmt.Printf("SLOW %s %s -> %s\n", sn.sc.Name, sn.node, path)
+		}
+	}
+
 	el := time.Since(began).Round(time.Millisecond)
 	var ks []string
 	for k, v := range kinds {
@@ -178,10 +214,34 @@ func main() {
 		fmt.Printf("node runs: %d, agreement %.2f%% (%d/%d), first-fit identical devices %d/%d, upstream timeouts %d, upstream results failing the verifier %d, %s on %d workers\n",
 			nodeRuns, 100*float64(agree)/float64(nodeRuns), agree, nodeRuns, sameFits, fits, tmo, upViolations, el, *jobs)
 	}
+	if !opts.NoDractl {
+		fmt.Printf("timeouts: dractl %d, upstream %d; dractl answered where upstream timed out: %d\n", drTmo, tmo, drBeatUp)
+	}
 	fmt.Printf("%d passed, %d failed\n", passed, failed)
 	if failed > 0 || upViolations > 0 {
 		os.Exit(1)
 	}
+}
+
+type slowNode struct {
+	sc   *scenario.Scenario
+	node string
+}
+
+// timeoutLine names a node where either side gave up and how long the
+// other one took: a dractl answer where upstream timed out is a result, a
+// dractl timeout is a search to prune.
+func timeoutLine(name string, r *diff.NodeResult, opts diff.Options) string {
+	ms := func(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000) }
+	switch {
+	case opts.NoDractl:
+		return fmt.Sprintf("TIMEOUT %s %s: upstream timed out after %s", name, r.Node, ms(r.UpstreamTime))
+	case r.Dractl.Kind == scenario.Timeout && r.Upstream.Kind == scenario.Timeout:
+		return fmt.Sprintf("TIMEOUT %s %s: both timed out (dractl %s, upstream %s)", name, r.Node, ms(r.DractlTime), ms(r.UpstreamTime))
+	case r.Dractl.Kind == scenario.Timeout:
+		return fmt.Sprintf("TIMEOUT %s %s: dractl timed out after %s, upstream answered %s in %s", name, r.Node, ms(r.DractlTime), r.Upstream.Kind, ms(r.UpstreamTime))
+	}
+	return fmt.Sprintf("TIMEOUT %s %s: dractl answered %s in %s where upstream timed out", name, r.Node, r.Dractl.Kind, ms(r.DractlTime))
 }
 
 func oneLine(s string, n int) string {
@@ -194,7 +254,7 @@ func oneLine(s string, n int) string {
 
 // writeRegression re-runs the shrunk scenario and writes it with the
 // expected (upstream) outcome in the header.
-func writeRegression(dir string, sc *scenario.Scenario, node, sig string, opts diff.Options) (string, error) {
+func writeRegression(dir string, sc *scenario.Scenario, node, sig string, opts diff.Options, extra ...string) (string, error) {
 	res, err := diff.Run(context.Background(), sc, node, opts)
 	if err != nil || len(res) != 1 {
 		return "", fmt.Errorf("re-run: %v", err)
@@ -214,9 +274,13 @@ func writeRegression(dir string, sc *scenario.Scenario, node, sig string, opts d
 	// "expect: <fit|unfit|fatal>" and, for fit, the devices per claim as
 	// scenario.DescribeResults renders them.
 	header = append(header, "expect-node: "+node, "expect: "+string(r.Upstream.Kind))
+	if r.Upstream.Kind == scenario.Timeout {
+		return "", fmt.Errorf("upstream timed out on the shrunk scenario too; no expectation to write")
+	}
 	if r.Upstream.Kind == scenario.Fit {
 		header = append(header, "expect-devices: "+scenario.DescribeResults(r.Upstream.Results))
 	}
+	header = append(header, extra...)
 	if r.Detail != "" {
 		header = append(header, "detail: "+oneLine(r.Detail, 2000))
 	}
