@@ -1,5 +1,6 @@
 // Package testgen builds random but valid-looking ResourceSlices for
-// property and fuzz tests, plus hand-shaped MIG slices (see mig.go).
+// property and fuzz tests. Realistic MIG slices come from internal/examplegen,
+// the one place that holds the MIG profile tables.
 //
 // Every generator takes a *rand.Rand so that a failing seed reproduces the
 // exact slice. By default the output stays within the resource.k8s.io/v1

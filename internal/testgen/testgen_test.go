@@ -171,32 +171,3 @@ func TestPoolConsistent(t *testing.T) {
 		}
 	}
 }
-
-func TestMIG(t *testing.T) {
-	a := MIG(func() MIGSpec { m := A100(1); m.Combined = true; return m }())
-	if len(a) != 1 || len(a[0].Spec.SharedCounters) != 1 || len(a[0].Spec.Devices) != 19 {
-		t.Fatalf("A100 combined: %d slices", len(a))
-	}
-	checkLimits(t, 0, a[0])
-
-	h := MIG(H100(8))
-	total := 0
-	for _, s := range h[1:] {
-		checkLimits(t, 0, s)
-		total += len(s.Spec.Devices)
-	}
-	if len(h[0].Spec.SharedCounters) != 8 || total != 8*19 {
-		t.Fatalf("H100x8: %d counter sets, %d devices", len(h[0].Spec.SharedCounters), total)
-	}
-	// Every partition consumes within its GPU's counters, and the 7-slice
-	// 1g profiles tile memory slices 0..6 without overlap.
-	set := h[0].Spec.SharedCounters[0].Counters
-	for _, d := range h[1].Spec.Devices {
-		for k, v := range d.ConsumesCounters[0].Counters {
-			have, ok := set[k]
-			if !ok || v.Value.Cmp(have.Value) > 0 {
-				t.Fatalf("device %s consumes %s=%s beyond the set", d.Name, k, v.Value.String())
-			}
-		}
-	}
-}

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
 
+	"github.com/dractl/dractl/internal/examplegen"
 	"github.com/dractl/dractl/internal/testgen"
 	"github.com/dractl/dractl/pkg/api"
 )
@@ -170,17 +171,19 @@ func TestCompactSkip(t *testing.T) {
 	}
 }
 
+// a100 is the device slice of a one-GPU A100 node in flat form: the full
+// GPU and every MIG placement of seed 001's profile table.
 func a100() *api.ResourceSlice {
-	m := testgen.A100(1)
-	m.Combined = true
-	return testgen.MIG(m)[0]
+	n := examplegen.A100Node
+	n.GPUs = 1
+	return n.Slices(examplegen.Flat)[1]
 }
 
 func TestCompactA100(t *testing.T) {
 	in := a100()
 	out, st := checkCompact(t, "A100", in, Options{})
-	t.Logf("A100 1 GPU, 19 devices: %d -> %d bytes (%.0f%%), %d device / %d consumption mixins",
-		st.BytesBefore, st.BytesAfter, 100*float64(st.BytesAfter)/float64(st.BytesBefore), st.DeviceMixins, st.ConsumptionMixins)
+	t.Logf("A100 1 GPU, %d devices: %d -> %d bytes (%.0f%%), %d device / %d consumption mixins",
+		len(in.Spec.Devices), st.BytesBefore, st.BytesAfter, 100*float64(st.BytesAfter)/float64(st.BytesBefore), st.DeviceMixins, st.ConsumptionMixins)
 	// productName, architecture and driverVersion are shared by all 19
 	// devices, so one mixin included by every device must carry them.
 	common := ""
@@ -218,7 +221,7 @@ func TestCompactA100(t *testing.T) {
 
 func TestCompactH100Pool(t *testing.T) {
 	before, after := 0, 0
-	for i, s := range testgen.MIG(testgen.H100(8)) {
+	for i, s := range examplegen.DGXH100Node.Slices(examplegen.Flat) {
 		_, st := checkCompact(t, "H100 slice "+itoa(uint64(i)), s, Options{})
 		before += st.BytesBefore
 		after += st.BytesAfter
@@ -232,7 +235,7 @@ func TestCompactH100Pool(t *testing.T) {
 // Identical counter sets (eight GPUs of one kind) collapse into one mixin
 // that every set includes.
 func TestCompactIdenticalCounterSets(t *testing.T) {
-	s := testgen.MIG(testgen.H100(8))[0]
+	s := examplegen.DGXH100Node.Slices(examplegen.Flat)[0]
 	out, st := checkCompact(t, "H100 counters", s, Options{})
 	if st.CounterSetMixins != 1 {
 		t.Fatalf("want 1 counter set mixin, got %d", st.CounterSetMixins)
@@ -327,11 +330,13 @@ func itoa(v uint64) string {
 	return string(b)
 }
 
-func BenchmarkCompactMIG64(b *testing.B) {
-	m := testgen.A100(4)
-	m.GPUsPerSlice = 4
-	s := testgen.MIG(m)[1]
-	s.Spec.Devices = s.Spec.Devices[:64]
+// BenchmarkCompactMIGSlice compacts the first device slice of a 4-GPU A100
+// node in flat form (2 GPUs, 52 devices: the v1 limit of 64 devices with
+// counters keeps the third GPU out).
+func BenchmarkCompactMIGSlice(b *testing.B) {
+	n := examplegen.A100Node
+	n.GPUs = 4
+	s := n.Slices(examplegen.Flat)[1]
 	b.ReportAllocs()
 	var st Stats
 	for b.Loop() {
