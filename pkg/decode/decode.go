@@ -117,6 +117,10 @@ type doc struct {
 	yaml bool
 	json bool   // data is JSON not yet validated
 	err  *Error // the input could not be read here
+	// members are data's members when splitting already listed them
+	// (fast mode only; parsed says whether they are set).
+	members []member
+	parsed  bool
 }
 
 // unit is one object to decode: a document, or an item of a List.
@@ -125,6 +129,10 @@ type unit struct {
 	data []byte // a JSON object
 	kind *kindInfo
 	name string
+	// list is set for an item of a List whose header is not read yet:
+	// that is done by the worker that decodes the item.
+	list     *header
+	itemKind string
 }
 
 type docResult struct {
@@ -137,19 +145,42 @@ type unitResult struct {
 	errs []*Error
 }
 
+// decodeInputs decodes optimistically (see decodeInputsMode) and, in the
+// rare case that some JSON document turns out not to be valid JSON, again
+// the careful way, so that the result is always the careful one.
 func decodeInputs(inputs []input) ([]Object, error) {
+	if objs, err, ok := decodeInputsMode(inputs, true); ok {
+		return objs, err
+	}
+	objs, err, _ := decodeInputsMode(inputs, false)
+	return objs, err
+}
+
+// decodeInputsMode decodes inputs. The careful mode (fast false) checks
+// every JSON document with json.Valid before looking into it, which is a
+// full serial pass over the document before any parallel work begins. The
+// fast mode skips that check: the strict decoder validates every object
+// it decodes anyway, so a document all of whose objects decode cleanly is
+// proven valid by checking only what lies between its objects (see
+// validJSONDoc); only documents with errors are checked in full. ok is
+// false when some JSON document is invalid: the fast result may then
+// differ from the careful one and must be discarded.
+//
+// Apart from that check both modes run the same code, so whenever ok is
+// true their results are the same.
+func decodeInputsMode(inputs []input, fast bool) (_ []Object, _ error, ok bool) {
 	var docs []doc
 	for _, in := range inputs {
-		docs = splitInput(in, docs)
+		docs = splitInput(in, docs, fast)
 	}
 	// Parse (YAML) and find kinds and list items, in parallel per document.
 	docRes := make([]docResult, len(docs))
 	parallel(len(docs), func(i int) {
-		docRes[i].units, docRes[i].errs = docs[i].units()
+		docRes[i].units, docRes[i].errs = docs[i].units(fast)
 	})
 	// A JSON document that failed validation ends its input: the ones cut
 	// after it may be pieces of it.
-	for i := 0; i < len(docs); i++ {
+	for i := 0; !fast && i < len(docs); i++ {
 		if docs[i].json && docRes[i].units == nil && len(docRes[i].errs) > 0 && strings.HasPrefix(docRes[i].errs[0].Detail, "invalid JSON") {
 			j := i + 1
 			for j < len(docs) && docs[j].json && docs[j].src.File == docs[i].src.File && docs[j].src.Doc > docs[i].src.Doc {
@@ -168,6 +199,9 @@ func decodeInputs(inputs []input) ([]Object, error) {
 	parallel(len(units), func(i int) {
 		unitRes[i].obj, unitRes[i].errs = units[i].decode()
 	})
+	if fast && !validJSONDocs(docs, docRes, unitRes) {
+		return nil, nil, false
+	}
 
 	objs := make([]Object, 0, len(units))
 	var errs Errors
@@ -189,9 +223,77 @@ func decodeInputs(inputs []input) ([]Object, error) {
 		slices.SortStableFunc(errs[first:], func(a, b *Error) int { return a.Source.Item - b.Source.Item })
 	}
 	if len(errs) > 0 {
-		return objs, errs
+		return objs, errs, true
 	}
-	return objs, nil
+	return objs, nil, true
+}
+
+// validJSONDocs reports whether every JSON document is valid JSON, as the
+// careful mode would find with json.Valid. A document none of whose
+// objects had a problem needs only its skeleton checked: every object was
+// decoded by the strict decoder, which validates its input first, and
+// replacing valid values by "0" neither makes valid JSON invalid nor the
+// reverse. Other documents are checked in full, in parallel.
+func validJSONDocs(docs []doc, docRes []docResult, unitRes []unitResult) bool {
+	type check struct {
+		d     *doc
+		units []unit // set for a clean document: check only the skeleton
+	}
+	var checks []check
+	next := 0
+	for i := range docs {
+		n := len(docRes[i].units)
+		res := unitRes[next : next+n]
+		next += n
+		if !docs[i].json {
+			continue
+		}
+		clean := len(docRes[i].errs) == 0
+		for j := range res {
+			if len(res[j].errs) > 0 {
+				clean = false
+			}
+		}
+		c := check{d: &docs[i]}
+		if clean {
+			c.units = docRes[i].units
+			if len(c.units) == 1 && len(c.units[0].data) == len(c.d.data) {
+				continue // the document is the object
+			}
+		}
+		checks = append(checks, c)
+	}
+	var bad atomic.Bool
+	parallel(len(checks), func(i int) {
+		c := checks[i]
+		if c.units == nil {
+			if !json.Valid(c.d.data) {
+				bad.Store(true)
+			}
+			return
+		}
+		if sk, ok := skeleton(c.d.data, c.units); !ok || !json.Valid(sk) {
+			bad.Store(true)
+		}
+	})
+	return !bad.Load()
+}
+
+// skeleton returns data with the data of each unit, which must be
+// subslices of data in order, replaced by "0".
+func skeleton(data []byte, units []unit) ([]byte, bool) {
+	out := make([]byte, 0, 64+4*len(units))
+	at := 0
+	for _, u := range units {
+		off := cap(data) - cap(u.data)
+		if off < at || off+len(u.data) > len(data) || len(u.data) == 0 || &data[off] != &u.data[0] {
+			return nil, false
+		}
+		out = append(out, data[at:off]...)
+		out = append(out, '0')
+		at = off + len(u.data)
+	}
+	return append(out, data[at:]...), true
 }
 
 // parallel runs fn(0..n-1) on up to GOMAXPROCS goroutines. Callers write
@@ -225,13 +327,13 @@ var bom = []byte("\xef\xbb\xbf")
 // splitInput cuts one input into documents. Input whose first non-blank
 // byte opens a JSON object or array is a JSON stream (as kubectl decides);
 // anything else is YAML.
-func splitInput(in input, docs []doc) []doc {
+func splitInput(in input, docs []doc, fast bool) []doc {
 	if in.err != "" {
 		return append(docs, doc{err: &Error{Source: Source{File: in.name, Item: -1}, Detail: in.err}})
 	}
 	data := bytes.TrimPrefix(in.data, bom)
 	if i := skipSpace(data, 0); i < len(data) && (data[i] == '{' || data[i] == '[') {
-		return splitJSON(in.name, data, docs)
+		return splitJSON(in.name, data, docs, fast)
 	}
 	for n, c := range splitYAML(data) {
 		docs = append(docs, doc{src: Source{File: in.name, Doc: n + 1, Item: -1, Line: c.line}, data: c.data, yaml: true})
@@ -243,7 +345,12 @@ func splitInput(in input, docs []doc) []doc {
 // values (one cheap pass); each document is validated by its worker (see
 // units), and a document that fails validation ends its input, because
 // after a syntax error the cut points cannot be trusted.
-func splitJSON(name string, data []byte, docs []doc) []doc {
+//
+// In fast mode, a document that is an object has its members (and the
+// elements of its array members) listed in the same pass, so that a big
+// List is not scanned again to find its items. The cut is the same: the
+// object's end found by scanObject is where skipValue ends too.
+func splitJSON(name string, data []byte, docs []doc, fast bool) []doc {
 	counted, line := 0, 1 // newlines counted in data[:counted]
 	lineAt := func(off int) int {
 		off = min(max(off, counted), len(data))
@@ -253,12 +360,20 @@ func splitJSON(name string, data []byte, docs []doc) []doc {
 	}
 	for n, i := 1, skipSpace(data, 0); i < len(data); n++ {
 		src := Source{File: name, Doc: n, Item: -1, Line: lineAt(i)}
-		end, ok := skipValue(data, i)
+		var members []member
+		end, ok := 0, false
+		if fast && data[i] == '{' {
+			members, end, ok = scanObject(data, i, true)
+		}
+		parsed := ok
+		if !ok {
+			end, ok = skipValue(data, i)
+		}
 		if !ok {
 			// Unterminated; validation will say where it breaks.
 			end = len(data)
 		}
-		docs = append(docs, doc{src: src, data: data[i:end], json: true})
+		docs = append(docs, doc{src: src, data: data[i:end], json: true, members: members, parsed: parsed})
 		i = skipSpace(data, end)
 	}
 	return docs
@@ -332,12 +447,15 @@ var listFields = map[string]reflect.Type{
 
 // units parses a document, converting YAML to JSON, and returns the
 // objects it holds: itself, or the items of a List.
-func (d *doc) units() ([]unit, []*Error) {
+//
+// The items of a List are returned with their header still to be read
+// (unit.list), so that reading it is spread over the workers too.
+func (d *doc) units(fast bool) ([]unit, []*Error) {
 	if d.err != nil {
 		return nil, []*Error{d.err}
 	}
 	data := d.data
-	if d.json && !json.Valid(data) {
+	if d.json && !fast && !json.Valid(data) {
 		return nil, []*Error{{Source: d.src, Detail: jsonSyntaxError(data, d.src.Line)}}
 	}
 	if d.yaml {
@@ -347,7 +465,10 @@ func (d *doc) units() ([]unit, []*Error) {
 		}
 		data = j
 	}
-	members, ok := objectMembers(data)
+	members, ok := d.members, d.parsed
+	if !ok {
+		members, ok = objectMembers(data)
+	}
 	if !ok {
 		return nil, []*Error{{Source: d.src, Detail: "expected an object with apiVersion and kind, found " + jsonType(data)}}
 	}
@@ -368,6 +489,8 @@ func (d *doc) units() ([]unit, []*Error) {
 	}
 
 	var items []byte
+	var elems [][]byte
+	itemsListed := false
 	seen := map[string]bool{}
 	for _, m := range members {
 		if seen[m.key] {
@@ -381,6 +504,7 @@ func (d *doc) units() ([]unit, []*Error) {
 			ferrs = locate(m.val, listFields["metadata"], "metadata", ferrs)
 		case "items":
 			items = m.val
+			elems, itemsListed = m.elems, m.isArray
 		default:
 			detail := "unknown field"
 			if s := closest(m.key, listFields); s != "" {
@@ -393,21 +517,21 @@ func (d *doc) units() ([]unit, []*Error) {
 	if items == nil || jsonType(items) == "null" {
 		return nil, errs
 	}
-	elems, ok := arrayElements(items)
+	if !itemsListed {
+		elems, ok = arrayElements(items)
+	}
 	if !ok {
 		return nil, append(errs, wrap(d.src, h, []fieldError{{"items", "wrong type: expected array, found " + jsonType(items)}})...)
 	}
 	var units []unit
+	if len(elems) > 0 {
+		units = make([]unit, len(elems))
+	}
+	lh := &header{apiVersion: h.apiVersion, kind: h.kind, name: h.name}
 	for i, e := range elems {
 		src := d.src
 		src.Item = i
-		u, ih, ferrs := listItem(h, itemKind, e)
-		if len(ferrs) > 0 {
-			errs = append(errs, wrap(src, ih, ferrs)...)
-			continue
-		}
-		u.src = src
-		units = append(units, u)
+		units[i] = unit{src: src, data: e, list: lh, itemKind: itemKind}
 	}
 	return units, errs
 }
@@ -458,8 +582,16 @@ func wrap(src Source, h header, ferrs []fieldError) []*Error {
 	return out
 }
 
-// decode decodes one object strictly, then makes it look stored.
+// decode decodes one object strictly, then makes it look stored. An item
+// of a List has its header read first.
 func (u *unit) decode() (Object, []*Error) {
+	if u.list != nil {
+		iu, ih, ferrs := listItem(*u.list, u.itemKind, u.data)
+		if len(ferrs) > 0 {
+			return Object{}, wrap(u.src, ih, ferrs)
+		}
+		u.kind, u.name = iu.kind, iu.name
+	}
 	k := u.kind
 	v := reflect.New(k.typ)
 	strict, err := kjson.UnmarshalStrict(u.data, v.Interface())

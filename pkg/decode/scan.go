@@ -15,6 +15,10 @@ import (
 type member struct {
 	key string
 	val []byte
+	// elems lists the elements of val when isArray (only filled in by
+	// scanObject with arrays).
+	elems   [][]byte
+	isArray bool
 }
 
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
@@ -29,6 +33,13 @@ func skipSpace(b []byte, i int) int {
 // skipString returns the index just past the string starting at b[i]=='"'.
 func skipString(b []byte, i int) (end int, escaped, ok bool) {
 	for i++; i < len(b); i++ {
+		// Runs of ordinary bytes are the bulk of every string.
+		for i < len(b) && !stringStop[b[i]] {
+			i++
+		}
+		if i >= len(b) {
+			break
+		}
 		switch b[i] {
 		case '\\':
 			escaped = true
@@ -38,6 +49,17 @@ func skipString(b []byte, i int) (end int, escaped, ok bool) {
 		}
 	}
 	return 0, false, false
+}
+
+// stringStop marks the bytes that end a run inside a string; valueStop
+// the bytes that matter when skipping over an object or array.
+var stringStop, valueStop [256]bool
+
+func init() {
+	stringStop['"'], stringStop['\\'] = true, true
+	for _, c := range []byte(`"{}[]`) {
+		valueStop[c] = true
+	}
 }
 
 // skipValue returns the index just past the value starting at b[i].
@@ -68,7 +90,8 @@ func skipValue(b []byte, i int) (int, bool) {
 					return i + 1, true
 				}
 			}
-			i++
+			for i++; i < len(b) && !valueStop[b[i]]; i++ {
+			}
 		}
 		return 0, false
 	default:
@@ -94,81 +117,102 @@ func unquote(raw []byte, escaped bool) (string, bool) {
 // objectMembers lists the members of a JSON object in order, duplicates
 // included. ok is false when b is not an object.
 func objectMembers(b []byte) (members []member, ok bool) {
-	i := skipSpace(b, 0)
+	members, _, ok = scanObject(b, skipSpace(b, 0), false)
+	return members, ok
+}
+
+// scanObject lists the members of the object starting at b[i] and returns
+// the index just past it. With arrays, the elements of members whose
+// values are arrays are listed too (member.elems), in the same pass.
+func scanObject(b []byte, i int, arrays bool) (members []member, end int, ok bool) {
 	if i >= len(b) || b[i] != '{' {
-		return nil, false
+		return nil, 0, false
 	}
 	i = skipSpace(b, i+1)
 	if i < len(b) && b[i] == '}' {
-		return nil, true
+		return nil, i + 1, true
 	}
 	for i < len(b) {
 		if b[i] != '"' {
-			return nil, false
+			return nil, 0, false
 		}
 		end, escaped, ok := skipString(b, i)
 		if !ok {
-			return nil, false
+			return nil, 0, false
 		}
 		key, ok := unquote(b[i:end], escaped)
 		if !ok {
-			return nil, false
+			return nil, 0, false
 		}
 		i = skipSpace(b, end)
 		if i >= len(b) || b[i] != ':' {
-			return nil, false
+			return nil, 0, false
 		}
 		i = skipSpace(b, i+1)
-		vend, ok := skipValue(b, i)
-		if !ok {
-			return nil, false
+		m := member{key: key}
+		var vend int
+		if arrays && i < len(b) && b[i] == '[' {
+			m.elems, vend, ok = scanArray(b, i)
+			m.isArray = ok
 		}
-		members = append(members, member{key: key, val: b[i:vend]})
+		if !m.isArray {
+			if vend, ok = skipValue(b, i); !ok {
+				return nil, 0, false
+			}
+		}
+		m.val = b[i:vend]
+		members = append(members, m)
 		i = skipSpace(b, vend)
 		if i >= len(b) {
-			return nil, false
+			return nil, 0, false
 		}
 		if b[i] == '}' {
-			return members, true
+			return members, i + 1, true
 		}
 		if b[i] != ',' {
-			return nil, false
+			return nil, 0, false
 		}
 		i = skipSpace(b, i+1)
 	}
-	return nil, false
+	return nil, 0, false
 }
 
 // arrayElements lists the elements of a JSON array. ok is false when b is
 // not an array.
 func arrayElements(b []byte) (elems [][]byte, ok bool) {
-	i := skipSpace(b, 0)
+	elems, _, ok = scanArray(b, skipSpace(b, 0))
+	return elems, ok
+}
+
+// scanArray lists the elements of the array starting at b[i] and returns
+// the index just past it.
+func scanArray(b []byte, i int) (elems [][]byte, end int, ok bool) {
 	if i >= len(b) || b[i] != '[' {
-		return nil, false
+		return nil, 0, false
 	}
 	i = skipSpace(b, i+1)
 	if i < len(b) && b[i] == ']' {
-		return [][]byte{}, true
+		return [][]byte{}, i + 1, true
 	}
 	for i < len(b) {
 		end, ok := skipValue(b, i)
 		if !ok {
-			return nil, false
+			return nil, 0, false
 		}
 		elems = append(elems, b[i:end])
 		i = skipSpace(b, end)
 		if i >= len(b) {
-			return nil, false
+			return nil, 0, false
 		}
 		if b[i] == ']' {
-			return elems, true
+			return elems, i + 1, true
 		}
 		if b[i] != ',' {
-			return nil, false
+			return nil, 0, false
 		}
 		i = skipSpace(b, i+1)
 	}
-	return nil, false
+	return nil, 0, false
 }
 
 // jsonType names the JSON type of a valid value, for error messages.
