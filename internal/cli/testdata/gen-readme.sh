@@ -140,18 +140,38 @@ cat <<'EOF'
 
 ### allocate and explain
 
-`allocate` allocates devices for the pending ResourceClaims of the input the
-way kube-scheduler's structured allocator does (first-fit by default,
-`--strategy best-fit`), on the node given with `--node` or on the first node
-that fits, and prints the claims with `status.allocation` filled in.
-`explain` prints, per node and request, which devices were picked or why
-every candidate was rejected. See `dractl allocate --help`.
+`allocate` reads Nodes, DeviceClasses, ResourceSlices and ResourceClaims.
+Claims that already have `status.allocation` are in use (their devices,
+counters and consumed capacity); all other claims are allocated together, as
+kube-scheduler does for the claims of one pod, on the node given with
+`--node` or on the first node of the input on which they fit. It prints the
+claims with `status.allocation` filled in, so the output can be fed back in
+or applied. `--strategy first-fit` (the default) picks exactly the devices
+kube-scheduler 1.37 picks; `--strategy best-fit` prefers devices whose
+counters leave the most other devices allocatable. Exit 0: allocated; 1: the
+claims do not fit (the explanation goes to stderr); 2: invalid input or a
+fatal error (a CEL runtime error, an invalid pool when no node fits).
+
+Seed 001's four-request MIG claim gets four partitions of one GPU that share
+no memory slice:
 
 EOF
 echo '```console'
-run dractl allocate -f examples/a100-mig-mixins '|' grep -A12 '"^status:"'
+run dractl allocate -f examples/a100-mig-mixins '|' grep -A20 '"^status:"'
+echo '```'
+cat <<'EOF'
+
+The 4x4 TPU device spans four hosts, so the claim's node selector is the
+device's own: every pod sharing the claim lands on one of those hosts.
+Allocated together with a 2x4 claim it does not fit, because both consume the
+same hosts' chip counters; `explain` shows, for each request, how many
+candidate devices there were and why every other device was rejected:
+
+EOF
+echo '```console'
+run dractl allocate -f examples/tpu-multihost/resourceslices.yaml -f examples/tpu-multihost/nodes.yaml -f examples/tpu-multihost/deviceclass.yaml -f internal/cli/testdata/allocate/tpu-4x4.yaml '|' grep -A17 '"^status:"'
 echo
-run dractl explain -f examples/a100-mig-mixins
+run dractl explain -f examples/tpu-multihost --node node-1
 echo '```'
 cat <<'EOF'
 
@@ -196,6 +216,26 @@ the Nodes they name, DeviceClasses and claims); see
 The two A100 directories describe the same pool of the same node: validated
 together they publish every slice twice, which validate reports as duplicate
 devices and counter sets.
+
+## Conformance and performance
+
+    make conformance   # N=2000 seeded scenarios side by side with upstream; last line "N passed, M failed"
+    make bench         # upstream vs dractl benchmarks; rewrites docs/performance.md
+
+`conformance/` is a separate Go module (so the main module never depends on
+`k8s.io/dynamic-resource-allocation`). It generates scenarios (pools split
+over slices with counter sets in their own slices, MIG-like GPUs, per-device
+and multi-host node selection, taints, incomplete and invalid pools,
+consumable capacity, firstAvailable, All, adminAccess, matchAttribute and
+distinctAttribute, already-allocated claims, mixins given to upstream
+flattened) and runs each on every node through upstream's allocator (the
+variant kube-scheduler 1.37 uses with every DRA feature on) and through
+dractl's first-fit. Outcomes (fits, does not fit, fatal) and chosen devices
+must be identical, and an independent verifier checks every result.
+Disagreements are shrunk and written to `conformance/testdata/regressions/`;
+the fixed ones are replayed by `pkg/allocator`'s regression test. CI runs
+`make conformance`. The latest benchmark table, with the machine it ran on,
+is [docs/performance.md](docs/performance.md).
 
 ## Architecture
 
