@@ -35,6 +35,7 @@ type attempt struct {
 	cntCtr  []int32
 	minAmt  []int64
 	touched []touchedSet
+	groups  map[scalarKey]int32
 }
 
 type shareState struct {
@@ -392,8 +393,80 @@ func (at *attempt) mayFit(al *alt) bool {
 // together: devices must be free, admitted by the active constraints and fit
 // the remaining counters alone; per counter set, no more can be placed than
 // the room of a counter divided by the smallest amount any of them takes.
-// It never rejects a feasible branch, so first-fit order is unaffected.
+// Claim constraints bound it further (valueBound). It never rejects a
+// feasible branch, so first-fit order is unaffected.
 func (at *attempt) boundOK(al *alt, rest []cand, need int) bool {
+	if !at.countBound(al, rest, need) {
+		return false
+	}
+	for _, i := range al.applies {
+		cs := at.cons[al.claim][i]
+		if cs.match && len(cs.stack) > 0 {
+			// admitted already keeps only devices that overlap the running
+			// intersection.
+			continue
+		}
+		if !at.valueBound(al, cs, rest, need) {
+			return false
+		}
+	}
+	return true
+}
+
+// scalarKey is a single attribute value, to group devices by it.
+type scalarKey struct {
+	kind uint8
+	i    int64
+	s    string
+}
+
+// valueBound: devices picked under matchAttribute share one value, under
+// distinctAttribute all differ, so with scalar values at most the largest
+// group, or the number of distinct values, can be picked together. A
+// candidate whose evaluation failed counts for every group. List values
+// (overlap instead of equality) are not bounded.
+func (at *attempt) valueBound(al *alt, cs *constraintState, rest []cand, need int) bool {
+	if at.groups == nil {
+		at.groups = map[scalarKey]int32{}
+	}
+	groups := at.groups
+	clear(groups)
+	wild, best := 0, 0
+	for _, c := range rest {
+		if c.err != nil {
+			wild++
+		} else {
+			if at.busy(al, c, c.d) || !at.admitted(al, c) {
+				continue
+			}
+			v := at.a.attr(cs.col, c.d)
+			var k scalarKey
+			switch {
+			case len(v.ints) == 1 && len(v.strs) == 0:
+				k = scalarKey{kind: v.kind, i: v.ints[0]}
+			case len(v.strs) == 1 && len(v.ints) == 0:
+				k = scalarKey{kind: v.kind, s: v.strs[0]}
+			default:
+				return true
+			}
+			n := groups[k] + 1
+			groups[k] = n
+			switch {
+			case cs.match:
+				best = max(best, int(n))
+			case n == 1:
+				best++
+			}
+		}
+		if best+wild >= need {
+			return true
+		}
+	}
+	return false
+}
+
+// countBound is the free-device and counter part of boundOK.
+func (at *attempt) countBound(al *alt, rest []cand, need int) bool {
 	free := 0
 	touched := at.touched[:0]
 	defer func() { at.touched = touched[:0] }()
