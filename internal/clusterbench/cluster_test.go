@@ -3,7 +3,6 @@ package clusterbench
 import (
 	"fmt"
 	"runtime"
-	"sync"
 	"testing"
 
 	"github.com/dractl/dractl/internal/examplegen"
@@ -21,22 +20,9 @@ func pipeline(tb testing.TB, data []byte) []*pool.Pool {
 	slices := Slices(objs)
 	// Admission validation is per object and independent, so it is spread
 	// over the cores like decoding is.
-	var wg sync.WaitGroup
-	workers := runtime.GOMAXPROCS(0)
-	errs := make([]int, workers)
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := w; i < len(slices); i += workers {
-				errs[w] += len(validation.ResourceSlice(slices[i]))
-			}
-		}()
-	}
-	wg.Wait()
-	for _, n := range errs {
-		if n != 0 {
-			tb.Fatalf("%d validation errors", n)
+	for i, errs := range validation.ResourceSlices(slices) {
+		if len(errs) != 0 {
+			tb.Fatalf("slice %d: %d validation errors: %v", i, len(errs), errs)
 		}
 	}
 	pools := pool.Assemble(slices)

@@ -32,8 +32,8 @@ func BenchmarkStages(b *testing.B) {
 	b.Run("validate", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			for _, s := range slices {
-				if errs := validation.ResourceSlice(s); len(errs) > 0 {
+			for _, errs := range validation.ResourceSlices(slices) {
+				if len(errs) > 0 {
 					b.Fatal(errs)
 				}
 			}

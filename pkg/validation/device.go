@@ -24,6 +24,10 @@ var semverRe = regexp.MustCompile(`^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)` +
 // attributes. Name errors are reported at the entry (attributes[name]).
 func attributes(attrs map[api.QualifiedName]api.DeviceAttribute, p *field.Path) field.ErrorList {
 	return eachEntry(attrs, func(name api.QualifiedName, a api.DeviceAttribute) field.ErrorList {
+		// Valid entries (nearly all) build no path.
+		if len(qualifiedName(string(name), probePath)) == 0 && len(attribute(&a, probePath)) == 0 {
+			return nil
+		}
 		kp := keyPath(p, string(name), qualifiedKeyMaxPathLength)
 		return append(qualifiedName(string(name), kp), attribute(&a, kp)...)
 	})
@@ -43,11 +47,15 @@ func attribute(a *api.DeviceAttribute, p *field.Path) field.ErrorList {
 	}
 	if a.StringValue != nil {
 		set++
-		errs = append(errs, stringValue(*a.StringValue, p.Child("string"))...)
+		if len(*a.StringValue) > AttributeValueMaxLength {
+			errs = append(errs, stringValue(*a.StringValue, p.Child("string"))...)
+		}
 	}
 	if a.VersionValue != nil {
 		set++
-		errs = append(errs, versionValue(*a.VersionValue, p.Child("version"))...)
+		if len(versionValue(*a.VersionValue, probePath)) > 0 {
+			errs = append(errs, versionValue(*a.VersionValue, p.Child("version"))...)
+		}
 	}
 	nonEmpty := func(n int, name string) {
 		set++
@@ -103,6 +111,9 @@ func versionValue(s string, p *field.Path) field.ErrorList {
 // allocations (v1 DeviceCapacity.RequestPolicy).
 func capacities(caps map[api.QualifiedName]api.DeviceCapacity, allowMulti bool, p *field.Path) field.ErrorList {
 	return eachEntry(caps, func(name api.QualifiedName, c api.DeviceCapacity) field.ErrorList {
+		if c.RequestPolicy == nil && len(qualifiedName(string(name), probePath)) == 0 {
+			return nil // valid, and no path built
+		}
 		kp := keyPath(p, string(name), qualifiedKeyMaxPathLength)
 		errs := qualifiedName(string(name), kp)
 		switch {

@@ -22,6 +22,13 @@ import (
 // still carries the full value.
 const qualifiedKeyMaxPathLength = QualifiedNameMaxDomainLength + 1 + QualifiedNameMaxIDLength
 
+// probePath stands in for a field path while checking whether a value has
+// any problem at all: the checks are pure and use their path only to name
+// it in errors, so a check that finds nothing with probePath finds nothing
+// with the real path either, which is then built only for values with
+// problems. Nothing ever reports an error at probePath.
+var probePath = field.NewPath("<probe>")
+
 // keyPath is fldPath.Key(key) with the key shortened like upstream does.
 func keyPath(fldPath *field.Path, key string, maxLen int) *field.Path {
 	if maxLen < 16 {

@@ -2,13 +2,45 @@ package validation
 
 import (
 	"fmt"
+	"runtime"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/dractl/dractl/pkg/api"
 	resourcev1 "k8s.io/api/resource/v1"
 )
+
+// ResourceSlices validates each slice like ResourceSlice, spread over
+// GOMAXPROCS workers. The result holds the errors of slices[i] at index i,
+// whatever the scheduling.
+func ResourceSlices(slices []*api.ResourceSlice) []field.ErrorList {
+	out := make([]field.ErrorList, len(slices))
+	workers := min(runtime.GOMAXPROCS(0), len(slices))
+	if workers <= 1 {
+		for i, s := range slices {
+			out[i] = ResourceSlice(s)
+		}
+		return out
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(slices) {
+					return
+				}
+				out[i] = ResourceSlice(slices[i])
+			}
+		})
+	}
+	wg.Wait()
+	return out
+}
 
 // ResourceSlice validates a ResourceSlice as admission would on create.
 //
@@ -206,13 +238,15 @@ func (v *sliceValidator) validateNodeSelection(p *field.Path) {
 }
 
 func (v *sliceValidator) validateDevice(i int, d *api.Device, p *field.Path) {
-	v.add(dnsLabel(d.Name, p.Child("name"))...)
+	if !isDNSLabelFast(d.Name) {
+		v.add(dnsLabel(d.Name, p.Child("name"))...)
+	}
 	allowMulti := d.AllowMultipleAllocations != nil && *d.AllowMultipleAllocations
 
 	view := api.DeviceView{Device: d}
 	resolved := true
 	if len(d.Includes) > 0 {
-		view.Mixins, resolved = resolveIncludes(d.Includes, MaxDeviceIncludes, api.MixinDevice, p.Child("includes"), v.ix.DeviceMixin, &v.errs)
+		view.Mixins, resolved = resolveIncludes(d.Includes, MaxDeviceIncludes, api.MixinDevice, p, v.ix.DeviceMixin, &v.errs)
 	}
 	v.views[i], v.ok[i] = view, resolved
 
@@ -226,29 +260,37 @@ func (v *sliceValidator) validateDevice(i int, d *api.Device, p *field.Path) {
 			v.add(field.Invalid(p, n, fmt.Sprintf("the total number of attribute values must not exceed %d", MaxAttributeValuesPerDevice)))
 		}
 	}
-	v.add(attributes(d.Attributes, p.Child("attributes"))...)
-	v.add(capacities(d.Capacity, allowMulti, p.Child("capacity"))...)
-	if resolved && !allowMulti && len(view.Mixins) > 0 {
+	if len(d.Attributes) > 0 && len(attributes(d.Attributes, probePath)) > 0 {
+		v.add(attributes(d.Attributes, p.Child("attributes"))...)
+	}
+	if len(d.Capacity) > 0 && len(capacities(d.Capacity, allowMulti, probePath)) > 0 {
+		v.add(capacities(d.Capacity, allowMulti, p.Child("capacity"))...)
+	}
+	if resolved && !allowMulti && len(view.Mixins) > 0 && mixinsHaveRequestPolicy(view.Mixins) {
 		v.add(mixinRequestPolicies(view, p.Child("includes"))...)
 	}
 
-	taintsPath := p.Child("taints")
-	if errs := tooMany(taintsPath, len(d.Taints), v.lim.taintsPerDevice); errs != nil {
-		v.add(errs...)
-	} else {
-		for j := range d.Taints {
-			v.add(taint(&d.Taints[j], taintsPath.Index(j))...)
+	if len(d.Taints) > 0 {
+		taintsPath := p.Child("taints")
+		if errs := tooMany(taintsPath, len(d.Taints), v.lim.taintsPerDevice); errs != nil {
+			v.add(errs...)
+		} else {
+			for j := range d.Taints {
+				v.add(taint(&d.Taints[j], taintsPath.Index(j))...)
+			}
 		}
 	}
 
-	ccPath := p.Child("consumesCounters")
-	if errs := tooMany(ccPath, len(d.ConsumesCounters), v.lim.consumptionsPerDevice); errs != nil {
-		v.add(errs...)
-	} else {
-		for j := range d.ConsumesCounters {
-			v.validateConsumption(&d.ConsumesCounters[j], ccPath.Index(j))
+	if len(d.ConsumesCounters) > 0 {
+		ccPath := p.Child("consumesCounters")
+		if errs := tooMany(ccPath, len(d.ConsumesCounters), v.lim.consumptionsPerDevice); errs != nil {
+			v.add(errs...)
+		} else {
+			for j := range d.ConsumesCounters {
+				v.validateConsumption(&d.ConsumesCounters[j], ccPath, j)
+			}
+			v.add(duplicates(d.ConsumesCounters, func(c *api.DeviceCounterConsumption) string { return c.CounterSet }, ccPath)...)
 		}
-		v.add(duplicates(d.ConsumesCounters, func(c *api.DeviceCounterConsumption) string { return c.CounterSet }, ccPath)...)
 	}
 
 	v.validateDeviceNodeSelection(d, p)
@@ -258,13 +300,14 @@ func (v *sliceValidator) validateDevice(i int, d *api.Device, p *field.Path) {
 	}
 }
 
-// resolveIncludes checks an includes list: its length, and that every name
-// refers to a mixin of the right kind in this slice (field.NotFound at
-// includes[j] otherwise). It returns the resolved mixins and whether all
-// resolved.
-func resolveIncludes[M any](names []string, max int, kind api.MixinKind, p *field.Path, find func(string) (*M, bool), errs *field.ErrorList) ([]*M, bool) {
-	if e := tooMany(p, len(names), max); e != nil {
-		*errs = append(*errs, e...)
+// resolveIncludes checks the includes list of the object at parent: its
+// length, and that every name refers to a mixin of the right kind in this
+// slice (field.NotFound at includes[j] otherwise). It returns the resolved
+// mixins and whether all resolved.
+func resolveIncludes[M any](names []string, max int, kind api.MixinKind, parent *field.Path, find func(string) (*M, bool), errs *field.ErrorList) ([]*M, bool) {
+	if len(names) > max {
+		p := parent.Child("includes")
+		*errs = append(*errs, tooMany(p, len(names), max)...)
 		return nil, false
 	}
 	out := make([]*M, len(names))
@@ -273,6 +316,7 @@ func resolveIncludes[M any](names []string, max int, kind api.MixinKind, p *fiel
 		m, found := find(name)
 		if !found {
 			ok = false
+			p := parent.Child("includes")
 			if name == "" {
 				*errs = append(*errs, field.Required(p.Index(j), "must name a mixin"))
 			} else {
@@ -300,6 +344,19 @@ func numAttributeValues(view api.DeviceView) int {
 		}
 	}
 	return n
+}
+
+// mixinsHaveRequestPolicy reports whether any capacity of the mixins has a
+// request policy: only then can mixinRequestPolicies find anything.
+func mixinsHaveRequestPolicy(mixins []*api.DeviceMixin) bool {
+	for _, m := range mixins {
+		for _, c := range m.Capacity {
+			if c.RequestPolicy != nil {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // mixinRequestPolicies rejects consumable capacity that reaches a device
@@ -380,32 +437,47 @@ func (v *sliceValidator) validateDeviceNodeSelection(d *api.Device, p *field.Pat
 	}
 }
 
-func (v *sliceValidator) validateConsumption(c *api.DeviceCounterConsumption, p *field.Path) {
-	v.add(dnsLabel(c.CounterSet, p.Child("counterSet"))...)
+// validateConsumption validates consumesCounters[j] of a device, whose
+// path is built only when it has a problem.
+func (v *sliceValidator) validateConsumption(c *api.DeviceCounterConsumption, ccPath *field.Path, j int) {
+	n := len(v.errs)
+	v.validateConsumptionAt(c, probePath)
+	if len(v.errs) == n {
+		return
+	}
+	v.errs = v.errs[:n]
+	v.validateConsumptionAt(c, ccPath.Index(j))
+}
+
+func (v *sliceValidator) validateConsumptionAt(c *api.DeviceCounterConsumption, p *field.Path) {
+	if !isDNSLabelFast(c.CounterSet) {
+		v.add(dnsLabel(c.CounterSet, p.Child("counterSet"))...)
+	}
 	view := api.ConsumptionView{Consumption: c}
 	resolved := true
 	if len(c.Includes) > 0 {
-		view.Mixins, resolved = resolveIncludes(c.Includes, MaxConsumptionIncludes, api.MixinDeviceCounterConsumption, p.Child("includes"), v.ix.ConsumptionMixin, &v.errs)
+		view.Mixins, resolved = resolveIncludes(c.Includes, MaxConsumptionIncludes, api.MixinDeviceCounterConsumption, p, v.ix.ConsumptionMixin, &v.errs)
 	}
-	countersPath := p.Child("counters")
 	if v.lim.countersPerConsumption > 0 && len(c.Counters) > v.lim.countersPerConsumption {
-		v.add(field.TooMany(countersPath, len(c.Counters), v.lim.countersPerConsumption))
-	} else {
-		v.add(counterNames(c.Counters, countersPath)...)
+		v.add(field.TooMany(p.Child("counters"), len(c.Counters), v.lim.countersPerConsumption))
+	} else if len(counterNames(c.Counters, probePath)) > 0 {
+		v.add(counterNames(c.Counters, p.Child("counters"))...)
 	}
 	// Counters may come only from mixins; the requirement holds for the
 	// flattened consumption (seed 002, "API").
 	if resolved && view.NumCounters() == 0 {
-		v.add(field.Required(countersPath, requiredCountersDetail(v.mixins)))
+		v.add(field.Required(p.Child("counters"), requiredCountersDetail(v.mixins)))
 	}
-	groupsPath := p.Child("compatibilityGroups")
-	if errs := tooMany(groupsPath, len(c.CompatibilityGroups), MaxCompatibilityGroups); errs != nil {
-		v.add(errs...)
-	} else {
-		for k, g := range c.CompatibilityGroups {
-			v.add(dnsLabel(g, groupsPath.Index(k))...)
+	if len(c.CompatibilityGroups) > 0 {
+		groupsPath := p.Child("compatibilityGroups")
+		if errs := tooMany(groupsPath, len(c.CompatibilityGroups), MaxCompatibilityGroups); errs != nil {
+			v.add(errs...)
+		} else {
+			for k, g := range c.CompatibilityGroups {
+				v.add(dnsLabel(g, groupsPath.Index(k))...)
+			}
+			v.add(stringDuplicates(c.CompatibilityGroups, groupsPath)...)
 		}
-		v.add(stringDuplicates(c.CompatibilityGroups, groupsPath)...)
 	}
 }
 
@@ -421,7 +493,7 @@ func (v *sliceValidator) validateCounterSet(cs *api.CounterSet, p *field.Path) {
 	view := api.CounterSetView{CounterSet: cs}
 	resolved := true
 	if len(cs.Includes) > 0 {
-		view.Mixins, resolved = resolveIncludes(cs.Includes, MaxCounterSetIncludes, api.MixinCounterSet, p.Child("includes"), v.ix.CounterSetMixin, &v.errs)
+		view.Mixins, resolved = resolveIncludes(cs.Includes, MaxCounterSetIncludes, api.MixinCounterSet, p, v.ix.CounterSetMixin, &v.errs)
 	}
 	countersPath := p.Child("counters")
 	if v.lim.countersPerCounterSet > 0 && len(cs.Counters) > v.lim.countersPerCounterSet {
@@ -439,6 +511,9 @@ func (v *sliceValidator) validateCounterSet(cs *api.CounterSet, p *field.Path) {
 // as in kube-apiserver.
 func counterNames(counters map[string]api.Counter, p *field.Path) field.ErrorList {
 	return eachEntry(counters, func(name string, _ api.Counter) field.ErrorList {
+		if isDNSLabelFast(name) {
+			return nil
+		}
 		return dnsLabel(name, keyPath(p, name, 63))
 	})
 }
