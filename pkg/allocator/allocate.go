@@ -36,17 +36,33 @@ func (a *Allocator) Allocate(ctx context.Context, node *corev1.Node, claims []*r
 	if err != nil {
 		return nil, &FatalError{Err: err}
 	}
-	at := &attempt{a: a, ctx: ctx, node: node, claims: claims, pools: pools}
+	at := &attempt{a: a, ctx: ctx, node: node, claims: claims, pools: pools, lazy: a.opts.Strategy == FirstFit}
 	if err := at.prepare(); err != nil {
 		return nil, err
 	}
 	at.size()
 	ok, err := at.solve(0)
+	if errors.Is(err, errLazyBudget) {
+		at = &attempt{a: a, ctx: ctx, node: node, claims: claims, pools: pools}
+		if err := at.prepare(); err != nil {
+			return nil, err
+		}
+		at.size()
+		ok, err = at.solve(0)
+	}
 	if err != nil {
 		return nil, err
 	}
 	if ok {
 		return at.results()
+	}
+	if at.lazy {
+		at.lazy = false
+		for si := range at.slots {
+			for _, al := range at.slots[si].alts {
+				at.finishAlt(al)
+			}
+		}
 	}
 	expl, err := at.explain()
 	if err != nil {

@@ -39,6 +39,7 @@ type alt struct {
 	// arithmetic can fail), so the search must not prune past it.
 	mayFail bool
 	cands   []cand
+	scan    scanCursor // how far cands are built
 	rej     [numReasons]int
 	ctrRej  map[string]int
 }
@@ -186,7 +187,10 @@ func (at *attempt) newAlt(ci int, name, parent, short, class string, sels []reso
 			// Larger than any claim may hold; the claim-size check reports it.
 			al.count = maxResults + 1
 		}
-		at.buildCands(al, false)
+		if at.lazy {
+			// The first pass looks at devices as the search reaches them.
+			return al, nil
+		}
 	case resourcev1.DeviceAllocationModeAll:
 		al.all = true
 		if err := at.buildAll(al); err != nil {
@@ -196,19 +200,27 @@ func (at *attempt) newAlt(ci int, name, parent, short, class string, sels []reso
 	default:
 		return nil, at.fatal(ci, name, fmt.Errorf("unsupported count mode %q", mode))
 	}
+	at.finishAlt(al)
+	return al, nil
+}
+
+// finishAlt completes the candidate list and decides mayFail.
+func (at *attempt) finishAlt(al *alt) {
+	if !al.all {
+		at.buildCands(al, false)
+	}
 	if al.all {
 		// Capacity arithmetic of "All" candidates already ran without error
 		// in buildAll and is static, so only a claim constraint can make
 		// them fail fatally; prepare decides once the constraints are known.
-		return al, nil
+		return
 	}
 	for _, c := range al.cands {
-		if c.err != nil || (c.d.multi && capReq != nil) {
+		if c.err != nil || (c.d.multi && al.capReq != nil) {
 			al.mayFail = true
 			break
 		}
 	}
-	return al, nil
 }
 
 // selectable runs the class selectors, the request selectors and the
@@ -257,73 +269,123 @@ func staticCapacity(al *alt, d *devInfo, used capMap) (bool, error) {
 // buildCands lists, in upstream's visiting order, the devices that can serve
 // the alt on their own, counting every other device under its reason.
 func (at *attempt) buildCands(al *alt, explainOnly bool) {
-	a := at.a
-	for npi := range at.pools {
-		np := &at.pools[npi]
-		for _, si := range np.slices {
-			s := &a.slices[si]
-			if np.incomplete || np.invalid {
-				r := ReasonIncompletePool
-				if np.invalid {
-					r = ReasonInvalidPool
-				}
-				al.rej[r] += int(s.devEnd - s.devStart)
-				continue
-			}
-			for i := s.devStart; i < s.devEnd; i++ {
-				d := &np.t.devs[i]
-				c := cand{d: d, l: np.devBase + i, np: int32(npi)}
-				if !al.admin && d.allocated {
-					al.rej[ReasonAllocated]++
-					continue
-				}
-				ok, reason, err := at.selectable(al, d)
-				if err != nil {
-					if !explainOnly {
-						c.err = err
-						al.cands = append(al.cands, c)
-					}
-					continue
-				}
-				if !ok {
-					al.rej[reason]++
-					continue
-				}
-				if !at.nodeOpsOK(d) {
-					al.rej[ReasonNodeOperations]++
-					continue
-				}
-				fits, err := staticCapacity(al, d, d.aggCap)
-				if err != nil {
-					if !explainOnly {
-						c.err = at.fatal(al.claim, al.name, fmt.Errorf("checking capacity for device %s: %w", a.devID(d), err))
-						al.cands = append(al.cands, c)
-					}
-					continue
-				}
-				if !fits {
-					al.rej[ReasonCapacity]++
-					continue
-				}
-				if taintBlocks(d.d.Taints, al.tols) {
-					al.rej[ReasonTaint]++
-					continue
-				}
-				if bad := counterMisfitAlone(d, np.t); bad >= 0 {
-					al.rej[ReasonCounterExhausted]++
-					if explainOnly {
-						if al.ctrRej == nil {
-							al.ctrRej = map[string]int{}
-						}
-						al.ctrRej[np.t.counterName(bad)]++
-					}
-					continue
-				}
-				if !explainOnly {
-					al.cands = append(al.cands, c)
-				}
-			}
+	for at.scanOne(al, explainOnly) {
+	}
+}
+
+// scanCursor is how far buildCands has looked: pool, slice of the pool,
+// pool-local device.
+type scanCursor struct {
+	np, sl int
+	dev    int32
+	begun  bool
+	done   bool
+}
+
+// more extends al.cands by at least one candidate, looking at no more
+// devices than that takes; false when no device is left.
+func (at *attempt) more(al *alt) bool {
+	n := len(al.cands)
+	for len(al.cands) == n {
+		if !at.scanOne(al, false) {
+			return false
 		}
+	}
+	return true
+}
+
+// scanOne looks at the device under the cursor (a whole slice of an
+// unusable pool) and advances; false once everything was seen.
+func (at *attempt) scanOne(al *alt, explainOnly bool) bool {
+	a := at.a
+	cur := &al.scan
+	for !cur.done {
+		if cur.np >= len(at.pools) {
+			cur.done = true
+			break
+		}
+		np := &at.pools[cur.np]
+		if cur.sl >= len(np.slices) {
+			cur.np, cur.sl, cur.begun = cur.np+1, 0, false
+			continue
+		}
+		s := &a.slices[np.slices[cur.sl]]
+		if !cur.begun {
+			cur.dev, cur.begun = s.devStart, true
+		}
+		if np.incomplete || np.invalid {
+			r := ReasonIncompletePool
+			if np.invalid {
+				r = ReasonInvalidPool
+			}
+			al.rej[r] += int(s.devEnd - s.devStart)
+			cur.sl, cur.begun = cur.sl+1, false
+			return true
+		}
+		if cur.dev >= s.devEnd {
+			cur.sl, cur.begun = cur.sl+1, false
+			continue
+		}
+		i := cur.dev
+		cur.dev++
+		at.scanDev(al, np, int32(cur.np), i, explainOnly)
+		return true
+	}
+	return false
+}
+
+func (at *attempt) scanDev(al *alt, np *nodePool, npi, i int32, explainOnly bool) {
+	a := at.a
+	d := &np.t.devs[i]
+	c := cand{d: d, l: np.devBase + i, np: npi}
+	if !al.admin && d.allocated {
+		al.rej[ReasonAllocated]++
+		return
+	}
+	ok, reason, err := at.selectable(al, d)
+	if err != nil {
+		if !explainOnly {
+			c.err = err
+			al.cands = append(al.cands, c)
+		}
+		return
+	}
+	if !ok {
+		al.rej[reason]++
+		return
+	}
+	if !at.nodeOpsOK(d) {
+		al.rej[ReasonNodeOperations]++
+		return
+	}
+	fits, err := staticCapacity(al, d, d.aggCap)
+	if err != nil {
+		if !explainOnly {
+			c.err = at.fatal(al.claim, al.name, fmt.Errorf("checking capacity for device %s: %w", a.devID(d), err))
+			al.cands = append(al.cands, c)
+		}
+		return
+	}
+	if !fits {
+		al.rej[ReasonCapacity]++
+		return
+	}
+	if taintBlocks(d.d.Taints, al.tols) {
+		al.rej[ReasonTaint]++
+		return
+	}
+	if bad := counterMisfitAlone(d, np.t); bad >= 0 {
+		al.rej[ReasonCounterExhausted]++
+		if explainOnly {
+			if al.ctrRej == nil {
+				al.ctrRej = map[string]int{}
+			}
+			al.ctrRej[np.t.counterName(bad)]++
+		}
+		return
+	}
+	if !explainOnly {
+		al.cands = append(al.cands, c)
 	}
 }
 

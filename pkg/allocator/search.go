@@ -2,6 +2,7 @@ package allocator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -29,6 +30,11 @@ type attempt struct {
 	picks      []pick
 	claimCount []int
 	steps      int
+	// lazy: the first pass, which builds candidates only as far as the
+	// search reaches and does not prune, exactly like upstream. It gives up
+	// after lazyBudget steps; the second pass builds every candidate list
+	// and prunes. Selector results are cached, so little is lost.
+	lazy bool
 
 	// Scratch for the counter bound.
 	cntSet  []int32
@@ -268,7 +274,7 @@ func (at *attempt) solve(si int) (bool, error) {
 	if si == len(at.slots) {
 		return true, nil
 	}
-	if !at.lookahead(si) {
+	if !at.lazy && !at.lookahead(si) {
 		return false, nil
 	}
 	sl := &at.slots[si]
@@ -308,6 +314,9 @@ func (at *attempt) fill(si int, al *alt, order []cand, k, pos int) (bool, error)
 	if k == al.count {
 		return at.solve(si + 1)
 	}
+	if at.lazy && !al.all {
+		return at.fillLazy(si, al, k, pos)
+	}
 	if al.all {
 		ok, err := at.tryAdd(al, order[k])
 		if err != nil || !ok {
@@ -343,6 +352,45 @@ func (at *attempt) fill(si int, al *alt, order []cand, k, pos int) (bool, error)
 			continue
 		}
 		done, err := at.fill(si, al, order, k+1, i+1)
+		if err == nil && done {
+			return true, nil
+		}
+		at.undo()
+		if err != nil {
+			return false, err
+		}
+	}
+	return false, nil
+}
+
+// errLazyBudget ends the first pass.
+var errLazyBudget = errors.New("first pass over budget")
+
+// lazyBudget is the number of search steps and devices tried the first pass
+// may take: enough for the common case where first-fit succeeds (or fails)
+// within a few devices per request.
+const lazyBudget = 256
+
+// fillLazy is fill for the first pass: upstream's plain enumeration, with
+// candidates built as it reaches them.
+func (at *attempt) fillLazy(si int, al *alt, k, pos int) (bool, error) {
+	if at.steps > lazyBudget {
+		return false, errLazyBudget
+	}
+	for i := pos; i < len(al.cands) || at.more(al); i++ {
+		// Every device tried counts: a failing constraint can reject
+		// thousands without recursing.
+		if at.steps++; at.steps > lazyBudget {
+			return false, errLazyBudget
+		}
+		ok, err := at.tryAdd(al, al.cands[i])
+		if err != nil {
+			return false, err
+		}
+		if !ok {
+			continue
+		}
+		done, err := at.fill(si, al, nil, k+1, i+1)
 		if err == nil && done {
 			return true, nil
 		}

@@ -38,7 +38,7 @@ func main() {
 	replay := flag.String("replay", "", "file or directory of scenario YAML files to run instead of generating")
 	verbose := flag.Bool("v", false, "print every scenario")
 	showTimeouts := flag.Bool("timeouts", true, "print a TIMEOUT line per node where either side timed out, with both times")
-	slow := flag.Duration("shrink-slow", 0, "when > 0, shrink every node where dractl timed out while dractl alone still needs longer than this, and write it to -slow-out")
+	slow := flag.Duration("shrink-slow", 0, "when > 0, shrink every node where dractl timed out or took longer than this while dractl alone still does, and write it to -slow-out")
 	reportSlow := flag.Duration("report-slow", 0, "when > 0, also print a SLOWCALL line per node where dractl took longer than this (without timing out)")
 	slowOut := flag.String("slow-out", "testdata/slow", "directory for shrunk scenarios where dractl is slow")
 	flag.Parse()
@@ -128,7 +128,7 @@ func main() {
 						fmt.Printf("SLOWCALL %s %s: dractl answered %s in %.1f ms (upstream %s in %.1f ms)\n", j.name, r.Node, r.Dractl.Kind,
 							float64(r.DractlTime.Microseconds())/1000, r.Upstream.Kind, float64(r.UpstreamTime.Microseconds())/1000)
 					}
-					if *slow > 0 && r.Dractl.Kind == scenario.Timeout {
+					if *slow > 0 && (r.Dractl.Kind == scenario.Timeout || r.DractlTime > *slow) {
 						slowNodes = append(slowNodes, slowNode{sc, r.Node})
 					}
 					if r.Signature == "" {
