@@ -66,6 +66,8 @@ type poolTable struct {
 	// usesCompat: some device of the pool declares compatibility groups;
 	// without any, the group check always admits and is skipped.
 	usesCompat bool
+	// badRefs: some device's mixins or consumed counters do not resolve.
+	badRefs bool
 }
 
 type sliceInfo struct {
@@ -266,9 +268,6 @@ func (a *Allocator) buildTable(pi int32) *poolTable {
 	info := &a.pools[pi]
 	p := info.p
 	t := &poolTable{devs: make([]devInfo, 0, info.nDevs), bindingConds: make([]bool, len(p.Slices))}
-	if info.complete {
-		t.invalid = p.Validate()
-	}
 	// Counter sets first so that device consumption can refer to them.
 	setByName := map[string]int32{}
 	ctrByName := map[string]map[string]int32{}
@@ -312,9 +311,43 @@ func (a *Allocator) buildTable(pi int32) *poolTable {
 			t.devs = append(t.devs, t.newDev(pi, slIdx, s, d, setByName, ctrByName))
 		}
 	}
+	// Pool.Validate builds field paths for every device; the table already
+	// sees everything it checks, so it runs only to describe a problem.
+	if info.complete && t.suspect(p, len(sets)) {
+		t.invalid = p.Validate()
+	}
 	t.applyHeld(a.held[p.ID])
 	t.finishCounters(a.slices)
 	return t
+}
+
+// suspect reports whether Pool.Validate could find a problem: slices that
+// disagree on resourceSliceCount, counter sets that are duplicated or do not
+// resolve, duplicate device names, device mixins that do not resolve, and
+// consumption of unknown counter sets or counters (newDev flags those).
+func (t *poolTable) suspect(p *pool.Pool, nSets int) bool {
+	if t.badRefs {
+		return true
+	}
+	declared := 0
+	for _, s := range p.Slices {
+		if s.Spec.Pool.ResourceSliceCount != p.SliceCount {
+			return true
+		}
+		declared += len(s.Spec.SharedCounters)
+	}
+	if declared != nSets {
+		return true
+	}
+	names := make(map[string]struct{}, len(t.devs))
+	for i := range t.devs {
+		n := t.devs[i].d.Name
+		if _, dup := names[n]; dup {
+			return true
+		}
+		names[n] = struct{}{}
+	}
+	return false
 }
 
 func (t *poolTable) newDev(pi, slIdx int32, s *pool.Slice, d *api.Device,
@@ -325,6 +358,7 @@ func (t *poolTable) newDev(pi, slIdx int32, s *pool.Slice, d *api.Device,
 		dev.node = newNodeSelection(d.NodeName, d.AllNodes, d.NodeSelector)
 	}
 	if dev.viewErr != nil {
+		t.badRefs = true
 		return dev
 	}
 	for name, c := range dev.view.Capacities() {
@@ -336,7 +370,8 @@ func (t *poolTable) newDev(pi, slIdx int32, s *pool.Slice, d *api.Device,
 	for _, cv := range dev.view.Consumptions {
 		set, ok := setByName[cv.CounterSet()]
 		if !ok {
-			continue // pool validation reports it
+			t.badRefs = true // pool validation reports it
+			continue
 		}
 		if len(cv.Consumption.CompatibilityGroups) > 0 {
 			t.usesCompat = true
@@ -346,6 +381,7 @@ func (t *poolTable) newDev(pi, slIdx int32, s *pool.Slice, d *api.Device,
 		for name, c := range cv.Counters() {
 			rel, ok := ctrByName[cv.CounterSet()][name]
 			if !ok {
+				t.badRefs = true
 				continue
 			}
 			milli := t.sets[set].milli[rel-t.sets[set].ctrStart]
