@@ -36,9 +36,9 @@ func (o *globalOptions) readCluster(w io.Writer, strategy allocator.Strategy) (*
 		fmt.Fprintln(w, oneLine(e.line))
 		bad++
 	}
-	for i := range in.objects {
+	for i, errs := range validateObjects(in.objects) {
 		obj := &in.objects[i]
-		for _, e := range validateObject(obj) {
+		for _, e := range errs {
 			fmt.Fprintf(w, "%s: %s\n", where(obj), oneLine(e.Error()))
 			bad++
 		}

@@ -73,9 +73,10 @@ func runValidate(in *input, w io.Writer) bool {
 		}
 	}
 
+	objErrs := validateObjects(in.objects)
 	for i := range in.objects {
 		obj := &in.objects[i]
-		errs := validateObject(obj)
+		errs := objErrs[i]
 		for _, e := range errs {
 			fmt.Fprintf(w, "%s: %s\n", where(obj), oneLine(e.Error()))
 		}
@@ -140,6 +141,27 @@ func runValidate(in *input, w io.Writer) bool {
 
 	fmt.Fprintln(w, summary(len(in.objects)+len(undecoded), len(pools), errCount, len(badObjects), badPools))
 	return errCount == 0
+}
+
+// validateObjects runs the admission rules of every object; the result's
+// i-th list is objs[i]'s. ResourceSlices, which are most of a cluster's
+// objects, are validated in parallel.
+func validateObjects(objs []decode.Object) []field.ErrorList {
+	out := make([]field.ErrorList, len(objs))
+	var slices []*api.ResourceSlice
+	var at []int
+	for i := range objs {
+		if s, ok := objs[i].Obj.(*api.ResourceSlice); ok {
+			slices = append(slices, s)
+			at = append(at, i)
+			continue
+		}
+		out[i] = validateObject(&objs[i])
+	}
+	for j, errs := range validation.ResourceSlices(slices) {
+		out[at[j]] = errs
+	}
+	return out
 }
 
 // validateObject runs the admission rules of the object's kind. Kinds
