@@ -22,11 +22,12 @@ func (at *attempt) bestFitOrder(al *alt) []cand {
 		}
 		np := &at.pools[c.np]
 		t := np.t
+		t.all()
 		for _, o := range t.sets[d.bucket].devices {
 			if o == d.idx {
 				continue
 			}
-			od := &t.devs[o]
+			od := t.dev(o)
 			ol := np.devBase + o
 			if at.inUse[ol] > 0 || od.allocated || !at.countersFit(np, od) {
 				continue

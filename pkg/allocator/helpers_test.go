@@ -29,7 +29,7 @@ func flatten(a *Allocator) flatView {
 		t := a.table(int32(pi))
 		fv.ctrStart = append(fv.ctrStart, int32(len(fv.avail)))
 		for i := range t.devs {
-			fv.devs = append(fv.devs, &t.devs[i])
+			fv.devs = append(fv.devs, t.dev(int32(i)))
 		}
 		fv.avail = append(fv.avail, t.avail...)
 	}

@@ -44,9 +44,10 @@ func (a *Allocator) gatherPools(node *corev1.Node) ([]nodePool, error) {
 		case s.perDevice:
 			t := a.table(s.pool)
 			for i := s.devStart; i < s.devEnd; i++ {
-				ok, err := t.devs[i].node.matches(node)
+				d := t.dev(i)
+				ok, err := d.node.matches(node)
 				if err != nil {
-					return fmt.Errorf("failed to perform node selection for device %s in slice %s: %w", t.devs[i].d.Name, s.s.Name, err)
+					return fmt.Errorf("failed to perform node selection for device %s in slice %s: %w", d.d.Name, s.s.Name, err)
 				}
 				if ok {
 					relevant = true

@@ -336,7 +336,7 @@ func (at *attempt) scanOne(al *alt, explainOnly bool) bool {
 
 func (at *attempt) scanDev(al *alt, np *nodePool, npi, i int32, explainOnly bool) {
 	a := at.a
-	d := &np.t.devs[i]
+	d := np.t.dev(i)
 	c := cand{d: d, l: np.devBase + i, np: npi}
 	if !al.admin && d.allocated {
 		al.rej[ReasonAllocated]++
@@ -429,7 +429,7 @@ func (at *attempt) buildAll(al *alt) error {
 		for _, si := range np.slices {
 			s := &a.slices[si]
 			for i := s.devStart; i < s.devEnd; i++ {
-				d := &np.t.devs[i]
+				d := np.t.dev(i)
 				ok, _, err := at.selectable(al, d)
 				if err != nil {
 					return err

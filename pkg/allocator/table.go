@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
@@ -52,10 +53,19 @@ type poolInfo struct {
 // poolTable is everything about one pool that takes looking at its
 // devices. Device, counter and counter set indices are pool-local.
 type poolTable struct {
+	a       *Allocator
+	pool    int32
 	invalid *pool.InvalidError
-	devs    []devInfo
-	sets    []setInfo
-	avail   []int64 // per counter: set amount minus what allocated devices consume
+	// devs are built on first use (dev); ready says which are.
+	devs      []devInfo
+	ready     []atomic.Bool
+	mu        sync.Mutex // serializes building entries
+	arena     []counterUse
+	allOnce   sync.Once
+	setByName map[string]int32
+	ctrByName map[string]map[string]int32
+	sets      []setInfo
+	avail     []int64 // per counter: set amount minus what allocated devices consume
 	// bindingConds per slice of the pool: it offers devices with binding
 	// conditions.
 	bindingConds []bool
@@ -267,53 +277,60 @@ func (a *Allocator) table(pi int32) *poolTable {
 func (a *Allocator) buildTable(pi int32) *poolTable {
 	info := &a.pools[pi]
 	p := info.p
-	t := &poolTable{devs: make([]devInfo, 0, info.nDevs), bindingConds: make([]bool, len(p.Slices))}
+	t := &poolTable{a: a, pool: pi, devs: make([]devInfo, info.nDevs), ready: make([]atomic.Bool, info.nDevs),
+		bindingConds: make([]bool, len(p.Slices)), setByName: map[string]int32{}, ctrByName: map[string]map[string]int32{}}
 	// Counter sets first so that device consumption can refer to them.
-	setByName := map[string]int32{}
-	ctrByName := map[string]map[string]int32{}
 	sets := p.CounterSets()
 	names := make([]string, 0, len(sets))
 	for n := range sets {
 		names = append(names, n)
 	}
 	slices.Sort(names)
+	var ctrs []string
 	for _, n := range names {
 		cs := sets[n]
 		si := setInfo{name: n, ctrStart: int32(len(t.avail))}
-		var ctrs []string
+		ctrs = ctrs[:0]
 		for c := range cs.Counters() {
 			ctrs = append(ctrs, c)
 		}
 		slices.Sort(ctrs)
-		byCtr := map[string]int32{}
-		for _, c := range ctrs {
+		byCtr := make(map[string]int32, len(ctrs))
+		si.names = slices.Clone(ctrs)
+		si.milli = make([]bool, len(ctrs))
+		for j, c := range ctrs {
 			v, _ := cs.Counter(c)
 			byCtr[c] = int32(len(t.avail))
-			si.names = append(si.names, c)
 			// Milli units keep fractional counters exact; counters too large
 			// for that (beyond ~9 PB of bytes) fall back to whole units.
 			milli := v.Value.CmpInt64(1<<50) < 0
-			si.milli = append(si.milli, milli)
+			si.milli[j] = milli
 			t.avail = append(t.avail, scaled(v.Value, milli))
 		}
-		setByName[n] = int32(len(t.sets))
-		ctrByName[n] = byCtr
+		t.setByName[n] = int32(len(t.sets))
+		t.ctrByName[n] = byCtr
 		t.sets = append(t.sets, si)
 	}
+	dup := false
+	names = make([]string, 0, info.nDevs)
 	for k, s := range p.Slices {
-		slIdx := info.firstSlice + int32(k)
-		counters := a.slices[slIdx].counters
+		counters := a.slices[info.firstSlice+int32(k)].counters
 		for i := range s.Spec.Devices {
 			d := &s.Spec.Devices[i]
 			if d.BindingConditions != nil && !counters {
 				t.bindingConds[k] = true
 			}
-			t.devs = append(t.devs, t.newDev(pi, slIdx, s, d, setByName, ctrByName))
+			t.scanRefs(s, d)
+			names = append(names, d.Name)
 		}
+	}
+	if len(names) > 1 {
+		slices.Sort(names)
+		dup = len(slices.Compact(names)) != len(names)
 	}
 	// Pool.Validate builds field paths for every device; the table already
 	// sees everything it checks, so it runs only to describe a problem.
-	if info.complete && t.suspect(p, len(sets)) {
+	if info.complete && (dup || t.suspect(p, len(sets))) {
 		t.invalid = p.Validate()
 	}
 	t.applyHeld(a.held[p.ID])
@@ -321,10 +338,56 @@ func (a *Allocator) buildTable(pi int32) *poolTable {
 	return t
 }
 
+// scanRefs is the part of building a device entry that the pool needs
+// before any device is used: whether its mixins and consumed counters
+// resolve (pool validity) and whether it declares compatibility groups. It
+// allocates nothing, so seeing a pool costs little more than its size.
+func (t *poolTable) scanRefs(s *pool.Slice, d *api.Device) {
+	for _, n := range d.Includes {
+		if _, ok := s.Mixins.DeviceMixin(n); !ok {
+			t.badRefs = true
+			return
+		}
+	}
+	for i := range d.ConsumesCounters {
+		c := &d.ConsumesCounters[i]
+		for _, n := range c.Includes {
+			if _, ok := s.Mixins.ConsumptionMixin(n); !ok {
+				t.badRefs = true
+				return
+			}
+		}
+		if len(c.CompatibilityGroups) > 0 {
+			t.usesCompat = true
+		}
+		byCtr, ok := t.ctrByName[c.CounterSet]
+		if !ok {
+			t.badRefs = true
+			return
+		}
+		for name := range c.Counters {
+			if _, ok := byCtr[name]; !ok {
+				t.badRefs = true
+				return
+			}
+		}
+		for _, n := range c.Includes {
+			m, _ := s.Mixins.ConsumptionMixin(n)
+			for name := range m.Counters {
+				if _, ok := byCtr[name]; !ok {
+					t.badRefs = true
+					return
+				}
+			}
+		}
+	}
+}
+
 // suspect reports whether Pool.Validate could find a problem: slices that
 // disagree on resourceSliceCount, counter sets that are duplicated or do not
-// resolve, duplicate device names, device mixins that do not resolve, and
-// consumption of unknown counter sets or counters (newDev flags those).
+// resolve, device mixins that do not resolve, and consumption of unknown
+// counter sets or counters (scanRefs flags those). Duplicate device names
+// are checked by the caller.
 func (t *poolTable) suspect(p *pool.Pool, nSets int) bool {
 	if t.badRefs {
 		return true
@@ -336,73 +399,123 @@ func (t *poolTable) suspect(p *pool.Pool, nSets int) bool {
 		}
 		declared += len(s.Spec.SharedCounters)
 	}
-	if declared != nSets {
-		return true
-	}
-	names := make(map[string]struct{}, len(t.devs))
-	for i := range t.devs {
-		n := t.devs[i].d.Name
-		if _, dup := names[n]; dup {
-			return true
-		}
-		names[n] = struct{}{}
-	}
-	return false
+	return declared != nSets
 }
 
-func (t *poolTable) newDev(pi, slIdx int32, s *pool.Slice, d *api.Device,
-	setByName map[string]int32, ctrByName map[string]map[string]int32) devInfo {
-	dev := devInfo{pool: pi, slice: slIdx, idx: int32(len(t.devs)), d: d, multi: ptr.Deref(d.AllowMultipleAllocations, false)}
+// dev returns the pool-local device i, building its entry the first time:
+// a cold scheduling cycle looks at a few devices of each pool, so entries
+// for the rest would be wasted work.
+func (t *poolTable) dev(i int32) *devInfo {
+	if !t.ready[i].Load() {
+		t.build(i)
+	}
+	return &t.devs[i]
+}
+
+func (t *poolTable) build(i int32) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.ready[i].Load() {
+		return
+	}
+	a := t.a
+	info := &a.pools[t.pool]
+	// Slices of a pool are few; find the device's slice by its range.
+	k := info.firstSlice
+	for a.slices[k].devEnd <= i {
+		k++
+	}
+	sl := &a.slices[k]
+	t.newDev(k, sl.s, &sl.s.Spec.Devices[i-sl.devStart], i)
+	t.ready[i].Store(true)
+}
+
+// all builds every device entry and the per-set device lists, which only
+// BestFit scoring reads.
+func (t *poolTable) all() {
+	t.allOnce.Do(func() {
+		for i := range t.devs {
+			d := t.dev(int32(i))
+			if d.viewErr != nil {
+				continue
+			}
+			for _, cv := range d.view.Consumptions {
+				if set, ok := t.setByName[cv.CounterSet()]; ok {
+					t.sets[set].devices = append(t.sets[set].devices, d.idx)
+				}
+			}
+		}
+	})
+}
+
+// newDev fills entry i; t.mu is held. Counter uses live in one arena per
+// pool and a device without mixins reads its own capacity map, so an entry
+// usually costs no allocation of its own.
+func (t *poolTable) newDev(slIdx int32, s *pool.Slice, d *api.Device, i int32) {
+	dev := &t.devs[i]
+	*dev = devInfo{pool: t.pool, slice: slIdx, idx: i, d: d, multi: ptr.Deref(d.AllowMultipleAllocations, false), bucket: -1}
 	dev.view, dev.viewErr = s.Mixins.Device(d)
 	if ptr.Deref(s.Spec.PerDeviceNodeSelection, false) {
 		dev.node = newNodeSelection(d.NodeName, d.AllNodes, d.NodeSelector)
 	}
 	if dev.viewErr != nil {
-		t.badRefs = true
-		return dev
+		return
 	}
-	for name, c := range dev.view.Capacities() {
-		if dev.cap == nil {
-			dev.cap = map[api.QualifiedName]api.DeviceCapacity{}
+	if len(dev.view.Mixins) == 0 {
+		if len(d.Capacity) > 0 {
+			dev.cap = d.Capacity
 		}
-		dev.cap[name] = c
+	} else {
+		for name, c := range dev.view.Capacities() {
+			if dev.cap == nil {
+				dev.cap = map[api.QualifiedName]api.DeviceCapacity{}
+			}
+			dev.cap[name] = c
+		}
 	}
+	start := len(t.arena)
 	for _, cv := range dev.view.Consumptions {
-		set, ok := setByName[cv.CounterSet()]
+		set, ok := t.setByName[cv.CounterSet()]
 		if !ok {
-			t.badRefs = true // pool validation reports it
 			continue
 		}
-		if len(cv.Consumption.CompatibilityGroups) > 0 {
-			t.usesCompat = true
+		if t.usesCompat {
+			dev.compat = append(dev.compat, compatUse{set: set, groups: sortedUnique(cv.Consumption.CompatibilityGroups)})
 		}
-		dev.compat = append(dev.compat, compatUse{set: set, groups: sortedUnique(cv.Consumption.CompatibilityGroups)})
-		t.sets[set].devices = append(t.sets[set].devices, dev.idx)
 		for name, c := range cv.Counters() {
-			rel, ok := ctrByName[cv.CounterSet()][name]
+			rel, ok := t.ctrByName[cv.CounterSet()][name]
 			if !ok {
-				t.badRefs = true
 				continue
 			}
 			milli := t.sets[set].milli[rel-t.sets[set].ctrStart]
-			dev.uses = append(dev.uses, counterUse{rel: rel, amt: scaled(c.Value, milli)})
+			t.arena = append(t.arena, counterUse{rel: rel, amt: scaled(c.Value, milli)})
 		}
 	}
+	if len(t.arena) == start {
+		return
+	}
+	// Later appends may move the arena; entries keep the array they saw.
+	dev.uses = t.arena[start:len(t.arena):len(t.arena)]
 	// Deterministic order makes counter-exhaustion details stable.
 	slices.SortFunc(dev.uses, func(x, y counterUse) int { return cmp.Compare(x.rel, y.rel) })
-	dev.bucket = -1
-	if len(dev.uses) > 0 {
-		if s := t.setOfCounter(dev.uses[0].rel); s >= 0 {
-			si := &t.sets[s]
-			dev.bucket = s
-			for _, u := range dev.uses {
-				if u.rel >= si.ctrStart && u.rel < si.ctrStart+int32(len(si.names)) {
-					dev.bucketUses = append(dev.bucketUses, u)
+	if s := t.setOfCounter(dev.uses[0].rel); s >= 0 {
+		si := &t.sets[s]
+		dev.bucket = s
+		// Uses are sorted by counter and a set's counters are contiguous,
+		// so the bucket's uses are a run of them.
+		lo, hi := -1, 0
+		for j, u := range dev.uses {
+			if u.rel >= si.ctrStart && u.rel < si.ctrStart+int32(len(si.names)) {
+				if lo < 0 {
+					lo = j
 				}
+				hi = j + 1
 			}
 		}
+		if lo >= 0 {
+			dev.bucketUses = dev.uses[lo:hi:hi]
+		}
 	}
-	return dev
 }
 
 func scaled(q resource.Quantity, milli bool) int64 {
@@ -429,17 +542,23 @@ func (t *poolTable) applyHeld(held []*resourcev1.DeviceRequestAllocationResult) 
 		return
 	}
 	byName := make(map[string]int32, len(t.devs))
-	for i := len(t.devs) - 1; i >= 0; i-- {
-		// The first device of a name wins, as in a pool with duplicate
-		// names (which is invalid and never allocated from anyway).
-		byName[t.devs[i].d.Name] = int32(i)
+	p := &t.a.pools[t.pool]
+	n := p.nDevs
+	for k := len(p.p.Slices) - 1; k >= 0; k-- {
+		devs := p.p.Slices[k].Spec.Devices
+		for i := len(devs) - 1; i >= 0; i-- {
+			n--
+			// The first device of a name wins, as in a pool with duplicate
+			// names (which is invalid and never allocated from anyway).
+			byName[devs[i].Name] = n
+		}
 	}
 	for _, r := range held {
 		i, ok := byName[r.Device]
 		if !ok {
 			continue
 		}
-		d := &t.devs[i]
+		d := t.dev(i)
 		if r.ShareID == nil {
 			d.allocated = true
 			continue
@@ -463,6 +582,9 @@ func (t *poolTable) applyHeld(held []*resourcev1.DeviceRequestAllocationResult) 
 // baselines from them.
 func (t *poolTable) finishCounters(all []sliceInfo) {
 	for i := range t.devs {
+		if !t.ready[i].Load() {
+			continue // only held devices are built yet
+		}
 		d := &t.devs[i]
 		if all[d.slice].counters || !(d.allocated || d.shareInUse) {
 			continue
