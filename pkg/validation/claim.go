@@ -54,8 +54,8 @@ func isExtendedResourceName(name string) bool {
 }
 
 // ResourceClaim validates a ResourceClaim's metadata and spec as admission
-// would on create, and the request references of a status allocation.
-// An empty namespace is accepted (clients fill it in); the object is
+// would on create. The status is not validated: kube-apiserver drops it on
+// create (ResourceClaimWarnings looks at it). An empty namespace is accepted (clients fill it in); the object is
 // validated as API-server defaulting would leave it, so an unset
 // allocationMode means ExactCount and an unset count means one.
 func ResourceClaim(c *resourcev1.ResourceClaim) field.ErrorList {
@@ -64,11 +64,7 @@ func ResourceClaim(c *resourcev1.ResourceClaim) field.ErrorList {
 	}
 	errs := objectMeta(&c.ObjectMeta, true, field.NewPath("metadata"))
 	names := gatherRequestNames(&c.Spec.Devices)
-	errs = append(errs, deviceClaim(&c.Spec.Devices, names, field.NewPath("spec", "devices"))...)
-	if a := c.Status.Allocation; a != nil {
-		errs = append(errs, allocation(a, names, field.NewPath("status", "allocation"))...)
-	}
-	return errs
+	return append(errs, deviceClaim(&c.Spec.Devices, names, field.NewPath("spec", "devices"))...)
 }
 
 // ResourceClaimTemplate validates a template: its own metadata, the
@@ -212,7 +208,7 @@ func deviceRequest(r *resourcev1.DeviceRequest, used constraintUse, p *field.Pat
 	case hasExactly:
 		e := r.Exactly
 		ep := p.Child("exactly")
-		errs = append(errs, requestCommon(e.DeviceClassName, e.Selectors, e.AllocationMode, e.Count, e.Tolerations, e.Capacity, ep)...)
+		errs = append(errs, requestCommon(e.DeviceClassName, e.Selectors, e.AllocationMode, e.Count, e.Tolerations, ep)...)
 		errs = append(errs, derivedAttributes(e.DerivedAttributes, used, r.Name, ep.Child("derivedAttributes"))...)
 	default:
 		fp := p.Child("firstAvailable")
@@ -223,7 +219,7 @@ func deviceRequest(r *resourcev1.DeviceRequest, used constraintUse, p *field.Pat
 			s := &r.FirstAvailable[i]
 			sp := fp.Index(i)
 			errs = append(errs, dnsLabel(s.Name, sp.Child("name"))...)
-			errs = append(errs, requestCommon(s.DeviceClassName, s.Selectors, s.AllocationMode, s.Count, s.Tolerations, s.Capacity, sp)...)
+			errs = append(errs, requestCommon(s.DeviceClassName, s.Selectors, s.AllocationMode, s.Count, s.Tolerations, sp)...)
 			errs = append(errs, derivedAttributes(s.DerivedAttributes, used, r.Name+"/"+s.Name, sp.Child("derivedAttributes"))...)
 		}
 		errs = append(errs, duplicates(r.FirstAvailable, func(s *resourcev1.DeviceSubRequest) string { return s.Name }, fp)...)
@@ -236,7 +232,7 @@ var allocationModes = []resourcev1.DeviceAllocationMode{resourcev1.DeviceAllocat
 // requestCommon holds the rules that exactly and firstAvailable entries
 // share.
 func requestCommon(class string, sels []resourcev1.DeviceSelector, mode resourcev1.DeviceAllocationMode, count int64,
-	tols []resourcev1.DeviceToleration, capacity *resourcev1.CapacityRequirements, p *field.Path) field.ErrorList {
+	tols []resourcev1.DeviceToleration, p *field.Path) field.ErrorList {
 	errs := dnsSubdomain(class, p.Child("deviceClassName"))
 	errs = append(errs, selectors(sels, p.Child("selectors"))...)
 	switch mode {
@@ -264,23 +260,15 @@ func requestCommon(class string, sels []resourcev1.DeviceSelector, mode resource
 			errs = append(errs, toleration(&tols[i], tp.Index(i))...)
 		}
 	}
-	if capacity != nil {
-		cp := p.Child("capacity", "requests")
-		for _, name := range sortedKeys(capacity.Requests) {
-			kp := keyPath(cp, string(name), qualifiedKeyMaxPathLength)
-			errs = append(errs, qualifiedName(string(name), kp)...)
-			if q := capacity.Requests[name]; q.Sign() < 0 {
-				errs = append(errs, field.Invalid(kp, q.String(), apivalidation.IsNegativeErrorMsg))
-			}
-		}
-	}
+	// kube-apiserver does not validate capacity requests at all;
+	// ResourceClaimWarnings points out the ones that cannot work.
 	return errs
 }
 
 var tolerationOperators = []resourcev1.DeviceTolerationOperator{resourcev1.DeviceTolerationOpEqual, resourcev1.DeviceTolerationOpExists}
 
 // toleration: optional key (a label name); Exists forbids a value, Equal
-// needs a valid label value; effect optional but known.
+// (the default) needs a valid label value; effect optional but known.
 func toleration(t *resourcev1.DeviceToleration, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	if t.Key != "" {
@@ -291,10 +279,9 @@ func toleration(t *resourcev1.DeviceToleration, p *field.Path) field.ErrorList {
 		if t.Value != "" {
 			errs = append(errs, field.Invalid(p.Child("value"), t.Value, "must be empty for operator `Exists`"))
 		}
-	case resourcev1.DeviceTolerationOpEqual:
+	case resourcev1.DeviceTolerationOpEqual, "":
+		// An unset operator is defaulted to Equal.
 		errs = append(errs, labelValue(t.Value, p.Child("value"))...)
-	case "":
-		errs = append(errs, field.Required(p.Child("operator"), ""))
 	default:
 		errs = append(errs, field.NotSupported(p.Child("operator"), t.Operator, tolerationOperators))
 	}
@@ -405,17 +392,19 @@ func derivedAttributes(attrs []resourcev1.DeviceDerivedAttribute, used constrain
 
 const constraintDetail = "exactly one of `matchAttribute` or `distinctAttribute` is required"
 
+// constraint: kube-apiserver requires one of matchAttribute and
+// distinctAttribute and checks the format of each that is set; setting both
+// is accepted (ResourceClaimWarnings reports it).
 func constraint(c *resourcev1.DeviceConstraint, names requestNames, p *field.Path) field.ErrorList {
 	errs := requestRefs(c.Requests, names, p.Child("requests"))
-	switch {
-	case c.MatchAttribute != nil && c.DistinctAttribute != nil:
-		errs = append(errs, field.Invalid(p, "{`matchAttribute`, `distinctAttribute`}", constraintDetail+", but multiple fields are set"))
-	case c.MatchAttribute != nil:
+	if c.MatchAttribute == nil && c.DistinctAttribute == nil {
+		return append(errs, field.Required(p, constraintDetail))
+	}
+	if c.MatchAttribute != nil {
 		errs = append(errs, fullyQualifiedName(string(*c.MatchAttribute), p.Child("matchAttribute"))...)
-	case c.DistinctAttribute != nil:
+	}
+	if c.DistinctAttribute != nil {
 		errs = append(errs, fullyQualifiedName(string(*c.DistinctAttribute), p.Child("distinctAttribute"))...)
-	default:
-		errs = append(errs, field.Required(p, constraintDetail))
 	}
 	return errs
 }

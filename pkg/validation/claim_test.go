@@ -65,6 +65,7 @@ func TestResourceClaim(t *testing.T) {
 		name   string
 		mutate func(c *resourcev1.ResourceClaim)
 		want   []want
+		warn   []string // field paths of ResourceClaimWarnings
 	}{
 		{name: "valid baseline"},
 		{name: "namespace left to the client", mutate: func(c *resourcev1.ResourceClaim) { c.Namespace = "" }},
@@ -133,8 +134,11 @@ func TestResourceClaim(t *testing.T) {
 		{name: "Equal toleration with invalid value", mutate: func(c *resourcev1.ResourceClaim) {
 			exactly(c).Tolerations[0].Operator, exactly(c).Tolerations[0].Value = resourcev1.DeviceTolerationOpEqual, "bad value"
 		}, want: []want{eInv(r0x + ".tolerations[0].value")}},
-		{name: "toleration without operator", mutate: func(c *resourcev1.ResourceClaim) { exactly(c).Tolerations[0].Operator = "" },
-			want: []want{eReq(r0x + ".tolerations[0].operator")}},
+		// An unset operator is defaulted to Equal (v1 DeviceToleration).
+		{name: "toleration without operator", mutate: func(c *resourcev1.ResourceClaim) { exactly(c).Tolerations[0].Operator = "" }},
+		{name: "toleration without operator, bad value", mutate: func(c *resourcev1.ResourceClaim) {
+			exactly(c).Tolerations[0].Operator, exactly(c).Tolerations[0].Value = "", "bad value"
+		}, want: []want{eInv(r0x + ".tolerations[0].value")}},
 		{name: "toleration unknown operator", mutate: func(c *resourcev1.ResourceClaim) { exactly(c).Tolerations[0].Operator = "Like" },
 			want: []want{eNotSupp(r0x + ".tolerations[0].operator")}},
 		{name: "toleration unknown effect", mutate: func(c *resourcev1.ResourceClaim) { exactly(c).Tolerations[0].Effect = "PreferNoSchedule" },
@@ -142,10 +146,11 @@ func TestResourceClaim(t *testing.T) {
 		{name: "toleration key invalid", mutate: func(c *resourcev1.ResourceClaim) { exactly(c).Tolerations[0].Key = "bad key" },
 			want: []want{eInv(r0x + ".tolerations[0].key")}},
 		// capacity requests
+		// kube-apiserver does not validate capacity requests.
 		{name: "capacity request name invalid", mutate: func(c *resourcev1.ResourceClaim) { exactly(c).Capacity.Requests["bad name"] = q("1") },
-			want: []want{eInv(r0x + ".capacity.requests[bad name]")}},
+			warn: []string{r0x + ".capacity.requests[bad name]"}},
 		{name: "negative capacity request", mutate: func(c *resourcev1.ResourceClaim) { exactly(c).Capacity.Requests["memory"] = q("-1Gi") },
-			want: []want{eInv(r0x + ".capacity.requests[memory]")}},
+			warn: []string{r0x + ".capacity.requests[memory]"}},
 		// firstAvailable
 		{name: "9 subrequests", mutate: func(c *resourcev1.ResourceClaim) {
 			for i := range 7 {
@@ -182,7 +187,10 @@ func TestResourceClaim(t *testing.T) {
 			want: []want{eReq(c0)}},
 		{name: "constraint with both attributes", mutate: func(c *resourcev1.ResourceClaim) {
 			c.Spec.Devices.Constraints[0].DistinctAttribute = ptr.To(resourcev1.FullyQualifiedName("example.com/id"))
-		}, want: []want{eInv(c0)}},
+		}, warn: []string{c0}},
+		{name: "constraint with both attributes, distinct invalid", mutate: func(c *resourcev1.ResourceClaim) {
+			c.Spec.Devices.Constraints[0].DistinctAttribute = ptr.To(resourcev1.FullyQualifiedName("id"))
+		}, want: []want{eInv(c0 + ".distinctAttribute")}, warn: []string{c0}},
 		{name: "constraint attribute without domain", mutate: func(c *resourcev1.ResourceClaim) {
 			c.Spec.Devices.Constraints[0].MatchAttribute = ptr.To(resourcev1.FullyQualifiedName("numa"))
 		}, want: []want{eInv(c0 + ".matchAttribute")}},
@@ -225,7 +233,7 @@ func TestResourceClaim(t *testing.T) {
 				{Request: "gpu", Driver: "gpu.example.com", Pool: "node-1", Device: "gpu-0"},
 				{Request: "tpu", Driver: "gpu.example.com", Pool: "node-1", Device: "gpu-1"},
 			}}}
-		}, want: []want{eInv("status.allocation.devices.results[1].request")}},
+		}, warn: []string{"status.allocation.devices.results[1].request"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -234,6 +242,7 @@ func TestResourceClaim(t *testing.T) {
 				tc.mutate(c)
 			}
 			expectErrors(t, ResourceClaim(c), tc.want...)
+			expectWarnings(t, ResourceClaimWarnings(c), tc.warn...)
 		})
 	}
 }
@@ -252,6 +261,7 @@ func TestResourceClaimTemplate(t *testing.T) {
 		name   string
 		mutate func(t *resourcev1.ResourceClaimTemplate)
 		want   []want
+		warn   []string
 	}{
 		{name: "valid baseline"},
 		{name: "invalid name", mutate: func(t *resourcev1.ResourceClaimTemplate) { t.Name = "-train" }, want: []want{eInv("metadata.name")}},
@@ -261,6 +271,9 @@ func TestResourceClaimTemplate(t *testing.T) {
 			t.Spec.Spec.Devices.Requests[0].Exactly.DeviceClassName = ""
 		},
 			want: []want{eReq("spec.spec.devices.requests[0].exactly.deviceClassName")}},
+		{name: "claim spec warning", mutate: func(t *resourcev1.ResourceClaimTemplate) {
+			t.Spec.Spec.Devices.Requests[0].Exactly.Capacity.Requests["memory"] = q("-1")
+		}, warn: []string{"spec.spec.devices.requests[0].exactly.capacity.requests[memory]"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -269,6 +282,7 @@ func TestResourceClaimTemplate(t *testing.T) {
 				tc.mutate(tmpl)
 			}
 			expectErrors(t, ResourceClaimTemplate(tmpl), tc.want...)
+			expectWarnings(t, ResourceClaimTemplateWarnings(tmpl), tc.warn...)
 		})
 	}
 }

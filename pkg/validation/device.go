@@ -2,6 +2,7 @@ package validation
 
 import (
 	"fmt"
+	"math"
 	"math/big"
 	"regexp"
 	"strings"
@@ -83,7 +84,7 @@ func attribute(a *api.DeviceAttribute, p *field.Path) field.ErrorList {
 	}
 	switch set {
 	case 0:
-		errs = append(errs, field.Required(p, "exactly one value must be specified"))
+		errs = append(errs, field.Invalid(p, "", "exactly one value must be specified"))
 	case 1:
 	default:
 		errs = append(errs, field.Invalid(p, fmt.Sprintf("%d values", set), "exactly one value must be specified"))
@@ -127,12 +128,10 @@ func capacities(caps map[api.QualifiedName]api.DeviceCapacity, allowMulti bool, 
 	})
 }
 
-// requestPolicy implements the rules of 003 .capacity{}.requestPolicy:
-// at most one of validValues and validRange; either one needs default;
-// validValues at most 10, ascending, unique, within the capacity and
-// containing default; validRange min in [0, capacity], max in [min,
-// capacity], default in [min, max], step > 0 with min+step <= capacity and
-// default and max on the step grid starting at min.
+// requestPolicy follows kube-apiserver 1.37 with DRAFractionalCapacityRange
+// enabled: at most one of validValues and validRange; either one needs
+// default; validValues at most 10, ascending, unique, within the capacity
+// and containing default; validRange see validRange.
 func requestPolicy(capacity resource.Quantity, pol *resourcev1.CapacityRequestPolicy, p *field.Path) field.ErrorList {
 	if len(pol.ValidValues) > 0 && pol.ValidRange != nil {
 		return field.ErrorList{field.Forbidden(p, `exactly one policy can be specified, cannot specify "validValues" and "validRange" at the same time`)}
@@ -147,10 +146,15 @@ func requestPolicy(capacity resource.Quantity, pol *resourcev1.CapacityRequestPo
 		if pol.Default == nil {
 			return field.ErrorList{field.Required(p.Child("default"), "required when validRange is defined")}
 		}
-		return validRange(*pol.Default, capacity, pol.ValidRange, p)
+		return validRange(*pol.Default, capacity, pol.ValidRange, p.Child("validRange"))
 	}
 	return nil
 }
+
+// validValuesKey is how kube-apiserver decides that two valid values are
+// duplicates: by their decimal form, so 1 and 1000m are distinct entries
+// (validValuesWarnings reports those).
+func validValuesKey(v resource.Quantity) string { return v.AsDec().String() }
 
 func validValues(def, capacity resource.Quantity, values []resource.Quantity, p *field.Path) field.ErrorList {
 	if len(values) > MaxCapacityRequestPolicyValidValues {
@@ -158,14 +162,15 @@ func validValues(def, capacity resource.Quantity, values []resource.Quantity, p 
 	}
 	var errs field.ErrorList
 	foundDefault := false
+	seen := make(map[string]bool, len(values))
 	for i := range values {
-		if i > 0 {
-			switch values[i-1].Cmp(values[i]) {
-			case 1:
-				errs = append(errs, field.Invalid(p.Index(i), values[i].String(), "values must be sorted in ascending order"))
-			case 0:
-				errs = append(errs, field.Duplicate(p.Index(i), values[i].String()))
-			}
+		if i > 0 && values[i-1].Cmp(values[i]) > 0 {
+			errs = append(errs, field.Invalid(p.Index(i), values[i].String(), "values must be sorted in ascending order"))
+		}
+		if k := validValuesKey(values[i]); seen[k] {
+			errs = append(errs, field.Duplicate(p.Index(i), values[i].String()))
+		} else {
+			seen[k] = true
 		}
 		if values[i].Cmp(capacity) > 0 {
 			errs = append(errs, field.Invalid(p.Index(i), values[i].String(), "option is larger than capacity value: "+capacity.String()))
@@ -180,32 +185,61 @@ func validValues(def, capacity resource.Quantity, values []resource.Quantity, p 
 	return errs
 }
 
+// boundOverInt64Detail is the apiserver's complaint about a bound that an
+// integer step check cannot represent.
+const negativeDetail = apivalidation.IsNegativeErrorMsg
+
+const boundOverInt64Detail = "must not be larger than 9223372036854775807"
+
+// validRange implements kube-apiserver's range rules, including where it
+// reports them: default problems are reported under validRange (p), and
+// step-grid problems of default and max at validRange.step. Bounds: min in
+// [.., capacity], max in [min, capacity], default in [min, max]; a step is
+// positive and min+step fits the capacity. Default and max must lie on the
+// step grid from min. When any of min, max, step or default is fractional,
+// the grid is checked in milli units and each of them must be exactly a
+// milli value; otherwise in whole units and each must lie in [0, MaxInt64]
+// (the only place where a negative min is rejected).
 func validRange(def, capacity resource.Quantity, r *resourcev1.CapacityRequestPolicyRange, p *field.Path) field.ErrorList {
-	rp := p.Child("validRange")
-	defPath := p.Child("default")
 	if r.Min == nil {
-		return field.ErrorList{field.Required(rp.Child("min"), "required when validRange is defined")}
+		return field.ErrorList{field.Required(p.Child("min"), "required when validRange is defined")}
 	}
 	var errs field.ErrorList
 	lo := *r.Min
-	if lo.Sign() < 0 {
-		errs = append(errs, field.Invalid(rp.Child("min"), lo.String(), apivalidation.IsNegativeErrorMsg))
-	}
 	if lo.Cmp(capacity) > 0 {
-		errs = append(errs, field.Invalid(rp.Child("min"), lo.String(), "min is larger than capacity value: "+capacity.String()))
+		errs = append(errs, field.Invalid(p.Child("min"), lo.String(), "min is larger than capacity value: "+capacity.String()))
 	}
 	if def.Cmp(lo) < 0 {
-		errs = append(errs, field.Invalid(defPath, def.String(), "default is less than min: "+lo.String()))
+		errs = append(errs, field.Invalid(p.Child("default"), def.String(), "default is less than min: "+lo.String()))
 	}
 	if r.Max != nil {
 		if lo.Cmp(*r.Max) > 0 {
-			errs = append(errs, field.Invalid(rp.Child("max"), r.Max.String(), "max is less than min: "+lo.String()))
+			errs = append(errs, field.Invalid(p.Child("max"), lo.String(), "min is larger than max: "+r.Max.String()))
 		}
 		if r.Max.Cmp(capacity) > 0 {
-			errs = append(errs, field.Invalid(rp.Child("max"), r.Max.String(), "max is larger than capacity value: "+capacity.String()))
+			errs = append(errs, field.Invalid(p.Child("max"), r.Max.String(), "max is larger than capacity value: "+capacity.String()))
 		}
 		if def.Cmp(*r.Max) > 0 {
-			errs = append(errs, field.Invalid(defPath, def.String(), "default is more than max: "+r.Max.String()))
+			errs = append(errs, field.Invalid(p.Child("default"), def.String(), "default is more than max: "+r.Max.String()))
+		}
+	}
+	bounds := rangeBounds(def, r)
+	milli := false
+	for _, b := range bounds {
+		if isFractional(*b.q) {
+			milli = true
+		}
+	}
+	if milli {
+		unsafe := false
+		for _, b := range bounds {
+			if !isMilliValue(*b.q) {
+				errs = append(errs, field.Invalid(p.Child(b.name), b.q.String(), "value cannot be represented as a milli value"))
+				unsafe = true
+			}
+		}
+		if unsafe {
+			return errs
 		}
 	}
 	if r.Step == nil {
@@ -213,62 +247,84 @@ func validRange(def, capacity resource.Quantity, r *resourcev1.CapacityRequestPo
 	}
 	step := *r.Step
 	if step.Sign() <= 0 {
-		return append(errs, field.Invalid(rp.Child("step"), step.String(), "must be greater than zero"))
+		return append(errs, field.Invalid(p.Child("step"), step.String(), "must be greater than zero"))
 	}
 	sum := lo.DeepCopy()
 	sum.Add(step)
 	if sum.Cmp(capacity) > 0 {
-		errs = append(errs, field.Invalid(rp.Child("step"), step.String(), fmt.Sprintf("one step %s is larger than capacity value: %s", sum.String(), capacity.String())))
+		errs = append(errs, field.Invalid(p.Child("step"), step.String(), fmt.Sprintf("one step %s is larger than capacity value: %s", sum.String(), capacity.String())))
 	}
-	if ok, exact := onStepGrid(def, lo, step); !ok {
-		errs = append(errs, field.Invalid(defPath, def.String(), stepDetail(exact, step, lo)))
-	}
-	if r.Max != nil {
-		if ok, exact := onStepGrid(*r.Max, lo, step); !ok {
-			errs = append(errs, field.Invalid(rp.Child("max"), r.Max.String(), stepDetail(exact, step, lo)))
+	if !milli {
+		unsafe := false
+		for _, b := range bounds {
+			switch {
+			case b.q.Sign() < 0:
+				errs = append(errs, field.Invalid(p.Child(b.name), b.q.String(), negativeDetail))
+				unsafe = true
+			case b.q.CmpInt64(math.MaxInt64) > 0:
+				errs = append(errs, field.Invalid(p.Child(b.name), b.q.String(), boundOverInt64Detail))
+				unsafe = true
+			}
 		}
+		if unsafe {
+			return errs
+		}
+	}
+	if !onStepGrid(def, lo, step, milli) {
+		errs = append(errs, field.Invalid(p.Child("step"), def.String(), stepDetail(step, lo)))
+	}
+	if r.Max != nil && !onStepGrid(*r.Max, lo, step, milli) {
+		errs = append(errs, field.Invalid(p.Child("step"), r.Max.String(), stepDetail(step, lo)))
 	}
 	return errs
 }
 
-func stepDetail(exact bool, step, lo resource.Quantity) string {
-	if !exact {
-		return "value has too many decimal places to be checked against step"
-	}
-	return fmt.Sprintf("value is not a multiple of a given step (%s) from (%s)", step.String(), lo.String())
+type namedBound struct {
+	name string
+	q    *resource.Quantity
 }
 
-// maxScaleSpread bounds the decimal rescaling in onStepGrid so that a
-// quantity like 1e-100000 cannot make validation allocate huge numbers.
-const maxScaleSpread = 64
+// rangeBounds lists the set quantities of a range in the order in which
+// kube-apiserver reports them.
+func rangeBounds(def resource.Quantity, r *resourcev1.CapacityRequestPolicyRange) []namedBound {
+	out := []namedBound{{"default", &def}, {"min", r.Min}}
+	if r.Max != nil {
+		out = append(out, namedBound{"max", r.Max})
+	}
+	if r.Step != nil {
+		out = append(out, namedBound{"step", r.Step})
+	}
+	return out
+}
 
-// onStepGrid reports whether value = min + n*step for an integer n, using
-// exact decimal arithmetic (no int64 overflow, fractional quantities work).
-// exact is false when the scales are too far apart to check.
-func onStepGrid(value, lo, step resource.Quantity) (ok, exact bool) {
-	qs := []resource.Quantity{value.DeepCopy(), lo.DeepCopy(), step.DeepCopy()}
-	unscaled := make([]*big.Int, 3)
-	scales := make([]int64, 3)
-	maxScale := int64(-1 << 62)
-	minScale := int64(1 << 62)
-	for i := range qs {
-		d := qs[i].AsDec() // on a copy: AsDec changes the receiver's representation
-		unscaled[i] = new(big.Int).Set(d.UnscaledBig())
-		scales[i] = int64(d.Scale())
-		maxScale = max(maxScale, scales[i])
-		minScale = min(minScale, scales[i])
+// isFractional reports a quantity with a part below one.
+func isFractional(q resource.Quantity) bool {
+	d := q.AsDec()
+	if d.Scale() <= 0 {
+		return false
 	}
-	if maxScale-minScale > maxScaleSpread {
-		return false, false
+	unit := new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(d.Scale())), nil)
+	return new(big.Int).Rem(d.UnscaledBig(), unit).Sign() != 0
+}
+
+// isMilliValue reports whether q survives a round trip through its milli
+// value: false for sub-milli precision and for values whose milli value
+// overflows int64.
+func isMilliValue(q resource.Quantity) bool {
+	return q.Cmp(*resource.NewMilliQuantity(q.MilliValue(), q.Format)) == 0
+}
+
+// onStepGrid reports whether value = min + n*step for an integer n. The
+// caller has made sure that all three fit int64 in the chosen unit.
+func onStepGrid(value, lo, step resource.Quantity, milli bool) bool {
+	if milli {
+		return (value.MilliValue()-lo.MilliValue())%step.MilliValue() == 0
 	}
-	ten := big.NewInt(10)
-	for i := range unscaled {
-		if shift := maxScale - scales[i]; shift > 0 {
-			unscaled[i].Mul(unscaled[i], new(big.Int).Exp(ten, big.NewInt(shift), nil))
-		}
-	}
-	diff := new(big.Int).Sub(unscaled[0], unscaled[1])
-	return new(big.Int).Rem(diff, unscaled[2]).Sign() == 0, true
+	return (value.Value()-lo.Value())%step.Value() == 0
+}
+
+func stepDetail(step, lo resource.Quantity) string {
+	return fmt.Sprintf("value is not a multiple of a given step (%s) from (%s)", step.String(), lo.String())
 }
 
 var taintEffects = []resourcev1.DeviceTaintEffect{
@@ -330,10 +386,10 @@ func bindingConditions(conds, failures []string, p *field.Path) field.ErrorList 
 		}
 	}
 	if len(conds) == 0 && len(failures) > 0 {
-		errs = append(errs, field.Required(condPath, "bindingConditions are required to use bindingFailureConditions"))
+		errs = append(errs, field.Invalid(condPath, conds, "bindingConditions are required to use bindingFailureConditions"))
 	}
 	if len(failures) == 0 && len(conds) > 0 {
-		errs = append(errs, field.Required(failPath, "bindingFailureConditions are required to use bindingConditions"))
+		errs = append(errs, field.Invalid(failPath, failures, "bindingFailureConditions are required to use bindingConditions"))
 	}
 	return errs
 }
@@ -370,7 +426,7 @@ func nodeAllocatableResources(m map[corev1.ResourceName]resourcev1.NodeAllocatab
 		if o := r.Overhead; o != nil {
 			op := kp.Child("overhead")
 			if o.PerPod == nil && o.PerContainer == nil {
-				errs = append(errs, field.Required(op, "at least one of perPod or perContainer must be set"))
+				errs = append(errs, field.Invalid(op, "", "at least one of perPod or perContainer must be set"))
 			}
 			if o.PerPod != nil && o.PerPod.Sign() < 0 {
 				errs = append(errs, field.Invalid(op.Child("perPod"), o.PerPod.String(), "must be non-negative"))

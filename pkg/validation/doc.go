@@ -5,22 +5,42 @@
 //
 // # Plain slices
 //
-// A ResourceSlice that sets no KEP-5234 field is checked against the rules
-// of the v1 API (seed 003, k8s.io/api/resource/v1 v0.37.2 field docs and
-// declarative markers) and kube-apiserver 1.37's handwritten validation.
-// Deliberate differences, each stricter and each backed by a seed:
+// A ResourceSlice that sets no KEP-5234 field is accepted exactly when
+// kube-apiserver 1.37 with all DRA feature gates enabled (including
+// DRAFractionalCapacityRange) accepts it: the rules of the v1 API (seed
+// 003, k8s.io/api/resource/v1 v0.37.2 field docs, declarative markers and
+// zz_generated.validations.go) and the apiserver's handwritten validation.
+// Error types and field paths follow the apiserver where it has a rule,
+// including its quirks: a validRange default problem is reported at
+// requestPolicy.validRange.default, a value off the step grid at
+// validRange.step.
 //
-//   - The total number of consumed counters in a slice is limited to 2048
-//     (seed 001 "Limits"; seed 002 keeps the number). kube-apiserver dropped
-//     that check after 1.33, but it bounds the object size that the
-//     allocator has to walk, and both KEPs state it.
-//   - A device's nodeSelector must have exactly one term (003
-//     .spec.devices[].nodeSelector), as the slice's must.
-//   - validRange.min must not be negative (003 .validRange.min), also when
-//     no step is set; step-grid checks use exact decimals, so values beyond
-//     int64 are checked instead of rejected.
-//   - Constraints must set exactly one of matchAttribute and
-//     distinctAttribute; capacity requests must not be negative.
+// Rules of the seeds that the apiserver does not enforce are warnings
+// (ResourceSliceWarnings), never errors:
+//
+//   - more than 2048 counters consumed by the devices of a slice (seed 001
+//     "Limits"; kube-apiserver dropped the check after 1.33);
+//   - a device nodeSelector with more than one term (003 says exactly one;
+//     the apiserver requires that only of the slice's own selector);
+//   - a negative validRange.min, unless the apiserver rejects it: it does
+//     when a step is set and no bound is fractional, because then every
+//     bound must lie in [0, MaxInt64];
+//   - validValues entries that are equal but written differently (1 and
+//     1000m), which the apiserver keeps apart by their decimal form.
+//
+// ResourceClaim, ResourceClaimTemplate and DeviceClass follow the same
+// principle. ResourceClaimWarnings reports constraints that set both
+// matchAttribute and distinctAttribute (the apiserver accepts that and uses
+// matchAttribute), capacity requests with a malformed name or a negative
+// amount (not validated by the apiserver) and problems in status.allocation
+// (the apiserver drops the status on create). An unset toleration operator
+// is accepted as its default, Equal.
+//
+// Known gaps, where dractl is looser: derived attribute expressions are not
+// compiled or costed (the selector environment of pkg/cel rejects
+// non-boolean expressions), and node allocatable resource names are checked
+// against cpu, memory, ephemeral-storage and hugepages-<size> as read from
+// the v1 field docs rather than from the apiserver's helper.
 //
 // Errors on map keys (attribute, capacity, counter names) are reported at the
 // entry, e.g. spec.devices[0].attributes[bad/name], rather than at the map.
@@ -53,4 +73,7 @@
 // unique per kind; counter mixins must have counters. A device mixin's
 // capacity may carry a requestPolicy, but a device that does not allow
 // multiple allocations must not receive one through an include.
+//
+// Warnings apply to slices with mixins as well, except that 2048 consumed
+// counters is a KEP-5234 limit there and stays an error.
 package validation

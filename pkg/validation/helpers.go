@@ -315,19 +315,17 @@ func nodeName(name string, fldPath *field.Path) field.ErrorList {
 	return errs
 }
 
-// nodeSelector reproduces the essential rules of kube-apiserver's
-// ValidateNodeSelector (pkg/apis/core/validation): at least one term, label
-// keys, operator/value-count rules, and for matchFields only metadata.name
-// with In/NotIn and a single valid node name. Slices add "exactly one
-// term" (003 .spec.nodeSelector and .spec.devices[].nodeSelector).
+// nodeSelector reproduces kube-apiserver's ValidateNodeSelector
+// (pkg/apis/core/validation): at least one term, label keys,
+// operator/value-count rules, and for matchFields only metadata.name with
+// In/NotIn and a single valid node name. A slice's own selector must in
+// addition have exactly one term (003 .spec.nodeSelector), which the
+// apiserver reports next to the missing-terms error.
 func nodeSelector(ns *corev1.NodeSelector, exactlyOne bool, fldPath *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	termsPath := fldPath.Child("nodeSelectorTerms")
-	switch {
-	case len(ns.NodeSelectorTerms) == 0:
-		return field.ErrorList{field.Required(termsPath, "must have at least one node selector term")}
-	case exactlyOne && len(ns.NodeSelectorTerms) > 1:
-		errs = append(errs, field.Invalid(termsPath, fmt.Sprintf("%d terms", len(ns.NodeSelectorTerms)), "must have exactly one node selector term"))
+	if len(ns.NodeSelectorTerms) == 0 {
+		errs = append(errs, field.Required(termsPath, "must have at least one node selector term"))
 	}
 	for i, term := range ns.NodeSelectorTerms {
 		termPath := termsPath.Index(i)
@@ -338,13 +336,13 @@ func nodeSelector(ns *corev1.NodeSelector, exactlyOne bool, fldPath *field.Path)
 			errs = append(errs, nodeFieldSelectorRequirement(req, termPath.Child("matchFields").Index(j))...)
 		}
 	}
+	if exactlyOne && len(ns.NodeSelectorTerms) != 1 {
+		errs = append(errs, field.Invalid(termsPath, fmt.Sprintf("%d terms", len(ns.NodeSelectorTerms)), "must have exactly one node selector term"))
+	}
 	return errs
 }
 
-var nodeSelectorOperators = []corev1.NodeSelectorOperator{
-	corev1.NodeSelectorOpIn, corev1.NodeSelectorOpNotIn, corev1.NodeSelectorOpExists,
-	corev1.NodeSelectorOpDoesNotExist, corev1.NodeSelectorOpGt, corev1.NodeSelectorOpLt,
-}
+const invalidOperatorDetail = "not a valid selector operator"
 
 func nodeSelectorRequirement(req corev1.NodeSelectorRequirement, fldPath *field.Path) field.ErrorList {
 	var errs field.ErrorList
@@ -363,7 +361,7 @@ func nodeSelectorRequirement(req corev1.NodeSelectorRequirement, fldPath *field.
 			errs = append(errs, field.Required(valuesPath, "must be specified single value when `operator` is 'Lt' or 'Gt'"))
 		}
 	default:
-		errs = append(errs, field.NotSupported(fldPath.Child("operator"), req.Operator, nodeSelectorOperators))
+		errs = append(errs, field.Invalid(fldPath.Child("operator"), req.Operator, invalidOperatorDetail))
 	}
 	errs = append(errs, labelName(req.Key, fldPath.Child("key"))...)
 	for i, v := range req.Values {
@@ -380,11 +378,10 @@ func nodeFieldSelectorRequirement(req corev1.NodeSelectorRequirement, fldPath *f
 			errs = append(errs, field.Required(fldPath.Child("values"), "must be only one value when `operator` is 'In' or 'NotIn' for node field selector"))
 		}
 	default:
-		errs = append(errs, field.NotSupported(fldPath.Child("operator"), req.Operator,
-			[]corev1.NodeSelectorOperator{corev1.NodeSelectorOpIn, corev1.NodeSelectorOpNotIn}))
+		errs = append(errs, field.Invalid(fldPath.Child("operator"), req.Operator, invalidOperatorDetail))
 	}
 	if req.Key != metav1.ObjectNameField {
-		return append(errs, field.NotSupported(fldPath.Child("key"), req.Key, []string{metav1.ObjectNameField}))
+		return append(errs, field.Invalid(fldPath.Child("key"), req.Key, "not a valid field selector key"))
 	}
 	for i, v := range req.Values {
 		errs = append(errs, nodeName(v, fldPath.Child("values").Index(i))...)

@@ -33,7 +33,7 @@ const (
 	MaxConsumptionsPerDevice            = 2    // 003 .spec.devices[].consumesCounters; v1 ResourceSliceMaxDeviceCounterConsumptionsPerDevice
 	MaxCountersPerConsumption           = 32   // 003 consumesCounters[].counters; v1 ResourceSliceMaxCountersPerDeviceCounterConsumption
 	MaxCompatibilityGroups              = 2    // v1 DeviceCompatibilityGroupsMaxSize
-	MaxConsumedCountersPerSlice         = 2048 // 001 "Limits" (slice-wide); 002 "Limits" keeps 2048. Not enforced by kube-apiserver 1.37 any more.
+	MaxConsumedCountersPerSlice         = 2048 // 001 "Limits" (slice-wide); 002 "Limits" keeps 2048. kube-apiserver 1.37 does not check it: a warning for plain slices.
 	MaxCapacityRequestPolicyValidValues = 10   // 003 requestPolicy.validValues
 )
 

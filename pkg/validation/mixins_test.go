@@ -164,7 +164,7 @@ func TestResourceSliceMixins(t *testing.T) {
 		{name: "device mixin attribute invalid", mutate: func(s *api.ResourceSlice) { s.Spec.Mixins.Device[0].Attributes["bad name"] = intAttr(1) },
 			want: []want{eInv("spec.mixins.device[0].attributes[bad name]")}},
 		{name: "device mixin attribute without value", mutate: func(s *api.ResourceSlice) { s.Spec.Mixins.Device[0].Attributes["x"] = api.DeviceAttribute{} },
-			want: []want{eReq("spec.mixins.device[0].attributes[x]")}},
+			want: []want{eInv("spec.mixins.device[0].attributes[x]")}},
 		{name: "device mixin request policy invalid", mutate: func(s *api.ResourceSlice) {
 			s.Spec.Mixins.Device[1].Capacity["memory"] = api.DeviceCapacity{Value: q("5Gi"), RequestPolicy: &resourcev1.CapacityRequestPolicy{ValidValues: []resource.Quantity{q("1Gi")}}}
 			for i := 1; i < 3; i++ {

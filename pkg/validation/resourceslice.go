@@ -45,8 +45,8 @@ func ResourceSlices(slices []*api.ResourceSlice) []field.ErrorList {
 // ResourceSlice validates a ResourceSlice as admission would on create.
 //
 // A slice that sets no KEP-5234 field is accepted exactly when kube-apiserver
-// 1.37 with all DRA feature gates enabled accepts it, with the documented
-// exceptions listed in doc.go. A slice that uses mixins is validated against
+// 1.37 with all DRA feature gates enabled accepts it; seed rules that the
+// apiserver does not enforce are left to ResourceSliceWarnings. A slice that uses mixins is validated against
 // the slice-wide limits of KEP-5234 (seed 002, "Limits") instead of the
 // per-object limits they replace.
 //
@@ -395,15 +395,9 @@ func effectiveFrom(view api.DeviceView, name api.QualifiedName, j int) bool {
 func (v *sliceValidator) validateDeviceNodeSelection(d *api.Device, p *field.Path) {
 	perDevice := v.spec.PerDeviceNodeSelection != nil && *v.spec.PerDeviceNodeSelection
 	if !perDevice {
-		const msg = "may only be set when `perDeviceNodeSelection` is true in the ResourceSlice spec"
-		if d.NodeName != nil {
-			v.add(field.Forbidden(p.Child("nodeName"), msg))
-		}
-		if d.NodeSelector != nil {
-			v.add(field.Forbidden(p.Child("nodeSelector"), msg))
-		}
-		if d.AllNodes != nil {
-			v.add(field.Forbidden(p.Child("allNodes"), msg))
+		// kube-apiserver reports this once per device, not per field.
+		if d.NodeName != nil || d.NodeSelector != nil || d.AllNodes != nil {
+			v.add(field.Invalid(p, nil, "`nodeName`, `nodeSelector` and `allNodes` can only be set if `perDeviceNodeSelection` is set to true in the ResourceSlice spec"))
 		}
 		return
 	}
@@ -419,7 +413,9 @@ func (v *sliceValidator) validateDeviceNodeSelection(d *api.Device, p *field.Pat
 	}
 	if d.NodeSelector != nil {
 		set = append(set, "`nodeSelector`")
-		v.add(nodeSelector(d.NodeSelector, true, p.Child("nodeSelector"))...)
+		// Unlike the slice's selector, a device's may have several terms
+		// (ResourceSliceWarnings mentions it).
+		v.add(nodeSelector(d.NodeSelector, false, p.Child("nodeSelector"))...)
 	}
 	if d.AllNodes != nil {
 		if *d.AllNodes {
@@ -569,6 +565,12 @@ func counterMixin(name string, counters map[string]api.Counter, p *field.Path) f
 // they are defined, not per flattened object: the totals exist to bound
 // the size of the stored object (seed 002, "Limits").
 func (v *sliceValidator) validateTotals(p *field.Path) {
+	if !v.mixins {
+		// kube-apiserver 1.37 has no slice-wide limits for plain slices;
+		// ResourceSliceWarnings reports the 2048 consumed counters of
+		// seeds 001/002.
+		return
+	}
 	spec := v.spec
 	consumed := 0
 	attrs := 0
@@ -578,13 +580,6 @@ func (v *sliceValidator) validateTotals(p *field.Path) {
 		for j := range d.ConsumesCounters {
 			consumed += len(d.ConsumesCounters[j].Counters)
 		}
-	}
-	if !v.mixins {
-		// Seed 001 "Limits"; kube-apiserver 1.33 reported it the same way.
-		if consumed > MaxConsumedCountersPerSlice {
-			v.add(field.Invalid(p.Child("devices"), consumed, fmt.Sprintf("the total number of counters in devices must not exceed %d", MaxConsumedCountersPerSlice)))
-		}
-		return
 	}
 	counters := 0
 	for i := range spec.SharedCounters {

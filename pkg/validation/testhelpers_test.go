@@ -44,6 +44,18 @@ func expectErrors(t *testing.T, got field.ErrorList, wants ...want) {
 	}
 }
 
+// expectWarnings compares the field paths of warnings with paths, in order.
+func expectWarnings(t *testing.T, got []Warning, paths ...string) {
+	t.Helper()
+	gotPaths := make([]string, len(got))
+	for i, w := range got {
+		gotPaths[i] = w.Field
+	}
+	if !slices.Equal(gotPaths, paths) {
+		t.Errorf("warnings:\n got  %q\n want %q\n details: %v", gotPaths, paths, got)
+	}
+}
+
 // deepEqual is reflect.DeepEqual, chosen over a JSON comparison because it
 // also sees a Quantity's internal representation.
 func deepEqual(t *testing.T, a, b any) bool {
