@@ -73,10 +73,8 @@ func (a *Allocator) gatherPools(node *corev1.Node) ([]nodePool, error) {
 		}
 		return nil
 	}
-	for _, si := range a.byNode[node.Name] {
-		if err := consider(si); err != nil {
-			return nil, err
-		}
+	if err := a.namedSlices(node.Name, consider); err != nil {
+		return nil, err
 	}
 	for _, si := range a.shared {
 		if err := consider(si); err != nil {

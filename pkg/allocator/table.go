@@ -28,7 +28,13 @@ type Allocator struct {
 	pools   []poolInfo
 	slices  []sliceInfo
 	classes map[string]*resourcev1.DeviceClass
-	byNode  map[string][]int32 // slices that name a node, by node name
+	// byNode are the slices that name a node, by node name. The first
+	// Allocate scans all slices instead: building the index costs more
+	// than one scan, and a scheduler that rebuilds the Allocator per cycle
+	// may ask for one node only.
+	byNode    map[string][]int32
+	nodeOnce  sync.Once
+	nodeCalls atomic.Int32
 	// shared are the slices that name no node but may still select one:
 	// allNodes, nodeSelector or perDeviceNodeSelection.
 	shared []int32
@@ -194,7 +200,6 @@ func New(in Input, opts Options) (*Allocator, error) {
 	a := &Allocator{
 		opts:    opts,
 		classes: make(map[string]*resourcev1.DeviceClass, len(in.Classes)),
-		byNode:  make(map[string][]int32),
 		held:    make(map[pool.ID][]*resourcev1.DeviceRequestAllocationResult),
 	}
 	if a.opts.Compiler == nil {
@@ -238,14 +243,43 @@ func (a *Allocator) addPool(pi int32, p *pool.Pool) {
 		info.nDevs += int32(len(s.Spec.Devices))
 		sl.devEnd = info.nDevs
 		slIdx := int32(len(a.slices))
-		switch {
-		case ptr.Deref(s.Spec.NodeName, "") != "":
-			a.byNode[*s.Spec.NodeName] = append(a.byNode[*s.Spec.NodeName], slIdx)
-		case sl.node.set() || sl.perDevice:
+		if sl.node.name == "" && (sl.node.set() || sl.perDevice) {
 			a.shared = append(a.shared, slIdx)
 		}
 		a.slices = append(a.slices, sl)
 	}
+}
+
+// namedSlices calls f for every slice that names node, by index or by a
+// scan (see byNode).
+func (a *Allocator) namedSlices(node string, f func(int32) error) error {
+	if node == "" {
+		return nil // no slice names the empty node
+	}
+	if a.nodeCalls.Add(1) == 1 {
+		for i := range a.slices {
+			if a.slices[i].node.name == node {
+				if err := f(int32(i)); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	a.nodeOnce.Do(func() {
+		a.byNode = make(map[string][]int32)
+		for i := range a.slices {
+			if n := a.slices[i].node.name; n != "" {
+				a.byNode[n] = append(a.byNode[n], int32(i))
+			}
+		}
+	})
+	for _, si := range a.byNode[node] {
+		if err := f(si); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // addAllocated files the results of allocated claims under their pool, the

@@ -64,45 +64,78 @@ func (p *Pool) Complete() bool {
 // the highest generation. Pools come sorted by ID. The slices are not
 // copied; callers must not modify them afterwards.
 func Assemble(in []*api.ResourceSlice) []*Pool {
-	byID := make(map[ID]*Pool)
-	// One allocation each for all slices, pools and empty mixin indexes:
-	// a scheduler assembles the whole cluster per cycle, so per-slice
-	// allocations are what this costs.
+	// A scheduler assembles the whole cluster per cycle, so this sorts
+	// instead of hashing (the output is sorted anyway, and listers usually
+	// return slices already in order) and makes one allocation each for
+	// all slices, pools and pool slice lists.
+	order := make([]int32, len(in))
+	for i := range order {
+		order[i] = int32(i)
+	}
+	less := func(x, y int32) int {
+		a, b := &in[x].Spec, &in[y].Spec
+		if c := cmp.Compare(a.Driver, b.Driver); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.Pool.Name, b.Pool.Name); c != 0 {
+			return c
+		}
+		return cmp.Compare(in[x].Name, in[y].Name)
+	}
+	if !slices.IsSortedFunc(order, less) {
+		// Stable: slices of one name keep their input order.
+		slices.SortStableFunc(order, less)
+	}
 	wrapped := make([]Slice, len(in))
-	empty := make([]api.MixinIndex, len(in))
-	pools := make([]Pool, 0, len(in))
-	for i, s := range in {
-		id := ID{Driver: s.Spec.Driver, Pool: s.Spec.Pool.Name}
-		p := byID[id]
-		gen := s.Spec.Pool.Generation
-		switch {
-		case p == nil:
-			pools = append(pools, Pool{ID: id, Generation: gen})
-			p = &pools[len(pools)-1]
-			byID[id] = p
-		case gen < p.Generation:
-			p.Obsolete++
-			continue
-		case gen > p.Generation:
-			p.Obsolete += len(p.Slices)
-			p.Generation, p.Slices, p.SliceCount = gen, nil, 0
+	ptrs := make([]*Slice, 0, len(in))
+	nPools := 0
+	for i := 0; i < len(order); {
+		nPools++
+		j := i + 1
+		for j < len(order) && samePool(in[order[i]], in[order[j]]) {
+			j++
 		}
-		w := &wrapped[i]
-		w.ResourceSlice = s
-		if s.Spec.Mixins == nil {
-			w.Mixins = &empty[i] // what NewMixinIndex returns without mixins
-		} else {
-			w.Mixins = api.NewMixinIndex(&s.Spec)
+		i = j
+	}
+	pools := make([]Pool, 0, nPools)
+	out := make([]*Pool, 0, nPools)
+	for i := 0; i < len(order); {
+		first := in[order[i]]
+		p := Pool{ID: ID{Driver: first.Spec.Driver, Pool: first.Spec.Pool.Name}, Generation: first.Spec.Pool.Generation}
+		j := i + 1
+		for j < len(order) && samePool(first, in[order[j]]) {
+			p.Generation = max(p.Generation, in[order[j]].Spec.Pool.Generation)
+			j++
 		}
-		p.Slices = append(p.Slices, w)
-		p.SliceCount = max(p.SliceCount, s.Spec.Pool.ResourceSliceCount)
+		start := len(ptrs)
+		for _, k := range order[i:j] {
+			s := in[k]
+			if s.Spec.Pool.Generation < p.Generation {
+				p.Obsolete++
+				continue
+			}
+			w := &wrapped[k]
+			w.ResourceSlice = s
+			if s.Spec.Mixins == nil {
+				w.Mixins = emptyIndex
+			} else {
+				w.Mixins = api.NewMixinIndex(&s.Spec)
+			}
+			ptrs = append(ptrs, w)
+			p.SliceCount = max(p.SliceCount, s.Spec.Pool.ResourceSliceCount)
+		}
+		p.Slices = ptrs[start:len(ptrs):len(ptrs)]
+		pools = append(pools, p)
+		out = append(out, &pools[len(pools)-1])
+		i = j
 	}
-	out := make([]*Pool, len(pools))
-	for i := range pools {
-		p := &pools[i]
-		slices.SortStableFunc(p.Slices, func(a, b *Slice) int { return cmp.Compare(a.Name, b.Name) })
-		out[i] = p
-	}
-	slices.SortFunc(out, func(a, b *Pool) int { return a.ID.Compare(b.ID) })
 	return out
+}
+
+// emptyIndex is what NewMixinIndex returns for a slice without mixins; an
+// index is never modified, so all such slices share it.
+var emptyIndex = api.NewMixinIndex(&api.ResourceSliceSpec{})
+
+func samePool(x, y *api.ResourceSlice) bool {
+	return x.Spec.Driver == y.Spec.Driver && x.Spec.Pool.Name == y.Spec.Pool.Name
 }
