@@ -31,7 +31,10 @@ or, for rules that span the slices of a pool,
   pool <driver>/<pool>: ResourceSlice <name> (<file>#<doc>): <field path>: <message>
 followed by a summary line. Incomplete pools (fewer slices than
 resourceSliceCount) are warnings: the scheduler skips them, which is
-legitimate while a driver is still publishing.`,
+legitimate while a driver is still publishing. Objects that kube-apiserver
+accepts but that break a rule of the DRA KEPs or API reference get
+  warning: <file>#<doc> <Kind>/<name>: <field path>: <message>
+lines; warnings never change the exit code.`,
 		Example: `  dractl validate -f examples/a100-mig-mixins
   kubectl get resourceslices -o yaml | dractl validate -f -`,
 		Args: cobra.NoArgs,
@@ -79,6 +82,9 @@ func runValidate(in *input, w io.Writer) bool {
 		errs := objErrs[i]
 		for _, e := range errs {
 			fmt.Fprintf(w, "%s: %s\n", where(obj), oneLine(e.Error()))
+		}
+		for _, wn := range objectWarnings(obj) {
+			fmt.Fprintf(w, "warning: %s: %s\n", where(obj), oneLine(wn.String()))
 		}
 		if len(errs) > 0 {
 			errCount += len(errs)
@@ -176,6 +182,20 @@ func validateObject(obj *decode.Object) field.ErrorList {
 		return validation.ResourceClaim(o)
 	case *resourcev1.ResourceClaimTemplate:
 		return validation.ResourceClaimTemplate(o)
+	}
+	return nil
+}
+
+// objectWarnings returns what kube-apiserver admits although a KEP or the
+// API reference advises against it.
+func objectWarnings(obj *decode.Object) []validation.Warning {
+	switch o := obj.Obj.(type) {
+	case *api.ResourceSlice:
+		return validation.ResourceSliceWarnings(o)
+	case *resourcev1.ResourceClaim:
+		return validation.ResourceClaimWarnings(o)
+	case *resourcev1.ResourceClaimTemplate:
+		return validation.ResourceClaimTemplateWarnings(o)
 	}
 	return nil
 }
