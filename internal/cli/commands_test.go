@@ -55,6 +55,7 @@ func TestCommands(t *testing.T) {
 		{"flatten-bad-output", []string{"flatten", "-o", "xml", "-f", bad("unknown-include.yaml")}, "", ExitUsage},
 		{"flatten-v1-limits", []string{"flatten", "-f", filepath.Join("internal", "cli", "testdata", "v1-limits.yaml")}, "", ExitOK},
 		{"flatten-v1-limits-strict", []string{"flatten", "--strict", "-f", filepath.Join("internal", "cli", "testdata", "v1-limits.yaml")}, "", ExitInvalid},
+		{"validate-warnings", []string{"validate", "-f", filepath.Join("internal", "cli", "testdata", "warnings.yaml")}, "", ExitOK},
 		{"validate-v1-limits", []string{"validate", "-f", filepath.Join("internal", "cli", "testdata", "v1-limits.yaml")}, "", ExitOK},
 		{"flatten-json", []string{"flatten", "-o", "json", "-f", filepath.Join("examples", "gpu-partitions", "resourceslices.yaml")}, "", ExitOK},
 		{"compact-json-skip-consumptions", []string{"compact", "-o", "json", "--skip-consumptions", "-f", filepath.Join("examples", "gpu-partitions", "resourceslices.yaml")}, "", ExitOK},
