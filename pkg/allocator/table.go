@@ -63,10 +63,12 @@ type poolTable struct {
 	pool    int32
 	invalid *pool.InvalidError
 	// devs are built on first use (dev); ready says which are.
-	devs      []devInfo
-	ready     []atomic.Bool
-	mu        sync.Mutex // serializes building entries
-	arena     []counterUse
+	devs  []devInfo
+	ready []atomic.Bool
+	mu    sync.Mutex // serializes building entries
+	arena []counterUse
+	// heldCtr are the held devices that consume counters.
+	heldCtr   []int32
 	allOnce   sync.Once
 	setByName map[string]int32
 	ctrByName map[string]map[string]int32
@@ -487,7 +489,9 @@ func (t *poolTable) all() {
 // usually costs no allocation of its own.
 func (t *poolTable) newDev(slIdx int32, s *pool.Slice, d *api.Device, i int32) {
 	dev := &t.devs[i]
-	*dev = devInfo{pool: t.pool, slice: slIdx, idx: i, d: d, multi: ptr.Deref(d.AllowMultipleAllocations, false), bucket: -1}
+	// allocated, shareInUse and aggCap were set by applyHeld already.
+	dev.pool, dev.slice, dev.idx, dev.d, dev.bucket = t.pool, slIdx, i, d, -1
+	dev.multi = ptr.Deref(d.AllowMultipleAllocations, false)
 	dev.view, dev.viewErr = s.Mixins.Device(d)
 	if ptr.Deref(s.Spec.PerDeviceNodeSelection, false) {
 		dev.node = newNodeSelection(d.NodeName, d.AllNodes, d.NodeSelector)
@@ -575,24 +579,39 @@ func (t *poolTable) applyHeld(held []*resourcev1.DeviceRequestAllocationResult) 
 	if len(held) == 0 {
 		return
 	}
-	byName := make(map[string]int32, len(t.devs))
+	// Only the held names are indexed: a pool is usually much larger than
+	// what its allocated claims hold.
+	type place struct {
+		idx      int32
+		counters bool
+	}
+	byName := make(map[string]place, len(held))
+	for _, r := range held {
+		byName[r.Device] = place{idx: -1}
+	}
 	p := &t.a.pools[t.pool]
-	n := p.nDevs
-	for k := len(p.p.Slices) - 1; k >= 0; k-- {
-		devs := p.p.Slices[k].Spec.Devices
-		for i := len(devs) - 1; i >= 0; i-- {
-			n--
+	n := int32(0)
+	for _, sl := range p.p.Slices {
+		for i := range sl.Spec.Devices {
+			d := &sl.Spec.Devices[i]
 			// The first device of a name wins, as in a pool with duplicate
 			// names (which is invalid and never allocated from anyway).
-			byName[devs[i].Name] = n
+			if pl, ok := byName[d.Name]; ok && pl.idx < 0 {
+				byName[d.Name] = place{idx: n, counters: len(d.ConsumesCounters) > 0}
+			}
+			n++
 		}
 	}
 	for _, r := range held {
-		i, ok := byName[r.Device]
-		if !ok {
+		pl := byName[r.Device]
+		if pl.idx < 0 {
 			continue
 		}
-		d := t.dev(i)
+		// The entry itself is built lazily; these fields survive that.
+		d := &t.devs[pl.idx]
+		if !d.allocated && !d.shareInUse && pl.counters {
+			t.heldCtr = append(t.heldCtr, pl.idx)
+		}
 		if r.ShareID == nil {
 			d.allocated = true
 			continue
@@ -615,12 +634,11 @@ func (t *poolTable) applyHeld(held []*resourcev1.DeviceRequestAllocationResult) 
 // once, however many shares it has) and seeds the compatibility-group
 // baselines from them.
 func (t *poolTable) finishCounters(all []sliceInfo) {
-	for i := range t.devs {
-		if !t.ready[i].Load() {
-			continue // only held devices are built yet
-		}
-		d := &t.devs[i]
-		if all[d.slice].counters || !(d.allocated || d.shareInUse) {
+	// Device order, as upstream: group baselines depend on it.
+	slices.Sort(t.heldCtr)
+	for _, i := range t.heldCtr {
+		d := t.dev(i)
+		if all[d.slice].counters {
 			continue
 		}
 		for _, u := range d.uses {
