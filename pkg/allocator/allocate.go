@@ -48,6 +48,9 @@ func (a *Allocator) Allocate(ctx context.Context, node *corev1.Node, claims []*r
 			return nil, err
 		}
 		at.size()
+		if err := at.suffixes(); err != nil {
+			return nil, err
+		}
 		ok, err = at.solve(0)
 	}
 	if err != nil {

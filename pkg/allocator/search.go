@@ -35,6 +35,11 @@ type attempt struct {
 	// after lazyBudget steps; the second pass builds every candidate list
 	// and prunes. Selector results are cached, so little is lost.
 	lazy bool
+	// deadAt is one more than the slot from which the requests cannot be
+	// satisfied together even with nothing else picked (see suffixes); 0
+	// when not known. limit > 0 ends a probe search after that many steps.
+	deadAt int
+	limit  int
 
 	// Scratch for the counter bound.
 	cntSet  []int32
@@ -42,6 +47,10 @@ type attempt struct {
 	minAmt  []int64
 	touched []touchedSet
 	groups  map[scalarKey]int32
+	// Scratch for jointBound: devices seen in this epoch.
+	seen  []uint32
+	epoch uint32
+	union []cand
 }
 
 type shareState struct {
@@ -311,6 +320,9 @@ func (at *attempt) fill(si int, al *alt, order []cand, k, pos int) (bool, error)
 			return false, err
 		}
 	}
+	if at.limit > 0 && at.steps > at.limit {
+		return false, errProbeBudget
+	}
 	if k == al.count {
 		return at.solve(si + 1)
 	}
@@ -410,17 +422,149 @@ func (at *attempt) fillLazy(si int, al *alt, k, pos int) (bool, error) {
 // combination of the requests in between.
 func (at *attempt) lookahead(si int) bool {
 	for sj := si; sj < len(at.slots); sj++ {
+		if sj+1 == at.deadAt {
+			return false
+		}
 		alts := at.slots[sj].alts
 		if slices.ContainsFunc(alts, func(al *alt) bool { return al.mayFail }) {
 			// Upstream would reach this request and could fail fatally
-			// there; pruning on a later one would turn that into unfit.
-			return true
+			// there; pruning on a later one would turn that into unfit,
+			// unless every alternative is sure to fail without error.
+			return slices.ContainsFunc(alts, func(al *alt) bool { return !at.failsCleanly(al) })
 		}
 		if !slices.ContainsFunc(alts, at.mayFit) {
 			return false
 		}
 	}
-	return true
+	return at.jointBound(si)
+}
+
+// jointBound: the requests from si on (up to one that may fail fatally)
+// need distinct devices, so together they need at least the sum of their
+// smallest counts from the union of their candidates, which the free-device
+// and counter bound caps. Admin access may reuse devices and shared devices
+// may be picked twice, so either turns the bound off.
+func (at *attempt) jointBound(si int) bool {
+	if len(at.slots)-si < 2 {
+		return true
+	}
+	if len(at.seen) == 0 {
+		at.seen = make([]uint32, len(at.inUse))
+	}
+	at.epoch++
+	union := at.union[:0]
+	defer func() { at.union = union[:0] }()
+	need := 0
+	for sj := si; sj < len(at.slots); sj++ {
+		alts := at.slots[sj].alts
+		least := -1
+		for _, al := range alts {
+			if al.mayFail {
+				sj = len(at.slots) // upstream may stop here with an error
+				least = -1
+				break
+			}
+			if al.admin {
+				return true
+			}
+			if (al.all && len(al.cands) == 0) || at.claimCount[al.claim]+al.count > maxResults {
+				continue
+			}
+			if least < 0 || al.count < least {
+				least = al.count
+			}
+			for _, c := range al.cands {
+				if c.d.multi {
+					return true
+				}
+				if at.seen[c.l] != at.epoch {
+					at.seen[c.l] = at.epoch
+					union = append(union, c)
+				}
+			}
+		}
+		if least > 0 {
+			need += least
+		}
+	}
+	if need < 2 {
+		return true
+	}
+	return at.countBound(nil, union, need)
+}
+
+// failsCleanly is true when the alt fails without error from the current
+// state and from every state that adds picks to it. For "All" that holds
+// when its first device is already taken or out of counters: upstream's
+// loop stops there, before any constraint could fail fatally. Devices that
+// allow multiple allocations are left out, because a share picked later
+// lets them skip counters.
+func (at *attempt) failsCleanly(al *alt) bool {
+	switch {
+	case al.all && len(al.cands) == 0:
+		return true
+	case at.claimCount[al.claim]+al.count > maxResults:
+		return true
+	case !al.mayFail:
+		return !at.mayFit(al)
+	case !al.all:
+		return false
+	}
+	c := al.cands[0]
+	d := c.d
+	if d.multi {
+		return false
+	}
+	if at.busy(al, c, d) {
+		return true
+	}
+	np := &at.pools[c.np]
+	return len(d.uses) > 0 && (np.t.overcommitted || !at.countersFit(np, d))
+}
+
+// errProbeBudget ends a probe of suffixes.
+var errProbeBudget = errors.New("probe over budget")
+
+// probeBudget bounds the steps suffixes spends on each probe.
+const probeBudget = 4096
+
+// suffixes finds the latest slot from which the remaining requests cannot
+// be satisfied together even on a fresh state, and records it in
+// at.deadAt. A search from any slot before it fails there too: picks
+// only take devices, counters, constraint values and result room away, so
+// the later requests fit no better. That needs every later request to be
+// unable to fail fatally (upstream would report that instead) and no
+// device that allows multiple allocations (a share picked earlier lets
+// later picks of the device skip counters). Each probe is a complete
+// search of the suffix, bounded by probeBudget; when over budget nothing is
+// concluded.
+func (at *attempt) suffixes() error {
+	for sj := len(at.slots) - 1; sj >= 1; sj-- {
+		for _, al := range at.slots[sj].alts {
+			if al.mayFail || slices.ContainsFunc(al.cands, func(c cand) bool { return c.d.multi }) {
+				return nil
+			}
+		}
+		probe := &attempt{a: at.a, ctx: at.ctx, node: at.node, claims: at.claims, pools: at.pools, cons: at.cons,
+			slots: slices.Clone(at.slots[sj:]), limit: probeBudget}
+		probe.size()
+		ok, err := probe.solve(0)
+		for _, css := range at.cons {
+			for _, cs := range css {
+				cs.stack = cs.stack[:0]
+			}
+		}
+		switch {
+		case errors.Is(err, errProbeBudget):
+			return nil
+		case err != nil:
+			return err
+		case !ok:
+			at.deadAt = sj + 1
+			return nil
+		}
+	}
+	return nil
 }
 
 // mayFit is false when the alt cannot be satisfied from the current state
@@ -534,7 +678,12 @@ func (at *attempt) countBound(al *alt, rest []cand, need int) bool {
 		if c.err != nil {
 			free++
 		} else {
-			if at.busy(al, c, d) || !at.admitted(al, c) {
+			if al == nil {
+				// Devices for several requests: none with admin access.
+				if at.inUse[c.l] > 0 || (c.full && d.allocated) {
+					continue
+				}
+			} else if at.busy(al, c, d) || !at.admitted(al, c) {
 				continue
 			}
 			np := &at.pools[c.np]
