@@ -63,6 +63,14 @@ func BenchmarkOne1g(b *testing.B) {
 	}
 }
 
+// BenchmarkOne1gBestFit is BenchmarkOne1g with BestFit scoring every
+// candidate placement.
+func BenchmarkOne1gBestFit(b *testing.B) {
+	e := clusterEnv(1, 4)
+	e.opts.Strategy = BestFit
+	benchAllocate(b, e, at.Claim("c").Request(mig("r", "1g.10gb")).Obj())
+}
+
 func fourRequests() *resourcev1.ResourceClaim {
 	return at.Claim("c").Request(mig("a", "1g.10gb")).Request(mig("b", "1g.10gb")).Request(mig("c", "2g.20gb")).Request(mig("d", "3g.40gb")).
 		MatchAttribute("gpu.example.com/parentUUID").Obj()
