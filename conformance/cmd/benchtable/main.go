@@ -16,6 +16,7 @@ import (
 
 	"github.com/dractl/dractl/conformance/bench"
 	"github.com/dractl/dractl/conformance/scenario"
+	"github.com/dractl/dractl/internal/packing"
 )
 
 type cell struct {
@@ -81,6 +82,22 @@ func main() {
 		notes = append(notes, agreement(outcomes))
 	}
 	md := render(names, rows, notes, *benchtime)
+	pk, err := packing.ComparePacking(24, 60)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	md += fmt.Sprintf(`
+## Best-fit against first-fit
+
+Streams of single-request MIG claims (seeded; 1g.10gb most often, 7g.80gb
+least) placed one at a time on a DGX H100 (8 GPUs, 152 devices) until the
+first claim that does not fit (internal/packing):
+
+| streams × claims | first-fit placed | best-fit placed | gain | best-fit wins / ties / losses |
+| --- | --- | --- | --- | --- |
+| %d × %d | %d | %d | %+.1f %% | %d / %d / %d |
+`, pk.Streams, pk.Length, pk.FirstFit, pk.BestFit, 100*float64(pk.BestFit-pk.FirstFit)/float64(pk.FirstFit), pk.Wins, pk.Ties, pk.Losses)
 	if err := os.WriteFile(*out, []byte(md), 0o644); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
