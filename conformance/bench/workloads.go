@@ -13,6 +13,7 @@ import (
 
 	"github.com/dractl/dractl/conformance/gen"
 	"github.com/dractl/dractl/conformance/scenario"
+	"github.com/dractl/dractl/internal/examplegen"
 	"github.com/dractl/dractl/pkg/api"
 )
 
@@ -209,6 +210,26 @@ func TPU() Workload {
 	return Workload{Name: "TPU multi-host pool (8 hosts, per-device node selection), 4x4", Scenario: sc, Nodes: sc.Nodes[4:]}
 }
 
+// DGX is the dgx-h100-mixins example (examplegen) in the given form, one
+// 1g.10gb claim. dractl reads the form as written (mixins resolved lazily);
+// upstream gets the flattened v1 slices either way, so its two rows must
+// match and dractl's show what reading mixins lazily costs.
+func DGX(form examplegen.Form) Workload {
+	n := examplegen.DGXH100Node
+	node := gen.Node(n.Node, nil)
+	var cls []*resourcev1.DeviceClass
+	for _, c := range examplegen.NVIDIAClasses() {
+		cls = append(cls, c.(*resourcev1.DeviceClass))
+	}
+	claim := gen.Claim("c", gen.Exact("r", "mig.nvidia.com", 1, "device.attributes['gpu.nvidia.com'].profile == '1g.10gb'"))
+	return Workload{
+		Name: fmt.Sprintf("DGX H100 example (152 devices), %s form, 1g.10gb", form),
+		Scenario: &scenario.Scenario{Name: "dgx-" + form.String(), Nodes: []*corev1.Node{node}, Classes: cls,
+			Slices: n.Slices(form), Claims: []*resourcev1.ResourceClaim{claim}},
+		Nodes: []*corev1.Node{node},
+	}
+}
+
 // All returns every row in table order.
 func All() []Workload {
 	var out []Workload
@@ -221,7 +242,7 @@ func All() []Workload {
 	for c := 3; c <= 7; c++ {
 		out = append(out, Backtrack(c))
 	}
-	out = append(out, Plain1000(), Cluster(100), Cluster(1000), TPU())
+	out = append(out, Plain1000(), Cluster(100), Cluster(1000), TPU(), DGX(examplegen.Flat), DGX(examplegen.Mixins))
 	return out
 }
 

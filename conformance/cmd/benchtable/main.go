@@ -16,7 +16,11 @@ import (
 
 	"github.com/dractl/dractl/conformance/bench"
 	"github.com/dractl/dractl/conformance/scenario"
+	"github.com/dractl/dractl/internal/clusterbench"
+	"github.com/dractl/dractl/internal/examplegen"
 	"github.com/dractl/dractl/internal/packing"
+	"github.com/dractl/dractl/pkg/decode"
+	"github.com/dractl/dractl/pkg/pool"
 )
 
 type cell struct {
@@ -82,6 +86,7 @@ func main() {
 		notes = append(notes, agreement(outcomes))
 	}
 	md := render(names, rows, notes, *benchtime)
+	md += memorySection()
 	pk, err := packing.ComparePacking(24, 60)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -229,4 +234,54 @@ Calls are cut off after ` + bench.Timeout.String() + `. Ratios are upstream expe
 		fmt.Fprintf(&b, "- %s: %s\n", name, notes[i])
 	}
 	return b.String()
+}
+
+// memorySection reports what 100 nodes of the DGX H100 example hold once
+// decoded (pkg/decode) and assembled into pools (pkg/pool), in flat and in
+// mixin form: mixins are resolved lazily, never flattened, so the decoded
+// mixin form must stay smaller.
+func memorySection() string {
+	const nodes = 100
+	var b strings.Builder
+	fmt.Fprintf(&b, `
+## Memory: DGX H100 example, flat against mixin form
+
+Live heap held by %d nodes of the example (%d devices) once decoded and
+assembled into pools, with the JSON they were read from:
+
+| form | JSON bytes | live heap |
+| --- | --- | --- |
+`, nodes, nodes*152)
+	for _, form := range []examplegen.Form{examplegen.Flat, examplegen.Mixins} {
+		data, _, err := clusterbench.Manifest(nodes, form, "json")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		live := liveHeap(func() any {
+			objs, err := decode.Bytes("cluster.json", data)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				os.Exit(1)
+			}
+			return pool.Assemble(clusterbench.Slices(objs))
+		})
+		fmt.Fprintf(&b, "| %s | %.1f MiB | %.1f MiB |\n", form, float64(len(data))/(1<<20), float64(live)/(1<<20))
+	}
+	return b.String()
+}
+
+// liveHeap returns how much more heap is live while build's result is held.
+func liveHeap(build func() any) uint64 {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	keep := build()
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	runtime.KeepAlive(keep)
+	if after.HeapAlloc < before.HeapAlloc {
+		return 0
+	}
+	return after.HeapAlloc - before.HeapAlloc
 }
