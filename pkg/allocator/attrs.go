@@ -114,20 +114,20 @@ func sortedSet[T interface{ ~string | ~int64 }](in []T) []T {
 }
 
 // attrCache holds, per fully qualified attribute name, the value of every
-// device, filled on first use, per pool like the selector cache.
+// device, filled on first use, per slice like the selector cache.
 type attrCache struct {
-	nPools int
-	mu     sync.Mutex
-	cols   map[string]*attrCol
+	nSlices int
+	mu      sync.Mutex
+	cols    map[string]*attrCol
 }
 
 type attrCol struct {
 	name string
-	vals []atomic.Pointer[[]atomic.Pointer[attrVal]] // per pool, per device
+	vals []atomic.Pointer[[]atomic.Pointer[attrVal]] // per slice, per device of the slice
 }
 
-func newAttrCache(nPools int) *attrCache {
-	return &attrCache{nPools: nPools, cols: map[string]*attrCol{}}
+func newAttrCache(nSlices int) *attrCache {
+	return &attrCache{nSlices: nSlices, cols: map[string]*attrCol{}}
 }
 
 func (c *attrCache) col(name string) *attrCol {
@@ -136,7 +136,7 @@ func (c *attrCache) col(name string) *attrCol {
 	if col, ok := c.cols[name]; ok {
 		return col
 	}
-	col := &attrCol{name: name, vals: make([]atomic.Pointer[[]atomic.Pointer[attrVal]], c.nPools)}
+	col := &attrCol{name: name, vals: make([]atomic.Pointer[[]atomic.Pointer[attrVal]], c.nSlices)}
 	c.cols[name] = col
 	return col
 }
@@ -144,16 +144,23 @@ func (c *attrCache) col(name string) *attrCol {
 // attr returns device g's value of the column's attribute, nil if it has
 // none. As upstream, "<driver domain>/<id>" also finds the unqualified id.
 func (a *Allocator) attr(col *attrCol, d *devInfo) *attrVal {
-	vals := col.vals[d.pool].Load()
+	sl := &a.slices[d.slice]
+	vals := col.vals[d.slice].Load()
 	if vals == nil {
-		fresh := make([]atomic.Pointer[attrVal], a.pools[d.pool].nDevs)
-		if col.vals[d.pool].CompareAndSwap(nil, &fresh) {
-			vals = &fresh
+		var fresh *[]atomic.Pointer[attrVal]
+		if se := a.sharedSlice(d.slice); se != nil {
+			fresh = se.attrVals(col.name)
 		} else {
-			vals = col.vals[d.pool].Load()
+			f := make([]atomic.Pointer[attrVal], sl.devEnd-sl.devStart)
+			fresh = &f
+		}
+		if col.vals[d.slice].CompareAndSwap(nil, fresh) {
+			vals = fresh
+		} else {
+			vals = col.vals[d.slice].Load()
 		}
 	}
-	slot := &(*vals)[d.idx]
+	slot := &(*vals)[d.idx-sl.devStart]
 	if v := slot.Load(); v != nil {
 		if v == absentAttr {
 			return nil

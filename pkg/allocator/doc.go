@@ -8,7 +8,11 @@
 // at once. Everything that does not depend on the node is computed in New or
 // cached lazily for the Allocator's lifetime: device tables with dense
 // integer indices, counter availability, compiled CEL and per-device
-// selector results. Per-node work touches only the slices that name the node
+// selector results. Options.Cache carries compiled selectors and the
+// per-device selector and attribute results, which depend only on slice
+// content, over to later Allocators, because a scheduler rebuilds the
+// Allocator whenever a claim is allocated although no slice changed.
+// Per-node work touches only the slices that name the node
 // plus the slices that do not name any node, so it does not grow with the
 // size of the cluster.
 //

@@ -43,6 +43,8 @@ type Allocator struct {
 	held  map[pool.ID][]*resourcev1.DeviceRequestAllocationResult
 	sel   *selectorCache
 	attrs *attrCache
+	// seq is the Allocator's sequence number in opts.Cache, if any.
+	seq uint64
 }
 
 type poolInfo struct {
@@ -230,8 +232,11 @@ func New(in Input, opts Options) (*Allocator, error) {
 		a.addPool(int32(pi), p)
 	}
 	a.addAllocated(in.Allocated)
-	a.sel = newSelectorCache(a.opts.Compiler, len(a.pools))
-	a.attrs = newAttrCache(len(a.pools))
+	if a.opts.Cache != nil {
+		a.seq = a.opts.Cache.begin()
+	}
+	a.sel = newSelectorCache(a.opts.Compiler, len(a.slices), a.opts.Cache, a.seq)
+	a.attrs = newAttrCache(len(a.slices))
 	return a, nil
 }
 

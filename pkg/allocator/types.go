@@ -57,6 +57,11 @@ type Options struct {
 	// device that allows multiple allocations. Upstream uses a random UUID;
 	// nil does the same. Tests set it to get stable results.
 	NewShareID func() types.UID
+	// Cache, if set, carries compiled selectors and per-device selector
+	// and attribute results over to later Allocators, which then skip
+	// re-evaluating slices that did not change. See Cache for the contract
+	// on slices. Nil keeps everything within the Allocator.
+	Cache *Cache
 }
 
 // SelectorCompiler compiles one CEL selector expression. It must be safe for
