@@ -3,6 +3,7 @@ package clusterbench
 import (
 	"bytes"
 	"fmt"
+	"runtime"
 
 	"github.com/dractl/dractl/internal/examplegen"
 	"github.com/dractl/dractl/pkg/api"
@@ -38,4 +39,20 @@ func Slices(objs []decode.Object) []*api.ResourceSlice {
 		}
 	}
 	return out
+}
+
+// LiveHeap returns how much more heap is live while build's result is
+// held: the memory a decoded form really costs, after garbage collection.
+func LiveHeap(build func() any) uint64 {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	keep := build()
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	runtime.KeepAlive(keep)
+	if after.HeapAlloc < before.HeapAlloc {
+		return 0
+	}
+	return after.HeapAlloc - before.HeapAlloc
 }

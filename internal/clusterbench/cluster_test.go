@@ -2,7 +2,6 @@ package clusterbench
 
 import (
 	"fmt"
-	"runtime"
 	"testing"
 
 	"github.com/dractl/dractl/internal/examplegen"
@@ -70,7 +69,7 @@ func BenchmarkDecodedMemory(b *testing.B) {
 		b.Run("form="+form.String(), func(b *testing.B) {
 			var live uint64
 			for b.Loop() {
-				live = liveHeap(func() any { return pipeline(b, data) })
+				live = LiveHeap(func() any { return pipeline(b, data) })
 			}
 			b.ReportMetric(float64(live)/(1<<20), "MiB-live")
 		})
@@ -89,25 +88,10 @@ func TestMixinFormUsesLessMemory(t *testing.T) {
 		if devices != 20*152 {
 			t.Fatalf("%s form: %d devices, want %d", form, devices, 20*152)
 		}
-		live[form] = liveHeap(func() any { return pipeline(t, data) })
+		live[form] = LiveHeap(func() any { return pipeline(t, data) })
 	}
 	if live[examplegen.Mixins] >= live[examplegen.Flat] {
 		t.Errorf("decoded mixin form holds %d bytes, flat form %d: mixins should be smaller", live[examplegen.Mixins], live[examplegen.Flat])
 	}
 	t.Logf("live heap for 20 nodes: flat %d KiB, mixins %d KiB", live[examplegen.Flat]>>10, live[examplegen.Mixins]>>10)
-}
-
-// liveHeap returns how much more heap is live while build's result is held.
-func liveHeap(build func() any) uint64 {
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	keep := build()
-	runtime.GC()
-	runtime.ReadMemStats(&after)
-	runtime.KeepAlive(keep)
-	if after.HeapAlloc < before.HeapAlloc {
-		return 0
-	}
-	return after.HeapAlloc - before.HeapAlloc
 }

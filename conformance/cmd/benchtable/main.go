@@ -258,7 +258,7 @@ assembled into pools, with the JSON they were read from:
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
-		live := liveHeap(func() any {
+		live := clusterbench.LiveHeap(func() any {
 			objs, err := decode.Bytes("cluster.json", data)
 			if err != nil {
 				fmt.Fprintln(os.Stderr, err)
@@ -269,19 +269,4 @@ assembled into pools, with the JSON they were read from:
 		fmt.Fprintf(&b, "| %s | %.1f MiB | %.1f MiB |\n", form, float64(len(data))/(1<<20), float64(live)/(1<<20))
 	}
 	return b.String()
-}
-
-// liveHeap returns how much more heap is live while build's result is held.
-func liveHeap(build func() any) uint64 {
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	keep := build()
-	runtime.GC()
-	runtime.ReadMemStats(&after)
-	runtime.KeepAlive(keep)
-	if after.HeapAlloc < before.HeapAlloc {
-		return 0
-	}
-	return after.HeapAlloc - before.HeapAlloc
 }
