@@ -75,7 +75,7 @@ func (o *allocateOptions) run(ctx context.Context) error {
 	}
 	var unfit []*allocator.UnfitError
 	for _, node := range nodes {
-		results, err := c.alloc.Allocate(ctx, node, c.pending)
+		results, err := c.allocate(ctx, node, c.pending)
 		if allocator.IsUnfit(err) {
 			unfit = append(unfit, err.(*allocator.UnfitError))
 			continue

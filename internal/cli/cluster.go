@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -10,17 +11,17 @@ import (
 
 	"github.com/dractl/dractl/pkg/allocator"
 	"github.com/dractl/dractl/pkg/decode"
-	"github.com/dractl/dractl/pkg/pool"
+	"github.com/dractl/dractl/pkg/state"
 )
 
 // cluster is the state allocate and explain work on: everything read with
-// -f, checked by admission, with the claims split by whether they are
-// already allocated.
+// -f, checked by admission, fed to a state.State, with the claims that are
+// not allocated yet set apart.
 type cluster struct {
-	set       *decode.Set
-	pending   []*resourcev1.ResourceClaim
-	allocated []*resourcev1.ResourceClaim
-	alloc     *allocator.Allocator
+	set      *decode.Set
+	pending  []*resourcev1.ResourceClaim
+	snap     *state.Snapshot
+	strategy allocator.Strategy
 }
 
 // readCluster reads and admits the inputs. Unlike validate, an invalid
@@ -46,23 +47,34 @@ func (o *globalOptions) readCluster(w io.Writer, strategy allocator.Strategy) (*
 	if bad > 0 {
 		return nil, &exitError{code: ExitUsage, msg: fmt.Sprintf("%s in the input; nothing was allocated", plural(bad, "error"))}
 	}
-	c := &cluster{set: decode.Group(in.objects)}
+	c := &cluster{set: decode.Group(in.objects), strategy: strategy}
+	st := state.New(state.Options{})
+	for _, s := range c.set.Slices {
+		if err := st.SetMixinSlice(s); err != nil {
+			return nil, &exitError{code: ExitUsage, msg: err.Error()}
+		}
+	}
+	for _, dc := range c.set.Classes {
+		if err := st.SetClass(dc); err != nil {
+			return nil, &exitError{code: ExitUsage, msg: err.Error()}
+		}
+	}
 	for _, claim := range c.set.Claims {
-		if claim.Status.Allocation != nil {
-			c.allocated = append(c.allocated, claim)
-		} else {
+		if err := st.SetClaim(claim); err != nil {
+			src, _ := c.set.Source(claim)
+			return nil, &exitError{code: ExitUsage, msg: fmt.Sprintf("%s ResourceClaim/%s: %v", src, claim.Name, err)}
+		}
+		if claim.Status.Allocation == nil {
 			c.pending = append(c.pending, claim)
 		}
 	}
-	c.alloc, err = allocator.New(allocator.Input{
-		Pools:     pool.Assemble(c.set.Slices),
-		Classes:   c.set.Classes,
-		Allocated: c.allocated,
-	}, allocator.Options{Strategy: strategy})
-	if err != nil {
-		return nil, &exitError{code: ExitUsage, msg: err.Error()}
-	}
+	c.snap = st.Snapshot()
 	return c, nil
+}
+
+// allocate allocates claims together on node.
+func (c *cluster) allocate(ctx context.Context, node *corev1.Node, claims []*resourcev1.ResourceClaim) ([]*resourcev1.AllocationResult, error) {
+	return c.snap.Cycle(claims, state.CycleOptions{Strategy: c.strategy}).Allocate(ctx, node)
 }
 
 // nodes returns the nodes to try: the one named, or every Node of the input

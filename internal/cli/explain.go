@@ -66,7 +66,7 @@ func (o *explainOptions) run(ctx context.Context) error {
 		ctx = context.Background()
 	}
 	for _, node := range nodes {
-		results, err := c.alloc.Allocate(ctx, node, claims)
+		results, err := c.allocate(ctx, node, claims)
 		switch {
 		case allocator.IsUnfit(err):
 			writeExplanation(o.Out, err.(*allocator.UnfitError).Explanation)

@@ -1,0 +1,185 @@
+package state_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/dractl/dractl/pkg/allocator"
+	at "github.com/dractl/dractl/pkg/allocator/allocatortest"
+	"github.com/dractl/dractl/pkg/pool"
+	"github.com/dractl/dractl/pkg/state"
+)
+
+const driver = "gpu.example.com"
+
+// partitioned is KEP-4815's GPU: one 40Gi counter set, a whole device and
+// four 10Gi partitions consuming it.
+func partitioned(st *state.State, t *testing.T) {
+	t.Helper()
+	must(t, st.SetMixinSlice(at.Slice("counters").Driver(driver).Pool("node-1").Node("node-1").Count(2).
+		Counters("gpu-0", "memory", "40Gi").Obj()))
+	devs := []*at.DeviceBuilder{at.Device("gpu-0").Consumes("gpu-0", "memory", "40Gi")}
+	for i := range 4 {
+		devs = append(devs, at.Device(at.Name("part", i)).Consumes("gpu-0", "memory", "10Gi"))
+	}
+	must(t, st.SetMixinSlice(at.Slice("devices").Driver(driver).Pool("node-1").Node("node-1").Count(2).Device(devs...).Obj()))
+	must(t, st.SetClass(at.Class("gpu", `device.driver == "`+driver+`"`)))
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func allocated(name string, devices ...string) *resourcev1.ResourceClaim {
+	var rs []resourcev1.DeviceRequestAllocationResult
+	for _, d := range devices {
+		rs = append(rs, at.Result("gpu", driver, "node-1", d))
+	}
+	return at.Claim(name).Request(at.Request("gpu", "gpu")).Allocated(rs...).Obj()
+}
+
+func pending(name string) *resourcev1.ResourceClaim {
+	return at.Claim(name).Request(at.Request("gpu", "gpu")).Obj()
+}
+
+func TestCycleAllocatesAroundHeldDevices(t *testing.T) {
+	st := state.New(state.Options{})
+	partitioned(st, t)
+	must(t, st.SetClaim(allocated("a", "part-0")))
+	claim := pending("b")
+	must(t, st.SetClaim(claim))
+	snap := st.Snapshot()
+	res, err := snap.Cycle([]*resourcev1.ResourceClaim{claim}, state.CycleOptions{}).Allocate(context.Background(), at.Node("node-1"))
+	must(t, err)
+	if got := res[0].Devices.Results[0].Device; got != "part-1" {
+		t.Fatalf("allocated %s, want part-1 (gpu-0 is blocked by part-0, part-0 is held)", got)
+	}
+	u := snap.Usage(pool.ID{Driver: driver, Pool: "node-1"})
+	if got := u.CounterSets[0].Counters[0].Consumed; got.Cmp(resource.MustParse("10Gi")) != 0 {
+		t.Errorf("consumed %s, want 10Gi", got.String())
+	}
+	var blocked, held []string
+	for _, d := range u.Devices {
+		if d.Blocked {
+			blocked = append(blocked, d.Device.Name)
+		}
+		if len(d.Holders) > 0 {
+			held = append(held, d.Device.Name)
+		}
+	}
+	if len(blocked) != 1 || blocked[0] != "gpu-0" || len(held) != 1 || held[0] != "part-0" {
+		t.Errorf("blocked %v held %v, want [gpu-0] and [part-0]", blocked, held)
+	}
+}
+
+func TestSnapshotIsImmutable(t *testing.T) {
+	st := state.New(state.Options{})
+	partitioned(st, t)
+	before := st.Snapshot()
+	if st.Snapshot() != before {
+		t.Fatal("a snapshot without deltas in between should be reused")
+	}
+	must(t, st.SetClaim(allocated("a", "gpu-0")))
+	after := st.Snapshot()
+	if after == before || after.Version() <= before.Version() {
+		t.Fatal("a delta must produce a new snapshot with a higher version")
+	}
+	id := pool.ID{Driver: driver, Pool: "node-1"}
+	if n := len(before.Claims()); n != 0 {
+		t.Errorf("old snapshot sees %d claims, want 0", n)
+	}
+	if !after.Usage(id).Devices[0].InUse() || before.Usage(id).Devices[0].InUse() {
+		t.Error("only the new snapshot may see gpu-0 in use")
+	}
+}
+
+func TestAssumeAndForget(t *testing.T) {
+	st := state.New(state.Options{})
+	partitioned(st, t)
+	claim := pending("b")
+	must(t, st.SetClaim(claim))
+	withAlloc := allocated("b", "part-2")
+	must(t, st.Assume(withAlloc))
+	snap := st.Snapshot()
+	if !snap.Assumed(state.KeyOf(claim)) {
+		t.Fatal("claim b should be assumed")
+	}
+	// The informer still reports b without allocation: the assumption stands.
+	must(t, st.SetClaim(claim))
+	if c, _ := st.Snapshot().Claim(state.KeyOf(claim)); c.Status.Allocation == nil {
+		t.Fatal("observing b unallocated dropped the assumption")
+	}
+	// A second claim cannot take part-2 while it is assumed for b.
+	must(t, st.SetClaim(pending("c")))
+	var conflict *state.ConflictError
+	if err := st.Assume(allocated("c", "part-2")); !errors.As(err, &conflict) || !conflict.HolderAssumed {
+		t.Fatalf("assume c on part-2: got %v, want a conflict with b's assumed allocation", err)
+	}
+	must(t, st.Forget("default", "b"))
+	must(t, st.Assume(allocated("c", "part-2")))
+	// The API catches up with c: the observed allocation replaces the assumed one.
+	must(t, st.SetClaim(allocated("c", "part-2")))
+	if st.Snapshot().Assumed(state.ClaimKey{Namespace: "default", Name: "c"}) {
+		t.Error("c is still assumed after the API reported its allocation")
+	}
+}
+
+func TestBadDeltasChangeNothing(t *testing.T) {
+	st := state.New(state.Options{})
+	partitioned(st, t)
+	must(t, st.SetClaim(allocated("a", "part-0")))
+	before := st.Snapshot()
+	var nf *state.NotFoundError
+	var conflict *state.ConflictError
+	for name, err := range map[string]error{
+		"delete unknown slice":         st.DeleteSlice("nope"),
+		"delete unknown class":         st.DeleteClass("nope"),
+		"delete unknown claim":         st.DeleteClaim("default", "nope"),
+		"forget without assumption":    st.Forget("default", "a"),
+		"assume unobserved claim":      st.Assume(allocated("x", "part-3")),
+		"claim allocated twice":        st.SetClaim(allocated("b", "part-0")),
+		"assume an allocated claim":    st.Assume(allocated("a", "part-1")),
+		"assume without an allocation": st.Assume(pending("a")),
+	} {
+		if err == nil {
+			t.Errorf("%s: no error", name)
+			continue
+		}
+		switch name {
+		case "claim allocated twice":
+			if !errors.As(err, &conflict) || conflict.Holder.Name != "a" {
+				t.Errorf("%s: got %v, want a conflict naming claim a", name, err)
+			}
+		case "delete unknown slice", "delete unknown class", "delete unknown claim", "forget without assumption", "assume unobserved claim":
+			if !errors.As(err, &nf) {
+				t.Errorf("%s: got %v, want NotFoundError", name, err)
+			}
+		}
+	}
+	if st.Snapshot() != before {
+		t.Error("failed deltas changed the state")
+	}
+}
+
+func TestUnfitExplains(t *testing.T) {
+	st := state.New(state.Options{})
+	partitioned(st, t)
+	must(t, st.SetClaim(allocated("a", "gpu-0")))
+	claim := pending("b")
+	_, err := st.Snapshot().Cycle([]*resourcev1.ResourceClaim{claim}, state.CycleOptions{Strategy: allocator.BestFit}).
+		Allocate(context.Background(), at.Node("node-1"))
+	var unfit *allocator.UnfitError
+	if !errors.As(err, &unfit) {
+		t.Fatalf("got %v, want UnfitError", err)
+	}
+	if n := unfit.Explanation.Claims[0].Requests[0].Rejected[allocator.ReasonCounterExhausted]; n != 4 {
+		t.Errorf("%d partitions rejected for exhausted counters, want 4", n)
+	}
+}

@@ -1,0 +1,207 @@
+package state
+
+import (
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
+
+	"github.com/dractl/dractl/pkg/api"
+	"github.com/dractl/dractl/pkg/pool"
+)
+
+// PoolUsage is one pool together with what the snapshot's allocations hold
+// of it: the read model of `get pools`, `describe`, the pool monitor and
+// the simulator's pictures. It is computed on first request and shared.
+type PoolUsage struct {
+	*pool.Pool
+	// Invalid lists the problems of a complete pool that fails validation.
+	Invalid *pool.InvalidError
+	// Devices are the devices of the pool's current generation, slice by
+	// slice (slices by name) in the order each slice lists them.
+	Devices []DeviceUsage
+	// CounterSets are the pool's counter sets, by name.
+	CounterSets []CounterSetUsage
+}
+
+// DeviceUsage is one device and who holds it.
+type DeviceUsage struct {
+	Slice  *pool.Slice
+	Device *api.Device
+	// View resolves the device's mixins; ViewErr is set when an include
+	// names no mixin (the pool is then invalid).
+	View    api.DeviceView
+	ViewErr error
+	// Holders are the claims whose allocation names the device: one for a
+	// dedicated device, any number for a device that allows multiple
+	// allocations or for admin access.
+	Holders []Holder
+	// Blocked: nobody holds the device, but the counters it consumes are
+	// no longer available (an overlapping partition is allocated).
+	Blocked bool
+}
+
+// InUse reports whether a holder other than an admin-access one holds the
+// device, which is when its counters count as consumed.
+func (d *DeviceUsage) InUse() bool {
+	return slices.ContainsFunc(d.Holders, func(h Holder) bool { return !h.AdminAccess })
+}
+
+// Holder is one allocation result that names a device.
+type Holder struct {
+	Claim       ClaimKey
+	Request     string
+	Assumed     bool
+	Shared      bool // the result has a shareID
+	AdminAccess bool
+}
+
+// CounterSetUsage is one counter set's capacity and consumption.
+type CounterSetUsage struct {
+	Name     string
+	Counters []CounterUsage // by name
+}
+
+// CounterUsage is one counter: what the set offers and what the devices in
+// use consume from it.
+type CounterUsage struct {
+	Name     string
+	Capacity resource.Quantity
+	Consumed resource.Quantity
+}
+
+// Usage returns the usage of one pool, or nil when there is no such pool.
+func (s *Snapshot) Usage(id pool.ID) *PoolUsage {
+	p, ok := s.Pool(id)
+	if !ok {
+		return nil
+	}
+	s.usageMu.Lock()
+	defer s.usageMu.Unlock()
+	if u := s.usage[id]; u != nil {
+		return u
+	}
+	u := s.computeUsage(p)
+	if s.usage == nil {
+		s.usage = map[pool.ID]*PoolUsage{}
+	}
+	s.usage[id] = u
+	return u
+}
+
+func (s *Snapshot) computeUsage(p *pool.Pool) *PoolUsage {
+	u := &PoolUsage{Pool: p}
+	if p.Complete() {
+		u.Invalid = p.Validate()
+	}
+	index := map[string]int{} // first device of each name, as the allocator does
+	for _, sl := range p.Slices {
+		for i := range sl.Spec.Devices {
+			d := &sl.Spec.Devices[i]
+			du := DeviceUsage{Slice: sl, Device: d}
+			du.View, du.ViewErr = sl.Mixins.Device(d)
+			if _, dup := index[d.Name]; !dup {
+				index[d.Name] = len(u.Devices)
+			}
+			u.Devices = append(u.Devices, du)
+		}
+	}
+	for _, c := range s.claims {
+		if c.Status.Allocation == nil {
+			continue
+		}
+		for _, r := range c.Status.Allocation.Devices.Results {
+			if r.Driver != p.Driver || r.Pool != p.ID.Pool {
+				continue
+			}
+			i, ok := index[r.Device]
+			if !ok {
+				continue
+			}
+			key := KeyOf(c)
+			u.Devices[i].Holders = append(u.Devices[i].Holders, Holder{
+				Claim: key, Request: r.Request, Assumed: s.assumed[key],
+				Shared: r.ShareID != nil, AdminAccess: ptr.Deref(r.AdminAccess, false),
+			})
+		}
+	}
+	sets := p.CounterSets()
+	names := make([]string, 0, len(sets))
+	for n := range sets {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	consumed := map[string]map[string]*resource.Quantity{}
+	for _, n := range names {
+		cs := CounterSetUsage{Name: n}
+		consumed[n] = map[string]*resource.Quantity{}
+		for c, v := range sets[n].Counters() {
+			cs.Counters = append(cs.Counters, CounterUsage{Name: c, Capacity: v.Value.DeepCopy()})
+		}
+		slices.SortFunc(cs.Counters, func(x, y CounterUsage) int { return strings.Compare(x.Name, y.Name) })
+		for i := range cs.Counters {
+			consumed[n][cs.Counters[i].Name] = &cs.Counters[i].Consumed
+		}
+		u.CounterSets = append(u.CounterSets, cs)
+	}
+	for i := range u.Devices {
+		d := &u.Devices[i]
+		if d.ViewErr != nil || !d.InUse() {
+			continue
+		}
+		for _, cv := range d.View.Consumptions {
+			for name, c := range cv.Counters() {
+				if q := consumed[cv.CounterSet()][name]; q != nil {
+					q.Add(c.Value)
+				}
+			}
+		}
+	}
+	for i := range u.Devices {
+		d := &u.Devices[i]
+		if len(d.Holders) > 0 || d.ViewErr != nil {
+			continue
+		}
+		d.Blocked = !fits(d.View, u, consumed)
+	}
+	return u
+}
+
+// fits reports whether every counter the device consumes is still there in
+// the amount it needs.
+func fits(v api.DeviceView, u *PoolUsage, consumed map[string]map[string]*resource.Quantity) bool {
+	for _, cv := range v.Consumptions {
+		byName := consumed[cv.CounterSet()]
+		if byName == nil {
+			return false
+		}
+		for name, c := range cv.Counters() {
+			q := byName[name]
+			if q == nil {
+				return false
+			}
+			capacity := u.counter(cv.CounterSet(), name)
+			left := capacity.DeepCopy()
+			left.Sub(*q)
+			if left.Cmp(c.Value) < 0 {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func (u *PoolUsage) counter(set, name string) resource.Quantity {
+	for _, cs := range u.CounterSets {
+		if cs.Name != set {
+			continue
+		}
+		for _, c := range cs.Counters {
+			if c.Name == name {
+				return c.Capacity
+			}
+		}
+	}
+	return resource.Quantity{}
+}
