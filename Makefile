@@ -5,7 +5,7 @@ FUZZTIME_SHORT ?= 5s
 FUZZTIME ?= 30s
 EXAMPLES := $(sort $(wildcard examples/*/))
 
-.PHONY: all build test demo fmt-check vet unit fuzz fuzz-short golden readme conformance conformance-test bench
+.PHONY: all build test demo fmt-check vet unit fuzz fuzz-short golden readme conformance conformance-test bench scheduler
 
 all: build
 
@@ -16,6 +16,11 @@ LDFLAGS := $(if $(VERSION),-X github.com/dractl/dractl/internal/cli.version=$(VE
 
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/dractl
+
+# kube-scheduler with dractl's DRA plugin; its own module (scheduler/), which
+# requires k8s.io/kubernetes.
+scheduler:
+	$(GO) -C scheduler build -o ../bin/dractl-scheduler .
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

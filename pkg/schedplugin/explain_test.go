@@ -61,10 +61,10 @@ func TestVerdicts(t *testing.T) {
 		must(t, st.SetClaim(at.Claim(at.Name("held", i)).Request(at.Request("gpu", "gpu")).
 			Allocated(at.Result("gpu", driver, "node-1", at.Name("gpu-0-part", i))).Obj()))
 	}
-	whole := at.Claim("whole").Request(at.Request("gpu", "gpu").Selector(`device.attributes["`+driver+`"].model == "A100"`)).Obj()
-	h100 := at.Claim("h100").Request(at.Request("gpu", "gpu").Selector(`device.attributes["`+driver+`"].model == "H100"`)).Obj()
+	whole := at.Claim("whole").Request(at.Request("gpu", "gpu").Selector(`device.attributes["` + driver + `"].model == "A100"`)).Obj()
+	h100 := at.Claim("h100").Request(at.Request("gpu", "gpu").Selector(`device.attributes["` + driver + `"].model == "H100"`)).Obj()
 	tpu := at.Claim("tpu").Request(at.Request("tpu", "tpu")).Obj()
-	two := at.Claim("two").Request(at.Request("a", "gpu").Selector(`device.attributes["`+driver+`"].model == "H100"`)).
+	two := at.Claim("two").Request(at.Request("a", "gpu").Selector(`device.attributes["` + driver + `"].model == "H100"`)).
 		Request(at.Request("b", "tpu")).Obj()
 	names := map[string]string{"default/whole": "gpu", "default/h100": "big", "default/tpu": "tpu", "default/two": "pair"}
 
@@ -101,7 +101,7 @@ func TestVerdictWhenClaimsFitOnlyAlone(t *testing.T) {
 	gpuNode(t, st, "node-1")
 	must(t, st.SetClass(at.Class("gpu", `device.driver == "`+driver+`"`)))
 	// Each wants 30Gi of the 40Gi GPU: either fits, both do not.
-	a := at.Claim("a").Request(at.Request("gpu", "gpu").Selector(`device.attributes["`+driver+`"].model == "A100"`).Count(3)).Obj()
+	a := at.Claim("a").Request(at.Request("gpu", "gpu").Selector(`device.attributes["` + driver + `"].model == "A100"`).Count(3)).Obj()
 	b := at.Claim("b").Request(at.Request("gpu", "gpu").Count(3)).Obj()
 	must(t, st.SetClaim(a))
 	must(t, st.SetClaim(b))

@@ -217,6 +217,32 @@ The two A100 directories describe the same pool of the same node: validated
 together they publish every slice twice, which validate reports as duplicate
 devices and counter sets.
 
+## In kube-scheduler: dractl-scheduler
+
+`dractl-scheduler` is kube-scheduler v1.37 with dractl's DRA plugin
+(`DractlDynamicResources`, package `pkg/schedplugin`) registered; every
+other plugin (node resources, affinity, taints, preemption) is stock. It is
+its own Go module, [scheduler/](scheduler/), so that the main module never
+depends on `k8s.io/kubernetes`. Build it and run it against a cluster with
+any kubeconfig that may act as the scheduler:
+
+    make scheduler      # builds bin/dractl-scheduler (k8s.io/kubernetes: a long first build)
+    bin/dractl-scheduler --kubeconfig ~/.kube/config \
+        --config deploy/scheduler/config-two-profiles.yaml --leader-elect=false
+
+[deploy/scheduler/](deploy/scheduler/) holds two configurations:
+`config.yaml` replaces DynamicResources in the default profile (run it in
+place of kube-scheduler), `config-two-profiles.yaml` keeps the stock
+profile and adds `schedulerName: dractl`, which pods opt into. Both plugins
+then share the scheduler's claim tracker and never hand out a device twice;
+run one scheduler process for DRA pods, since two processes cannot see each
+other's allocations in flight. `kubectl apply -k deploy/scheduler` installs
+RBAC, the configuration and a Deployment (image built with
+`scheduler/Dockerfile`). When no node fits, the pod's `PodScheduled`
+condition and `FailedScheduling` event say per claim what stopped how many
+nodes, e.g. `dractl: claim gpu: counter memory of gpu-0-counters exhausted
+on 12 nodes; selector matched 0 devices on 488 nodes`.
+
 ## Conformance and performance
 
     make conformance   # N=2000 seeded scenarios side by side with upstream; last line "N passed, M failed"
