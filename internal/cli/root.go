@@ -95,6 +95,7 @@ input is 2 (see their --help).`,
 		newCompactCommand(o),
 		newAllocateCommand(o),
 		newExplainCommand(o),
+		newDescribeCommand(o),
 		newVersionCommand(o),
 	)
 	return root
