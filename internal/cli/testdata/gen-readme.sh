@@ -247,8 +247,10 @@ depends on `k8s.io/kubernetes`. Build it and run it against a cluster with
 any kubeconfig that may act as the scheduler:
 
     make scheduler      # builds bin/dractl-scheduler (k8s.io/kubernetes: a long first build)
-    bin/dractl-scheduler --kubeconfig ~/.kube/config \
-        --config deploy/scheduler/config-two-profiles.yaml --leader-elect=false
+    # With --config, kube-scheduler takes the kubeconfig from the file only.
+    { cat deploy/scheduler/config-two-profiles.yaml
+      printf 'clientConnection:\n  kubeconfig: %s\n' "$HOME/.kube/config"; } > /tmp/dractl-scheduler.yaml
+    bin/dractl-scheduler --config /tmp/dractl-scheduler.yaml --leader-elect=false
 
 [deploy/scheduler/](deploy/scheduler/) holds two configurations:
 `config.yaml` replaces DynamicResources in the default profile (run it in
