@@ -164,7 +164,7 @@ type cluster struct {
 	tracker *fakeTracker
 }
 
-func newCluster(t *testing.T, args runtime.Object, objs ...runtime.Object) *cluster {
+func newCluster(t testing.TB, args runtime.Object, objs ...runtime.Object) *cluster {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	client := fake.NewClientset(objs...)
