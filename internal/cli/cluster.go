@@ -417,7 +417,9 @@ func (g *group) allocated(pending []*resourcev1.ResourceClaim, results []*resour
 	for i, claim := range pending {
 		claim = claim.DeepCopy()
 		claim.Status.Allocation = results[i]
-		if g.pod != nil && !slices.ContainsFunc(claim.Status.ReservedFor, func(r resourcev1.ResourceClaimConsumerReference) bool { return r.Name == g.pod.Name && r.Resource == "pods" }) {
+		if g.pod != nil && !slices.ContainsFunc(claim.Status.ReservedFor, func(r resourcev1.ResourceClaimConsumerReference) bool {
+			return r.Name == g.pod.Name && r.Resource == "pods"
+		}) {
 			claim.Status.ReservedFor = append(claim.Status.ReservedFor, resourcev1.ResourceClaimConsumerReference{Resource: "pods", Name: g.pod.Name, UID: g.pod.UID})
 		}
 		out[i] = claim

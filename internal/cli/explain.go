@@ -70,10 +70,10 @@ type explainNode struct {
 	Node string `json:"node"`
 	Fits bool   `json:"fits"`
 	// Excluded says why the pod may not use the node; nothing was tried.
-	Excluded     string            `json:"excluded,omitempty"`
-	Devices      []explainDevice   `json:"devices,omitempty"`
-	InvalidPools []string          `json:"invalidPools,omitempty"`
-	Requests     []explainRequest  `json:"requests,omitempty"`
+	Excluded     string           `json:"excluded,omitempty"`
+	Devices      []explainDevice  `json:"devices,omitempty"`
+	InvalidPools []string         `json:"invalidPools,omitempty"`
+	Requests     []explainRequest `json:"requests,omitempty"`
 	explanation  *allocator.Explanation
 }
 
