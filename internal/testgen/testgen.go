@@ -27,6 +27,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/dractl/dractl/pkg/api"
+	"github.com/dractl/dractl/pkg/validation"
 )
 
 // MixinMode says whether generated slices use KEP-5234 mixins.
@@ -80,13 +81,15 @@ type Options struct {
 	CounterSets []api.CounterSet
 }
 
+// The admission limits generated slices stay within, from the one place
+// that defines them.
 const (
-	maxEntriesV1           = 32
-	maxDevicesV1           = 128
-	maxDevicesWithCounters = 64
-	maxCounterSetsV1       = 8
-	maxConsumptionsV1      = 2
-	maxTaintsPerDevice     = 4 // KEP-5234 lowers v1's 16; stay below both.
+	maxEntriesV1           = validation.MaxAttributesAndCapacitiesPerDevice
+	maxDevicesV1           = validation.MaxDevices
+	maxDevicesWithCounters = validation.MaxDevicesWithAdvancedFeatures
+	maxCounterSetsV1       = validation.MaxCounterSets
+	maxConsumptionsV1      = validation.MaxConsumptionsPerDevice
+	maxTaintsPerDevice     = validation.MixinMaxTaintsPerDevice // KEP-5234 lowers v1's 16; stay below both.
 )
 
 func (o Options) withDefaults() Options {
