@@ -4,8 +4,8 @@
 //
 // Every generator takes a *rand.Rand so that a failing seed reproduces the
 // exact slice. By default the output stays within the resource.k8s.io/v1
-// limits (seed 003) and, when mixins are used, within the KEP-5234 limits
-// (seed 002), so that tests of later stages see slices that admission would
+// limits (resource.k8s.io/v1 API reference) and, when mixins are used, within the KEP-5234 limits
+// (KEP-5234), so that tests of later stages see slices that admission would
 // accept; individual tests loosen that through Options.
 //
 // Mixins are generated so that precedence matters: mixins share keys with
@@ -188,7 +188,7 @@ func attribute(r *rand.Rand, k attrKind) api.DeviceAttribute {
 }
 
 // Capacity returns a random capacity, sometimes with a request policy
-// (consumable capacity, seed 003) whose bounds fit under the value.
+// (consumable capacity, the resource.k8s.io/v1 API reference) whose bounds fit under the value.
 func Capacity(r *rand.Rand) api.DeviceCapacity {
 	if r.IntN(4) != 0 {
 		if r.IntN(3) == 0 {

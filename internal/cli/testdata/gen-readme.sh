@@ -152,7 +152,7 @@ counters leave the most other devices allocatable. Exit 0: allocated; 1: the
 claims do not fit (the explanation goes to stderr); 2: invalid input or a
 fatal error (a CEL runtime error, an invalid pool when no node fits).
 
-Seed 001's four-request MIG claim gets four partitions of one GPU that share
+KEP-4815's four-request MIG claim gets four partitions of one GPU that share
 no memory slice:
 
 EOF
