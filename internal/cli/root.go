@@ -93,6 +93,7 @@ input is 2 (see their --help).`,
 		newCompactCommand(o),
 		newAllocateCommand(o),
 		newExplainCommand(o),
+		newDescribeCommand(o),
 	} {
 		o.addInputFlags(cmd)
 		root.AddCommand(cmd)
