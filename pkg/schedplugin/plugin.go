@@ -6,6 +6,7 @@ import (
 
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	resourceslicetracker "k8s.io/dynamic-resource-allocation/resourceslice/tracker"
@@ -89,7 +90,13 @@ func (pl *Plugin) watch(ctx context.Context, logger klog.Logger) error {
 		KubeClient:               pl.clientset,
 	}
 	if opts.EnableDeviceTaintRules {
-		opts.TaintInformer = inf.DeviceTaintRules()
+		// A tracker that applies taint rules indexes its slice informer,
+		// and the scheduler's own tracker already indexed the shared one
+		// under the same name: this one gets informers of its own.
+		own := informers.NewSharedInformerFactory(pl.clientset, 0)
+		opts.SliceInformer = own.Resource().V1().ResourceSlices()
+		opts.TaintInformer = own.Resource().V1().DeviceTaintRules()
+		defer own.Start(ctx.Done())
 	}
 	slices, err := resourceslicetracker.StartTracker(ctx, opts)
 	if err != nil {
