@@ -303,9 +303,15 @@ run one scheduler process for DRA pods, since two processes cannot see each
 other's allocations in flight. `kubectl apply -k deploy/scheduler` installs
 RBAC, the configuration and a Deployment (image built with
 `scheduler/Dockerfile`). When no node fits, the pod's `PodScheduled`
-condition and `FailedScheduling` event say per claim what stopped how many
-nodes, e.g. `dractl: claim gpu: counter memory of gpu-0-counters exhausted
-on 12 nodes; selector matched 0 devices on 488 nodes`.
+condition and `FailedScheduling` event say per claim what stopped the
+nodes: per node (the scheduler's count of nodes per reason), then dractl's
+summary. From the e2e test of a pod asking for an A100 MIG device in a
+cluster of one DGX H100 node and two nodes without devices:
+
+    0/3 nodes are available: 1 claim gpu: selector matched 0 devices, 2 claim gpu:
+    no devices. preemption: 0/3 nodes are available: 3 Preemption is not helpful
+    for scheduling., dractl: claim gpu: no devices on 2 nodes; selector matched 0
+    devices on 1 node
 
 ## Conformance and performance
 
