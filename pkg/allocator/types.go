@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/dractl/dractl/pkg/api"
+	"github.com/dractl/dractl/pkg/features"
 	"github.com/dractl/dractl/pkg/pool"
 )
 
@@ -48,9 +49,14 @@ func (s Strategy) String() string {
 	return fmt.Sprintf("Strategy(%d)", int(s))
 }
 
-// Options tune an Allocator. The zero value is first-fit with pkg/cel.
+// Options tune an Allocator. The zero value is first-fit with pkg/cel and
+// every feature gate on.
 type Options struct {
 	Strategy Strategy
+	// Features are the DRA feature gates in effect. With a gate off the
+	// allocator answers as upstream's does with that gate off. The zero
+	// value enables every gate.
+	Features features.Set
 	// Compiler compiles CEL selectors. Nil means pkg/cel.
 	Compiler SelectorCompiler
 	// NewShareID returns the shareID recorded for each allocation of a
