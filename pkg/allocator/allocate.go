@@ -42,6 +42,9 @@ func (a *Allocator) Allocate(ctx context.Context, node *corev1.Node, claims []*r
 	}
 	at.size()
 	ok, err := at.solve(0)
+	if errors.Is(err, errClaimLimit) {
+		ok, err = false, nil
+	}
 	if errors.Is(err, errLazyBudget) {
 		at = &attempt{a: a, ctx: ctx, node: node, claims: claims, pools: pools}
 		if err := at.prepare(); err != nil {
@@ -52,6 +55,9 @@ func (a *Allocator) Allocate(ctx context.Context, node *corev1.Node, claims []*r
 			return nil, err
 		}
 		ok, err = at.solve(0)
+		if errors.Is(err, errClaimLimit) {
+			ok, err = false, nil
+		}
 	}
 	if err != nil {
 		return nil, err
@@ -74,8 +80,8 @@ func (a *Allocator) Allocate(ctx context.Context, node *corev1.Node, claims []*r
 	// Upstream skips invalid pools while searching and, when nothing else
 	// worked, fails the node (not the pod): another node may not see them.
 	for _, np := range pools {
-		if np.invalid {
-			expl.InvalidPools = append(expl.InvalidPools, np.t.invalid)
+		if np.invalid != nil {
+			expl.InvalidPools = append(expl.InvalidPools, np.invalid)
 		}
 	}
 	return nil, &UnfitError{Node: node.Name, Explanation: expl}
@@ -129,6 +135,9 @@ func (at *attempt) alone(al *alt) (bool, error) {
 		cs.stack = cs.stack[:0]
 	}
 	ok, err := probe.solve(0)
+	if errors.Is(err, errClaimLimit) {
+		ok, err = false, nil
+	}
 	var fe *FatalError
 	if errors.As(err, &fe) {
 		return false, nil

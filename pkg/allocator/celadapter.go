@@ -25,6 +25,8 @@ func (c celCompiler) CompileSelector(expr string) (Selector, error) {
 	return celProgram{p}, nil
 }
 
+func (c celCompiler) CompileDerived(expr string) (*dcel.Program, error) { return c.c.CompileDerived(expr) }
+
 type celProgram struct{ p *dcel.Program }
 
 func (p celProgram) Matches(ctx context.Context, driver string, view api.DeviceView) (bool, error) {

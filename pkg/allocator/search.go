@@ -138,7 +138,7 @@ func (at *attempt) tryAdd(al *alt, c cand) (bool, error) {
 	}
 	sh := at.shares[c.l]
 	if !c.full && d.multi && sh != nil {
-		fits, err := capacityFits(al.capReq, d.cap, d.aggCap, sh.used)
+		fits, err := capacityFits(al.capReq, d.cap, d.aggCap, sh.used, a.g.fractional)
 		if err != nil {
 			return false, at.fatal(al.claim, al.name, fmt.Errorf("checking capacity for device %s: %w", a.devID(d), err))
 		}
@@ -146,14 +146,16 @@ func (at *attempt) tryAdd(al *alt, c cand) (bool, error) {
 			return false, nil
 		}
 	}
-	if c.full && !at.nodeOpsOK(d) {
-		return false, nil
+	if c.full {
+		if ok, _ := at.usable(d); !ok {
+			return false, nil
+		}
 	}
 	np := &at.pools[c.np]
 	t := np.t
 	pk := pick{al: al, c: c}
 	if !at.skipCounters(c, d) && len(d.uses) > 0 {
-		if t.usesCompat {
+		if t.usesCompat && a.g.compat {
 			for _, cu := range d.compat {
 				ls := np.setBase + cu.set
 				if !at.compat[ls].admits(cu.groups) {
@@ -179,13 +181,17 @@ func (at *attempt) tryAdd(al *alt, c cand) (bool, error) {
 		}
 		pk.counters = true
 	}
-	if c.full && taintBlocks(d.d.Taints, al.tols) {
+	if c.full && at.blockedByTaint(al, d) {
 		at.rollback(&pk)
 		return false, nil
 	}
 	for _, i := range al.applies {
 		cs := at.cons[al.claim][i]
-		v := a.attr(cs.col, d)
+		v, err := at.attrFor(al, cs, d)
+		if err != nil {
+			at.rollback(&pk)
+			return false, at.fatal(al.claim, al.name, err)
+		}
 		if !cs.admits(v) {
 			at.rollback(&pk)
 			if c.full {
@@ -203,7 +209,7 @@ func (at *attempt) tryAdd(al *alt, c cand) (bool, error) {
 		if sh != nil {
 			shared = sh.used
 		}
-		fits, err := staticCapacity(al, d, addCap(addCap(nil, d.aggCap), shared))
+		fits, err := at.staticCapacity(al, d, addCap(addCap(nil, d.aggCap), shared))
 		if err != nil || !fits {
 			at.rollback(&pk)
 			if err != nil {
@@ -213,7 +219,7 @@ func (at *attempt) tryAdd(al *alt, c cand) (bool, error) {
 		}
 	}
 	if d.multi {
-		consumed, err := consumption(al.capReq, d.cap)
+		consumed, err := consumption(al.capReq, d.cap, a.g.fractional)
 		if err != nil {
 			at.rollback(&pk)
 			return false, at.fatal(al.claim, al.name, fmt.Errorf("computing consumed capacity for device %s: %w", a.devID(d), err))
@@ -277,18 +283,31 @@ func (at *attempt) rollback(pk *pick) {
 	}
 }
 
+// errClaimLimit: every way to satisfy a request breaks the limit of
+// results per claim. Picks only add results, so no other choice of
+// devices for the requests before it helps; only another firstAvailable
+// subrequest of the same claim can. Like upstream's
+// errAllocationResultMaxSizeExceeded it unwinds the search to that choice,
+// and at a claim boundary it becomes a plain failure.
+var errClaimLimit = errors.New("claim limit exceeded")
+
 // solve satisfies slots si.. in order. For a firstAvailable request the
 // subrequests are tried in preference order, each with everything after it.
 func (at *attempt) solve(si int) (bool, error) {
 	if si == len(at.slots) {
 		return true, nil
 	}
+	sl := &at.slots[si]
+	if at.overLimit(sl) || at.limitDoomed(si) {
+		return false, errClaimLimit
+	}
 	if !at.lazy && !at.lookahead(si) {
 		return false, nil
 	}
-	sl := &at.slots[si]
+	allOver := true
 	for ai, al := range sl.alts {
 		if al.all && len(al.cands) == 0 {
+			allOver = false
 			continue
 		}
 		if at.claimCount[al.claim]+al.count > maxResults {
@@ -299,6 +318,10 @@ func (at *attempt) solve(si int) (bool, error) {
 			order = at.bestFitOrder(al)
 		}
 		ok, err := at.fill(si, al, order, 0, 0)
+		if errors.Is(err, errClaimLimit) {
+			continue
+		}
+		allOver = false
 		if err != nil {
 			return false, err
 		}
@@ -307,7 +330,51 @@ func (at *attempt) solve(si int) (bool, error) {
 			return true, nil
 		}
 	}
+	if allOver {
+		return false, errClaimLimit
+	}
 	return false, nil
+}
+
+// overLimit: every alt of the slot asks for more devices than the claim
+// has room for.
+func (at *attempt) overLimit(sl *slot) bool {
+	for _, al := range sl.alts {
+		if (al.all && len(al.cands) == 0) || at.claimCount[al.claim]+al.count <= maxResults {
+			return false
+		}
+	}
+	return true
+}
+
+// limitDoomed: some later request of the same claim breaks the claim limit
+// even if every request up to it takes its smallest alternative. Only
+// decided when none of the claim's requests can fail fatally, so that no
+// error upstream would meet while trying other devices is skipped.
+func (at *attempt) limitDoomed(si int) bool {
+	c := at.slots[si].claim
+	for sj := si - 1; sj >= 0 && at.slots[sj].claim == c; sj-- {
+		if slices.ContainsFunc(at.slots[sj].alts, func(al *alt) bool { return al.mayFail }) {
+			return false
+		}
+	}
+	n := at.claimCount[c]
+	for sj := si; sj < len(at.slots) && at.slots[sj].claim == c; sj++ {
+		least := -1
+		for _, al := range at.slots[sj].alts {
+			if al.mayFail || (al.all && len(al.cands) == 0) {
+				return false
+			}
+			if least < 0 || al.count < least {
+				least = al.count
+			}
+		}
+		if n+least > maxResults {
+			return true
+		}
+		n += least
+	}
+	return false
 }
 
 // fill picks device k of the alt from order[pos:]. Devices of one request
@@ -324,7 +391,11 @@ func (at *attempt) fill(si int, al *alt, order []cand, k, pos int) (bool, error)
 		return false, errProbeBudget
 	}
 	if k == al.count {
-		return at.solve(si + 1)
+		ok, err := at.solve(si + 1)
+		if errors.Is(err, errClaimLimit) && si+1 < len(at.slots) && at.slots[si+1].claim != al.claim {
+			return false, nil
+		}
+		return ok, err
 	}
 	if at.lazy && !al.all {
 		return at.fillLazy(si, al, k, pos)
@@ -549,6 +620,9 @@ func (at *attempt) suffixes() error {
 			slots: slices.Clone(at.slots[sj:]), limit: probeBudget}
 		probe.size()
 		ok, err := probe.solve(0)
+		if errors.Is(err, errClaimLimit) {
+			ok, err = false, nil
+		}
 		for _, css := range at.cons {
 			for _, cs := range css {
 				cs.stack = cs.stack[:0]
@@ -631,7 +705,10 @@ func (at *attempt) valueBound(al *alt, cs *constraintState, rest []cand, need in
 			if at.busy(al, c, c.d) || !at.admitted(al, c) {
 				continue
 			}
-			v := at.a.attr(cs.col, c.d)
+			v, err := at.attrFor(al, cs, c.d)
+			if err != nil {
+				return true
+			}
 			var k scalarKey
 			switch {
 			case len(v.ints) == 1 && len(v.strs) == 0:
@@ -730,10 +807,14 @@ func (at *attempt) countBound(al *alt, rest []cand, need int) bool {
 	return total >= need
 }
 
+// admitted: the active constraints admit the candidate. A derived
+// attribute that fails to evaluate admits it: the search reports the
+// error when it reaches the device.
 func (at *attempt) admitted(al *alt, c cand) bool {
 	for _, i := range al.applies {
 		cs := at.cons[al.claim][i]
-		if !cs.admits(at.a.attr(cs.col, c.d)) {
+		v, err := at.attrFor(al, cs, c.d)
+		if err == nil && !cs.admits(v) {
 			return false
 		}
 	}

@@ -91,6 +91,11 @@ type UnfitError struct {
 }
 
 func (e *UnfitError) Error() string {
+	if len(e.Explanation.InvalidPools) > 0 {
+		// Upstream's words for this case, which its users search for.
+		return fmt.Sprintf("claims do not fit on node %s: invalid resource pools were encountered (%s): %s",
+			e.Node, e.Explanation.invalidPoolNames(), e.Explanation.Summary())
+	}
 	return fmt.Sprintf("claims do not fit on node %s: %s", e.Node, e.Explanation.Summary())
 }
 
@@ -103,11 +108,16 @@ type FatalError struct {
 	Claim string
 	// Request is the request or request/subrequest, if any.
 	Request string
-	Err     error
+	// Subrequest is set, instead of Request, for a problem of one
+	// subrequest that upstream reports before looking at its request.
+	Subrequest string
+	Err        error
 }
 
 func (e *FatalError) Error() string {
 	switch {
+	case e.Claim != "" && e.Subrequest != "":
+		return fmt.Sprintf("claim %s, subrequest %s: %v", e.Claim, e.Subrequest, e.Err)
 	case e.Claim != "" && e.Request != "":
 		return fmt.Sprintf("claim %s, request %s: %v", e.Claim, e.Request, e.Err)
 	case e.Claim != "":
