@@ -64,8 +64,10 @@ type cand struct {
 }
 
 type slot struct {
-	claim  int
-	alts   []*alt
+	claim int
+	alts  []*alt
+	// first: a firstAvailable request, whose subrequests are the alts.
+	first  bool
 	chosen int
 }
 
@@ -97,7 +99,7 @@ func (at *attempt) prepare() error {
 			if err := at.gateRequest(ci, req); err != nil {
 				return err
 			}
-			sl := slot{claim: ci}
+			sl := slot{claim: ci, first: len(req.FirstAvailable) > 0}
 			least := -1
 			var want int64
 			if len(req.FirstAvailable) > 0 {
@@ -182,8 +184,8 @@ func (at *attempt) gateRequest(ci int, req *resourcev1.DeviceRequest) error {
 	}
 	for _, sub := range req.FirstAvailable {
 		if sub.Capacity != nil {
-			return &FatalError{Claim: claimName(at.claims[ci]), Subrequest: sub.Name,
-				Err: fmt.Errorf("has capacity requests (request %s), but the DRAConsumableCapacity feature is disabled", req.Name)}
+			return &FatalError{Claim: claimName(at.claims[ci]), Request: req.Name + "/" + sub.Name, Subrequest: sub.Name,
+				Err: errors.New("has capacity requests, but the DRAConsumableCapacity feature is disabled")}
 		}
 	}
 	return nil

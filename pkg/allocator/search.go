@@ -30,6 +30,9 @@ type attempt struct {
 	picks      []pick
 	claimCount []int
 	steps      int
+	// nodes counts the nodes of the search tree in the units of upstream's
+	// allocateOne calls (see Stats).
+	nodes int64
 	// lazy: the first pass, which builds candidates only as far as the
 	// search reaches and does not prune, exactly like upstream. It gives up
 	// after lazyBudget steps; the second pass builds every candidate list
@@ -294,11 +297,22 @@ var errClaimLimit = errors.New("claim limit exceeded")
 // solve satisfies slots si.. in order. For a firstAvailable request the
 // subrequests are tried in preference order, each with everything after it.
 func (at *attempt) solve(si int) (bool, error) {
+	at.nodes++
+	if si > 0 && (si == len(at.slots) || at.slots[si].claim != at.slots[si-1].claim) {
+		// Upstream passes through a node for the end of the claim.
+		at.nodes++
+	}
 	if si == len(at.slots) {
 		return true, nil
 	}
 	sl := &at.slots[si]
-	if at.overLimit(sl) || at.limitDoomed(si) {
+	if at.overLimit(sl) {
+		if sl.first {
+			at.nodes += int64(len(sl.alts))
+		}
+		return false, errClaimLimit
+	}
+	if at.limitDoomed(si) {
 		return false, errClaimLimit
 	}
 	if !at.lazy && !at.lookahead(si) {
@@ -306,6 +320,9 @@ func (at *attempt) solve(si int) (bool, error) {
 	}
 	allOver := true
 	for ai, al := range sl.alts {
+		if sl.first {
+			at.nodes++ // each subrequest is a node of its own
+		}
 		if al.all && len(al.cands) == 0 {
 			allOver = false
 			continue
@@ -381,6 +398,9 @@ func (at *attempt) limitDoomed(si int) bool {
 // are tried as increasing combinations, as upstream does, so that no set of
 // devices is tried twice.
 func (at *attempt) fill(si int, al *alt, order []cand, k, pos int) (bool, error) {
+	if k > 0 {
+		at.nodes++
+	}
 	at.steps++
 	if at.steps&63 == 0 {
 		if err := at.ctx.Err(); err != nil {

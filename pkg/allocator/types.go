@@ -108,8 +108,9 @@ type FatalError struct {
 	Claim string
 	// Request is the request or request/subrequest, if any.
 	Request string
-	// Subrequest is set, instead of Request, for a problem of one
-	// subrequest that upstream reports before looking at its request.
+	// Subrequest is the subrequest's own name when the problem is one
+	// subrequest's that upstream names alone; Error then says
+	// "subrequest <name>" the way upstream does.
 	Subrequest string
 	Err        error
 }

@@ -39,6 +39,9 @@ const channel internal.AllocatorChannel = "dractl"
 const elapsedMarker = "DRACTL_ELAPSED_NS="
 
 func TestAllocator(t *testing.T) {
+	// The CEL environment is built once per process, as in kube-scheduler;
+	// building it is not part of any case.
+	dcel.Default()
 	allocatortesting.TestAllocator(t, internal.FeaturesAll, newAllocator)
 	allocatortesting.TestLexicographicalAllocator(t, internal.FeaturesAll, newAllocator)
 }
@@ -152,6 +155,12 @@ type adapter struct {
 }
 
 func (a *adapter) Channel() internal.AllocatorChannel { return channel }
+
+// GetStats reports dractl's search nodes, which are counted in the units of
+// upstream's allocateOne calls, for the cases that pin the search work.
+func (a *adapter) GetStats() internal.Stats {
+	return internal.Stats{NumAllocateOneInvocations: a.a.Stats().SearchNodes}
+}
 
 // Allocate answers as upstream does: nil results when the claims do not
 // fit, an error wrapping ErrFailedAllocationOnNode when they do not fit
