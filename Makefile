@@ -96,6 +96,7 @@ readme:
 N ?= 2000
 SEED ?= 1
 conformance: conformance-test
+	$(MAKE) -C conformance upstream-suite
 	$(MAKE) -C conformance conformance N=$(N) SEED=$(SEED)
 
 conformance-test:

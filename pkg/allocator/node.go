@@ -168,13 +168,13 @@ func (a *Allocator) poolView(pi int32, vis []int32) (np nodePool, ok bool) {
 	}
 	np.invalid = t.viewProblems(vis, viaAll)
 	if np.invalid == nil {
+		// Upstream builds no device list for an invalid pool, so it is
+		// never a pool "with binding conditions".
 		for _, si := range np.slices {
 			if t.bindingConds[a.slices[si].local] {
 				np.bindingConds = true
 			}
 		}
-	} else {
-		np.slices = nil
 	}
 	return np, true
 }
