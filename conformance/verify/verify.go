@@ -41,7 +41,7 @@ type pool struct {
 	// checks names only among the slices a node sees (problemFor).
 	dups    map[string][]*device
 	devices map[string]*device
-	sets         map[string]map[string]resource.Quantity
+	sets    map[string]map[string]resource.Quantity
 }
 
 // Verifier holds the scenario in the form needed for checks.

@@ -25,7 +25,9 @@ func (c celCompiler) CompileSelector(expr string) (Selector, error) {
 	return celProgram{p}, nil
 }
 
-func (c celCompiler) CompileDerived(expr string) (*dcel.Program, error) { return c.c.CompileDerived(expr) }
+func (c celCompiler) CompileDerived(expr string) (*dcel.Program, error) {
+	return c.c.CompileDerived(expr)
+}
 
 type celProgram struct{ p *dcel.Program }
 

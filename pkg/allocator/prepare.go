@@ -21,18 +21,18 @@ const nodeOperationsFeature = "DRAOptionalNodeOperations"
 // alt is one way to satisfy a request: the request itself, or one
 // subrequest of a firstAvailable request.
 type alt struct {
-	claim   int
-	name    string // as written into results: "req" or "req/sub"
-	parent  string // request name when this is a subrequest
-	short   string // request or subrequest name
-	class   *resourcev1.DeviceClass
-	exprs   []*exprEntry // class selectors, then request selectors
-	nClass  int
-	admin   bool
-	all     bool
-	count   int
-	tols    []resourcev1.DeviceToleration
-	capReq  *resourcev1.CapacityRequirements
+	claim  int
+	name   string // as written into results: "req" or "req/sub"
+	parent string // request name when this is a subrequest
+	short  string // request or subrequest name
+	class  *resourcev1.DeviceClass
+	exprs  []*exprEntry // class selectors, then request selectors
+	nClass int
+	admin  bool
+	all    bool
+	count  int
+	tols   []resourcev1.DeviceToleration
+	capReq *resourcev1.CapacityRequirements
 	// want is the count as the request states it, for messages; count is
 	// capped just above the claim limit.
 	want int64

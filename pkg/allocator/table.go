@@ -42,7 +42,7 @@ type Allocator struct {
 	shared []int32
 	// held are the results of allocated claims by pool, applied when the
 	// pool's table is built.
-	held  map[pool.ID][]*resourcev1.DeviceRequestAllocationResult
+	held    map[pool.ID][]*resourcev1.DeviceRequestAllocationResult
 	sel     *selectorCache
 	attrs   *attrCache
 	derived derivedCache
@@ -278,7 +278,7 @@ func (a *Allocator) addPool(pi int32, p *pool.Pool) {
 	for k, s := range p.Slices {
 		sl := sliceInfo{pool: pi, s: s, perDevice: ptr.Deref(s.Spec.PerDeviceNodeSelection, false),
 			perDeviceSet: s.Spec.PerDeviceNodeSelection != nil,
-			counters: len(s.Spec.SharedCounters) > 0, local: int32(k), devStart: info.nDevs}
+			counters:     len(s.Spec.SharedCounters) > 0, local: int32(k), devStart: info.nDevs}
 		sl.node = newNodeSelection(s.Spec.NodeName, s.Spec.AllNodes, s.Spec.NodeSelector)
 		info.nDevs += int32(len(s.Spec.Devices))
 		sl.devEnd = info.nDevs

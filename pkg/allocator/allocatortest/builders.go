@@ -132,6 +132,7 @@ func (b *DeviceBuilder) Str(k, v string) *DeviceBuilder {
 	b.attrs()[api.QualifiedName(k)] = api.DeviceAttribute{StringValue: ptr.To(v)}
 	return b
 }
+
 // NoValue adds an attribute with no value set, which admission rejects
 // but an in-memory caller can still hand over.
 func (b *DeviceBuilder) NoValue(k string) *DeviceBuilder {
