@@ -29,9 +29,14 @@ type capMap = map[api.QualifiedName]resource.Quantity
 // maps (either may be nil).
 func capacityFits(req *resourcev1.CapacityRequirements, caps map[api.QualifiedName]api.DeviceCapacity, used1, used2 capMap, frac bool) (bool, error) {
 	if req != nil {
-		for name := range req.Requests {
+		for name, q := range req.Requests {
 			if _, ok := caps[name]; !ok {
 				return false, nil
+			}
+			if !api.QuantityInRange(q) {
+				// Rounding it to the device's policy would compute with as
+				// many digits as its exponent (api.QuantityInRange).
+				return false, fmt.Errorf("capacity %q: %w: request magnitude beyond %g", name, errNotRepresentable, api.MaxQuantity)
 			}
 		}
 	}

@@ -218,7 +218,7 @@ func (t *poolTable) viewProblems(vis []int32, viaAll bool) *pool.InvalidError {
 func (t *poolTable) validate(vis []int32, viaAll bool) *pool.InvalidError {
 	a := t.a
 	info := &a.pools[t.pool]
-	if len(vis) == len(info.p.Slices) && !t.dupNames && (!a.g.partitionable || !t.suspect(info.p, len(t.sets))) {
+	if len(vis) == len(info.p.Slices) && !t.dupNames && !t.badRange && (!a.g.partitionable || !t.suspect(info.p, len(t.sets))) {
 		return nil
 	}
 	v := pool.View{ID: info.p.ID, NoCounters: !a.g.partitionable}

@@ -174,7 +174,8 @@ func (at *attempt) tryAdd(al *alt, c cand) (bool, error) {
 			return false, nil
 		}
 		for _, u := range d.uses {
-			if at.used[np.ctrBase+u.rel]+u.amt > t.avail[u.rel] {
+			// Never overflows: used never exceeds avail.
+			if u.amt > t.avail[u.rel]-at.used[np.ctrBase+u.rel] {
 				at.rollback(&pk)
 				return false, nil
 			}
@@ -843,7 +844,7 @@ func (at *attempt) admitted(al *alt, c cand) bool {
 
 func (at *attempt) countersFit(np *nodePool, d *devInfo) bool {
 	for _, u := range d.uses {
-		if at.used[np.ctrBase+u.rel]+u.amt > np.t.avail[u.rel] {
+		if u.amt > np.t.avail[u.rel]-at.used[np.ctrBase+u.rel] {
 			return false
 		}
 	}

@@ -3,6 +3,7 @@ package allocator
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -103,6 +104,9 @@ type poolTable struct {
 	usesCompat bool
 	// badRefs: some device's mixins or consumed counters do not resolve.
 	badRefs bool
+	// badRange: some counter, consumption or capacity is out of
+	// api.QuantityInRange.
+	badRange bool
 }
 
 type sliceInfo struct {
@@ -375,9 +379,13 @@ func (a *Allocator) buildTable(pi int32) *poolTable {
 		for j, c := range ctrs {
 			v, _ := cs.Counter(c)
 			byCtr[c] = int32(len(t.avail))
+			if !api.QuantityInRange(v.Value) {
+				// The view's validation reports it; the pool is not used.
+				t.badRange = true
+			}
 			// Milli units keep fractional counters exact; counters too large
 			// for that (beyond ~9 PB of bytes) fall back to whole units.
-			milli := v.Value.CmpInt64(1<<50) < 0
+			milli := api.QuantityInRange(v.Value) && v.Value.CmpInt64(1<<50) < 0
 			si.milli[j] = milli
 			t.avail = append(t.avail, scaled(v.Value, milli))
 		}
@@ -411,10 +419,21 @@ func (a *Allocator) buildTable(pi int32) *poolTable {
 // resolve (pool validity) and whether it declares compatibility groups. It
 // allocates nothing, so seeing a pool costs little more than its size.
 func (t *poolTable) scanRefs(s *pool.Slice, d *api.Device) {
+	for _, c := range d.Capacity {
+		if !api.QuantityInRange(c.Value) {
+			t.badRange = true
+		}
+	}
 	for _, n := range d.Includes {
-		if _, ok := s.Mixins.DeviceMixin(n); !ok {
+		m, ok := s.Mixins.DeviceMixin(n)
+		if !ok {
 			t.badRefs = true
 			return
+		}
+		for _, c := range m.Capacity {
+			if !api.QuantityInRange(c.Value) {
+				t.badRange = true
+			}
 		}
 	}
 	for i := range d.ConsumesCounters {
@@ -433,7 +452,10 @@ func (t *poolTable) scanRefs(s *pool.Slice, d *api.Device) {
 			t.badRefs = true
 			return
 		}
-		for name := range c.Counters {
+		for name, q := range c.Counters {
+			if !api.QuantityInRange(q.Value) {
+				t.badRange = true
+			}
 			if _, ok := byCtr[name]; !ok {
 				t.badRefs = true
 				return
@@ -441,7 +463,10 @@ func (t *poolTable) scanRefs(s *pool.Slice, d *api.Device) {
 		}
 		for _, n := range c.Includes {
 			m, _ := s.Mixins.ConsumptionMixin(n)
-			for name := range m.Counters {
+			for name, q := range m.Counters {
+				if !api.QuantityInRange(q.Value) {
+					t.badRange = true
+				}
 				if _, ok := byCtr[name]; !ok {
 					t.badRefs = true
 					return
@@ -588,8 +613,14 @@ func (t *poolTable) newDev(slIdx int32, s *pool.Slice, d *api.Device, i int32) {
 	}
 }
 
+// scaled is q in milli or whole units. A quantity out of range (which
+// makes its pool invalid) is 0 rather than computed, which could take
+// minutes.
 func scaled(q resource.Quantity, milli bool) int64 {
-	if milli {
+	switch {
+	case !api.QuantityInRange(q):
+		return 0
+	case milli:
 		return q.MilliValue()
 	}
 	return q.Value()
@@ -679,7 +710,9 @@ func (t *poolTable) finishCounters(all []sliceInfo) {
 			continue
 		}
 		for _, u := range d.uses {
-			t.avail[u.rel] -= u.amt
+			// Amounts are at most api.MaxQuantity; a floor keeps many held
+			// devices from wrapping around.
+			t.avail[u.rel] = max(t.avail[u.rel]-u.amt, math.MinInt64/2)
 		}
 		for _, cu := range d.compat {
 			t.sets[cu.set].baseline = t.sets[cu.set].baseline.add(cu.groups)

@@ -8,8 +8,10 @@ import (
 	"sync"
 
 	"github.com/google/cel-go/cel"
+	celast "github.com/google/cel-go/common/ast"
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apiserver/pkg/cel/library"
 	"k8s.io/utils/keymutex"
@@ -90,6 +92,10 @@ type Program struct {
 	prog    cel.Program
 	maxCost uint64
 	c       *Compiler
+	// rangeErr: the expression has a quantity literal outside
+	// api.QuantityInRange; comparing it could run for minutes, so every
+	// evaluation fails with this instead.
+	rangeErr error
 }
 
 // Expression is the source of the selector.
@@ -162,7 +168,31 @@ func (c *Compiler) compile(expr string) (*Program, error) {
 	if err != nil {
 		return fail(KindInternal, "program instantiation failed: %v", err)
 	}
-	return &Program{expr: expr, prog: prog, maxCost: est.Max, c: c}, nil
+	return &Program{expr: expr, prog: prog, maxCost: est.Max, c: c, rangeErr: quantityLiterals(ast)}, nil
+}
+
+// quantityLiterals checks the string literals given to quantity(). It does
+// not make the expression invalid (kube-apiserver accepts it), only
+// impossible to evaluate in bounded time.
+func quantityLiterals(a *cel.Ast) error {
+	var err error
+	celast.PreOrderVisit(a.NativeRep().Expr(), celast.NewExprVisitor(func(e celast.Expr) {
+		if err != nil || e.Kind() != celast.CallKind || e.AsCall().FunctionName() != "quantity" || len(e.AsCall().Args()) != 1 {
+			return
+		}
+		arg := e.AsCall().Args()[0]
+		if arg.Kind() != celast.LiteralKind {
+			return
+		}
+		lit, ok := arg.AsLiteral().(types.String)
+		if !ok {
+			return
+		}
+		if q, perr := resource.ParseQuantity(string(lit)); perr == nil && !api.QuantityInRange(q) {
+			err = fmt.Errorf("quantity(%.40q): magnitude must be zero or between %g and %g to be compared", string(lit), api.MinQuantity, api.MaxQuantity)
+		}
+	}))
+	return err
 }
 
 // Matches evaluates the selector on one device. Any runtime failure (a
@@ -172,6 +202,9 @@ func (c *Compiler) compile(expr string) (*Program, error) {
 func (p *Program) Matches(ctx context.Context, d Device) (bool, error) {
 	if d.View.Device == nil {
 		return false, &EvalError{Expression: p.expr, Err: errors.New("device view has no device")}
+	}
+	if p.rangeErr != nil {
+		return false, &EvalError{Expression: p.expr, Err: p.rangeErr}
 	}
 	dv := p.c.values.Get().(*deviceValue)
 	dv.reset(p.c.env.CELTypeAdapter(), d)

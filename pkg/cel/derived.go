@@ -82,7 +82,7 @@ func (c *Compiler) compileDerived(expr string) (*Program, error) {
 	if err != nil {
 		return fail(KindInternal, "program instantiation failed: %v", err)
 	}
-	return &Program{expr: expr, prog: prog, maxCost: est.Max, c: c}, nil
+	return &Program{expr: expr, prog: prog, maxCost: est.Max, c: c, rangeErr: quantityLiterals(ast)}, nil
 }
 
 // derivedType: a scalar an attribute can hold (or dyn, known at run time),
@@ -106,6 +106,9 @@ func (p *Program) Attribute(ctx context.Context, d Device) (api.DeviceAttribute,
 	}
 	if err := CheckAttributes(d.View); err != nil {
 		return api.DeviceAttribute{}, &EvalError{Expression: p.expr, Err: err}
+	}
+	if p.rangeErr != nil {
+		return api.DeviceAttribute{}, &EvalError{Expression: p.expr, Err: p.rangeErr}
 	}
 	dv := p.c.values.Get().(*deviceValue)
 	dv.reset(p.c.env.CELTypeAdapter(), d)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/dractl/dractl/pkg/api"
@@ -146,6 +147,11 @@ func (v *View) problems() []Problem {
 				add(s, err.(*api.UnknownMixinError).FieldError(path))
 				continue
 			}
+			for name, c := range view.Counters() {
+				if !api.QuantityInRange(c.Value) {
+					add(s, outOfRange(path.Child("counters").Key(name).Child("value"), c.Value))
+				}
+			}
 			sets[cs.Name] = view
 		}
 	}
@@ -164,11 +170,21 @@ func (v *View) problems() []Problem {
 				add(s, err.(*api.UnknownMixinError).FieldError(path))
 				continue
 			}
+			for name, c := range dv.Capacities() {
+				if !api.QuantityInRange(c.Value) {
+					add(s, outOfRange(path.Child("capacity").Key(string(name)).Child("value"), c.Value))
+				}
+			}
 			if v.NoCounters {
 				continue
 			}
 			for j, c := range dv.Consumptions {
 				cpath := path.Child("consumesCounters").Index(j)
+				for name, q := range c.Counters() {
+					if !api.QuantityInRange(q.Value) {
+						add(s, outOfRange(cpath.Child("counters").Key(name).Child("value"), q.Value))
+					}
+				}
 				set, ok := sets[c.CounterSet()]
 				if !ok {
 					add(s, field.NotFound(cpath.Child("counterSet"), c.CounterSet()))
@@ -190,4 +206,12 @@ func (v *View) problems() []Problem {
 		check(s, false)
 	}
 	return probs
+}
+
+// outOfRange reports a quantity the allocator does not compute with (see
+// api.QuantityInRange). Its digits are not printed: formatting such a
+// value takes as long as computing with it.
+func outOfRange(path *field.Path, q resource.Quantity) *field.Error {
+	return field.Invalid(path, "<out of range>", fmt.Sprintf("magnitude must be zero or between %g and %g to be allocated (approximately %g)",
+		api.MinQuantity, api.MaxQuantity, q.AsApproximateFloat64()))
 }

@@ -1,0 +1,67 @@
+package allocator
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	resourcev1 "k8s.io/api/resource/v1"
+
+	at "github.com/dractl/dractl/pkg/allocator/allocatortest"
+	"github.com/dractl/dractl/pkg/api"
+)
+
+// A quantity like 1e100000000 parses, but comparing or adding it to an
+// ordinary quantity materializes 10^100000000: upstream's allocator runs
+// for minutes. These calls must end at once with a clear verdict.
+func TestHugeQuantitiesAreBounded(t *testing.T) {
+	const huge = "1e100000000"
+	t.Run("counter set", func(t *testing.T) {
+		slices := []*api.ResourceSlice{
+			at.Slice("a").Node("node-1").Pool("p").Count(2).Counters("gpu", "mem", huge).Obj(),
+			at.Slice("b").Node("node-1").Pool("p").Count(2).Device(at.Device("d").Consumes("gpu", "mem", "1Gi")).Obj(),
+		}
+		e := &env{slices: slices, classes: []*resourcev1.DeviceClass{anyClass}}
+		_, err := e.run(t, node1, at.Claim("c").Request(at.Request("r", "any")).Obj())
+		var u *UnfitError
+		if !errors.As(err, &u) || len(u.Explanation.InvalidPools) != 1 ||
+			!strings.Contains(u.Explanation.InvalidPools[0].Error(), "spec.sharedCounters[0].counters[mem].value") {
+			t.Fatalf("want unfit with pool p invalid at the counter, got %v", err)
+		}
+	})
+	t.Run("consumed counter", func(t *testing.T) {
+		slices := []*api.ResourceSlice{
+			at.Slice("a").Node("node-1").Pool("p").Count(2).Counters("gpu", "mem", "80Gi").Obj(),
+			at.Slice("b").Node("node-1").Pool("p").Count(2).Device(at.Device("d").Consumes("gpu", "mem", huge)).Obj(),
+		}
+		e := &env{slices: slices, classes: []*resourcev1.DeviceClass{anyClass}}
+		_, err := e.run(t, node1, at.Claim("c").Request(at.Request("r", "any")).Obj())
+		var u *UnfitError
+		if !errors.As(err, &u) || len(u.Explanation.InvalidPools) != 1 ||
+			!strings.Contains(u.Explanation.InvalidPools[0].Error(), "consumesCounters[0].counters[mem].value") {
+			t.Fatalf("want unfit with pool p invalid at the consumption, got %v", err)
+		}
+	})
+	t.Run("capacity", func(t *testing.T) {
+		e := &env{slices: simple(at.Device("d").Capacity("mem", huge)), classes: []*resourcev1.DeviceClass{anyClass}}
+		_, err := e.run(t, node1, at.Claim("c").Request(at.Request("r", "any").Selector(`device.capacity["driver.example.com"].mem.compareTo(quantity("1Gi")) > 0`)).Obj())
+		if !IsUnfit(err) {
+			t.Fatalf("want unfit (invalid pool), got %v", err)
+		}
+	})
+	t.Run("CEL literal", func(t *testing.T) {
+		e := &env{slices: simple(at.Device("d").Capacity("mem", "80Gi")), classes: []*resourcev1.DeviceClass{anyClass}}
+		_, err := e.run(t, node1, at.Claim("c").Request(at.Request("r", "any").Selector(`device.capacity["driver.example.com"].mem.compareTo(quantity("`+huge+`")) < 0`)).Obj())
+		if !strings.Contains(fmtErr(err), "magnitude must be zero or between") {
+			t.Fatalf("want a fatal CEL error about the quantity's magnitude, got %v", err)
+		}
+	})
+	t.Run("capacity request", func(t *testing.T) {
+		policy := &resourcev1.CapacityRequestPolicy{ValidRange: &resourcev1.CapacityRequestPolicyRange{Min: qty("1"), Step: qty("1")}}
+		e := &env{slices: simple(at.Device("d").Multi().CapacityPolicy("bw", "100", policy)), classes: []*resourcev1.DeviceClass{anyClass}}
+		_, err := e.run(t, node1, at.Claim("c").Request(at.Request("r", "any").Capacity("bw", huge)).Obj())
+		if !strings.Contains(fmtErr(err), "cannot be represented") {
+			t.Fatalf("want a fatal 'cannot be represented', got %v", err)
+		}
+	})
+}
