@@ -97,10 +97,16 @@ type Stats struct {
 	// claim finished. The first-fit pass visits exactly upstream's nodes;
 	// pruning only ever lowers the count. Explanations are not counted.
 	SearchNodes int64
+	// ProbeNodes counts the nodes of the smaller searches that pruning
+	// (whether later requests can be satisfied at all) and explanations
+	// (whether each request fits alone) run.
+	ProbeNodes int64
 }
 
 // Stats returns the work done so far.
-func (a *Allocator) Stats() Stats { return Stats{SearchNodes: a.nodes.Load()} }
+func (a *Allocator) Stats() Stats {
+	return Stats{SearchNodes: a.nodes.Load(), ProbeNodes: a.probeNodes.Load()}
+}
 
 // explain recounts every alt's devices by reason and tries each alt alone.
 func (at *attempt) explain() (*Explanation, error) {
@@ -150,6 +156,7 @@ func (at *attempt) alone(al *alt) (bool, error) {
 		cs.stack = cs.stack[:0]
 	}
 	ok, err := probe.solve(0)
+	at.a.probeNodes.Add(probe.nodes)
 	if errors.Is(err, errClaimLimit) {
 		ok, err = false, nil
 	}

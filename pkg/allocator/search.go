@@ -641,6 +641,7 @@ func (at *attempt) suffixes() error {
 			slots: slices.Clone(at.slots[sj:]), limit: probeBudget}
 		probe.size()
 		ok, err := probe.solve(0)
+		at.a.probeNodes.Add(probe.nodes)
 		if errors.Is(err, errClaimLimit) {
 			ok, err = false, nil
 		}

@@ -49,8 +49,9 @@ type Allocator struct {
 	derived derivedCache
 	// seq is the Allocator's sequence number in opts.Cache, if any.
 	seq uint64
-	// nodes: search nodes of every Allocate call (Stats).
-	nodes atomic.Int64
+	// nodes, probeNodes: search work of every Allocate call (Stats).
+	nodes      atomic.Int64
+	probeNodes atomic.Int64
 }
 
 // poolInfo is one generation of a pool. Older generations are kept because

@@ -1,6 +1,6 @@
 // Package pool groups ResourceSlices into resource pools and checks the
 // pool-level rules that admission cannot check because they span slices
-// (KEP-4815, seed 001 "Validation").
+// (KEP-4815 §"Validation").
 package pool
 
 import (
@@ -43,7 +43,7 @@ func NewSlice(s *api.ResourceSlice) *Slice {
 type Pool struct {
 	ID
 	// Generation is the highest generation seen; only slices of this
-	// generation count (seed 003, "pool.generation").
+	// generation count (ResourceSlice API, "pool.generation").
 	Generation int64
 	// SliceCount is the resourceSliceCount the pool's slices declare. When
 	// they disagree, it is the largest and Problems says so.
@@ -53,9 +53,9 @@ type Pool struct {
 	// Obsolete counts the slices of older generations.
 	Obsolete int
 	// Older are the slices of older generations, sorted by generation
-	// (newest first), then name. A node that sees none of the newest
-	// slices still allocates from the generation it sees, as upstream's
-	// allocator does (KEP-4815 §"Multi-host pools").
+	// (newest first), then name. A node that sees a complete older
+	// generation and none of the newest still allocates from the one it
+	// sees, as upstream's allocator does.
 	Older []*Slice
 }
 

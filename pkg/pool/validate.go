@@ -22,7 +22,7 @@ func (p Problem) String() string {
 }
 
 // InvalidError reports every problem of one pool. The allocator never uses
-// part of an invalid pool (seed 001); it reports the pool in the
+// part of an invalid pool (KEP-4815 §"Validation"); it reports the pool in the
 // explanation of a node that does not fit, and as a fatal error only when
 // an "All" request would have had to take its devices.
 type InvalidError struct {
