@@ -31,7 +31,9 @@ which they fit. The updated claims are printed (status.allocation filled),
 ready to be fed back in or applied.
 
 first-fit picks the devices kube-scheduler 1.37 picks; best-fit prefers the
-devices that leave the most other devices allocatable.
+devices that leave the most other devices allocatable. Every DRA feature
+gate is on; --feature-gates turns gates off as a cluster would
+(--feature-gates DRAConsumableCapacity=false,DRAFractionalCapacityRange=false).
 
 Exit codes: 0 allocated; 1 the claims do not fit (the explanation is
 printed to stderr); 2 invalid input, or a fatal error such as an invalid
@@ -43,6 +45,7 @@ resource pool when no node fits.`,
 	}
 	cmd.Flags().StringVar(&o.node, "node", "", "allocate on this node only (default: the first node that fits)")
 	cmd.Flags().StringVar(&o.strategy, "strategy", "first-fit", "device choice: first-fit or best-fit")
+	addFeatureGatesFlag(cmd, &o.featureGates)
 	addOutputFlag(cmd, &o.output)
 	return cmd
 }
@@ -58,7 +61,11 @@ func (o *allocateOptions) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	c, err := o.readCluster(o.Err, strategy)
+	gates, err := parseFeatureGates(o.featureGates)
+	if err != nil {
+		return err
+	}
+	c, err := o.readCluster(o.Err, strategy, gates)
 	if err != nil {
 		return err
 	}
@@ -99,9 +106,10 @@ func (o *allocateOptions) run(ctx context.Context) error {
 }
 
 // reportUnfit explains every node tried. Upstream treats invalid pools as
-// a per-node failure and surfaces them only when no node fits (seed 001
-// "Validation"; kube-scheduler reports them in the pod status), so that is
-// when they turn the outcome into an error.
+// a per-node failure and surfaces them only when no node fits (KEP-4815
+// §"Validation moved from admission to runtime"; kube-scheduler reports
+// them in the pod status), so that is when they turn the outcome into an
+// error.
 func reportUnfit(o *allocateOptions, unfit []*allocator.UnfitError) error {
 	invalid := map[string]string{}
 	for _, u := range unfit {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/dractl/dractl/pkg/allocator"
 	"github.com/dractl/dractl/pkg/decode"
+	"github.com/dractl/dractl/pkg/features"
 	"github.com/dractl/dractl/pkg/state"
 )
 
@@ -27,7 +28,7 @@ type cluster struct {
 // readCluster reads and admits the inputs. Unlike validate, an invalid
 // input is not a finding here but a reason not to answer: the exit code is
 // 2 and every problem is printed to w.
-func (o *globalOptions) readCluster(w io.Writer, strategy allocator.Strategy) (*cluster, error) {
+func (o *globalOptions) readCluster(w io.Writer, strategy allocator.Strategy, gates features.Set) (*cluster, error) {
 	in, err := o.read()
 	if err != nil {
 		return nil, err
@@ -48,7 +49,7 @@ func (o *globalOptions) readCluster(w io.Writer, strategy allocator.Strategy) (*
 		return nil, &exitError{code: ExitUsage, msg: fmt.Sprintf("%s in the input; nothing was allocated", plural(bad, "error"))}
 	}
 	c := &cluster{set: decode.Group(in.objects), strategy: strategy}
-	st := state.New(state.Options{})
+	st := state.New(state.Options{Features: gates})
 	for _, s := range c.set.Slices {
 		if err := st.SetMixinSlice(s); err != nil {
 			return nil, &exitError{code: ExitUsage, msg: err.Error()}

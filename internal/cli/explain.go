@@ -35,6 +35,7 @@ Exit codes: 0 the explanation was printed; 2 invalid input or a fatal error.`,
 	}
 	cmd.Flags().StringVar(&o.node, "node", "", "explain for this node only (default: every node of the input)")
 	cmd.Flags().StringVar(&o.claim, "claim", "", "name of the pending ResourceClaim to explain (default: all pending claims)")
+	addFeatureGatesFlag(cmd, &o.featureGates)
 	return cmd
 }
 
@@ -42,7 +43,11 @@ func (o *explainOptions) run(ctx context.Context) error {
 	if err := o.requireInputs(); err != nil {
 		return err
 	}
-	c, err := o.readCluster(o.Err, allocator.FirstFit)
+	gates, err := parseFeatureGates(o.featureGates)
+	if err != nil {
+		return err
+	}
+	c, err := o.readCluster(o.Err, allocator.FirstFit, gates)
 	if err != nil {
 		return err
 	}

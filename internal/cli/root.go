@@ -23,6 +23,8 @@ type globalOptions struct {
 	Streams
 	filenames []string
 	recursive bool
+	// featureGates is --feature-gates of the verbs that allocate.
+	featureGates string
 }
 
 // Execute runs dractl with the process's arguments and streams and returns
