@@ -65,3 +65,29 @@ func TestHugeQuantitiesAreBounded(t *testing.T) {
 		}
 	})
 }
+
+// Counters are exact up to 2^64-1 in whole units: here 10^19 less an
+// allocated 9*10^18 leaves room for a device consuming 1. Beyond 2^64-1
+// the pool is invalid.
+func TestLargeCounters(t *testing.T) {
+	pool := func(value string) []*api.ResourceSlice {
+		return []*api.ResourceSlice{
+			at.Slice("a").Node("node-1").Pool("p").Count(2).Counters("set", "c", value).Obj(),
+			at.Slice("b").Node("node-1").Pool("p").Count(2).Device(
+				at.Device("big").Consumes("set", "c", "9000000000000000000"),
+				at.Device("one").Consumes("set", "c", "1")).Obj(),
+		}
+	}
+	held := at.Claim("h").Request(at.Request("r", "any")).Allocated(at.Result("r", "driver.example.com", "p", "big")).Obj()
+	e := &env{slices: pool("10000000000000000000"), classes: []*resourcev1.DeviceClass{anyClass}, allocated: []*resourcev1.ResourceClaim{held}}
+	res, err := e.run(t, node1, at.Claim("c").Request(at.Request("r", "any")).Obj())
+	if err != nil || devices(res[0])[0] != "r=p/one" {
+		t.Fatalf("want r=p/one, got %v %v", res, err)
+	}
+	e = &env{slices: pool("20000000000000000000"), classes: []*resourcev1.DeviceClass{anyClass}}
+	_, err = e.run(t, node1, at.Claim("c").Request(at.Request("r", "any")).Obj())
+	var u *UnfitError
+	if !errors.As(err, &u) || len(u.Explanation.InvalidPools) != 1 || !strings.Contains(err.Error(), "2^64-1") {
+		t.Fatalf("want pool p invalid for a counter beyond 2^64-1, got %v", err)
+	}
+}

@@ -17,6 +17,12 @@ type celCompiler struct{ c *dcel.Compiler }
 
 func defaultCompiler() SelectorCompiler { return celCompiler{c: dcel.NewCompiler()} }
 
+// SharedCompiler compiles with pkg/cel's process-wide compiler and cache,
+// the counterpart of the CEL cache kube-scheduler keeps across scheduling
+// cycles. (Options{Compiler: nil} builds a fresh compiler per New, which
+// costs milliseconds per cold call.) It compiles derived attributes too.
+func SharedCompiler() SelectorCompiler { return celCompiler{c: dcel.Default()} }
+
 func (c celCompiler) CompileSelector(expr string) (Selector, error) {
 	p, err := c.c.Compile(expr)
 	if err != nil {

@@ -482,11 +482,7 @@ func (at *attempt) counterMisfitAlone(d *devInfo, t *poolTable) int32 {
 		}
 	}
 	if t.overcommitted {
-		for c, v := range t.avail {
-			if v < 0 {
-				return int32(c)
-			}
-		}
+		return t.over[0]
 	}
 	return -1
 }

@@ -22,7 +22,7 @@ type attempt struct {
 	cons   [][]*constraintState // per claim
 
 	// Dense per-attempt state, indexed by attempt-local indices.
-	used   []int64       // per counter: consumed by picks of this attempt
+	used   []uint64      // per counter: consumed by picks of this attempt; never above avail
 	inUse  []int32       // per device: dedicated picks of this attempt
 	compat []compatState // per counter set: running group intersection
 	shares map[int32]*shareState
@@ -47,7 +47,7 @@ type attempt struct {
 	// Scratch for the counter bound.
 	cntSet  []int32
 	cntCtr  []int32
-	minAmt  []int64
+	minAmt  []uint64
 	touched []touchedSet
 	groups  map[scalarKey]int32
 	// Scratch for jointBound: devices seen in this epoch.
@@ -90,9 +90,9 @@ func (at *attempt) size() {
 		nc += int32(len(np.t.avail))
 		ns += int32(len(np.t.sets))
 	}
-	at.used = make([]int64, nc)
+	at.used = make([]uint64, nc)
 	at.cntCtr = make([]int32, nc)
-	at.minAmt = make([]int64, nc)
+	at.minAmt = make([]uint64, nc)
 	at.inUse = make([]int32, nd)
 	at.cntSet = make([]int32, ns)
 	at.compat = make([]compatState, ns)
@@ -820,7 +820,9 @@ func (at *attempt) countBound(al *alt, rest []cand, need int) bool {
 			rel := si.ctrStart + int32(j)
 			lc := np.ctrBase + rel
 			if at.cntCtr[lc] == at.cntSet[t.local] && at.minAmt[lc] > 0 {
-				room = min(room, (np.t.avail[rel]-at.used[lc])/at.minAmt[lc])
+				if q := (np.t.avail[rel] - at.used[lc]) / at.minAmt[lc]; q < uint64(room) {
+					room = int64(q)
+				}
 			}
 		}
 		total += int(room)

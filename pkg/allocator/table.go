@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"gopkg.in/inf.v0"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -92,7 +93,7 @@ type poolTable struct {
 	setByName map[string]int32
 	ctrByName map[string]map[string]int32
 	sets      []setInfo
-	avail     []int64 // per counter: set amount minus what allocated devices consume
+	avail     []uint64 // per counter: set amount minus what allocated devices consume
 	// bindingConds per slice of the pool: it offers devices with binding
 	// conditions.
 	bindingConds []bool
@@ -100,6 +101,9 @@ type poolTable struct {
 	// rejects every counter-consuming device of the pool, because it checks
 	// all counters of the pool after adding a device.
 	overcommitted bool
+	// over are the counters allocated devices consume beyond their value
+	// (kept at 0 in avail), sorted.
+	over []int32
 	// usesCompat: some device of the pool declares compatibility groups;
 	// without any, the group check always admits and is skipped.
 	usesCompat bool
@@ -171,7 +175,7 @@ func (ns *nodeSelection) matches(node *corev1.Node) (bool, error) {
 
 type counterUse struct {
 	rel int32 // counter index relative to the pool's first counter
-	amt int64
+	amt uint64
 }
 
 type compatUse struct {
@@ -380,13 +384,13 @@ func (a *Allocator) buildTable(pi int32) *poolTable {
 		for j, c := range ctrs {
 			v, _ := cs.Counter(c)
 			byCtr[c] = int32(len(t.avail))
-			if !api.QuantityInRange(v.Value) {
+			if !api.CounterInRange(v.Value) {
 				// The view's validation reports it; the pool is not used.
 				t.badRange = true
 			}
 			// Milli units keep fractional counters exact; counters too large
-			// for that (beyond ~9 PB of bytes) fall back to whole units.
-			milli := api.QuantityInRange(v.Value) && v.Value.CmpInt64(1<<50) < 0
+			// for that (beyond ~1 PB of bytes) fall back to whole units.
+			milli := api.CounterInRange(v.Value) && v.Value.CmpInt64(1<<50) < 0
 			si.milli[j] = milli
 			t.avail = append(t.avail, scaled(v.Value, milli))
 		}
@@ -454,7 +458,7 @@ func (t *poolTable) scanRefs(s *pool.Slice, d *api.Device) {
 			return
 		}
 		for name, q := range c.Counters {
-			if !api.QuantityInRange(q.Value) {
+			if !api.CounterInRange(q.Value) {
 				t.badRange = true
 			}
 			if _, ok := byCtr[name]; !ok {
@@ -465,7 +469,7 @@ func (t *poolTable) scanRefs(s *pool.Slice, d *api.Device) {
 		for _, n := range c.Includes {
 			m, _ := s.Mixins.ConsumptionMixin(n)
 			for name, q := range m.Counters {
-				if !api.QuantityInRange(q.Value) {
+				if !api.CounterInRange(q.Value) {
 					t.badRange = true
 				}
 				if _, ok := byCtr[name]; !ok {
@@ -614,17 +618,21 @@ func (t *poolTable) newDev(slIdx int32, s *pool.Slice, d *api.Device, i int32) {
 	}
 }
 
-// scaled is q in milli or whole units. A quantity out of range (which
-// makes its pool invalid) is 0 rather than computed, which could take
-// minutes.
-func scaled(q resource.Quantity, milli bool) int64 {
+// scaled is q in milli or whole units, rounded up. A quantity out of
+// range (which makes its pool invalid) is 0 rather than computed, which
+// could take minutes.
+func scaled(q resource.Quantity, milli bool) uint64 {
 	switch {
-	case !api.QuantityInRange(q):
+	case !api.CounterInRange(q):
 		return 0
 	case milli:
-		return q.MilliValue()
+		return uint64(q.MilliValue())
+	case q.CmpInt64(math.MaxInt64) <= 0:
+		return uint64(q.Value())
 	}
-	return q.Value()
+	// Between 2^63 and 2^64: exact on a copy (AsDec converts in place).
+	c := q.DeepCopy()
+	return new(inf.Dec).Round(c.AsDec(), 0, inf.RoundCeil).UnscaledBig().Uint64()
 }
 
 func sortedUnique(in []string) []string {
@@ -711,18 +719,21 @@ func (t *poolTable) finishCounters(all []sliceInfo) {
 			continue
 		}
 		for _, u := range d.uses {
-			// Amounts are at most api.MaxQuantity; a floor keeps many held
-			// devices from wrapping around.
-			t.avail[u.rel] = max(t.avail[u.rel]-u.amt, math.MinInt64/2)
+			if u.amt > t.avail[u.rel] {
+				// Allocated devices consume more than there is.
+				t.over = append(t.over, u.rel)
+				t.avail[u.rel] = 0
+				continue
+			}
+			t.avail[u.rel] -= u.amt
 		}
 		for _, cu := range d.compat {
 			t.sets[cu.set].baseline = t.sets[cu.set].baseline.add(cu.groups)
 		}
 	}
-	for _, v := range t.avail {
-		if v < 0 {
-			t.overcommitted = true
-		}
+	if len(t.over) > 0 {
+		t.overcommitted = true
+		slices.Sort(t.over)
 	}
 }
 

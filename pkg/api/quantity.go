@@ -14,10 +14,10 @@ import (
 // No device has counters or capacities outside this range, so dractl
 // rejects such values instead of computing with them.
 const (
-	// MaxQuantity is the largest magnitude: 10^18 (1E), far beyond any
-	// memory, bandwidth or counter a device declares, and within int64 in
-	// whole units.
-	MaxQuantity = 1e18
+	// MaxQuantity is the largest magnitude: 10^30, far beyond any memory,
+	// bandwidth or count a device declares; comparing quantities up to it
+	// takes microseconds.
+	MaxQuantity = 1e30
 	// MinQuantity is the smallest non-zero magnitude: 10^-9 (1n), the
 	// finest suffix a quantity can carry.
 	MinQuantity = 1e-9
@@ -32,4 +32,15 @@ func QuantityInRange(q resource.Quantity) bool {
 	}
 	f := math.Abs(q.AsApproximateFloat64())
 	return f >= MinQuantity && f <= MaxQuantity
+}
+
+// maxCounter is the largest counter value or consumption: the allocator
+// adds and compares them as unsigned 64-bit integers of whole units.
+var maxCounter = resource.MustParse("18446744073709551615")
+
+// CounterInRange reports whether q can be a counter's value or a device's
+// consumption of one: QuantityInRange, not negative, and at most 2^64-1
+// (16 Ei of bytes).
+func CounterInRange(q resource.Quantity) bool {
+	return QuantityInRange(q) && q.Sign() >= 0 && q.Cmp(maxCounter) <= 0
 }

@@ -109,23 +109,29 @@ func (p *Program) EstimatedCost() uint64 { return p.maxCost }
 // expression was compiled before. Concurrent calls for one expression
 // compile it once. The error is a *CompileError.
 func (c *Compiler) Compile(expr string) (*Program, error) {
-	if v, ok := c.cache.Get(expr); ok {
+	return c.cached(expr, expr, c.compile)
+}
+
+// cached returns the program cached under key, or compiles expr and caches
+// it.
+func (c *Compiler) cached(key, expr string, compile func(string) (*Program, error)) (*Program, error) {
+	if v, ok := c.cache.Get(key); ok {
 		return v.(*cached).get()
 	}
 	// Compiling takes far longer than waiting for a concurrent compile
 	// of the same expression, so serialise per expression.
-	c.compiling.LockKey(expr)
-	defer func() { _ = c.compiling.UnlockKey(expr) }()
-	if v, ok := c.cache.Get(expr); ok {
+	c.compiling.LockKey(key)
+	defer func() { _ = c.compiling.UnlockKey(key) }()
+	if v, ok := c.cache.Get(key); ok {
 		return v.(*cached).get()
 	}
-	p, err := c.compile(expr)
+	p, err := compile(expr)
 	// Failures are cached too: compiling is deterministic, and an
 	// invalid selector in a class is otherwise recompiled for every claim.
 	// Internal errors are not, in case they are transient.
 	var ce *CompileError
 	if err == nil || (errors.As(err, &ce) && ce.Kind != KindInternal) {
-		c.cache.Add(expr, &cached{p: p, err: err})
+		c.cache.Add(key, &cached{p: p, err: err})
 	}
 	return p, err
 }

@@ -37,21 +37,7 @@ const derivedKey = "derived\x00"
 // *CompileError; an expression estimated above MaxDerivedCost is
 // KindTooComplex.
 func (c *Compiler) CompileDerived(expr string) (*Program, error) {
-	key := derivedKey + expr
-	if v, ok := c.cache.Get(key); ok {
-		return v.(*cached).get()
-	}
-	c.compiling.LockKey(key)
-	defer func() { _ = c.compiling.UnlockKey(key) }()
-	if v, ok := c.cache.Get(key); ok {
-		return v.(*cached).get()
-	}
-	p, err := c.compileDerived(expr)
-	var ce *CompileError
-	if err == nil || (errors.As(err, &ce) && ce.Kind != KindInternal) {
-		c.cache.Add(key, &cached{p: p, err: err})
-	}
-	return p, err
+	return c.cached(derivedKey+expr, expr, c.compileDerived)
 }
 
 func (c *Compiler) compileDerived(expr string) (*Program, error) {

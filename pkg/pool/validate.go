@@ -148,8 +148,8 @@ func (v *View) problems() []Problem {
 				continue
 			}
 			for name, c := range view.Counters() {
-				if !api.QuantityInRange(c.Value) {
-					add(s, outOfRange(path.Child("counters").Key(name).Child("value"), c.Value))
+				if !api.CounterInRange(c.Value) {
+					add(s, counterOutOfRange(path.Child("counters").Key(name).Child("value"), c.Value))
 				}
 			}
 			sets[cs.Name] = view
@@ -181,8 +181,8 @@ func (v *View) problems() []Problem {
 			for j, c := range dv.Consumptions {
 				cpath := path.Child("consumesCounters").Index(j)
 				for name, q := range c.Counters() {
-					if !api.QuantityInRange(q.Value) {
-						add(s, outOfRange(cpath.Child("counters").Key(name).Child("value"), q.Value))
+					if !api.CounterInRange(q.Value) {
+						add(s, counterOutOfRange(cpath.Child("counters").Key(name).Child("value"), q.Value))
 					}
 				}
 				set, ok := sets[c.CounterSet()]
@@ -214,4 +214,11 @@ func (v *View) problems() []Problem {
 func outOfRange(path *field.Path, q resource.Quantity) *field.Error {
 	return field.Invalid(path, "<out of range>", fmt.Sprintf("magnitude must be zero or between %g and %g to be allocated (approximately %g)",
 		api.MinQuantity, api.MaxQuantity, q.AsApproximateFloat64()))
+}
+
+func counterOutOfRange(path *field.Path, q resource.Quantity) *field.Error {
+	if !api.QuantityInRange(q) {
+		return outOfRange(path, q)
+	}
+	return field.Invalid(path, q.String(), "counters must be between 0 and 18446744073709551615 (2^64-1) to be allocated")
 }

@@ -25,7 +25,6 @@ import (
 
 	"github.com/dractl/dractl/pkg/allocator"
 	"github.com/dractl/dractl/pkg/api"
-	dcel "github.com/dractl/dractl/pkg/cel"
 	"github.com/dractl/dractl/pkg/features"
 	"github.com/dractl/dractl/pkg/pool"
 )
@@ -41,7 +40,9 @@ const elapsedMarker = "DRACTL_ELAPSED_NS="
 func TestAllocator(t *testing.T) {
 	// The CEL environment is built once per process, as in kube-scheduler;
 	// building it is not part of any case.
-	dcel.Default()
+	if _, err := compiler.CompileSelector("true"); err != nil {
+		t.Fatal(err)
+	}
 	allocatortesting.TestAllocator(t, internal.FeaturesAll, newAllocator)
 	allocatortesting.TestLexicographicalAllocator(t, internal.FeaturesAll, newAllocator)
 }
@@ -131,23 +132,7 @@ func newAllocator(ctx context.Context, f internal.Features, allocated internal.A
 }
 
 // compiler is shared by every case, as kube-scheduler shares its CEL cache.
-var compiler allocator.SelectorCompiler = sharedCompiler{}
-
-type sharedCompiler struct{}
-
-func (sharedCompiler) CompileSelector(expr string) (allocator.Selector, error) {
-	p, err := dcel.Default().Compile(expr)
-	if err != nil {
-		return nil, err
-	}
-	return program{p}, nil
-}
-
-type program struct{ p *dcel.Program }
-
-func (p program) Matches(ctx context.Context, driver string, view api.DeviceView) (bool, error) {
-	return p.p.Matches(ctx, dcel.Device{Driver: driver, View: view})
-}
+var compiler = allocator.SharedCompiler()
 
 type adapter struct {
 	a     *allocator.Allocator
