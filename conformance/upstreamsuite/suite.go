@@ -6,9 +6,10 @@
 // The suite is in an internal package, so only code inside that module can
 // call it. Run copies the module from the Go module cache into a temporary
 // directory, adds testdata/adapter_test.go as structured/internal/dractl
-// (a factory that hands the suite dractl's allocator through pkg/state),
-// points the copy at this checkout of dractl, runs the test there and
-// reports every case. Nothing of upstream's is kept in this repository.
+// (a factory that hands the suite dractl's allocator with the case's
+// feature gates), points the copy at this checkout of dractl, runs the test
+// there and reports every case. Nothing of upstream's is kept in this
+// repository.
 package upstreamsuite
 
 import (
