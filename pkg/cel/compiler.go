@@ -144,6 +144,21 @@ type cached struct {
 func (e *cached) get() (*Program, error) { return e.p, e.err }
 
 func (c *Compiler) compile(expr string) (*Program, error) {
+	// Attribute values are dyn, so `device.attributes["d"].flag` alone is a
+	// valid selector whose bool-ness is only known at run time; upstream
+	// accepts it and so do we. Everything statically typed must be bool.
+	return c.compileAs(expr, c.costLimit, func(out *cel.Type) string {
+		if out.IsExactType(cel.BoolType) || out.IsExactType(c.types.attributeType.CelType()) {
+			return ""
+		}
+		return fmt.Sprintf("must evaluate to %s or the unknown type, not %s", cel.BoolType, out)
+	})
+}
+
+// compileAs compiles expr in the DRA environment; resultType says what is
+// wrong with the result type ("" when nothing), and the estimated cost
+// must stay within costLimit.
+func (c *Compiler) compileAs(expr string, costLimit uint64, resultType func(*cel.Type) string) (*Program, error) {
 	fail := func(kind ErrorKind, format string, args ...any) (*Program, error) {
 		return nil, &CompileError{Expression: expr, Kind: kind, Detail: fmt.Sprintf(format, args...)}
 	}
@@ -154,20 +169,17 @@ func (c *Compiler) compile(expr string) (*Program, error) {
 	if iss.Err() != nil {
 		return fail(KindInvalid, "compilation failed: %s", iss.String())
 	}
-	// Attribute values are dyn, so `device.attributes["d"].flag` alone is a
-	// valid selector whose bool-ness is only known at run time; upstream
-	// accepts it and so do we. Everything statically typed must be bool.
-	if out := ast.OutputType(); !out.IsExactType(cel.BoolType) && !out.IsExactType(c.types.attributeType.CelType()) {
-		return fail(KindInvalid, "must evaluate to %s or the unknown type, not %s", cel.BoolType, out)
+	if msg := resultType(ast.OutputType()); msg != "" {
+		return fail(KindInvalid, "%s", msg)
 	}
 	est, err := c.env.EstimateCost(ast, &library.CostEstimator{SizeEstimator: &sizeEstimator{types: c.types}})
 	if err != nil {
 		return fail(KindInternal, "cost estimation failed: %v", err)
 	}
-	if est.Max > c.costLimit {
+	if est.Max > costLimit {
 		return nil, &CompileError{
 			Expression: expr, Kind: KindTooComplex, EstimatedCost: est.Max,
-			Detail: fmt.Sprintf("too complex, exceeds cost limit: estimated worst-case cost %d, limit %d", est.Max, c.costLimit),
+			Detail: fmt.Sprintf("too complex, exceeds cost limit: estimated worst-case cost %d, limit %d", est.Max, costLimit),
 		}
 	}
 	prog, err := c.env.Program(ast, cel.CostLimit(c.runtimeCostLimit))

@@ -12,7 +12,6 @@ import (
 	"github.com/google/cel-go/common/types/traits"
 	resourcev1 "k8s.io/api/resource/v1"
 	apiservercel "k8s.io/apiserver/pkg/cel"
-	"k8s.io/apiserver/pkg/cel/library"
 
 	"github.com/dractl/dractl/pkg/api"
 )
@@ -41,34 +40,12 @@ func (c *Compiler) CompileDerived(expr string) (*Program, error) {
 }
 
 func (c *Compiler) compileDerived(expr string) (*Program, error) {
-	fail := func(kind ErrorKind, format string, args ...any) (*Program, error) {
-		return nil, &CompileError{Expression: expr, Kind: kind, Detail: fmt.Sprintf(format, args...)}
-	}
-	if c.envErr != nil {
-		return fail(KindInternal, "unexpected error loading CEL environment: %v", c.envErr)
-	}
-	ast, iss := c.env.Compile(expr)
-	if iss.Err() != nil {
-		return fail(KindInvalid, "compilation failed: %s", iss.String())
-	}
-	if out := ast.OutputType(); !derivedType(out) {
-		return fail(KindInvalid, "must evaluate to a primitive scalar (string, integer, boolean, semver) or a list of these scalars, not %s", out)
-	}
-	est, err := c.env.EstimateCost(ast, &library.CostEstimator{SizeEstimator: &sizeEstimator{types: c.types}})
-	if err != nil {
-		return fail(KindInternal, "cost estimation failed: %v", err)
-	}
-	if est.Max > MaxDerivedCost {
-		return nil, &CompileError{
-			Expression: expr, Kind: KindTooComplex, EstimatedCost: est.Max,
-			Detail: fmt.Sprintf("too complex, exceeds cost limit: estimated worst-case cost %d, limit %d", est.Max, MaxDerivedCost),
+	return c.compileAs(expr, MaxDerivedCost, func(out *cel.Type) string {
+		if derivedType(out) {
+			return ""
 		}
-	}
-	prog, err := c.env.Program(ast, cel.CostLimit(c.runtimeCostLimit))
-	if err != nil {
-		return fail(KindInternal, "program instantiation failed: %v", err)
-	}
-	return &Program{expr: expr, prog: prog, maxCost: est.Max, c: c, rangeErr: quantityLiterals(ast)}, nil
+		return fmt.Sprintf("must evaluate to a primitive scalar (string, integer, boolean, semver) or a list of these scalars, not %s", out)
+	})
 }
 
 // derivedType: a scalar an attribute can hold (or dyn, known at run time),
