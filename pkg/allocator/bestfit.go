@@ -44,14 +44,14 @@ func (at *attempt) bestFitOrder(al *alt) []cand {
 			sc[i].open++
 			for _, u := range od.bucketUses {
 				lc := np.ctrBase + u.rel
-				extra := int64(0)
+				extra := uint64(0)
 				for _, du := range d.uses {
 					if du.rel == u.rel {
 						extra = du.amt
 						break
 					}
 				}
-				if at.used[lc]+extra+u.amt > t.avail[u.rel] {
+				if left := t.avail[u.rel] - at.used[lc]; extra > left || u.amt > left-extra {
 					sc[i].lost++
 					break
 				}

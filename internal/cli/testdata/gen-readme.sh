@@ -150,7 +150,9 @@ Flags: `--max-device-mixins`, `--max-consumption-mixins`,
 `--max-consumption-includes`, `--max-counter-set-includes` lower the
 KEP-5234 limits compact works within (0 means the KEP limit);
 `--skip-devices`, `--skip-consumptions`, `--skip-counter-sets` leave one kind
-of entry flat.
+of entry flat. `--repack` lets the slices of a complete pool exchange devices
+and counter sets so that the pool needs fewer slices, and so fewer copies of
+each mixin (the flat DGX H100 pool: 161,582 → 36,273 bytes, 4.45×).
 
 EOF
 echo '```console'
