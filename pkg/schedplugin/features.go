@@ -1,10 +1,16 @@
 package schedplugin
 
-import "k8s.io/component-base/featuregate"
+import (
+	"k8s.io/component-base/featuregate"
 
-// Features are the kube-scheduler feature gates the plugin itself obeys;
-// the allocator's own gates reach it through the State.
+	"github.com/dractl/dractl/pkg/features"
+)
+
+// Features are the kube-scheduler feature gates the plugin obeys: the
+// allocator's (Allocation, handed to the State) and the plugin's own.
 type Features struct {
+	// Allocation are the DRA gates of the allocator.
+	Allocation features.Set
 	// BindingConditions: DRADeviceBindingConditions and
 	// DRAResourceClaimDeviceStatus, both needed, as in-tree.
 	BindingConditions bool
@@ -22,7 +28,7 @@ type Features struct {
 
 // AllFeatures is every feature on, which is what the plugin assumes
 // without a feature gate.
-var AllFeatures = Features{BindingConditions: true, FilterTimeout: true, PrioritizedList: true, DeviceTaintRules: true, ConsumableCapacity: true}
+var AllFeatures = Features{Allocation: features.All(), BindingConditions: true, FilterTimeout: true, PrioritizedList: true, DeviceTaintRules: true, ConsumableCapacity: true}
 
 // FeaturesFrom reads the gates from kube-scheduler's feature gate. A gate
 // fg does not know counts as on, so that a gate removed upstream after
@@ -32,17 +38,22 @@ func FeaturesFrom(fg featuregate.FeatureGate) Features {
 		return AllFeatures
 	}
 	known := fg.DeepCopy().GetAll()
-	on := func(name string) bool {
-		if _, ok := known[featuregate.Feature(name)]; !ok {
+	on := func(g features.Gate) bool {
+		if _, ok := known[featuregate.Feature(g)]; !ok {
 			return true
 		}
-		return fg.Enabled(featuregate.Feature(name))
+		return fg.Enabled(featuregate.Feature(g))
+	}
+	alloc := features.All()
+	for _, g := range features.Gates() {
+		alloc = alloc.With(g, on(g))
 	}
 	return Features{
-		BindingConditions:  on("DRADeviceBindingConditions") && on("DRAResourceClaimDeviceStatus"),
+		Allocation:         alloc,
+		BindingConditions:  on(features.DeviceBindingConditions) && on(features.ResourceClaimDeviceStatus),
 		FilterTimeout:      on("DRASchedulerFilterTimeout"),
-		PrioritizedList:    on("DRAPrioritizedList"),
+		PrioritizedList:    on(features.PrioritizedList),
 		DeviceTaintRules:   on("DRADeviceTaintRules"),
-		ConsumableCapacity: on("DRAConsumableCapacity"),
+		ConsumableCapacity: on(features.ConsumableCapacity),
 	}
 }

@@ -51,7 +51,8 @@ type Factory = func(ctx context.Context, args runtime.Object, fh fwk.Handle) (fw
 
 // NewFactory returns the plugin's factory. fts are the feature gates the
 // scheduler runs with (see FeaturesFrom); stateOpts configure the State
-// every instance allocates from.
+// every instance allocates from, except for its feature set, which is
+// fts.Allocation.
 func NewFactory(fts Features, stateOpts state.Options) Factory {
 	return func(ctx context.Context, args runtime.Object, fh fwk.Handle) (fwk.Plugin, error) {
 		return New(ctx, args, fh, fts, stateOpts)
@@ -59,7 +60,7 @@ func NewFactory(fts Features, stateOpts state.Options) Factory {
 }
 
 // New makes a plugin for one scheduling profile: its own State, fed by
-// the profile's shared informers.
+// the profile's shared informers, allocating with fts.Allocation.
 func New(ctx context.Context, args runtime.Object, fh fwk.Handle, fts Features, stateOpts state.Options) (*Plugin, error) {
 	cfg, err := decodeArgs(args)
 	if err != nil {
@@ -70,6 +71,7 @@ func New(ctx context.Context, args runtime.Object, fh fwk.Handle, fts Features, 
 		return nil, fmt.Errorf("%s needs the scheduler's DRA manager: enable the DynamicResourceAllocation feature", Name)
 	}
 	logger := klog.LoggerWithName(klog.FromContext(ctx), Name)
+	stateOpts.Features = fts.Allocation
 	st := state.New(stateOpts)
 	pl := &Plugin{cfg: cfg, fts: fts, fh: fh, clientset: fh.ClientSet(), dra: dra, st: st, feed: newFeed(st, logger)}
 	if err := pl.watch(ctx, logger); err != nil {
