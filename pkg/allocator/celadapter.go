@@ -17,6 +17,12 @@ type celCompiler struct{ c *dcel.Compiler }
 
 func defaultCompiler() SelectorCompiler { return celCompiler{c: dcel.NewCompiler()} }
 
+// NewSelectorCompiler returns the pkg/cel compiler an Allocator uses when
+// Options.Compiler is nil. Building one costs as much as a small
+// allocation (a CEL environment); callers that build an Allocator per
+// scheduling cycle share one instead.
+func NewSelectorCompiler() SelectorCompiler { return defaultCompiler() }
+
 func (c celCompiler) CompileSelector(expr string) (Selector, error) {
 	p, err := c.c.Compile(expr)
 	if err != nil {
