@@ -32,22 +32,11 @@ func (o *globalOptions) readCluster(w io.Writer, strategy allocator.Strategy) (*
 	if err != nil {
 		return nil, err
 	}
-	bad := 0
-	for _, e := range in.decodeErrors {
-		fmt.Fprintln(w, oneLine(e.line))
-		bad++
+	set, err := admit(w, in)
+	if err != nil {
+		return nil, err
 	}
-	for i, errs := range validateObjects(in.objects) {
-		obj := &in.objects[i]
-		for _, e := range errs {
-			fmt.Fprintf(w, "%s: %s\n", where(obj), oneLine(e.Error()))
-			bad++
-		}
-	}
-	if bad > 0 {
-		return nil, &exitError{code: ExitUsage, msg: fmt.Sprintf("%s in the input; nothing was allocated", plural(bad, "error"))}
-	}
-	c := &cluster{set: decode.Group(in.objects), strategy: strategy}
+	c := &cluster{set: set, strategy: strategy}
 	st := state.New(state.Options{})
 	for _, s := range c.set.Slices {
 		if err := st.SetMixinSlice(s); err != nil {
@@ -70,6 +59,27 @@ func (o *globalOptions) readCluster(w io.Writer, strategy allocator.Strategy) (*
 	}
 	c.snap = st.Snapshot()
 	return c, nil
+}
+
+// admit prints every decode and admission problem of the inputs to w and
+// fails, exit code 2, when there was any; otherwise it groups the objects.
+func admit(w io.Writer, in *input) (*decode.Set, error) {
+	bad := 0
+	for _, e := range in.decodeErrors {
+		fmt.Fprintln(w, oneLine(e.line))
+		bad++
+	}
+	for i, errs := range validateObjects(in.objects) {
+		obj := &in.objects[i]
+		for _, e := range errs {
+			fmt.Fprintf(w, "%s: %s\n", where(obj), oneLine(e.Error()))
+			bad++
+		}
+	}
+	if bad > 0 {
+		return nil, &exitError{code: ExitUsage, msg: fmt.Sprintf("%s in the input; nothing was allocated", plural(bad, "error"))}
+	}
+	return decode.Group(in.objects), nil
 }
 
 // allocate allocates claims together on node.

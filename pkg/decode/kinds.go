@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/dractl/dractl/pkg/api"
+	"github.com/dractl/dractl/pkg/workload"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,6 +28,7 @@ var kinds = []kindInfo{
 	{api.APIVersion, "ResourceClaimTemplate", true, reflect.TypeFor[resourcev1.ResourceClaimTemplate]()},
 	{"v1", "Node", false, reflect.TypeFor[corev1.Node]()},
 	{"v1", "Pod", true, reflect.TypeFor[corev1.Pod]()},
+	{workload.APIVersion, workload.Kind, true, reflect.TypeFor[workload.Workload]()},
 }
 
 func lookupKind(apiVersion, kind string) *kindInfo {

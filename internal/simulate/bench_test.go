@@ -1,0 +1,41 @@
+package simulate
+
+import (
+	"context"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/dractl/dractl/pkg/allocator"
+)
+
+// BenchmarkSimulate1000DGX runs 100,000 claim events (arrivals and
+// departures) of the MIG mix on 1,000 DGX H100 nodes (8,000 GPUs,
+// 152,000 devices) per strategy. Pods arrive every 10ms on average and
+// run 10 minutes on average: the cluster fills, then runs near full, so
+// that most arrivals search many nodes. Reported: ns per run, and the
+// live heap at the end (MB).
+func BenchmarkSimulate1000DGX(b *testing.B) {
+	c := dgxCluster(1000)
+	s := mustStream(b, migWorkload(1, 70_000, 10*time.Millisecond, 10*time.Minute))
+	for _, strategy := range []allocator.Strategy{allocator.FirstFit, allocator.BestFit} {
+		b.Run(strategyName(strategy), func(b *testing.B) {
+			for b.Loop() {
+				res, err := Run(context.Background(), c, s, Options{Strategy: strategy, MaxEvents: 100_000})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if res.Events != 100_000 {
+					b.Fatalf("%d events, want 100000", res.Events)
+				}
+				runtime.GC()
+				var ms runtime.MemStats
+				runtime.ReadMemStats(&ms)
+				b.ReportMetric(float64(ms.HeapAlloc)/1e6, "live-MB")
+				b.ReportMetric(float64(res.Placed), "placed")
+				b.ReportMetric(float64(res.Failed), "failed")
+				runtime.KeepAlive(res)
+			}
+		})
+	}
+}
