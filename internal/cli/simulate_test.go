@@ -14,11 +14,7 @@ func TestSimulate(t *testing.T) {
 	td := func(name string) string { return filepath.Join("internal", "cli", "testdata", "simulate", name) }
 	dgx := []string{"-f", filepath.Join("examples", "dgx-h100-mixins", "resourceslices.yaml"), "-f", filepath.Join("examples", "dgx-h100-mixins", "deviceclasses.yaml"), "-f", filepath.Join("examples", "dgx-h100-mixins", "node.yaml")}
 	workload := filepath.Join("examples", "dgx-h100-mixins", "workload")
-	cases := []struct {
-		name string
-		args []string
-		code int
-	}{
+	cases := []commandCase{
 		{"simulate-dgx", append([]string{"simulate", "--workload", workload}, dgx...), ExitOK},
 		{"simulate-dgx-json", append([]string{"simulate", "--workload", workload, "--strategy", "best-fit", "--samples", "4", "-o", "json"}, dgx...), ExitOK},
 		{"simulate-pods", append([]string{"simulate", "--workload", td("pods.yaml"), "--strategy", "first-fit"}, dgx...), ExitOK},
@@ -27,20 +23,12 @@ func TestSimulate(t *testing.T) {
 		{"simulate-bad-workload", append([]string{"simulate", "--workload", td("bad-workload.yaml")}, dgx...), ExitUsage},
 		{"simulate-invalid-workload", append([]string{"simulate", "--workload", td("invalid-workload.yaml")}, dgx...), ExitUsage},
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			r := run(t, "", tc.args...)
-			if r.code != tc.code {
-				t.Errorf("dractl %s: exit %d, want %d\n%s", strings.Join(tc.args, " "), r.code, tc.code, r)
+	runCommandCases(t, cases, func(t *testing.T, tc commandCase, r result) {
+		if strings.HasSuffix(tc.name, "-json") {
+			var v map[string]any
+			if err := json.Unmarshal([]byte(r.stdout), &v); err != nil {
+				t.Errorf("-o json is not JSON: %v", err)
 			}
-			if strings.HasSuffix(tc.name, "-json") {
-				var v map[string]any
-				if err := json.Unmarshal([]byte(r.stdout), &v); err != nil {
-					t.Errorf("-o json is not JSON: %v", err)
-				}
-			}
-			golden(t, tc.name, "$ dractl "+strings.Join(tc.args, " ")+"\n"+r.String())
-		})
-	}
+		}
+	})
 }

@@ -140,3 +140,15 @@ func newWorld(c *Cluster, opts state.Options) (*world, error) {
 	}
 	return w, nil
 }
+
+// usages calls f with the usage of every pool of every island, now.
+func (w *world) usages(f func(*state.PoolUsage)) {
+	for _, isl := range w.islands {
+		snap := isl.st.Snapshot()
+		for _, id := range isl.pools {
+			if u := snap.Usage(id); u != nil {
+				f(u)
+			}
+		}
+	}
+}

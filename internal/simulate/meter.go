@@ -27,22 +27,15 @@ type islandSums struct {
 func newMeter(w *world) *meter {
 	m := &meter{index: map[string]int{}, islands: make([]islandSums, len(w.islands))}
 	names := map[string]bool{}
-	for _, isl := range w.islands {
-		snap := isl.st.Snapshot()
-		for _, id := range isl.pools {
-			u := snap.Usage(id)
-			if u == nil {
-				continue
-			}
-			for _, cs := range u.CounterSets {
-				for _, c := range cs.Counters {
-					if c.Capacity.Sign() > 0 {
-						names[render.CounterFamily(c.Name)] = true
-					}
+	w.usages(func(u *state.PoolUsage) {
+		for _, cs := range u.CounterSets {
+			for _, c := range cs.Counters {
+				if c.Capacity.Sign() > 0 {
+					names[render.CounterFamily(c.Name)] = true
 				}
 			}
 		}
-	}
+	})
 	sorted := make([]string, 0, len(names))
 	for n := range names {
 		sorted = append(sorted, n)

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/dractl/dractl/pkg/state"
 )
 
 // Report is the strategies of one simulation, side by side.
@@ -34,18 +36,11 @@ func Summarize(c *Cluster) ClusterSummary {
 	if err != nil {
 		return s
 	}
-	for _, isl := range w.islands {
-		snap := isl.st.Snapshot()
-		for _, id := range isl.pools {
-			u := snap.Usage(id)
-			if u == nil {
-				continue
-			}
-			s.Pools++
-			s.CounterSets += len(u.CounterSets)
-			s.Devices += len(u.Devices)
-		}
-	}
+	w.usages(func(u *state.PoolUsage) {
+		s.Pools++
+		s.CounterSets += len(u.CounterSets)
+		s.Devices += len(u.Devices)
+	})
 	return s
 }
 
