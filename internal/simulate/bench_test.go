@@ -18,7 +18,7 @@ import (
 // CPU seconds of the run, and the live heap at the end (MB).
 func BenchmarkSimulate1000DGX(b *testing.B) {
 	c := dgxCluster(1000)
-	s := mustStream(b, migWorkload(1, 70_000, 10*time.Millisecond, 10*time.Minute))
+	s := mustStream(b, migWorkload(1, 90_000, 10*time.Millisecond, 10*time.Minute))
 	for _, strategy := range []allocator.Strategy{allocator.FirstFit, allocator.BestFit} {
 		b.Run(strategyName(strategy), func(b *testing.B) {
 			for b.Loop() {
