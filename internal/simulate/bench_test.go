@@ -52,3 +52,32 @@ func cpuTime() time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// BenchmarkPacking500DGX is the packing claim at cluster scale: the MIG
+// mix, nobody leaving, on 500 DGX H100 nodes (4,000 GPUs) until the
+// stream ends, per strategy. Reported: pods placed before the first
+// failure and in all, and the stranded share of memory slices and of
+// multiprocessors at the end.
+func BenchmarkPacking500DGX(b *testing.B) {
+	c := dgxCluster(500)
+	s := mustStream(b, migWorkload(2, 30_000, time.Second, 0))
+	for _, strategy := range []allocator.Strategy{allocator.FirstFit, allocator.BestFit} {
+		b.Run(strategyName(strategy), func(b *testing.B) {
+			for b.Loop() {
+				res, err := Run(context.Background(), c, s, Options{Strategy: strategy, Samples: 20})
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.ReportMetric(float64(res.PlacedBeforeFirstFailure), "placed-before-failure")
+				b.ReportMetric(float64(res.Placed), "placed")
+				for i, f := range res.Counters {
+					switch f.Name {
+					case "memory-slice", "multiprocessors":
+						b.ReportMetric(100*res.End.Stranded[i], f.Name+"-stranded-%")
+						b.ReportMetric(100*res.End.Utilisation[i], f.Name+"-used-%")
+					}
+				}
+			}
+		})
+	}
+}
