@@ -24,10 +24,10 @@ import (
 func TestDeparturesFreeEverything(t *testing.T) {
 	c := dgxCluster(2)
 	r := rand.New(rand.NewPCG(7, 0))
-	for seed := range int64(6) {
-		s := mustStream(t, migWorkload(seed, 400, 10*time.Second, 15*time.Minute))
+	for seed := range int64(4) {
+		s := mustStream(t, migWorkload(seed, 300, 10*time.Second, 15*time.Minute))
 		for _, strategy := range []allocator.Strategy{allocator.FirstFit, allocator.BestFit} {
-			stop := 50 + r.IntN(600)
+			stop := 50 + r.IntN(400)
 			res, err := Run(context.Background(), c, s, Options{Strategy: strategy, MaxEvents: stop, State: fixedShareIDs()})
 			if err != nil {
 				t.Fatal(err)
