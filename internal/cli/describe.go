@@ -9,7 +9,6 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/dractl/dractl/pkg/allocator"
 	"github.com/dractl/dractl/pkg/pool"
@@ -60,8 +59,9 @@ func (o *describeOptions) run(kind, name string) error {
 	if err := o.requireInputs(); err != nil {
 		return err
 	}
-	c, err := o.readCluster(o.Err, allocator.FirstFit)
+	c, problems, err := o.readCluster(allocator.FirstFit)
 	if err != nil {
+		printProblems(o.Err, problems)
 		return err
 	}
 	opts := describeFormat{svg: o.output == "svg", render: render.Options{Color: colorful(o.Out)}}
@@ -158,7 +158,7 @@ func (c *cluster) node(name string) *corev1.Node {
 			return n
 		}
 	}
-	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{corev1.LabelHostname: name}}}
+	return syntheticNode(name)
 }
 
 // colorful reports whether w is a terminal that wants colour

@@ -12,6 +12,7 @@ import (
 
 	"github.com/dractl/dractl/internal/simulate"
 	"github.com/dractl/dractl/pkg/allocator"
+	"github.com/dractl/dractl/pkg/decode"
 )
 
 type simulateOptions struct {
@@ -97,14 +98,12 @@ func (o *simulateOptions) run(ctx context.Context) error {
 		}
 		strategies = append(strategies, st)
 	}
-	c, err := o.readCluster(o.Err, allocator.FirstFit)
+	c, problems, err := o.readCluster(allocator.FirstFit)
 	if err != nil {
+		printProblems(o.Err, problems)
 		return err
 	}
-	if len(c.set.Nodes) == 0 {
-		return usageErrorf("no Node objects in the cluster input: simulate places pods on the Nodes given with -f")
-	}
-	cl := &simulate.Cluster{Slices: c.set.Slices, Classes: c.set.Classes, Nodes: c.set.Nodes}
+	cl := &simulate.Cluster{Slices: c.set.Slices, Classes: c.set.Classes, Nodes: c.nodeList}
 	pending := 0
 	for _, claim := range c.set.Claims {
 		if claim.Status.Allocation != nil {
@@ -116,22 +115,28 @@ func (o *simulateOptions) run(ctx context.Context) error {
 	if pending > 0 {
 		fmt.Fprintf(o.Err, "note: %s without status.allocation in the cluster input; the workload is only what --workload gives\n", plural(pending, "ResourceClaim"))
 	}
-	wl := &globalOptions{Streams: o.Streams, filenames: o.workloads, recursive: o.recursive}
+	wl := &globalOptions{Streams: o.Streams, filenames: o.workloads, recursive: o.recursive, maxObjectBytes: o.maxObjectBytes}
 	in, err := wl.read()
 	if err != nil {
 		return err
 	}
-	set, err := admit(o.Err, in)
-	if err != nil {
-		return err
+	problems = nil
+	for _, p := range runValidate(in).Problems {
+		if p.Severity == "error" {
+			problems = append(problems, p)
+		}
 	}
-	stream, err := simulate.NewStream(set)
+	if len(problems) > 0 {
+		printProblems(o.Err, problems)
+		return &exitError{code: ExitCannotAnswer, msg: fmt.Sprintf("%s in the workload; nothing was simulated", plural(len(problems), "error"))}
+	}
+	stream, err := simulate.NewStream(decode.Group(in.objects))
 	var se *simulate.StreamError
 	if errors.As(err, &se) {
 		for _, line := range se.Lines {
 			fmt.Fprintln(o.Err, line)
 		}
-		return &exitError{code: ExitUsage, msg: fmt.Sprintf("%s in the workload; nothing was simulated", plural(len(se.Lines), "error"))}
+		return &exitError{code: ExitCannotAnswer, msg: fmt.Sprintf("%s in the workload; nothing was simulated", plural(len(se.Lines), "error"))}
 	}
 	if err != nil {
 		return usageErrorf("%v", err)
@@ -154,7 +159,7 @@ func (o *simulateOptions) run(ctx context.Context) error {
 			bar.done()
 		}
 		if err != nil {
-			return &exitError{code: ExitUsage, msg: err.Error()}
+			return &exitError{code: ExitCannotAnswer, msg: err.Error()}
 		}
 		report.Results = append(report.Results, res)
 	}
