@@ -5,7 +5,7 @@ FUZZTIME_SHORT ?= 5s
 FUZZTIME ?= 30s
 EXAMPLES := $(sort $(wildcard examples/*/))
 
-.PHONY: all build test demo fmt-check vet tidy-check unit fuzz fuzz-short golden readme conformance conformance-test bench
+.PHONY: all build test demo fmt-check vet tidy-check unit fuzz fuzz-short golden readme conformance conformance-test bench chromium report-screenshot
 
 all: build
 
@@ -28,7 +28,7 @@ vet:
 unit:
 	$(GO) test -race -count=1 ./...
 
-test: fmt-check vet tidy-check unit fuzz-short
+test: fmt-check vet tidy-check chromium unit fuzz-short
 
 # Every module's go.mod and go.sum must be tidy: `go mod tidy -diff` prints
 # what tidy would change and fails if anything would.
@@ -37,6 +37,15 @@ tidy-check:
 		dir=$$(dirname $$mod); echo "go mod tidy -diff ($$dir)"; \
 		(cd $$dir && $(GO) mod tidy -diff) || exit 1; \
 	done
+
+# The HTML report of `dractl simulate` is checked in headless Chromium
+# (Debian's chromium package), installed here when missing.
+CHROMIUM_FLAGS := --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
+	--disable-background-networking --disable-component-update --disable-sync
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { echo "installing Debian's chromium for the HTML report test"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; }
+	@command -v chromium >/dev/null 2>&1 || { echo "error: chromium is not installed (apt-get install chromium)" >&2; exit 1; }
 
 # Rewrites internal/cli/testdata/*.golden from the current behaviour; review
 # the diff before committing it.
@@ -104,6 +113,9 @@ demo: build
 	@echo; echo '$$ dractl allocate -f examples/a100-mig-mixins | dractl describe pool a100-node -f examples/a100-mig-mixins/resourceslices.yaml -f - | head -n 24'
 	@$(BIN) allocate -f examples/a100-mig-mixins 2>/dev/null | $(BIN) describe pool a100-node -f examples/a100-mig-mixins/resourceslices.yaml -f - > $(BIN).describe.txt
 	@head -n 24 $(BIN).describe.txt; rm -f $(BIN).describe.txt
+	@echo; echo '$$ dractl simulate -f examples/dgx-h100-mixins --workload examples/dgx-h100-mixins/workload --html bin/simulate-report.html'
+	@$(BIN) simulate -f examples/dgx-h100-mixins --workload examples/dgx-h100-mixins/workload --html bin/simulate-report.html
+	@echo; echo "the HTML report is bin/simulate-report.html"
 
 # README.md shows real output; regenerate it after changing a verb or an
 # example, and review the diff.
@@ -113,6 +125,14 @@ readme:
 	$(MAKE) build VERSION= COMMIT= GOFLAGS=-buildvcs=false
 	bash internal/cli/testdata/gen-readme.sh > README.md.tmp && mv README.md.tmp README.md
 	$(MAKE) build
+
+# docs/simulate-report.png is the picture of the simulate report that
+# README.md shows.
+report-screenshot: build chromium
+	$(BIN) simulate -f examples/dgx-h100-mixins --workload examples/dgx-h100-mixins/workload --html $(BIN).report.html > /dev/null
+	chromium $(CHROMIUM_FLAGS) --user-data-dir=$$(mktemp -d) --hide-scrollbars --window-size=1300,1600 \
+		--screenshot=docs/simulate-report.png file://$(abspath $(BIN).report.html) 2>/dev/null
+	rm -f $(BIN).report.html
 
 # Side by side with upstream k8s.io/dynamic-resource-allocation: the
 # conformance/ module (its own go.mod, so the main module never depends on
