@@ -140,7 +140,7 @@ report-screenshot: build chromium
 # conformance/ module (its own go.mod, so the main module never depends on
 # upstream's allocator) generates N seeded scenarios and compares outcomes
 # and first-fit devices; disagreements are shrunk into
-# conformance/testdata/regressions/. Last line: "N passed, M failed".
+# pkg/allocator/testdata/regressions/. Last line: "N passed, M failed".
 N ?= 2000
 SEED ?= 1
 conformance: conformance-test

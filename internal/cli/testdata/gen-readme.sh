@@ -327,7 +327,7 @@ flattened) and runs each on every node through upstream's allocator (the
 variant kube-scheduler 1.37 uses with every DRA feature on) and through
 dractl's first-fit. Outcomes (fits, does not fit, fatal) and chosen devices
 must be identical, and an independent verifier checks every result.
-Disagreements are shrunk and written to `conformance/testdata/regressions/`;
+Disagreements are shrunk and written to `pkg/allocator/testdata/regressions/`;
 the fixed ones are replayed by `pkg/allocator`'s regression test. CI runs
 `make conformance`. The latest benchmark table, with the machine it ran on,
 is [docs/performance.md](docs/performance.md).
