@@ -5,7 +5,7 @@ FUZZTIME_SHORT ?= 5s
 FUZZTIME ?= 30s
 EXAMPLES := $(sort $(wildcard examples/*/))
 
-.PHONY: all build test demo fmt-check vet tidy-check unit fuzz fuzz-short golden readme conformance conformance-test bench scheduler
+.PHONY: all build test demo fmt-check vet tidy-check unit fuzz fuzz-short golden readme conformance conformance-test bench chromium report-screenshot scheduler
 
 all: build
 
@@ -33,7 +33,7 @@ vet:
 unit:
 	$(GO) test -race -count=1 ./...
 
-test: fmt-check vet tidy-check unit fuzz-short
+test: fmt-check vet tidy-check chromium unit fuzz-short
 
 # Every module's go.mod and go.sum must be tidy: `go mod tidy -diff` prints
 # what tidy would change and fails if anything would.
@@ -42,6 +42,15 @@ tidy-check:
 		dir=$$(dirname $$mod); echo "go mod tidy -diff ($$dir)"; \
 		(cd $$dir && $(GO) mod tidy -diff) || exit 1; \
 	done
+
+# The HTML report of `dractl simulate` is checked in headless Chromium
+# (Debian's chromium package), installed here when missing.
+CHROMIUM_FLAGS := --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
+	--disable-background-networking --disable-component-update --disable-sync
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { echo "installing Debian's chromium for the HTML report test"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; }
+	@command -v chromium >/dev/null 2>&1 || { echo "error: chromium is not installed (apt-get install chromium)" >&2; exit 1; }
 
 # Rewrites internal/cli/testdata/*.golden from the current behaviour; review
 # the diff before committing it.
@@ -98,8 +107,10 @@ demo: build
 	@rm -f $(BIN).flat.yaml
 	@echo; echo '$$ dractl compact -f examples/a100-mig-flat > /dev/null'
 	@$(BIN) compact -f examples/a100-mig-flat > /dev/null
-	@echo; echo '$$ dractl compact $(addprefix -f ,$(EXAMPLES)) > /dev/null'
-	@$(BIN) compact $(addprefix -f ,$(EXAMPLES)) > /dev/null
+	@# One example at a time: the two A100 examples are one pool written twice.
+	@for ex in $(EXAMPLES); do \
+		echo; echo "\$$ dractl compact -f $$ex > /dev/null"; $(BIN) compact -f $$ex > /dev/null || exit 1; \
+	done
 	@echo; echo '$$ dractl compact -f examples/a100-mig-flat | dractl validate -f -'
 	@$(BIN) compact -f examples/a100-mig-flat 2>/dev/null | $(BIN) validate -f -
 	@echo; echo '$$ dractl allocate -f examples/a100-mig-mixins > /dev/null'
@@ -109,6 +120,9 @@ demo: build
 	@echo; echo '$$ dractl allocate -f examples/a100-mig-mixins | dractl describe pool a100-node -f examples/a100-mig-mixins/resourceslices.yaml -f - | head -n 24'
 	@$(BIN) allocate -f examples/a100-mig-mixins 2>/dev/null | $(BIN) describe pool a100-node -f examples/a100-mig-mixins/resourceslices.yaml -f - > $(BIN).describe.txt
 	@head -n 24 $(BIN).describe.txt; rm -f $(BIN).describe.txt
+	@echo; echo '$$ dractl simulate -f examples/dgx-h100-mixins --workload examples/dgx-h100-mixins/workload --html bin/simulate-report.html'
+	@$(BIN) simulate -f examples/dgx-h100-mixins --workload examples/dgx-h100-mixins/workload --html bin/simulate-report.html
+	@echo; echo "the HTML report is bin/simulate-report.html"
 
 # README.md shows real output; regenerate it after changing a verb or an
 # example, and review the diff.
@@ -119,11 +133,19 @@ readme:
 	bash internal/cli/testdata/gen-readme.sh > README.md.tmp && mv README.md.tmp README.md
 	$(MAKE) build
 
+# docs/simulate-report.png is the picture of the simulate report that
+# README.md shows.
+report-screenshot: build chromium
+	$(BIN) simulate -f examples/dgx-h100-mixins --workload examples/dgx-h100-mixins/workload --html $(BIN).report.html > /dev/null
+	chromium $(CHROMIUM_FLAGS) --user-data-dir=$$(mktemp -d) --hide-scrollbars --window-size=1300,1600 \
+		--screenshot=docs/simulate-report.png file://$(abspath $(BIN).report.html) 2>/dev/null
+	rm -f $(BIN).report.html
+
 # Side by side with upstream k8s.io/dynamic-resource-allocation: the
 # conformance/ module (its own go.mod, so the main module never depends on
 # upstream's allocator) generates N seeded scenarios and compares outcomes
 # and first-fit devices; disagreements are shrunk into
-# conformance/testdata/regressions/. Last line: "N passed, M failed".
+# pkg/allocator/testdata/regressions/. Last line: "N passed, M failed".
 N ?= 2000
 SEED ?= 1
 conformance: conformance-test

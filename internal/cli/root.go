@@ -96,6 +96,7 @@ input is 2 (see their --help).`,
 		newAllocateCommand(o),
 		newExplainCommand(o),
 		newDescribeCommand(o),
+		newSimulateCommand(o),
 	} {
 		o.addInputFlags(cmd)
 		root.AddCommand(cmd)

@@ -23,6 +23,12 @@ func defaultCompiler() SelectorCompiler { return celCompiler{c: dcel.NewCompiler
 // costs milliseconds per cold call.) It compiles derived attributes too.
 func SharedCompiler() SelectorCompiler { return celCompiler{c: dcel.Default()} }
 
+// NewSelectorCompiler returns the pkg/cel compiler an Allocator uses when
+// Options.Compiler is nil. Building one costs as much as a small
+// allocation (a CEL environment); callers that build an Allocator per
+// scheduling cycle share one instead.
+func NewSelectorCompiler() SelectorCompiler { return defaultCompiler() }
+
 func (c celCompiler) CompileSelector(expr string) (Selector, error) {
 	p, err := c.c.Compile(expr)
 	if err != nil {

@@ -66,8 +66,12 @@ type State struct {
 	last *Snapshot
 }
 
-// New returns an empty State.
+// New returns an empty State. Its snapshots share one selector compiler
+// (a new one when opts.Compiler is nil) rather than each building its own.
 func New(opts Options) *State {
+	if opts.Compiler == nil {
+		opts.Compiler = allocator.NewSelectorCompiler()
+	}
 	return &State{
 		opts:    opts,
 		cache:   allocator.NewCache(),
