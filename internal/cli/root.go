@@ -96,6 +96,8 @@ input is 2 (see their --help).`,
 		newAllocateCommand(o),
 		newExplainCommand(o),
 		newVersionCommand(o),
+		newGetCommand(o),
+		newSnapshotCommand(o),
 	)
 	return root
 }

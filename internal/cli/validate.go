@@ -1,23 +1,28 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strings"
 
 	"github.com/spf13/cobra"
 	resourcev1 "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/dractl/dractl/pkg/api"
 	"github.com/dractl/dractl/pkg/decode"
+	"github.com/dractl/dractl/pkg/live"
 	"github.com/dractl/dractl/pkg/pool"
 	"github.com/dractl/dractl/pkg/validation"
 )
 
 func newValidateCommand(o *globalOptions) *cobra.Command {
-	return &cobra.Command{
-		Use:   "validate -f FILE|DIR|- ...",
+	var liveFlag bool
+	var cluster *clusterOptions
+	cmd := &cobra.Command{
+		Use:   "validate (-f FILE|DIR|- ... | --live)",
 		Short: "Check objects against admission rules and pools against KEP-4815",
 		Long: `validate decodes every input strictly (unknown and duplicate fields are
 errors), checks each object as kube-apiserver admission would, then groups
@@ -34,15 +39,32 @@ resourceSliceCount) are warnings: the scheduler skips them, which is
 legitimate while a driver is still publishing. Objects that kube-apiserver
 accepts but that break a rule of the DRA KEPs or API reference get
   warning: <file>#<doc> <Kind>/<name>: <field path>: <message>
-lines; warnings never change the exit code.`,
+lines; warnings never change the exit code.
+
+With --live, validate reads every ResourceSlice, DeviceClass,
+ResourceClaim and ResourceClaimTemplate of the cluster (kubectl's flags:
+--kubeconfig, --context, ...) instead of files; objects are located as
+"cluster <Kind>/<name>". The API server has admitted them, so what is
+left to find is mostly what spans slices: invalid and incomplete pools.
+A cluster that cannot be read exits 2.`,
 		Example: `  dractl validate -f examples/a100-mig-mixins
-  kubectl get resourceslices -o yaml | dractl validate -f -`,
+  kubectl get resourceslices -o yaml | dractl validate -f -
+  dractl validate --live --context prod`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.requireInputs(); err != nil {
-				return err
+			var in *input
+			var err error
+			switch {
+			case liveFlag && len(o.filenames) > 0:
+				return usageErrorf("--live: not with -f; validate reads either the cluster or files")
+			case liveFlag:
+				in, err = readLive(cmd.Context(), cluster)
+			default:
+				if err := o.requireInputs(); err != nil {
+					return err
+				}
+				in, err = o.read()
 			}
-			in, err := o.read()
 			if err != nil {
 				return err
 			}
@@ -52,6 +74,44 @@ lines; warnings never change the exit code.`,
 			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&liveFlag, "live", false, "validate the DRA objects of the cluster instead of files")
+	cluster = addClusterFlags(cmd)
+	return cmd
+}
+
+// readLive reads the cluster's DRA objects as validate's input.
+func readLive(ctx context.Context, cluster *clusterOptions) (*input, error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	c, err := cluster.client()
+	if err != nil {
+		return nil, err
+	}
+	objs, err := c.Read(ctx, live.KindSlices|live.KindClasses|live.KindClaims|live.KindTemplates)
+	if err != nil {
+		return nil, clusterError(err)
+	}
+	in := &input{}
+	add := func(kind string, meta metav1.Object, obj any) {
+		in.objects = append(in.objects, decode.Object{
+			Source: decode.Source{File: "cluster", Item: -1},
+			Kind:   kind, Name: meta.GetName(), Namespace: meta.GetNamespace(), Obj: obj,
+		})
+	}
+	for _, s := range objs.Slices {
+		add(api.KindSlice, s, api.FromV1(s))
+	}
+	for _, c := range objs.Classes {
+		add("DeviceClass", c, c)
+	}
+	for _, c := range objs.Claims {
+		add("ResourceClaim", c, c)
+	}
+	for _, t := range objs.Templates {
+		add("ResourceClaimTemplate", t, t)
+	}
+	return in, nil
 }
 
 // runValidate prints every problem of the input and a summary, and reports
