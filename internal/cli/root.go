@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 )
@@ -28,13 +29,24 @@ type globalOptions struct {
 // Execute runs dractl with the process's arguments and streams and returns
 // the exit code.
 func Execute() int {
-	return Run(os.Args[1:], Streams{In: os.Stdin, Out: os.Stdout, Err: os.Stderr})
+	return RunAs(filepath.Base(os.Args[0]), os.Args[1:], Streams{In: os.Stdin, Out: os.Stdout, Err: os.Stderr})
 }
+
+// PluginName is the executable name under which kubectl runs dractl as a
+// plugin: `kubectl dra ...` executes kubectl-dra from $PATH.
+const PluginName = "kubectl-dra"
 
 // Run runs dractl with args and returns the exit code. It never calls
 // os.Exit, so tests can run any command line in-process.
-func Run(args []string, s Streams) int {
+func Run(args []string, s Streams) int { return RunAs("dractl", args, s) }
+
+// RunAs is Run for an executable called name: as PluginName, help and
+// errors speak of "kubectl dra".
+func RunAs(name string, args []string, s Streams) int {
 	root := newRootCommand(s)
+	if name == PluginName {
+		root.Annotations = map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl dra"}
+	}
 	root.SetArgs(args)
 	err := root.Execute()
 	if err != nil && err.Error() != "" {
@@ -98,6 +110,7 @@ input is 2 (see their --help).`,
 		newVersionCommand(o),
 		newGetCommand(o),
 		newSnapshotCommand(o),
+		newMonitorCommand(o),
 	)
 	return root
 }
