@@ -78,6 +78,9 @@ demo: build
 	@$(BIN) allocate -f examples/a100-mig-mixins > /dev/null
 	@echo; echo '$$ dractl explain -f examples/dgx-h100-mixins'
 	@$(BIN) explain -f examples/dgx-h100-mixins
+	@echo; echo '$$ dractl allocate -f examples/a100-mig-mixins | dractl describe pool a100-node -f examples/a100-mig-mixins/resourceslices.yaml -f - | head -n 24'
+	@$(BIN) allocate -f examples/a100-mig-mixins 2>/dev/null | $(BIN) describe pool a100-node -f examples/a100-mig-mixins/resourceslices.yaml -f - > $(BIN).describe.txt
+	@head -n 24 $(BIN).describe.txt; rm -f $(BIN).describe.txt
 
 # README.md shows real output; regenerate it after changing a verb or an
 # example, and review the diff.

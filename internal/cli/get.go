@@ -94,7 +94,7 @@ func (o *getOptions) run(ctx context.Context, names []string) error {
 		}
 	}
 	rows := poolRows(st.Snapshot(), names)
-	if err := writePools(o.Out, rows, o.output); err != nil {
+	if err := writePoolRows(o.Out, rows, o.output); err != nil {
 		return writeError(err)
 	}
 	return nil
@@ -210,7 +210,7 @@ func busiest(cs []counterRow) string {
 	return cs[best].String()
 }
 
-func writePools(w io.Writer, rows []poolRow, output string) error {
+func writePoolRows(w io.Writer, rows []poolRow, output string) error {
 	switch output {
 	case "json", "yaml":
 		if rows == nil {

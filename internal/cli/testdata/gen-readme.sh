@@ -175,6 +175,26 @@ run dractl explain -f examples/tpu-multihost --node node-1
 echo '```'
 cat <<'EOF'
 
+### describe
+
+`describe pool NAME` (a pool name or `DRIVER/POOL`) and `describe node NAME`
+(every pool an allocation on the node may use) show how full pools are.
+Each shared counter set is drawn the way KEP-4815 draws a MIG GPU: one
+column per memory slice (generally, per counter that partitions take
+whole, such as a host's TPU chips; otherwise per unit of the most used
+counter), one row per partition size. A partition shows the claim that
+holds it, `X` when an overlapping allocation took counters it needs, or
+its size when it is free. On a terminal claims are coloured; `-o svg`
+writes the same picture as SVG. Here KEP-4815's four-partition MIG claim
+is allocated and the result piped into describe:
+
+EOF
+echo '```console'
+echo '$ dractl allocate -f examples/a100-mig-mixins | dractl describe pool a100-node -f examples/a100-mig-mixins/resourceslices.yaml -f - | head -n 24'
+$B allocate -f examples/a100-mig-mixins 2>/dev/null | $B describe pool a100-node -f examples/a100-mig-mixins/resourceslices.yaml -f - | head -n 24
+echo '```'
+cat <<'EOF'
+
 ### version
 
 EOF
