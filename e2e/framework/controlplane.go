@@ -60,7 +60,7 @@ type Options struct {
 // locked gate to its locked value is allowed).
 func DRAFeatureGates() map[string]bool {
 	gates := map[string]bool{}
-	for name, spec := range utilfeature.DefaultFeatureGate.GetAll() {
+	for name, spec := range utilfeature.DefaultMutableFeatureGate.GetAll() {
 		n := string(name)
 		if !strings.HasPrefix(n, "DRA") && n != "DynamicResourceAllocation" {
 			continue
@@ -206,7 +206,7 @@ func formatGates(gates map[string]bool) string {
 // Enabled reports whether the control plane runs with a feature gate on;
 // components in this process see the same gates as kube-apiserver.
 func Enabled(gate string) bool {
-	for name := range utilfeature.DefaultFeatureGate.GetAll() {
+	for name := range utilfeature.DefaultMutableFeatureGate.GetAll() {
 		if string(name) == gate {
 			return utilfeature.DefaultFeatureGate.Enabled(name)
 		}
