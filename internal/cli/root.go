@@ -4,6 +4,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -29,7 +30,7 @@ type globalOptions struct {
 // Execute runs dractl with the process's arguments and streams and returns
 // the exit code.
 func Execute() int {
-	return RunAs(filepath.Base(os.Args[0]), os.Args[1:], Streams{In: os.Stdin, Out: os.Stdout, Err: os.Stderr})
+	return RunAs(context.Background(), filepath.Base(os.Args[0]), os.Args[1:], Streams{In: os.Stdin, Out: os.Stdout, Err: os.Stderr})
 }
 
 // PluginName is the executable name under which kubectl runs dractl as a
@@ -38,17 +39,18 @@ const PluginName = "kubectl-dra"
 
 // Run runs dractl with args and returns the exit code. It never calls
 // os.Exit, so tests can run any command line in-process.
-func Run(args []string, s Streams) int { return RunAs("dractl", args, s) }
+func Run(args []string, s Streams) int { return RunAs(context.Background(), "dractl", args, s) }
 
-// RunAs is Run for an executable called name: as PluginName, help and
-// errors speak of "kubectl dra".
-func RunAs(name string, args []string, s Streams) int {
+// RunAs is Run for an executable called name (as PluginName, help and
+// errors speak of "kubectl dra"); ctx ends long-running verbs such as
+// monitor.
+func RunAs(ctx context.Context, name string, args []string, s Streams) int {
 	root := newRootCommand(s)
 	if name == PluginName {
 		root.Annotations = map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl dra"}
 	}
 	root.SetArgs(args)
-	err := root.Execute()
+	err := root.ExecuteContext(ctx)
 	if err != nil && err.Error() != "" {
 		if ee, ok := err.(*exitError); !ok || ee.msg != "" {
 			fmt.Fprintf(s.Err, "error: %s\n", err)
