@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -195,11 +196,11 @@ func TestMonitorReportsBrokenPools(t *testing.T) {
 	waitMetric(t, base, monitor.MetricPoolCondition, `condition="invalid",driver="gpu.example.com",pool="dup"`, "1")
 
 	// A counter set nobody publishes: the devices come without their
-	// counter slice.
+	// counter slice; each of the four devices is a problem.
 	_, d = gpuSlices("orphan", "node-3", 1)
 	create(d)
 	waitEvent(t, cp, monitor.ReasonPoolInvalid, "orphan-devices")
-	waitMetric(t, base, monitor.MetricValidationErrors, `driver="gpu.example.com",pool="orphan",reason="FieldValueNotFound"`, "1")
+	waitMetric(t, base, monitor.MetricValidationErrors, `driver="gpu.example.com",pool="orphan",reason="FieldValueNotFound"`, "4")
 
 	// A resourceSliceCount of 3 that two slices never reach: incomplete,
 	// reported once the grace period is over.
@@ -256,6 +257,10 @@ func TestMonitorReportsBrokenPools(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := cp.Client.ResourceV1().ResourceClaims("default").Create(ctx, claim, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1", Labels: map[string]string{corev1.LabelHostname: "node-1"}}}
+	if _, err := cp.Client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	allocate(t, cp, "default", "half", "node-1", nil)

@@ -16,6 +16,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -28,6 +29,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/component-base/featuregate"
 	apiservertesting "k8s.io/kubernetes/cmd/kube-apiserver/app/testing"
 )
 
@@ -44,7 +46,9 @@ type Component interface {
 }
 
 // Options configure a control plane. The zero value is what most tests
-// want: every DRA feature on, RBAC authorization, no components.
+// want: every DRA feature on, RBAC authorization, and no components but
+// the serviceaccount controller, which every control plane runs because
+// pods cannot be created without it.
 type Options struct {
 	// FeatureGates override DRAFeatureGates (and may set any other gate).
 	FeatureGates map[string]bool
@@ -56,19 +60,27 @@ type Options struct {
 }
 
 // DRAFeatureGates lists the DRA features the control plane turns on:
-// every DRA gate kube-apiserver 1.37 knows, GA ones included (setting a
-// locked gate to its locked value is allowed).
+// every DRA gate kube-apiserver 1.37 knows (GA ones included: setting a
+// locked gate to its locked value is allowed), except those that depend
+// on a feature outside DRA that is off by default (DRAWorkloadResourceClaims
+// needs the alpha workload API), which tests that need them enable with
+// Options.FeatureGates together with their dependencies.
 func DRAFeatureGates() map[string]bool {
+	fg := utilfeature.DefaultMutableFeatureGate
+	all := fg.GetAll()
+	deps := fg.Dependencies()
+	isDRA := func(n featuregate.Feature) bool {
+		return strings.HasPrefix(string(n), "DRA") || n == "DynamicResourceAllocation"
+	}
 	gates := map[string]bool{}
-	for name, spec := range utilfeature.DefaultMutableFeatureGate.GetAll() {
-		n := string(name)
-		if !strings.HasPrefix(n, "DRA") && n != "DynamicResourceAllocation" {
+	for name, spec := range all {
+		if !isDRA(name) || (spec.LockToDefault && !spec.Default) {
 			continue
 		}
-		if spec.LockToDefault && !spec.Default {
+		if slices.ContainsFunc(deps[name], func(d featuregate.Feature) bool { return !isDRA(d) && !all[d].Default }) {
 			continue
 		}
-		gates[n] = true
+		gates[string(name)] = true
 	}
 	return gates
 }
@@ -120,6 +132,7 @@ func StartControlPlane(tb testing.TB, opts Options) *ControlPlane {
 	if err != nil {
 		tb.Fatalf("client: %v", err)
 	}
+	cp.Start(ServiceAccountController{})
 	for _, c := range opts.Components {
 		cp.Start(c)
 	}
