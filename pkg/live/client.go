@@ -137,20 +137,21 @@ func (c *Client) pageSize() int64 {
 	return DefaultPageSize
 }
 
-// each lists a resource page by page, handing every item to fn.
-func each[T any](ctx context.Context, c *Client, resource string, opts metav1.ListOptions,
-	list func(context.Context, metav1.ListOptions) (runtime.Object, error), fn func(*T)) error {
-	p := pager.New(pager.SimplePageFunc(func(o metav1.ListOptions) (runtime.Object, error) { return list(ctx, o) }))
+// list lists a resource page by page.
+func list[T any](ctx context.Context, c *Client, resource, fieldSelector string,
+	page func(context.Context, metav1.ListOptions) (runtime.Object, error)) ([]*T, error) {
+	var out []*T
+	p := pager.New(pager.SimplePageFunc(func(o metav1.ListOptions) (runtime.Object, error) { return page(ctx, o) }))
 	p.PageSize = c.pageSize()
-	err := p.EachListItem(ctx, opts, func(obj runtime.Object) error {
-		item, ok := obj.(any).(*T)
+	err := p.EachListItem(ctx, metav1.ListOptions{FieldSelector: fieldSelector}, func(obj runtime.Object) error {
+		item, ok := any(obj).(*T)
 		if !ok {
 			return fmt.Errorf("unexpected %T in a list of %s", obj, resource)
 		}
-		fn(item)
+		out = append(out, item)
 		return nil
 	})
-	return c.fail("list", resource, "", err)
+	return out, c.fail("list", resource, "", err)
 }
 
 // Resource names, as the API server and RBAC spell them.
@@ -166,64 +167,46 @@ const (
 // Slices lists ResourceSlices; fieldSelector may select by spec.nodeName,
 // spec.driver or spec.pool.name.
 func (c *Client) Slices(ctx context.Context, fieldSelector string) ([]*resourcev1.ResourceSlice, error) {
-	var out []*resourcev1.ResourceSlice
 	api := c.cs.ResourceV1().ResourceSlices()
-	err := each(ctx, c, ResourceSlices, metav1.ListOptions{FieldSelector: fieldSelector},
-		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return api.List(ctx, o) },
-		func(s *resourcev1.ResourceSlice) { out = append(out, s) })
-	return out, err
+	return list[resourcev1.ResourceSlice](ctx, c, ResourceSlices, fieldSelector,
+		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return api.List(ctx, o) })
 }
 
 // Classes lists DeviceClasses.
 func (c *Client) Classes(ctx context.Context) ([]*resourcev1.DeviceClass, error) {
-	var out []*resourcev1.DeviceClass
 	api := c.cs.ResourceV1().DeviceClasses()
-	err := each(ctx, c, DeviceClasses, metav1.ListOptions{},
-		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return api.List(ctx, o) },
-		func(s *resourcev1.DeviceClass) { out = append(out, s) })
-	return out, err
+	return list[resourcev1.DeviceClass](ctx, c, DeviceClasses, "",
+		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return api.List(ctx, o) })
 }
 
 // Claims lists the ResourceClaims of a namespace ("" for all).
 func (c *Client) Claims(ctx context.Context, namespace string) ([]*resourcev1.ResourceClaim, error) {
-	var out []*resourcev1.ResourceClaim
 	api := c.cs.ResourceV1().ResourceClaims(namespace)
-	err := each(ctx, c, ResourceClaims, metav1.ListOptions{},
-		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return api.List(ctx, o) },
-		func(s *resourcev1.ResourceClaim) { out = append(out, s) })
-	return out, err
+	return list[resourcev1.ResourceClaim](ctx, c, ResourceClaims, "",
+		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return api.List(ctx, o) })
 }
 
 // ClaimTemplates lists the ResourceClaimTemplates of a namespace ("" for
 // all).
 func (c *Client) ClaimTemplates(ctx context.Context, namespace string) ([]*resourcev1.ResourceClaimTemplate, error) {
-	var out []*resourcev1.ResourceClaimTemplate
 	api := c.cs.ResourceV1().ResourceClaimTemplates(namespace)
-	err := each(ctx, c, ResourceClaimTemplates, metav1.ListOptions{},
-		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return api.List(ctx, o) },
-		func(s *resourcev1.ResourceClaimTemplate) { out = append(out, s) })
-	return out, err
+	return list[resourcev1.ResourceClaimTemplate](ctx, c, ResourceClaimTemplates, "",
+		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return api.List(ctx, o) })
 }
 
 // Nodes lists Nodes.
 func (c *Client) Nodes(ctx context.Context) ([]*corev1.Node, error) {
-	var out []*corev1.Node
 	api := c.cs.CoreV1().Nodes()
-	err := each(ctx, c, Nodes, metav1.ListOptions{},
-		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return api.List(ctx, o) },
-		func(s *corev1.Node) { out = append(out, s) })
-	return out, err
+	return list[corev1.Node](ctx, c, Nodes, "",
+		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return api.List(ctx, o) })
 }
 
 // PendingPods lists the pods of a namespace ("" for all) that are not
 // bound to a node yet.
 func (c *Client) PendingPods(ctx context.Context, namespace string) ([]*corev1.Pod, error) {
-	var out []*corev1.Pod
 	api := c.cs.CoreV1().Pods(namespace)
-	err := each(ctx, c, Pods, metav1.ListOptions{FieldSelector: "spec.nodeName="},
-		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return api.List(ctx, o) },
-		func(s *corev1.Pod) { out = append(out, s) })
-	return out, err
+	return list[corev1.Pod](ctx, c, Pods, "spec.nodeName=",
+		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return api.List(ctx, o) })
 }
 
 // Node gets one Node.
