@@ -106,6 +106,7 @@ func New(opts Options) *Monitor {
 		changed: make(chan struct{}, 1),
 		tracked: map[pool.ID]*tracked{},
 	}
+	m.recorder = opts.Recorder
 	m.metrics = newMetrics(m)
 	// managedFields are most of a small object and nothing here reads
 	// them; dropping them before the informers store an object saves
@@ -160,7 +161,6 @@ func (m *Monitor) SetLeading(on bool) {
 // up to date until ctx ends.
 func (m *Monitor) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
-	m.recorder = m.opts.Recorder
 	if m.recorder == nil {
 		b := events.NewBroadcaster(&events.EventSinkImpl{Interface: m.opts.Client.EventsV1()})
 		b.StartRecordingToSink(ctx.Done())
