@@ -70,6 +70,9 @@ type Monitor struct {
 	mu      sync.RWMutex
 	current []poolStatus // the last sync's result, for the metrics
 
+	dirtyMu sync.Mutex
+	dirty   map[pool.ID]bool // pools changed since the last sync
+
 	tracked map[pool.ID]*tracked // sync goroutine only
 	metrics *metrics
 }
@@ -105,6 +108,7 @@ func New(opts Options) *Monitor {
 		st:      state.New(state.Options{}),
 		changed: make(chan struct{}, 1),
 		tracked: map[pool.ID]*tracked{},
+		dirty:   map[pool.ID]bool{},
 	}
 	m.recorder = opts.Recorder
 	m.metrics = newMetrics(m)
@@ -117,12 +121,12 @@ func New(opts Options) *Monitor {
 	claims := m.factory.Resource().V1().ResourceClaims().Informer()
 	_, _ = m.slices.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { m.setSlice(obj) },
-		UpdateFunc: func(_, obj any) { m.setSlice(obj) },
+		UpdateFunc: func(old, obj any) { m.deleteSliceOf(old); m.setSlice(obj) },
 		DeleteFunc: func(obj any) { m.deleteSlice(obj) },
 	})
 	_, _ = claims.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { m.setClaim(obj) },
-		UpdateFunc: func(_, obj any) { m.setClaim(obj) },
+		UpdateFunc: func(old, obj any) { m.markClaim(old); m.setClaim(obj) },
 		DeleteFunc: func(obj any) { m.deleteClaim(obj) },
 	})
 	return m
@@ -212,7 +216,16 @@ func (m *Monitor) poke() {
 func (m *Monitor) setSlice(obj any) {
 	if s, ok := obj.(*resourcev1.ResourceSlice); ok {
 		_ = m.st.SetSlice(s)
+		m.mark(pool.ID{Driver: s.Spec.Driver, Pool: s.Spec.Pool.Name})
 		m.poke()
+	}
+}
+
+// deleteSliceOf marks the pool an updated slice belonged to before: an
+// update may move a slice to another pool.
+func (m *Monitor) deleteSliceOf(old any) {
+	if s, ok := old.(*resourcev1.ResourceSlice); ok {
+		m.mark(pool.ID{Driver: s.Spec.Driver, Pool: s.Spec.Pool.Name})
 	}
 }
 
@@ -222,6 +235,7 @@ func (m *Monitor) deleteSlice(obj any) {
 	}
 	if s, ok := obj.(*resourcev1.ResourceSlice); ok {
 		_ = m.st.DeleteSlice(s.Name)
+		m.mark(pool.ID{Driver: s.Spec.Driver, Pool: s.Spec.Pool.Name})
 		m.poke()
 	}
 }
@@ -233,6 +247,7 @@ func (m *Monitor) setClaim(obj any) {
 		if err := m.st.SetClaim(c); err != nil {
 			klog.Background().V(2).Info("Claim not applied", "claim", klog.KObj(c), "err", err)
 		}
+		m.markClaim(c)
 		m.poke()
 	}
 }
@@ -243,17 +258,52 @@ func (m *Monitor) deleteClaim(obj any) {
 	}
 	if c, ok := obj.(*resourcev1.ResourceClaim); ok {
 		_ = m.st.DeleteClaim(c.Namespace, c.Name)
+		m.markClaim(c)
 		m.poke()
 	}
 }
 
-// sync recomputes every pool from the current state, publishes the result
-// to the metrics and reports what changed.
+// mark records that a pool changed since the last sync.
+func (m *Monitor) mark(id pool.ID) {
+	m.dirtyMu.Lock()
+	m.dirty[id] = true
+	m.dirtyMu.Unlock()
+}
+
+// markClaim marks the pools a claim's allocation takes devices from.
+func (m *Monitor) markClaim(obj any) {
+	c, ok := obj.(*resourcev1.ResourceClaim)
+	if !ok || c.Status.Allocation == nil {
+		return
+	}
+	for _, r := range c.Status.Allocation.Devices.Results {
+		m.mark(pool.ID{Driver: r.Driver, Pool: r.Pool})
+	}
+}
+
+// sync recomputes the pools that changed since the last sync (all of them
+// the first time), publishes the result to the metrics and reports what
+// changed. A pool nothing touched keeps its previous usage, so that a
+// slice change on a cluster of thousands of nodes costs one pool.
 func (m *Monitor) sync() {
+	m.dirtyMu.Lock()
+	dirty, all := m.dirty, m.current == nil
+	m.dirty = map[pool.ID]bool{}
+	m.dirtyMu.Unlock()
+	m.mu.RLock()
+	prev := make(map[pool.ID]*poolStatus, len(m.current))
+	for i := range m.current {
+		prev[m.current[i].usage.ID] = &m.current[i]
+	}
+	m.mu.RUnlock()
 	snap := m.st.Snapshot()
 	pools := snap.Pools()
 	statuses := make([]poolStatus, 0, len(pools))
 	for _, p := range pools {
+		if old := prev[p.ID]; old != nil && !all && !dirty[p.ID] {
+			statuses = append(statuses, *old)
+			continue
+		}
 		u := snap.Usage(p.ID)
 		c, why := u.Condition()
 		statuses = append(statuses, poolStatus{usage: u, condition: c, reason: why})

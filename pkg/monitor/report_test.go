@@ -102,3 +102,28 @@ func TestInvalidPoolReportedAtOnceAndOnlyByTheLeader(t *testing.T) {
 		t.Fatalf("a deleted pool is reported (%q) or still tracked (%d)", e, len(m.tracked))
 	}
 }
+
+func TestSyncRecomputesOnlyChangedPools(t *testing.T) {
+	m, _, _ := newTestMonitor(time.Hour)
+	a := slice("a", 1, true)
+	b := slice("b", 1, true)
+	b.Spec.Pool.Name = "node-2"
+	m.setSlice(a)
+	m.setSlice(b)
+	m.sync()
+	before := map[string]any{}
+	for _, s := range m.current {
+		before[s.usage.ID.Pool] = s.usage
+	}
+	b2 := b.DeepCopy()
+	b2.Spec.SharedCounters[0].Name = "gpu-1"
+	m.deleteSliceOf(b)
+	m.setSlice(b2)
+	m.sync()
+	for _, s := range m.current {
+		same := before[s.usage.ID.Pool] == any(s.usage)
+		if changed := s.usage.ID.Pool == "node-2"; same == changed {
+			t.Errorf("pool %s: usage reused %v, want reused only when unchanged", s.usage.ID.Pool, same)
+		}
+	}
+}
