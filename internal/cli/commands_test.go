@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	sigsjson "sigs.k8s.io/json"
 
+	"github.com/dractl/dractl/internal/examplegen"
 	"github.com/dractl/dractl/pkg/api"
 	"github.com/dractl/dractl/pkg/decode"
 )
@@ -52,7 +53,7 @@ func TestCommands(t *testing.T) {
 		{"validate-no-input", []string{"validate"}, "", ExitUsage},
 		{"validate-unknown-flag", []string{"validate", "--bogus"}, "", ExitUsage},
 		{"explain-pod-from-files", []string{"explain", "pod/waiting", "-f", filepath.Join("examples", "gpu-partitions"), "-f", filepath.Join("internal", "cli", "testdata", "explainpod")}, "", ExitOK},
-		{"explain-pod-missing-claim", []string{"explain", "pod/orphan", "-f", filepath.Join("examples", "gpu-partitions"), "-f", filepath.Join("internal", "cli", "testdata", "explainpod")}, "", ExitOK},
+		{"explain-pod-missing-claim", []string{"explain", "pod/orphan", "-f", filepath.Join("examples", "gpu-partitions"), "-f", filepath.Join("internal", "cli", "testdata", "explainpod-orphan.yaml")}, "", ExitUsage},
 		{"explain-pod-unknown", []string{"explain", "pod/nobody", "-f", filepath.Join("examples", "gpu-partitions")}, "", ExitUsage},
 		{"explain-not-a-pod", []string{"explain", "node/my-node", "-f", filepath.Join("examples", "gpu-partitions")}, "", ExitUsage},
 		{"get-bad-output", []string{"get", "pools", "-o", "xml"}, "", ExitUsage},
@@ -70,6 +71,23 @@ func TestCommands(t *testing.T) {
 		{"compact-bad-unknown-include", []string{"compact", "-f", bad("unknown-include.yaml")}, "", ExitInvalid},
 		{"flatten-bad-unknown-field", []string{"flatten", "-f", bad("unknown-field.yaml"), "-f", bad("incomplete-pool.yaml")}, "", ExitInvalid},
 		{"flatten-bad-unknown-include", []string{"flatten", "-f", bad("unknown-include.yaml")}, "", ExitInvalid},
+		// Kinds dractl has no rules for are read and counted, and flatten
+		// prints every object it does not rewrite exactly as written.
+		{"validate-namespace-demo", []string{"validate", "-f", inputFile("namespace-demo.yaml")}, "", ExitOK},
+		{"flatten-namespace-demo", []string{"flatten", "-f", inputFile("namespace-demo.yaml")}, "", ExitOK},
+		// A JSON stream with "---" lines between the values, as kubectl reads it.
+		{"validate-json-stream", []string{"validate", "-f", inputFile("json-stream.json")}, "", ExitOK},
+		{"validate-v1beta1", []string{"validate", "-f", inputFile("v1beta1.yaml")}, "", ExitOK},
+		{"validate-incomplete-unresolved", []string{"validate", "-f", inputFile("incomplete-unresolved.yaml")}, "", ExitOK},
+		{"validate-json", []string{"validate", "-o", "json", "-f", filepath.Join("internal", "cli", "testdata", "bad")}, "", ExitInvalid},
+		{"validate-json-valid", []string{"validate", "-o", "json", "-f", inputFile("incomplete-unresolved.yaml")}, "", ExitOK},
+		{"validate-bad-output", []string{"validate", "-o", "yaml", "-f", inputFile("json-stream.json")}, "", ExitUsage},
+		{"validate-stdin-twice", []string{"validate", "-f", "-", "-f", "-"}, "", ExitUsage},
+		{"validate-max-object-size", []string{"validate", "--max-object-size", "1Ki", "-f", inputFile("invalid-mixins.yaml"), "-f", inputFile("json-stream.json")}, "", ExitInvalid},
+		{"validate-bad-max-object-size", []string{"validate", "--max-object-size", "-1", "-f", inputFile("json-stream.json")}, "", ExitUsage},
+		{"flatten-invalid", []string{"flatten", "-f", inputFile("invalid-mixins.yaml"), "-f", inputFile("json-stream.json")}, "", ExitInvalid},
+		{"compact-invalid", []string{"compact", "-f", inputFile("invalid-mixins.yaml")}, "", ExitInvalid},
+		{"version-help", []string{"version", "--help"}, "", ExitOK},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -102,14 +120,18 @@ func TestExamples(t *testing.T) {
 	}
 }
 
+func inputFile(name string) string {
+	return filepath.Join("internal", "cli", "testdata", "input", name)
+}
+
 func TestVersion(t *testing.T) {
 	r := run(t, "", "version")
 	if r.code != ExitOK || !strings.HasPrefix(r.stdout, "dractl ") || r.stderr != "" {
 		t.Errorf("dractl version:\n%s", r)
 	}
 	r = run(t, "", "version", "-o", "json")
-	if r.code != ExitOK || !strings.Contains(r.stdout, `"goVersion"`) {
-		t.Errorf("dractl version -o json:\n%s", r)
+	if r.code != ExitOK || !strings.Contains(r.stdout, `"goVersion"`) || !strings.Contains(r.stdout, `"commit"`) {
+		t.Errorf("dractl version -o json has no goVersion or commit:\n%s", r)
 	}
 }
 
@@ -258,5 +280,52 @@ func TestFlattenIsPlainV1(t *testing.T) {
 				t.Errorf("flatten -f %s printed no ResourceSlice", dir)
 			}
 		})
+	}
+}
+
+// TestCompactRepack runs compact --repack on the flat DGX H100 pool as a
+// driver would publish it under the plain v1 limits: the pool moves into
+// fewer slices that flatten to the same devices and counter sets.
+func TestCompactRepack(t *testing.T) {
+	var in []any
+	for _, s := range examplegen.DGXH100Node.Slices(examplegen.Flat) {
+		in = append(in, s)
+	}
+	var buf bytes.Buffer
+	if err := decode.Encode(&buf, in, "json"); err != nil {
+		t.Fatal(err)
+	}
+	direct := run(t, buf.String(), "flatten", "-o", "json", "-f", "-")
+	compacted := run(t, buf.String(), "compact", "--repack", "-o", "json", "-f", "-")
+	if compacted.code != ExitOK {
+		t.Fatalf("compact --repack:\n%s", compacted)
+	}
+	if !strings.Contains(compacted.stderr, "5 slices in 3 slices") {
+		t.Errorf("compact --repack did not report 5 slices in 3:\n%s", compacted.stderr)
+	}
+	roundTrip := run(t, compacted.stdout, "flatten", "-o", "json", "-f", "-")
+	devices := func(manifest string) (map[string]api.Device, map[string]api.CounterSet, int) {
+		ds, cs := map[string]api.Device{}, map[string]api.CounterSet{}
+		slices := slicesByName(t, manifest)
+		for _, s := range slices {
+			for _, d := range s.Spec.Devices {
+				ds[d.Name] = d
+			}
+			for _, c := range s.Spec.SharedCounters {
+				cs[c.Name] = c
+			}
+		}
+		return ds, cs, len(slices)
+	}
+	wd, wc, wn := devices(direct.stdout)
+	gd, gc, gn := devices(roundTrip.stdout)
+	if wn != 5 || gn != 3 {
+		t.Errorf("slices: %d before, %d after; want 5 and 3", wn, gn)
+	}
+	if len(wd) != 152 || !equality.Semantic.DeepEqual(wd, gd) || !equality.Semantic.DeepEqual(wc, gc) {
+		t.Errorf("devices or counter sets changed: %d/%d devices, %d/%d counter sets", len(gd), len(wd), len(gc), len(wc))
+	}
+	if v := run(t, compacted.stdout, "validate", "-f", "-"); v.code != ExitOK {
+		t.Errorf("repacked pool does not validate:\n%s", v)
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"golang.org/x/term"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 
 	"github.com/dractl/dractl/pkg/allocator"
@@ -52,8 +51,7 @@ node at all (field selectors), so it stays fast on large clusters.
 Exit codes: 0 described; 2 invalid input, no such pool or node, or a
 cluster that could not be read.`,
 		Example: `  dractl describe pool a100-node -f examples/a100-mig-mixins
-  dractl describe node dgx-h100-node -f examples/dgx-h100-mixins -o svg > node.svg
-  kubectl dra describe node gpu-node-7`,
+  dractl describe node dgx-h100-node -f examples/dgx-h100-mixins -o svg > node.svg`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(o.filenames) == 0 {
@@ -125,8 +123,9 @@ func (o *describeOptions) run(kind, name string) error {
 	if err := o.requireInputs(); err != nil {
 		return err
 	}
-	c, err := o.readCluster(o.Err, allocator.FirstFit)
+	c, problems, err := o.readCluster(allocator.FirstFit)
 	if err != nil {
+		printProblems(o.Err, problems)
 		return err
 	}
 	return o.write(c.snap, kind, name, func() *corev1.Node { return c.node(name) })
@@ -229,12 +228,14 @@ func (c *cluster) node(name string) *corev1.Node {
 			return n
 		}
 	}
-	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{corev1.LabelHostname: name}}}
+	return syntheticNode(name)
 }
 
 // colorful reports whether w is a terminal that wants colour
 // (https://no-color.org).
 func colorful(w io.Writer) bool {
 	f, ok := w.(*os.File)
-	return ok && term.IsTerminal(int(f.Fd())) && os.Getenv("NO_COLOR") == ""
+	return ok && isTerminal(f) && os.Getenv("NO_COLOR") == ""
 }
+
+func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }

@@ -5,18 +5,20 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 
 	"github.com/dractl/dractl/pkg/allocator"
+	"github.com/dractl/dractl/pkg/live"
 	"github.com/dractl/dractl/pkg/state"
 )
 
-// podClaim is one entry of a pod's spec.resourceClaims and the claim it
+// resolvedClaim is one entry of a pod's spec.resourceClaims and the claim it
 // stands for.
-type podClaim struct {
+type resolvedClaim struct {
 	entry string // spec.resourceClaims[].name
 	// template names the ResourceClaimTemplate the claim is made from.
 	template string
@@ -41,10 +43,10 @@ type podSource struct {
 // resolveClaims finds the claims of a pod as kube-scheduler does: a named
 // claim by name, a template's claim by the name the resourceclaim
 // controller recorded in the pod's status.
-func (src *podSource) resolveClaims(pod *corev1.Pod) ([]podClaim, error) {
-	var out []podClaim
+func (src *podSource) resolveClaims(pod *corev1.Pod) ([]resolvedClaim, error) {
+	var out []resolvedClaim
 	for _, rc := range pod.Spec.ResourceClaims {
-		pc := podClaim{entry: rc.Name}
+		pc := resolvedClaim{entry: rc.Name}
 		name := ""
 		switch {
 		case rc.ResourceClaimName != nil:
@@ -149,7 +151,7 @@ func explainPod(ctx context.Context, w io.Writer, src *podSource, pod *corev1.Po
 	return nil
 }
 
-func fromTemplate(pc podClaim) string {
+func fromTemplate(pc resolvedClaim) string {
 	if pc.template == "" {
 		return ""
 	}
@@ -180,4 +182,78 @@ func outsideAllocation(allocated []*resourcev1.ResourceClaim, node *corev1.Node)
 		}
 	}
 	return nil
+}
+
+// runPod explains pod/NAME, from the files given with -f or else from the
+// cluster.
+func (o *explainOptions) runPod(ctx context.Context, arg string) error {
+	kind, name, ok := strings.Cut(arg, "/")
+	if !ok || name == "" || (kind != "pod" && kind != "pods" && kind != "po") {
+		return usageErrorf("explain: expected pod/NAME, found %q", arg)
+	}
+	if o.claim != "" || o.output != "" {
+		return usageErrorf("--claim and --output: not with pod/NAME")
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ns, err := o.cluster.namespace()
+	if err != nil {
+		return err
+	}
+	if len(o.filenames) > 0 {
+		return o.podFromFiles(ctx, ns, name)
+	}
+	c, err := o.cluster.client()
+	if err != nil {
+		return err
+	}
+	pod, err := c.Pod(ctx, ns, name)
+	if err != nil {
+		return clusterError(err)
+	}
+	kinds := live.KindSlices | live.KindClasses | live.KindClaims
+	if pod.Spec.NodeName == "" {
+		kinds |= live.KindNodes
+	}
+	objs, err := c.Read(ctx, kinds)
+	if err != nil {
+		return clusterError(err)
+	}
+	st, err := objs.State()
+	if err != nil {
+		return clusterError(err)
+	}
+	src := &podSource{snap: st.Snapshot(), nodes: objs.Nodes,
+		templates: func(ns, name string) (*resourcev1.ResourceClaimTemplate, error) {
+			t, err := c.ClaimTemplate(ctx, ns, name)
+			if err != nil {
+				return nil, clusterError(err)
+			}
+			return t, nil
+		}}
+	return explainPod(ctx, o.Out, src, pod, o.node)
+}
+
+// podFromFiles explains a pod read with -f, such as a snapshot's.
+func (o *explainOptions) podFromFiles(ctx context.Context, ns, name string) error {
+	c, problems, err := o.readCluster(allocator.FirstFit)
+	if err != nil {
+		printProblems(o.Err, problems)
+		return err
+	}
+	i := slices.IndexFunc(c.set.Pods, func(p *corev1.Pod) bool { return p.Namespace == ns && p.Name == name })
+	if i < 0 {
+		return usageErrorf("pod %s/%s: no such Pod in the input", ns, name)
+	}
+	src := &podSource{snap: c.snap, nodes: c.set.Nodes,
+		templates: func(ns, name string) (*resourcev1.ResourceClaimTemplate, error) {
+			for _, t := range c.set.ClaimTemplates {
+				if t.Namespace == ns && t.Name == name {
+					return t, nil
+				}
+			}
+			return nil, usageErrorf("ResourceClaimTemplate %s/%s: not in the input", ns, name)
+		}}
+	return explainPod(ctx, o.Out, src, c.set.Pods[i], o.node)
 }

@@ -1,11 +1,15 @@
 package cli
 
 import (
+	"context"
 	"errors"
 
 	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 
+	"github.com/dractl/dractl/pkg/api"
+	"github.com/dractl/dractl/pkg/decode"
 	"github.com/dractl/dractl/pkg/live"
 )
 
@@ -61,4 +65,39 @@ func clusterError(err error) error {
 		return &exitError{code: ExitUsage, msg: le.Error()}
 	}
 	return &exitError{code: ExitUsage, msg: err.Error()}
+}
+
+// readLive reads the cluster's DRA objects as validate's input.
+func readLive(ctx context.Context, cluster *clusterOptions) (*input, error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	c, err := cluster.client()
+	if err != nil {
+		return nil, err
+	}
+	objs, err := c.Read(ctx, live.KindSlices|live.KindClasses|live.KindClaims|live.KindTemplates)
+	if err != nil {
+		return nil, clusterError(err)
+	}
+	in := &input{}
+	add := func(kind string, meta metav1.Object, obj any) {
+		in.objects = append(in.objects, decode.Object{
+			Source: decode.Source{File: "cluster", Item: -1},
+			Kind:   kind, Name: meta.GetName(), Namespace: meta.GetNamespace(), Obj: obj,
+		})
+	}
+	for _, s := range objs.Slices {
+		add(api.KindSlice, s, api.FromV1(s))
+	}
+	for _, c := range objs.Classes {
+		add("DeviceClass", c, c)
+	}
+	for _, c := range objs.Claims {
+		add("ResourceClaim", c, c)
+	}
+	for _, t := range objs.Templates {
+		add("ResourceClaimTemplate", t, t)
+	}
+	return in, nil
 }

@@ -87,7 +87,7 @@ func firstDiffLine(a, b []byte) int {
 	return min(len(la), len(lb)) + 1
 }
 
-// TestProfileTables pins the tables to seed 001 (A100) and to the H100
+// TestProfileTables pins the tables to KEP-4815 (A100) and to the H100
 // figures of the brief: placement counts, placements inside the memory
 // slices and not overlapping each other, and no profile asking for more
 // than the GPU shares.
@@ -165,7 +165,7 @@ func readPool(t *testing.T, ss []*api.ResourceSlice) pool {
 
 // fits reports whether the devices can be allocated together: for every
 // counter, what they consume does not exceed the counter set. This is the
-// allocator's rule (seed 001), applied to the generated data.
+// allocator's rule (KEP-4815), applied to the generated data.
 func (p pool) fits(t *testing.T, names ...string) bool {
 	t.Helper()
 	used := map[string]map[string]resource.Quantity{}
@@ -201,7 +201,7 @@ func (p pool) fits(t *testing.T, names ...string) bool {
 
 // TestMIGCombinations checks the generated counters against MIG layouts
 // that real GPUs accept or reject, including the four-device layout that
-// seed 001 draws for its four-request claim.
+// KEP-4815 draws for its four-request claim.
 func TestMIGCombinations(t *testing.T) {
 	a100 := readPool(t, A100Node.Slices(Flat))
 	h100 := readPool(t, DGXH100Node.Slices(Flat))
@@ -219,7 +219,7 @@ func TestMIGCombinations(t *testing.T) {
 		devices []string
 		want    bool
 	}{
-		{"A100 seed 001 claim", a100, cat(mig("1g.5gb", 0, 1), mig("2g.10gb", 2), mig("3g.20gb", 4)), true},
+		{"A100 KEP-4815 claim", a100, cat(mig("1g.5gb", 0, 1), mig("2g.10gb", 2), mig("3g.20gb", 4)), true},
 		{"A100 7x 1g.5gb", a100, mig("1g.5gb", 0, 1, 2, 3, 4, 5, 6), true},
 		{"A100 4x 1g.10gb", a100, mig("1g.10gb", 0, 2, 4, 6), true},
 		{"A100 4g + 3g", a100, cat(mig("4g.20gb", 0), mig("3g.20gb", 4)), true},
@@ -285,7 +285,7 @@ func TestFormsAgree(t *testing.T) {
 
 // TestSmallestFirst: within each GPU, devices come in non-decreasing
 // memory and the full GPU comes last, so first-fit takes small partitions
-// first (seed 001).
+// first (KEP-4815).
 func TestSmallestFirst(t *testing.T) {
 	for _, n := range []*MIGNode{&A100Node, &DGXH100Node} {
 		p := readPool(t, n.Slices(Flat))
@@ -361,7 +361,7 @@ func TestMixinsShrinkSlices(t *testing.T) {
 	}
 }
 
-// TestTPUPool checks the multi-host pool of seed 001 with its typos fixed:
+// TestTPUPool checks the multi-host pool of KEP-4815 with its typos fixed:
 // one counter set, every consumption from it, per-device node selection
 // matching the hosts counted.
 func TestTPUPool(t *testing.T) {

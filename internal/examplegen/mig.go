@@ -54,8 +54,8 @@ type GPUModel struct {
 }
 
 // A100 is the NVIDIA A100 40GB with the profile table and memory-slice
-// placements of seed 001 ("Dynamic allocation of Multi-Instance GPUs").
-// Shared is the counter set of seed 001 "Putting it all together".
+// placements of KEP-4815 ("Dynamic allocation of Multi-Instance GPUs").
+// Shared is the counter set of KEP-4815 "Putting it all together".
 var A100 = GPUModel{
 	Name:              "a100-sxm4-40gb",
 	ProductName:       "NVIDIA A100-SXM4-40GB",
@@ -105,7 +105,7 @@ func (m *GPUModel) DevicesPerGPU() int {
 	return n
 }
 
-// smallestFirst orders profiles for first-fit allocation (seed 001 asks for
+// smallestFirst orders profiles for first-fit allocation (KEP-4815 asks for
 // smallest-to-largest so that a small request does not take a large
 // partition): by memory, then multiprocessors, then engines, so that
 // 1g.5gb comes before 1g.5gb+me, whose JPEG and OFA engines are scarce.
@@ -131,10 +131,10 @@ func (r Resources) engines() int64 {
 	return r.CopyEngines + r.Decoders + r.Encoders + r.JPEGEngines + r.OFAEngines
 }
 
-// Capacity names are C identifiers and counter names DNS labels (seed 003),
+// Capacity names are C identifiers and counter names DNS labels (resource.k8s.io/v1 API reference),
 // so the same dimension is spelled two ways. Zero amounts are kept: a
 // selector can test decoders == 0 only if the capacity exists, and the
-// consumptions then list the same dimensions as the counter set (seed 001).
+// consumptions then list the same dimensions as the counter set (KEP-4815).
 func (r Resources) capacity() capacities {
 	return capacities{
 		"memory":          {Value: quantity(r.Memory)},
@@ -159,7 +159,7 @@ func (r Resources) counters() counters {
 	}
 }
 
-// MemorySliceCounter names the counter of one memory slice. Seed 001 spells
+// MemorySliceCounter names the counter of one memory slice. KEP-4815 spells
 // it memorySlice0, which is not a DNS label and so not a valid counter name.
 func MemorySliceCounter(i int) string { return fmt.Sprintf("memory-slice-%d", i) }
 
@@ -202,7 +202,7 @@ func (n *MIGNode) GPUUUID(gpu int) string {
 	return fmt.Sprintf("GPU-%x-%x-%x-%x-%x", h[0:4], h[4:6], h[6:8], h[8:10], h[10:16])
 }
 
-// CounterSetName is the counter set of one GPU, the name seed 001 uses.
+// CounterSetName is the counter set of one GPU, the name KEP-4815 uses.
 func CounterSetName(gpu int) string { return fmt.Sprintf("gpu-%d-counter-set", gpu) }
 
 // GPUDeviceName and MIGDeviceName name devices; a MIG device is named after

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"unicode/utf8"
 
 	"github.com/dractl/dractl/pkg/api"
 	corev1 "k8s.io/api/core/v1"
@@ -14,8 +15,9 @@ import (
 // Encode writes objects as "yaml" (documents separated by "---" lines) or
 // "json" (the object itself, or a v1 List when there are several or none).
 // objs may hold the pointer types of Object.Obj, *resourcev1.ResourceSlice,
-// or Object values. Empty apiVersion and kind are filled in on a copy; the
-// objects themselves are not changed.
+// Object values, or json.RawMessage (an object as written, such as
+// Object.Raw, printed with its content unchanged). Empty apiVersion and kind
+// are filled in on a copy; the objects themselves are not changed.
 func Encode(w io.Writer, objs []any, format string) error {
 	typed := make([]any, len(objs))
 	for i, o := range objs {
@@ -28,7 +30,14 @@ func Encode(w io.Writer, objs []any, format string) error {
 	switch format {
 	case "yaml":
 		for i, o := range typed {
-			b, err := yaml.Marshal(o)
+			j, ok := o.(json.RawMessage)
+			if !ok {
+				var err error
+				if j, err = json.Marshal(o); err != nil {
+					return fmt.Errorf("encode object %d: %w", i, err)
+				}
+			}
+			b, err := yaml.JSONToYAML(escapeNonPrintable(j))
 			if err != nil {
 				return fmt.Errorf("encode object %d: %w", i, err)
 			}
@@ -62,9 +71,50 @@ func Encode(w io.Writer, objs []any, format string) error {
 	}
 }
 
+// escapeNonPrintable writes as \u escapes the characters that JSON allows
+// unescaped in strings but YAML 1.1 reads differently: DEL, the C1
+// controls, U+FFFE and U+FFFF are not allowed in a stream at all, and NEL,
+// U+2028 and U+2029 are line breaks. JSONToYAML reads JSON as YAML and would
+// reject or fold them. Outside strings valid JSON has
+// none of them, so every occurrence is inside a string. The YAML written
+// then quotes and escapes them, and reads back as the same string.
+func escapeNonPrintable(j []byte) []byte {
+	var out []byte
+	start := 0
+	for i := 0; i < len(j); i++ {
+		// Byte patterns of U+007F, U+0080..U+009F, U+2028/U+2029 and
+		// U+FFFE/U+FFFF; lead
+		// bytes never occur inside another character's encoding.
+		n := 0
+		switch c := j[i]; {
+		case c == 0x7f:
+			n = 1
+		case c == 0xc2 && i+1 < len(j) && j[i+1] >= 0x80 && j[i+1] <= 0x9f:
+			n = 2
+		case c == 0xe2 && i+2 < len(j) && j[i+1] == 0x80 && (j[i+2] == 0xa8 || j[i+2] == 0xa9):
+			n = 3
+		case c == 0xef && i+2 < len(j) && j[i+1] == 0xbf && j[i+2] >= 0xbe:
+			n = 3
+		default:
+			continue
+		}
+		r, _ := utf8.DecodeRune(j[i : i+n])
+		out = append(out, j[start:i]...)
+		out = append(out, '\\', 'u', hexDigits[r>>12&0xf], hexDigits[r>>8&0xf], hexDigits[r>>4&0xf], hexDigits[r&0xf])
+		i += n - 1
+		start = i + 1
+	}
+	if out == nil {
+		return j
+	}
+	return append(out, j[start:]...)
+}
+
 // withTypeMeta returns a shallow copy of o with apiVersion and kind set.
 func withTypeMeta(o any) (any, error) {
 	switch v := o.(type) {
+	case json.RawMessage:
+		return v, nil
 	case Object:
 		return withTypeMeta(v.Obj)
 	case *Object:
