@@ -181,5 +181,10 @@ e2e-golden:
 
 # get pools, describe node and the monitor on E2E_BENCH_NODES (default
 # 1,000) DGX H100 nodes' slices through the real apiserver.
-bench-e2e:
+bench-e2e: scheduler
 	$(GO) -C e2e test -count=1 -run '^$$' -bench BenchmarkLive1000Nodes -benchtime 5x -timeout $(E2E_TIMEOUT) .
+	@# The race: stock DynamicResources against dractl's plugin in one
+	@# dractl-scheduler process (e2e/race_test.go); rewrites its section of
+	@# docs/performance.md and prints the table.
+	$(GO) -C e2e test -count=1 -run '^$$' -bench BenchmarkRace -benchtime 1x -timeout 4h . \
+		-args -scheduler ../bin/dractl-scheduler -race-docs ../docs/performance.md
