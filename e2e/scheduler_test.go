@@ -440,45 +440,6 @@ func TestUnschedulableExplained(t *testing.T) {
 	})
 }
 
-// TestDeletedPodFreesDevices: the only device goes to the first pod; the
-// second waits, explained, until the first pod is deleted.
-func TestDeletedPodFreesDevices(t *testing.T) {
-	cp := startScheduling(t)
-	createNodes(t, cp, "node-1")
-	plainClass(t, cp)
-	v := plainSlice("node-1", 1, "only")
-	if _, err := cp.Client.ResourceV1().ResourceSlices().Create(cp.Context(), v, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	createTemplate(t, cp, "one", resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{request("gpu", "plain", 1)}})
-	createClaimPod(t, cp, "first", dractlProfile, "one", "")
-	waitBound(t, cp, 1, 2*time.Minute)
-	createClaimPod(t, cp, "second", dractlProfile, "one", "")
-	waitFor(t, time.Minute, "the second pod to be unschedulable", func(ctx context.Context) (bool, error) {
-		p, err := cp.Client.CoreV1().Pods("default").Get(ctx, "second", metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && strings.Contains(c.Message, "claim gpu: all devices allocated") {
-				return true, nil
-			}
-		}
-		return false, nil
-	})
-	if err := cp.Client.CoreV1().Pods("default").Delete(cp.Context(), "first", metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, 2*time.Minute, "the second pod to be bound", func(ctx context.Context) (bool, error) {
-		p, err := cp.Client.CoreV1().Pods("default").Get(ctx, "second", metav1.GetOptions{})
-		return err == nil && p.Spec.NodeName == "node-1", err
-	})
-	if c := claimOf(t, cp, "second"); c.Status.Allocation.Devices.Results[0].Device != "only" {
-		t.Errorf("second pod got %v", c.Status.Allocation.Devices.Results)
-	}
-	checkAllocations(t, cp)
-}
-
 // TestSlicesUpdatedMidRun: while pods are being scheduled, the pool is
 // republished with a new generation that drops a device. No device may
 // be used twice and the new generation's devices all get used.
