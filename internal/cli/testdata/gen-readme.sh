@@ -37,7 +37,7 @@ dractl needs Go 1.26 and nothing else.
 ## Set up and check
 
     make demo    # builds bin/dractl and runs every verb on the examples; ends with a simulate run writing bin/simulate-report.html
-    make test    # gofmt check, go vet, go test -race ./..., 5s of each fuzz target, make e2e (installs Debian's chromium if missing)
+    make test    # gofmt check, go vet, go test -race ./..., 500 executions of each fuzz target, make e2e (installs Debian's chromium if missing)
 
 `make e2e` runs the tests that need a cluster against a real
 kube-apiserver, embedded etcd and resourceclaim controller started in the
