@@ -17,6 +17,7 @@ type attempt struct {
 	ctx    context.Context
 	node   *corev1.Node
 	claims []*resourcev1.ResourceClaim
+	plan   []claimPlan
 	pools  []nodePool
 	slots  []slot
 	cons   [][]*constraintState // per claim
@@ -86,8 +87,8 @@ type savedCompat struct {
 func (at *attempt) size() {
 	var nd, nc, ns int32
 	for _, np := range at.pools {
-		nd += int32(len(np.t.devs))
-		nc += int32(len(np.t.avail))
+		nd += np.t.nDevs
+		nc += int32(len(np.t.capacity))
 		ns += int32(len(np.t.sets))
 	}
 	at.used = make([]uint64, nc)
@@ -97,12 +98,10 @@ func (at *attempt) size() {
 	at.cntSet = make([]int32, ns)
 	at.compat = make([]compatState, ns)
 	for _, np := range at.pools {
-		if !np.t.usesCompat {
+		if np.h.baseline == nil {
 			continue
 		}
-		for s := range np.t.sets {
-			at.compat[np.setBase+int32(s)] = np.t.sets[s].baseline
-		}
+		copy(at.compat[np.setBase:], np.h.baseline)
 	}
 	at.claimCount = make([]int, len(at.claims))
 }
@@ -121,11 +120,11 @@ func (at *attempt) busy(al *alt, c cand, d *devInfo) bool {
 		}
 		return false
 	}
-	return at.inUse[c.l] > 0 || (c.full && d.allocated)
+	return at.inUse[c.l] > 0 || (c.full && at.pools[c.np].h.allocated(d.idx))
 }
 
 func (at *attempt) skipCounters(c cand, d *devInfo) bool {
-	return d.multi && (d.shareInUse || at.shares[c.l] != nil)
+	return d.multi && (at.pools[c.np].h.shareInUse(d.idx) || at.shares[c.l] != nil)
 }
 
 // tryAdd runs the dynamic checks for one candidate in upstream's order and,
@@ -141,9 +140,9 @@ func (at *attempt) tryAdd(al *alt, c cand) (bool, error) {
 	}
 	sh := at.shares[c.l]
 	if !c.full && d.multi && sh != nil {
-		fits, err := capacityFits(al.capReq, d.cap, d.aggCap, sh.used, a.g.fractional)
+		fits, err := capacityFits(al.capReq, d.cap, at.pools[c.np].h.aggCap(d.idx), sh.used, a.g.fractional)
 		if err != nil {
-			return false, at.fatal(al.claim, al.name, fmt.Errorf("checking capacity for device %s: %w", a.devID(d), err))
+			return false, at.fatal(al.claim, al.name, fmt.Errorf("checking capacity for device %s: %w", d.id(), err))
 		}
 		if !fits {
 			return false, nil
@@ -155,7 +154,7 @@ func (at *attempt) tryAdd(al *alt, c cand) (bool, error) {
 		}
 	}
 	np := &at.pools[c.np]
-	t := np.t
+	t, h := np.t, np.h
 	pk := pick{al: al, c: c}
 	if !at.skipCounters(c, d) && len(d.uses) > 0 {
 		if t.usesCompat && a.g.compat {
@@ -169,13 +168,13 @@ func (at *attempt) tryAdd(al *alt, c cand) (bool, error) {
 				at.compat[ls] = at.compat[ls].add(cu.groups)
 			}
 		}
-		if t.overcommitted {
+		if h.overcommitted {
 			at.rollback(&pk)
 			return false, nil
 		}
 		for _, u := range d.uses {
 			// Never overflows: used never exceeds avail.
-			if u.amt > t.avail[u.rel]-at.used[np.ctrBase+u.rel] {
+			if u.amt > h.avail[u.rel]-at.used[np.ctrBase+u.rel] {
 				at.rollback(&pk)
 				return false, nil
 			}
@@ -201,7 +200,7 @@ func (at *attempt) tryAdd(al *alt, c cand) (bool, error) {
 			if c.full {
 				// Upstream: a claim whose constraint excludes part of
 				// "all" devices is a mistake, not a misfit.
-				return false, at.fatal(al.claim, al.name, fmt.Errorf("cannot add device %s because a claim constraint would not be satisfied", a.devID(d)))
+				return false, at.fatal(al.claim, al.name, fmt.Errorf("cannot add device %s because a claim constraint would not be satisfied", d.id()))
 			}
 			return false, nil
 		}
@@ -213,11 +212,11 @@ func (at *attempt) tryAdd(al *alt, c cand) (bool, error) {
 		if sh != nil {
 			shared = sh.used
 		}
-		fits, err := at.staticCapacity(al, d, addCap(addCap(nil, d.aggCap), shared))
+		fits, err := at.staticCapacity(al, d, addCap(addCap(nil, h.aggCap(d.idx)), shared))
 		if err != nil || !fits {
 			at.rollback(&pk)
 			if err != nil {
-				return false, at.fatal(al.claim, al.name, fmt.Errorf("rechecking capacity for device %s: %w", a.devID(d), err))
+				return false, at.fatal(al.claim, al.name, fmt.Errorf("rechecking capacity for device %s: %w", d.id(), err))
 			}
 			return false, nil
 		}
@@ -226,7 +225,7 @@ func (at *attempt) tryAdd(al *alt, c cand) (bool, error) {
 		consumed, err := consumption(al.capReq, d.cap, a.g.fractional)
 		if err != nil {
 			at.rollback(&pk)
-			return false, at.fatal(al.claim, al.name, fmt.Errorf("computing consumed capacity for device %s: %w", a.devID(d), err))
+			return false, at.fatal(al.claim, al.name, fmt.Errorf("computing consumed capacity for device %s: %w", d.id(), err))
 		}
 		id := a.opts.NewShareID()
 		pk.shareID = &id
@@ -611,7 +610,7 @@ func (at *attempt) failsCleanly(al *alt) bool {
 		return true
 	}
 	np := &at.pools[c.np]
-	return len(d.uses) > 0 && (np.t.overcommitted || !at.countersFit(np, d))
+	return len(d.uses) > 0 && (np.h.overcommitted || !at.countersFit(np, d))
 }
 
 // errProbeBudget ends a probe of suffixes.
@@ -637,7 +636,7 @@ func (at *attempt) suffixes() error {
 				return nil
 			}
 		}
-		probe := &attempt{a: at.a, ctx: at.ctx, node: at.node, claims: at.claims, pools: at.pools, cons: at.cons,
+		probe := &attempt{a: at.a, ctx: at.ctx, node: at.node, claims: at.claims, plan: at.plan, pools: at.pools, cons: at.cons,
 			slots: slices.Clone(at.slots[sj:]), limit: probeBudget}
 		probe.size()
 		ok, err := probe.solve(0)
@@ -779,7 +778,7 @@ func (at *attempt) countBound(al *alt, rest []cand, need int) bool {
 		} else {
 			if al == nil {
 				// Devices for several requests: none with admin access.
-				if at.inUse[c.l] > 0 || (c.full && d.allocated) {
+				if at.inUse[c.l] > 0 || (c.full && at.pools[c.np].h.allocated(d.idx)) {
 					continue
 				}
 			} else if at.busy(al, c, d) || !at.admitted(al, c) {
@@ -789,7 +788,7 @@ func (at *attempt) countBound(al *alt, rest []cand, need int) bool {
 			if len(d.uses) == 0 || at.skipCounters(c, d) {
 				free++
 			} else {
-				if np.t.overcommitted || !at.countersFit(np, d) {
+				if np.h.overcommitted || !at.countersFit(np, d) {
 					continue
 				}
 				ls := np.setBase + d.bucket
@@ -820,7 +819,7 @@ func (at *attempt) countBound(al *alt, rest []cand, need int) bool {
 			rel := si.ctrStart + int32(j)
 			lc := np.ctrBase + rel
 			if at.cntCtr[lc] == at.cntSet[t.local] && at.minAmt[lc] > 0 {
-				if q := (np.t.avail[rel] - at.used[lc]) / at.minAmt[lc]; q < uint64(room) {
+				if q := (np.h.avail[rel] - at.used[lc]) / at.minAmt[lc]; q < uint64(room) {
 					room = int64(q)
 				}
 			}
@@ -847,7 +846,7 @@ func (at *attempt) admitted(al *alt, c cand) bool {
 
 func (at *attempt) countersFit(np *nodePool, d *devInfo) bool {
 	for _, u := range d.uses {
-		if u.amt > np.t.avail[u.rel]-at.used[np.ctrBase+u.rel] {
+		if u.amt > np.h.avail[u.rel]-at.used[np.ctrBase+u.rel] {
 			return false
 		}
 	}
