@@ -45,6 +45,7 @@ func (c *Claims) Allocate(ctx context.Context, node *corev1.Node) ([]*resourcev1
 		return nil, &FatalError{Err: err}
 	}
 	at := &attempt{a: a, ctx: ctx, node: node, claims: claims, plan: c.plan, pools: pools, lazy: a.opts.Strategy == FirstFit}
+	defer func() { at.release() }()
 	if err := at.prepare(); err != nil {
 		return nil, err
 	}
@@ -55,6 +56,7 @@ func (c *Claims) Allocate(ctx context.Context, node *corev1.Node) ([]*resourcev1
 		ok, err = false, nil
 	}
 	if errors.Is(err, errLazyBudget) {
+		at.release()
 		at = &attempt{a: a, ctx: ctx, node: node, claims: claims, plan: c.plan, pools: pools}
 		if err := at.prepare(); err != nil {
 			return nil, err

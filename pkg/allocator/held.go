@@ -47,10 +47,17 @@ func (ps *PoolState) gen(gi int) (*genTable, *heldGen) {
 
 // heldGen is what allocated claims hold of one generation: dedicated
 // devices, shares with their consumed capacity, and the counters the held
-// devices consume.
+// devices consume. It is sparse where it can be (a few bits per device),
+// because an incremental state derives it again whenever a claim naming
+// the pool changes.
 type heldGen struct {
-	// dev is per device; nil when nothing is held.
-	dev []devHeld
+	// dedicated: held by an allocated claim as a dedicated device.
+	dedicated bitset
+	// shared: an allocated claim holds a share of the device (shareID or
+	// consumed capacity). Such a device's counters are already consumed.
+	shared bitset
+	// consumed is the capacity the shares of a device consume, by device.
+	consumed map[int32]capMap
 	// avail is per counter: the set's amount minus what held devices
 	// consume (the table's capacity when nothing is held).
 	avail []uint64
@@ -65,25 +72,23 @@ type heldGen struct {
 	baseline []compatState
 }
 
-type devHeld struct {
-	// allocated: held by an allocated claim as a dedicated device.
-	allocated bool
-	// shareInUse: an allocated claim holds a share of it (shareID or
-	// consumed capacity). Such a device's counters are already consumed.
-	shareInUse bool
-	aggCap     capMap
-}
+// bitset is one bit per device; nil has none set.
+type bitset []uint64
 
-func (h *heldGen) allocated(i int32) bool { return h.dev != nil && h.dev[i].allocated }
+func (b bitset) has(i int32) bool { return b != nil && b[i>>6]&(1<<(i&63)) != 0 }
 
-func (h *heldGen) shareInUse(i int32) bool { return h.dev != nil && h.dev[i].shareInUse }
-
-func (h *heldGen) aggCap(i int32) capMap {
-	if h.dev == nil {
-		return nil
+func (b *bitset) set(i, n int32) {
+	if *b == nil {
+		*b = make(bitset, (n+63)/64)
 	}
-	return h.dev[i].aggCap
+	(*b)[i>>6] |= 1 << (i & 63)
 }
+
+func (h *heldGen) allocated(i int32) bool { return h.dedicated.has(i) }
+
+func (h *heldGen) shareInUse(i int32) bool { return h.shared.has(i) }
+
+func (h *heldGen) aggCap(i int32) capMap { return h.consumed[i] }
 
 // newHeldGen applies the results to the generation's table. A result
 // names a device by name, so every device of that name is held: with
@@ -100,26 +105,27 @@ func newHeldGen(t *genTable, held []*resourcev1.DeviceRequestAllocationResult) *
 			continue
 		}
 		for _, nd := range t.named(r.Device) {
-			if h.dev == nil {
-				h.dev = make([]devHeld, t.nDevs)
-			}
-			d := &h.dev[nd.idx]
-			if !d.allocated && !d.shareInUse && nd.counters {
+			if nd.counters && !h.dedicated.has(nd.idx) && !h.shared.has(nd.idx) {
 				withCtr = append(withCtr, nd.idx)
 			}
 			if r.ShareID == nil {
-				d.allocated = true
+				h.dedicated.set(nd.idx, t.nDevs)
 				continue
 			}
-			d.shareInUse = true
+			h.shared.set(nd.idx, t.nDevs)
 			if r.ConsumedCapacity != nil {
-				if d.aggCap == nil {
-					d.aggCap = capMap{}
+				if h.consumed == nil {
+					h.consumed = map[int32]capMap{}
+				}
+				agg := h.consumed[nd.idx]
+				if agg == nil {
+					agg = capMap{}
+					h.consumed[nd.idx] = agg
 				}
 				for name, q := range r.ConsumedCapacity {
-					cur := d.aggCap[name]
+					cur := agg[name]
 					cur.Add(q)
-					d.aggCap[name] = cur
+					agg[name] = cur
 				}
 			}
 		}

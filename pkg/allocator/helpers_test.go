@@ -13,6 +13,9 @@ func ptrUID(s string) *types.UID { u := types.UID(s); return &u }
 
 func qs(q resource.Quantity) string { return q.String() }
 
+// devHeld is what is held of one device.
+type devHeld struct{ allocated, shareInUse bool }
+
 // flatView lists every device and counter of the cluster in pool order,
 // for tests that check results against the whole cluster.
 type flatView struct {
@@ -34,11 +37,7 @@ func flatten(a *Allocator) flatView {
 			fv.ctrStart = append(fv.ctrStart, int32(len(fv.avail)))
 			for i := range t.nDevs {
 				fv.devs = append(fv.devs, t.dev(i))
-				var dh devHeld
-				if h.dev != nil {
-					dh = h.dev[i]
-				}
-				fv.held = append(fv.held, dh)
+				fv.held = append(fv.held, devHeld{allocated: h.allocated(i), shareInUse: h.shareInUse(i)})
 				fv.poolOf = append(fv.poolOf, pi)
 			}
 			fv.avail = append(fv.avail, h.avail...)

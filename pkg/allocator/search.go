@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
@@ -22,6 +23,7 @@ type attempt struct {
 	slots  []slot
 	cons   [][]*constraintState // per claim
 
+	scratch *scratch
 	// Dense per-attempt state, indexed by attempt-local indices.
 	used   []uint64      // per counter: consumed by picks of this attempt; never above avail
 	inUse  []int32       // per device: dedicated picks of this attempt
@@ -91,12 +93,14 @@ func (at *attempt) size() {
 		nc += int32(len(np.t.capacity))
 		ns += int32(len(np.t.sets))
 	}
-	at.used = make([]uint64, nc)
-	at.cntCtr = make([]int32, nc)
-	at.minAmt = make([]uint64, nc)
-	at.inUse = make([]int32, nd)
-	at.cntSet = make([]int32, ns)
-	at.compat = make([]compatState, ns)
+	sc := scratchPool.Get().(*scratch)
+	at.scratch = sc
+	at.used, sc.used = zeroed(sc.used, nc), nil
+	at.cntCtr, sc.cntCtr = zeroed(sc.cntCtr, nc), nil
+	at.minAmt, sc.minAmt = zeroed(sc.minAmt, nc), nil
+	at.inUse, sc.inUse = zeroed(sc.inUse, nd), nil
+	at.cntSet, sc.cntSet = zeroed(sc.cntSet, ns), nil
+	at.compat, sc.compat = zeroed(sc.compat, ns), nil
 	for _, np := range at.pools {
 		if np.h.baseline == nil {
 			continue
@@ -104,6 +108,40 @@ func (at *attempt) size() {
 		copy(at.compat[np.setBase:], np.h.baseline)
 	}
 	at.claimCount = make([]int, len(at.claims))
+}
+
+// scratch holds the dense arrays of an attempt between Allocate calls:
+// a scheduler allocates on many nodes per cycle, and allocating them anew
+// each time costs more than the search on a node with free devices.
+type scratch struct {
+	used, minAmt          []uint64
+	cntCtr, inUse, cntSet []int32
+	compat                []compatState
+}
+
+var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
+
+// zeroed returns s with length n, all zero, reusing its array if it fits.
+func zeroed[T any](s []T, n int32) []T {
+	if int32(cap(s)) < n {
+		return make([]T, n)
+	}
+	s = s[:n]
+	clear(s)
+	return s
+}
+
+// release hands the attempt's arrays back for the next attempt; the
+// attempt must not be used afterwards.
+func (at *attempt) release() {
+	sc := at.scratch
+	if sc == nil {
+		return
+	}
+	at.scratch = nil
+	sc.used, sc.cntCtr, sc.minAmt, sc.inUse, sc.cntSet, sc.compat = at.used, at.cntCtr, at.minAmt, at.inUse, at.cntSet, at.compat
+	at.used, at.cntCtr, at.minAmt, at.inUse, at.cntSet, at.compat = nil, nil, nil, nil, nil, nil
+	scratchPool.Put(sc)
 }
 
 // busy is the in-use test upstream runs first: admin access may reuse

@@ -105,8 +105,10 @@ type genTable struct {
 	once sync.Once
 	// dupNames: two devices of the generation share a name.
 	dupNames bool
-	// names are the devices by name, for what allocated claims hold.
+	// names are the devices sorted by name, for what allocated claims
+	// hold; byName is the first of each name in names.
 	names     []namedDev
+	byName    map[string]int32
 	setByName map[string]int32
 	ctrByName map[string]map[string]int32
 	sets      []setInfo
@@ -316,17 +318,22 @@ func (t *genTable) buildStatic() {
 	}
 	// Stable: devices of one name stay in device order.
 	slices.SortStableFunc(t.names, func(x, y namedDev) int { return strings.Compare(x.name, y.name) })
-	for i := 1; i < len(t.names); i++ {
-		if t.names[i].name == t.names[i-1].name {
+	t.byName = make(map[string]int32, len(t.names))
+	for i := len(t.names) - 1; i >= 0; i-- {
+		if i > 0 && t.names[i].name == t.names[i-1].name {
 			t.dupNames = true
-			break
 		}
+		t.byName[t.names[i].name] = int32(i)
 	}
 }
 
 // named returns the devices with that name, in device order.
 func (t *genTable) named(name string) []namedDev {
-	i, _ := slices.BinarySearchFunc(t.names, name, func(x namedDev, n string) int { return strings.Compare(x.name, n) })
+	k, ok := t.byName[name]
+	if !ok {
+		return nil
+	}
+	i := int(k)
 	j := i
 	for j < len(t.names) && t.names[j].name == name {
 		j++

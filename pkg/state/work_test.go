@@ -20,6 +20,7 @@ import (
 // cluster is a State with n nodes, each with KEP-4815's partitioned GPU
 // in its own pool, and one pending claim per node.
 func cluster(t testing.TB, n int) *state.State {
+	t.Helper()
 	st := state.New(options())
 	must(t, st.SetClass(at.Class("gpu", `device.driver == "`+driver+`"`)))
 	for i := range n {
