@@ -6,8 +6,8 @@ import (
 
 	resourcev1 "k8s.io/api/resource/v1"
 
-	"github.com/dractl/dractl/pkg/state"
 	at "github.com/dractl/dractl/pkg/allocator/allocatortest"
+	"github.com/dractl/dractl/pkg/state"
 )
 
 // BenchmarkDelta is one claim delta (allocated, then released) and a
