@@ -5,7 +5,7 @@ FUZZTIME_SHORT ?= 5s
 FUZZTIME ?= 30s
 EXAMPLES := $(sort $(wildcard examples/*/))
 
-.PHONY: all build test demo fmt-check vet tidy-check unit fuzz fuzz-short golden readme conformance conformance-test bench chromium report-screenshot
+.PHONY: all build test demo fmt-check vet tidy-check unit fuzz fuzz-short golden readme conformance conformance-test bench chromium report-screenshot e2e e2e-golden bench-e2e
 
 all: build
 
@@ -28,7 +28,7 @@ vet:
 unit:
 	$(GO) test -race -count=1 ./...
 
-test: fmt-check vet tidy-check chromium unit fuzz-short
+test: fmt-check vet tidy-check chromium unit fuzz-short e2e
 
 # Every module's go.mod and go.sum must be tidy: `go mod tidy -diff` prints
 # what tidy would change and fails if anything would.
@@ -140,7 +140,7 @@ report-screenshot: build chromium
 # conformance/ module (its own go.mod, so the main module never depends on
 # upstream's allocator) generates N seeded scenarios and compares outcomes
 # and first-fit devices; disagreements are shrunk into
-# conformance/testdata/regressions/. Last line: "N passed, M failed".
+# pkg/allocator/testdata/regressions/. Last line: "N passed, M failed".
 N ?= 2000
 SEED ?= 1
 conformance: conformance-test
@@ -156,3 +156,25 @@ conformance-test:
 bench:
 	$(MAKE) -C conformance benchtable
 	@cat docs/performance.md
+
+# The real control plane in-process (e2e/, its own module on
+# k8s.io/kubernetes): kube-apiserver on an embedded etcd with every DRA
+# feature gate, the resourceclaim controller, and the live verbs and the
+# monitor against them. The first build of the test binary compiles
+# kube-apiserver (about 20 minutes on 2 cores); later runs reuse the build
+# cache. Without -race: a race build of kube-apiserver takes twice as
+# long and several GiB more memory, and the code under test is raced in
+# `make unit`.
+E2E_TIMEOUT ?= 60m
+e2e:
+	$(GO) -C e2e vet ./...
+	$(GO) -C e2e test -count=1 -timeout $(E2E_TIMEOUT) ./...
+
+# Rewrites e2e/testdata from the current behaviour; review the diff.
+e2e-golden:
+	$(GO) -C e2e test -count=1 -run TestLiveVerbs -update .
+
+# get pools, describe node and the monitor on E2E_BENCH_NODES (default
+# 1,000) DGX H100 nodes' slices through the real apiserver.
+bench-e2e:
+	$(GO) -C e2e test -count=1 -run '^$$' -bench BenchmarkLive1000Nodes -benchtime 5x -timeout $(E2E_TIMEOUT) .
