@@ -18,7 +18,9 @@ import (
 type PoolState struct {
 	t    *PoolTable
 	held []*resourcev1.DeviceRequestAllocationResult
-	gens []heldOnce
+	// current is for the current generation, older for the others.
+	current heldOnce
+	older   []heldOnce
 }
 
 type heldOnce struct {
@@ -31,7 +33,11 @@ type heldOnce struct {
 // state; they may be passed anyway. The results must not be modified
 // afterwards.
 func (pt *PoolTable) With(held []*resourcev1.DeviceRequestAllocationResult) *PoolState {
-	return &PoolState{t: pt, held: held, gens: make([]heldOnce, len(pt.gens))}
+	ps := &PoolState{t: pt, held: held}
+	if len(pt.gens) > 1 {
+		ps.older = make([]heldOnce, len(pt.gens)-1)
+	}
+	return ps
 }
 
 // Table returns the pool's table.
@@ -40,7 +46,10 @@ func (ps *PoolState) Table() *PoolTable { return ps.t }
 // gen returns generation gi's table and what is held of it.
 func (ps *PoolState) gen(gi int) (*genTable, *heldGen) {
 	t := ps.t.gens[gi].static()
-	h := &ps.gens[gi]
+	h := &ps.current
+	if gi > 0 {
+		h = &ps.older[gi-1]
+	}
 	h.once.Do(func() { h.h = newHeldGen(t, ps.held) })
 	return t, h.h
 }

@@ -66,8 +66,11 @@ type alt struct {
 	scan    scanCursor // how far cands are built
 	rej     [numReasons]int
 	ctrRej  map[string]int
-	// cols are the selector columns of each table the alt met.
+	// cols are the selector columns of each table the alt met; a node
+	// usually sees one pool, whose columns fit in buf.
 	cols []tableCols
+	buf  [1]tableCols
+	sels [4]*selColumn
 }
 
 type tableCols struct {
@@ -82,9 +85,17 @@ func (al *alt) selCols(t *genTable) []*selColumn {
 			return al.cols[i].sel
 		}
 	}
-	cols := make([]*selColumn, len(al.exprs))
+	var cols []*selColumn
+	if len(al.cols) == 0 && len(al.exprs) <= len(al.sels) {
+		cols = al.sels[:len(al.exprs)]
+	} else {
+		cols = make([]*selColumn, len(al.exprs))
+	}
 	for i, e := range al.exprs {
 		cols[i] = t.selColumn(e.expr)
+	}
+	if al.cols == nil {
+		al.cols = al.buf[:0]
 	}
 	al.cols = append(al.cols, tableCols{t: t, sel: cols})
 	return cols

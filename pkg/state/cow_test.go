@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"math/rand"
+	"strings"
 	"testing"
 )
 
@@ -64,5 +65,23 @@ func BenchmarkCowMapSetAfterFreeze(b *testing.B) {
 				m.set(keys[i%n], i)
 			}
 		})
+	}
+}
+
+// compareKeys orders as the strings "namespace/name" do.
+func TestCompareKeys(t *testing.T) {
+	parts := []string{"", "a", "a-b", "a/b", "ab", "b", "a.", "a0", "a\xff"}
+	for _, xn := range parts {
+		for _, xm := range parts {
+			for _, yn := range parts {
+				for _, ym := range parts {
+					x, y := ClaimKey{Namespace: xn, Name: xm}, ClaimKey{Namespace: yn, Name: ym}
+					want := strings.Compare(x.String(), y.String())
+					if got := compareKeys(x, y); got != want {
+						t.Fatalf("compareKeys(%q, %q) = %d, want %d", x, y, got, want)
+					}
+				}
+			}
+		}
 	}
 }

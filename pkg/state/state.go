@@ -1,6 +1,7 @@
 package state
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -136,7 +137,6 @@ func (v *poolVersion) validate() *pool.InvalidError {
 // heldResult is one allocation result that names a pool.
 type heldResult struct {
 	claim   ClaimKey
-	key     string // claim.String(): holders are listed in this order
 	r       *resourcev1.DeviceRequestAllocationResult
 	assumed bool
 }
@@ -147,7 +147,7 @@ type heldResult struct {
 type poolEntry struct {
 	id   pool.ID
 	ver  *poolVersion
-	held []heldResult // sorted by claim key, then result order
+	held []heldResult // by claim ("namespace/name", compareKeys), then result order
 	ps   *allocator.PoolState
 
 	usageOnce sync.Once
@@ -472,29 +472,58 @@ func (s *State) Forget(namespace, name string) error {
 	return nil
 }
 
-// exclusive lists the devices an allocation holds for itself alone.
-func exclusive(c *resourcev1.ResourceClaim) []DeviceID {
+// exclusive calls f for each device the allocation holds for itself
+// alone (results without a shareID and without admin access).
+func exclusive(c *resourcev1.ResourceClaim, f func(DeviceID) bool) bool {
 	if c == nil || c.Status.Allocation == nil {
-		return nil
+		return true
 	}
-	var out []DeviceID
 	for _, r := range c.Status.Allocation.Devices.Results {
 		if r.ShareID != nil || ptr.Deref(r.AdminAccess, false) {
 			continue
 		}
-		out = append(out, DeviceID{Driver: r.Driver, Pool: r.Pool, Device: r.Device})
+		if !f(DeviceID{Driver: r.Driver, Pool: r.Pool, Device: r.Device}) {
+			return false
+		}
 	}
-	return out
+	return true
 }
 
 func (s *State) checkHeld(key ClaimKey, c *resourcev1.ResourceClaim) error {
-	for _, d := range exclusive(c) {
+	var err error
+	exclusive(c, func(d DeviceID) bool {
 		if h, ok := s.holder[d]; ok && h != key {
 			other, _ := s.claims.get(h)
-			return &ConflictError{Claim: key, Device: d, Holder: h, HolderAssumed: other != nil && other.assumed != nil}
+			err = &ConflictError{Claim: key, Device: d, Holder: h, HolderAssumed: other != nil && other.assumed != nil}
+			return false
+		}
+		return true
+	})
+	return err
+}
+
+// compareKeys orders claims by "namespace/name", the order holders are
+// listed in, without building the strings.
+func compareKeys(x, y ClaimKey) int {
+	if x.Namespace == y.Namespace {
+		return strings.Compare(x.Name, y.Name)
+	}
+	at := func(k ClaimKey, i int) byte {
+		switch {
+		case i < len(k.Namespace):
+			return k.Namespace[i]
+		case i == len(k.Namespace):
+			return '/'
+		}
+		return k.Name[i-len(k.Namespace)-1]
+	}
+	nx, ny := len(x.Namespace)+1+len(x.Name), len(y.Namespace)+1+len(y.Name)
+	for i := range min(nx, ny) {
+		if a, b := at(x, i), at(y, i); a != b {
+			return cmp.Compare(a, b)
 		}
 	}
-	return nil
+	return cmp.Compare(nx, ny)
 }
 
 // moveHolds replaces what the claim's effective allocation holds (from
@@ -506,15 +535,18 @@ func (s *State) moveHolds(key ClaimKey, before, after *claimEntry) {
 	if was == is && wasAssumed == isAssumed {
 		return
 	}
-	for _, d := range exclusive(was) {
+	exclusive(was, func(d DeviceID) bool {
 		if s.holder[d] == key {
 			delete(s.holder, d)
 		}
-	}
-	for _, d := range exclusive(is) {
+		return true
+	})
+	exclusive(is, func(d DeviceID) bool {
 		s.holder[d] = key
-	}
-	var touched []pool.ID
+		return true
+	})
+	var buf [4]pool.ID
+	touched := buf[:0]
 	for _, c := range []*resourcev1.ResourceClaim{was, is} {
 		if c == nil || c.Status.Allocation == nil {
 			continue
@@ -525,7 +557,6 @@ func (s *State) moveHolds(key ClaimKey, before, after *claimEntry) {
 			}
 		}
 	}
-	ks := key.String()
 	for _, id := range touched {
 		cur, _ := s.pools.get(id)
 		var held []heldResult
@@ -533,22 +564,32 @@ func (s *State) moveHolds(key ClaimKey, before, after *claimEntry) {
 		if cur != nil {
 			held, ver = cur.held, cur.ver
 		}
-		next := make([]heldResult, 0, len(held)+1)
 		i := 0
-		for ; i < len(held) && held[i].key < ks; i++ {
-			next = append(next, held[i])
+		for i < len(held) && compareKeys(held[i].claim, key) < 0 {
+			i++
 		}
-		for ; i < len(held) && held[i].key == ks; i++ {
+		j := i
+		for j < len(held) && held[j].claim == key {
+			j++
 		}
+		n := 0
+		var rs []resourcev1.DeviceRequestAllocationResult
 		if is != nil && is.Status.Allocation != nil {
-			rs := is.Status.Allocation.Devices.Results
-			for j := range rs {
-				if rs[j].Driver == id.Driver && rs[j].Pool == id.Pool {
-					next = append(next, heldResult{claim: key, key: ks, r: &rs[j], assumed: isAssumed})
+			rs = is.Status.Allocation.Devices.Results
+			for k := range rs {
+				if rs[k].Driver == id.Driver && rs[k].Pool == id.Pool {
+					n++
 				}
 			}
 		}
-		next = append(next, held[i:]...)
+		next := make([]heldResult, 0, len(held)-(j-i)+n)
+		next = append(next, held[:i]...)
+		for k := range rs {
+			if rs[k].Driver == id.Driver && rs[k].Pool == id.Pool {
+				next = append(next, heldResult{claim: key, r: &rs[k], assumed: isAssumed})
+			}
+		}
+		next = append(next, held[j:]...)
 		s.stats.HeldUpdates++
 		if ver == nil && len(next) == 0 {
 			s.pools.del(id)
