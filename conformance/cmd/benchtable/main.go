@@ -126,7 +126,9 @@ allocated on a node. Each op is one such cycle:
 - **dractl per delta**: the delta and the snapshot alone.
 - *Filter* rows are one node's Filter within a cycle: upstream's
   `+"`Allocate`"+` on the cycle's allocator, dractl's `+"`Cycle.Allocate`"+`, nodes in
-  turn.
+  turn. On the cluster rows dractl's State is warm, as a scheduler's is
+  after its first cycle on each node: every pool has its device table
+  (what building one costs is in the slice-update row below).
 
 An 8×H100 MIG node has 152 devices (8 full GPUs and 144 MIG placements)
 in 2 slices, and 8 counter sets of 13 counters. Ops are cut off after %s.
