@@ -80,9 +80,7 @@ func (s *Snapshot) Claims() []*resourcev1.ResourceClaim {
 	s.claimsOnce.Do(func() {
 		s.claimList = make([]*resourcev1.ResourceClaim, 0, s.claims.len())
 		s.claims.each(func(_ ClaimKey, e *claimEntry) { s.claimList = append(s.claimList, e.effective()) })
-		slices.SortFunc(s.claimList, func(x, y *resourcev1.ResourceClaim) int {
-			return strings.Compare(KeyOf(x).String(), KeyOf(y).String())
-		})
+		slices.SortFunc(s.claimList, func(x, y *resourcev1.ResourceClaim) int { return compareKeys(KeyOf(x), KeyOf(y)) })
 	})
 	return s.claimList
 }
