@@ -5,7 +5,7 @@ FUZZTIME_SHORT ?= 5s
 FUZZTIME ?= 30s
 EXAMPLES := $(sort $(wildcard examples/*/))
 
-.PHONY: all build test demo fmt-check vet tidy-check unit fuzz fuzz-short golden readme conformance conformance-test bench chromium report-screenshot e2e e2e-golden bench-e2e
+.PHONY: all build test demo fmt-check vet tidy-check unit fuzz fuzz-short golden readme conformance conformance-test bench chromium report-screenshot e2e e2e-golden bench-e2e scheduler
 
 all: build
 
@@ -17,6 +17,11 @@ LDFLAGS := $(if $(VERSION),-X github.com/dractl/dractl/internal/cli.version=$(VE
 
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/dractl
+
+# kube-scheduler with dractl's DRA plugin; its own module (scheduler/), which
+# requires k8s.io/kubernetes.
+scheduler:
+	$(GO) -C scheduler build -o ../bin/dractl-scheduler .
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -176,5 +181,10 @@ e2e-golden:
 
 # get pools, describe node and the monitor on E2E_BENCH_NODES (default
 # 1,000) DGX H100 nodes' slices through the real apiserver.
-bench-e2e:
+bench-e2e: scheduler
 	$(GO) -C e2e test -count=1 -run '^$$' -bench BenchmarkLive1000Nodes -benchtime 5x -timeout $(E2E_TIMEOUT) .
+	@# The race: stock DynamicResources against dractl's plugin in one
+	@# dractl-scheduler process (e2e/race_test.go); rewrites its section of
+	@# docs/performance.md and prints the table.
+	$(GO) -C e2e test -count=1 -run '^$$' -bench BenchmarkRace -benchtime 1x -timeout 4h . \
+		-args -scheduler ../bin/dractl-scheduler -race-docs ../docs/performance.md

@@ -403,6 +403,40 @@ The two A100 directories describe the same pool of the same node: validated
 together they publish every slice twice, which validate reports as duplicate
 devices and counter sets.
 
+## In kube-scheduler: dractl-scheduler
+
+`dractl-scheduler` is kube-scheduler v1.37 with dractl's DRA plugin
+(`DractlDynamicResources`, package `pkg/schedplugin`) registered; every
+other plugin (node resources, affinity, taints, preemption) is stock. It is
+its own Go module, [scheduler/](scheduler/), so that the main module never
+depends on `k8s.io/kubernetes`. Build it and run it against a cluster with
+any kubeconfig that may act as the scheduler:
+
+    make scheduler      # builds bin/dractl-scheduler (k8s.io/kubernetes: a long first build)
+    # With --config, kube-scheduler takes the kubeconfig from the file only.
+    { cat deploy/scheduler/config-two-profiles.yaml
+      printf 'clientConnection:\n  kubeconfig: %s\n' "$HOME/.kube/config"; } > /tmp/dractl-scheduler.yaml
+    bin/dractl-scheduler --config /tmp/dractl-scheduler.yaml --leader-elect=false
+
+[deploy/scheduler/](deploy/scheduler/) holds two configurations:
+`config.yaml` replaces DynamicResources in the default profile (run it in
+place of kube-scheduler), `config-two-profiles.yaml` keeps the stock
+profile and adds `schedulerName: dractl`, which pods opt into. Both plugins
+then share the scheduler's claim tracker and never hand out a device twice;
+run one scheduler process for DRA pods, since two processes cannot see each
+other's allocations in flight. `kubectl apply -k deploy/scheduler` installs
+RBAC, the configuration and a Deployment (image built with
+`scheduler/Dockerfile`). When no node fits, the pod's `PodScheduled`
+condition and `FailedScheduling` event say per claim what stopped the
+nodes: per node (the scheduler's count of nodes per reason), then dractl's
+summary. From the e2e test of a pod asking for an A100 MIG device in a
+cluster of one DGX H100 node and two nodes without devices:
+
+    0/3 nodes are available: 1 claim gpu: selector matched 0 devices, 2 claim gpu:
+    no devices. preemption: 0/3 nodes are available: 3 Preemption is not helpful
+    for scheduling., dractl: claim gpu: no devices on 2 nodes; selector matched 0
+    devices on 1 node
+
 ## Conformance and performance
 
     make conformance   # N=2000 seeded scenarios side by side with upstream; last line "N passed, M failed"
