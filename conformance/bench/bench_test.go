@@ -1,45 +1,66 @@
 package bench
 
 import (
+	"context"
 	"strings"
 	"testing"
+
+	"github.com/dractl/dractl/conformance/scenario"
 )
 
-func BenchmarkAllocate(b *testing.B) {
-	for _, w := range All() {
-		for _, v := range Variants {
-			b.Run(strings.ReplaceAll(w.Name, " ", "_")+"/"+strings.ReplaceAll(v.Name, " ", "_"), Func(w, v))
+// BenchmarkCycle is one scheduling cycle (or one Filter) per op, per
+// workload and side; cmd/benchtable runs the same ops in interleaved
+// rounds and writes docs/performance.md.
+func BenchmarkCycle(b *testing.B) {
+	for _, r := range All() {
+		for _, s := range Sides {
+			b.Run(strings.ReplaceAll(r.Name, " ", "_")+"/"+strings.ReplaceAll(s.Name, " ", "_"), func(b *testing.B) {
+				op, err := NewOp(r.Make(), s)
+				if err != nil {
+					b.Fatal(err)
+				}
+				ctx := context.Background()
+				b.ReportAllocs()
+				for i := 0; b.Loop(); i++ {
+					if out := op(ctx, i); out.Kind == scenario.Fatal || out.Kind == scenario.Timeout {
+						b.Fatalf("%s: %v", out.Kind, out.Err)
+					}
+				}
+			})
 		}
 	}
 }
 
 // TestWorkloadsAgree checks that every workload has the same outcome and
-// devices on upstream (experimental) and dractl, and that upstream's
-// stable and experimental variants agree (timeouts are skipped).
+// devices on upstream and dractl, for both states of the churn claim.
 func TestWorkloadsAgree(t *testing.T) {
 	if testing.Short() {
 		t.Skip("slow")
 	}
-	Timeout = 2 * Timeout / 10
-	for _, w := range All() {
-		var ref *string
-		for _, v := range Variants {
-			if v.Warm {
-				continue
-			}
-			out, _, err := Probe(w, v)
+	Timeout /= 5
+	for _, r := range All() {
+		w := r.Make()
+		ops := make([]Op, len(Sides))
+		for j, s := range Sides {
+			op, err := NewOp(w, s)
 			if err != nil {
-				t.Logf("%s %s: %v", w.Name, v.Name, err)
-				continue
+				t.Fatalf("%s %s: %v", w.Name, s.Name, err)
 			}
-			if out.Kind == "timeout" {
-				continue
-			}
-			s := out.String()
-			if ref == nil {
-				ref = &s
-			} else if s != *ref {
-				t.Errorf("%s: %s says %s, want %s", w.Name, v.Name, s, *ref)
+			ops[j] = op
+		}
+		for i := range 2 {
+			var ref *string
+			for j, s := range Sides {
+				out := ops[j](context.Background(), i)
+				if out.Kind == scenario.Timeout {
+					continue
+				}
+				got := out.String()
+				if ref == nil {
+					ref = &got
+				} else if got != *ref {
+					t.Errorf("%s, op %d: %s says %s, want %s", w.Name, i, s.Name, got, *ref)
+				}
 			}
 		}
 	}

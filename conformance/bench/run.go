@@ -2,132 +2,297 @@ package bench
 
 import (
 	"context"
+	"flag"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/dynamic-resource-allocation/structured"
 
 	"github.com/dractl/dractl/conformance/dractlrun"
 	"github.com/dractl/dractl/conformance/scenario"
 	"github.com/dractl/dractl/conformance/upstream"
+	"github.com/dractl/dractl/pkg/api"
+	"github.com/dractl/dractl/pkg/state"
 )
 
-// Variant is one column group of the table.
-type Variant struct {
-	Name string
-	// Upstream variant, or "" for dractl.
+// Side is one column group of the table: an upstream variant, or dractl
+// ("" Upstream).
+type Side struct {
+	Name     string
 	Upstream upstream.Variant
-	Warm     bool
 }
 
-// Variants in table order.
-var Variants = []Variant{
-	{"upstream stable cold", upstream.Stable, false},
-	{"upstream stable warm", upstream.Stable, true},
-	{"upstream experimental cold", upstream.Experimental, false},
-	{"upstream experimental warm", upstream.Experimental, true},
-	{"dractl cold", "", false},
-	{"dractl warm", "", true},
+// Sides in table order.
+var Sides = []Side{
+	{"upstream incubating", upstream.Incubating},
+	{"upstream experimental", upstream.Experimental},
+	{"dractl", ""},
 }
 
-// Timeout bounds one Allocate call.
+// Timeout bounds one op.
 var Timeout = 10 * time.Second
 
-// call returns a function doing one scheduling attempt on the i-th node.
-// Cold re-creates the allocator from objects every call (as kube-scheduler
-// does per scheduling cycle); warm reuses one.
-func call(w Workload, v Variant) (func(ctx context.Context, i int) scenario.Outcome, error) {
+// Op does op number i. Ops of one Op value must be called in order from
+// one goroutine: each applies the delta the previous one left.
+type Op func(ctx context.Context, i int) scenario.Outcome
+
+// NewOp prepares what the side keeps between cycles and returns its op
+// for the workload. Upstream keeps nothing but the CEL cache (and, for a
+// Filter row, the allocator of the cycle): a cycle is NewAllocator over
+// the slices with the allocated state as it is, then Allocate. dractl
+// keeps its State: a cycle applies the previous cycle's claim, takes a
+// snapshot, prepares the claims and allocates on the node.
+func NewOp(w Workload, s Side) (Op, error) {
 	sc := w.Scenario
 	claims := sc.Claims
-	if v.Upstream != "" {
+	node := func(i int) *corev1.Node { return w.Nodes[i%len(w.Nodes)] }
+	if s.Upstream != "" {
 		slices, err := sc.V1Slices()
 		if err != nil {
 			return nil, err
 		}
-		state := upstream.AllocatedState(sc.Allocated)
 		classes := upstream.NewClassLister(sc.Classes)
-		features := upstream.Features(v.Upstream)
-		newA := func(ctx context.Context) (structured.Allocator, error) {
-			return structured.NewAllocator(ctx, features, state, classes, slices, upstream.CELCache)
+		features := upstream.Features(s.Upstream)
+		states := [2]structured.AllocatedState{upstream.AllocatedState(sc.Allocated), upstream.AllocatedState(sc.Allocated)}
+		if w.Churn != nil {
+			states[0] = upstream.AllocatedState(append(slicesClone(sc.Allocated), w.Churn))
 		}
-		if v.Warm {
-			a, err := newA(context.Background())
+		if w.Filter {
+			a, err := structured.NewAllocator(context.Background(), features, states[1], classes, slices, upstream.CELCache)
 			if err != nil {
 				return nil, err
 			}
 			return func(ctx context.Context, i int) scenario.Outcome {
-				res, err := a.Allocate(ctx, w.Nodes[i%len(w.Nodes)], claims)
+				res, err := a.Allocate(ctx, node(i), claims)
 				return upstream.Classify(ctx, res, err)
 			}, nil
 		}
 		return func(ctx context.Context, i int) scenario.Outcome {
-			a, err := newA(ctx)
+			a, err := structured.NewAllocator(ctx, features, states[i%2], classes, slices, upstream.CELCache)
 			if err != nil {
 				return scenario.Outcome{Kind: scenario.Fatal, Err: err}
 			}
-			res, err := a.Allocate(ctx, w.Nodes[i%len(w.Nodes)], claims)
+			res, err := a.Allocate(ctx, node(i), claims)
 			return upstream.Classify(ctx, res, err)
 		}, nil
 	}
-	if !dractlrun.Available {
-		return nil, fmt.Errorf("pkg/allocator not compiled in")
+	p, err := dractlrun.Prepare(sc)
+	if err != nil {
+		return nil, err
 	}
-	if v.Warm {
-		p, err := dractlrun.Prepare(sc)
-		if err != nil {
-			return nil, err
+	if len(w.Nodes) > 1 {
+		// A scheduler's State is warm after its first cycle on each node:
+		// every pool has its table. Measure that, not the first visits.
+		cyc := p.State.Snapshot().Cycle(claims, state.CycleOptions{})
+		for _, n := range w.Nodes {
+			if _, err := cyc.Allocate(context.Background(), n); err != nil {
+				return nil, err
+			}
 		}
+	}
+	if w.Filter {
+		cyc := p.State.Snapshot().Cycle(claims, state.CycleOptions{})
 		return func(ctx context.Context, i int) scenario.Outcome {
-			return p.Allocate(ctx, w.Nodes[i%len(w.Nodes)], claims)
+			return dractlrun.Classify(ctx, func() ([]*resourcev1.AllocationResult, error) { return cyc.Allocate(ctx, node(i)) }, len(claims))
 		}, nil
 	}
+	delta, err := churnDelta(p.State, w.Churn)
+	if err != nil {
+		return nil, err
+	}
 	return func(ctx context.Context, i int) scenario.Outcome {
-		p, err := dractlrun.Prepare(sc)
-		if err != nil {
+		if err := delta(i); err != nil {
 			return scenario.Outcome{Kind: scenario.Fatal, Err: err}
 		}
-		return p.Allocate(ctx, w.Nodes[i%len(w.Nodes)], claims)
+		return dractlrun.Classify(ctx, func() ([]*resourcev1.AllocationResult, error) {
+			return p.State.Snapshot().Cycle(claims, state.CycleOptions{}).Allocate(ctx, node(i))
+		}, len(claims))
 	}, nil
 }
 
-// Probe runs one call with Timeout and returns its outcome and duration.
-func Probe(w Workload, v Variant) (scenario.Outcome, time.Duration, error) {
-	f, err := call(w, v)
+func slicesClone(cs []*resourcev1.ResourceClaim) []*resourcev1.ResourceClaim { return slices.Clone(cs) }
+
+// churnDelta returns the delta of cycle i: the churn claim allocated on
+// even cycles, released on odd ones. The released claim is observed
+// first, as a scheduler observes a claim before allocating it.
+func churnDelta(st *state.State, churn *resourcev1.ResourceClaim) (func(i int) error, error) {
+	if churn == nil {
+		return func(int) error { return nil }, nil
+	}
+	released := churn.DeepCopy()
+	released.Status = resourcev1.ResourceClaimStatus{}
+	if err := st.SetClaim(released); err != nil {
+		return nil, err
+	}
+	return func(i int) error {
+		if i%2 == 0 {
+			return st.SetClaim(churn)
+		}
+		return st.SetClaim(released)
+	}, nil
+}
+
+// NewDeltaOp returns dractl's per-delta op for the workload: the previous
+// cycle's claim applied and a snapshot taken, nothing else. Filter rows
+// have no delta (nil).
+func NewDeltaOp(w Workload) (Op, error) {
+	if w.Filter || w.Churn == nil {
+		return nil, nil
+	}
+	p, err := dractlrun.Prepare(w.Scenario)
 	if err != nil {
-		return scenario.Outcome{}, 0, err
+		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
-	defer cancel()
-	start := time.Now()
-	out := f(ctx, 0)
-	return out, time.Since(start), nil
+	delta, err := churnDelta(p.State, w.Churn)
+	if err != nil {
+		return nil, err
+	}
+	return func(_ context.Context, i int) scenario.Outcome {
+		if err := delta(i); err != nil {
+			return scenario.Outcome{Kind: scenario.Fatal, Err: err}
+		}
+		p.State.Snapshot()
+		return scenario.Outcome{Kind: scenario.Fit}
+	}, nil
 }
 
-// Func is the benchmark body for one workload and variant. Each op is one
-// scheduling attempt for one node (round-robin over w.Nodes).
-func Func(w Workload, v Variant) func(b *testing.B) {
-	return func(b *testing.B) {
-		f, err := call(w, v)
-		if err != nil {
-			b.Skip(err)
+// SliceUpdate is a per-delta row: on a cluster of nodes 8×H100 nodes, a
+// driver republishes one node's device slice (a new object with a new
+// resourceVersion, nodes in turn) and a snapshot is taken. With filter,
+// the op also runs Filter on that node, which rebuilds the device table
+// the update dropped.
+func SliceUpdate(nodes int, filter bool) (string, Op, error) {
+	w := H100Cluster(nodes, true)
+	p, err := dractlrun.Prepare(w.Scenario)
+	if err != nil {
+		return "", nil, err
+	}
+	const turn = 16 // nodes republishing in turn
+	var orig, next []*api.ResourceSlice
+	for _, s := range w.Scenario.Slices {
+		if len(s.Spec.Devices) > 0 && len(orig) < turn {
+			c := s.DeepCopy()
+			c.ResourceVersion = "2"
+			orig, next = append(orig, s), append(next, c)
 		}
-		ctx := context.Background()
-		b.ReportAllocs()
-		b.ResetTimer()
-		for i := 0; i < b.N; i++ {
-			tctx, cancel := context.WithTimeout(ctx, Timeout)
-			out := f(tctx, i)
-			cancel()
-			if out.Kind == scenario.Timeout {
-				b.Skipf("timeout after %s", Timeout)
+	}
+	cyc := p.State.Snapshot().Cycle(w.Scenario.Claims, state.CycleOptions{})
+	name := fmt.Sprintf("slice update on a %d-node cluster", nodes)
+	if filter {
+		name += ", then Filter on its node"
+	}
+	return name, func(ctx context.Context, i int) scenario.Outcome {
+		k := i % len(orig)
+		s := orig[k]
+		if (i/len(orig))%2 == 0 {
+			s = next[k]
+		}
+		if err := p.State.SetMixinSlice(s); err != nil {
+			return scenario.Outcome{Kind: scenario.Fatal, Err: err}
+		}
+		snap := p.State.Snapshot()
+		if !filter {
+			return scenario.Outcome{Kind: scenario.Fit}
+		}
+		// The cycle of the next pod sees the new slice.
+		cyc = snap.Cycle(w.Scenario.Claims, state.CycleOptions{})
+		n := w.Scenario.Node(*s.Spec.NodeName)
+		return dractlrun.Classify(ctx, func() ([]*resourcev1.AllocationResult, error) { return cyc.Allocate(ctx, n) }, 1)
+	}, nil
+}
+
+// Result is the median of the rounds of one op.
+type Result struct {
+	NsPerOp, AllocsPerOp int64
+	Outcome              scenario.Outcome
+	// Note explains a missing measurement ("timeout", "n/a").
+	Note string
+}
+
+// Measure runs the ops in interleaved rounds (round r runs every op for
+// per, in order, before round r+1 starts), which spreads the noise of a
+// shared machine over all of them alike, and returns each op's median.
+// An op whose first call takes longer than long is called once per round.
+func Measure(ops []Op, rounds int, per, long time.Duration) []Result {
+	if f := flag.Lookup("test.benchtime"); f != nil {
+		_ = f.Value.Set(per.String())
+	}
+	res := make([]Result, len(ops))
+	ns := make([][]int64, len(ops))
+	allocs := make([][]int64, len(ops))
+	next := make([]int, len(ops))
+	ctx := context.Background()
+	call := func(j int) scenario.Outcome {
+		tctx, cancel := context.WithTimeout(ctx, Timeout)
+		defer cancel()
+		out := ops[j](tctx, next[j])
+		next[j]++
+		return out
+	}
+	slow := make([]bool, len(ops))
+	for j, op := range ops {
+		if op == nil {
+			res[j].Note = "—"
+			continue
+		}
+		start := time.Now()
+		res[j].Outcome = call(j)
+		if d := time.Since(start); d > long {
+			slow[j] = true
+		}
+		if res[j].Outcome.Kind == scenario.Timeout {
+			res[j].Note = fmt.Sprintf("timeout (>%s)", Timeout)
+		}
+		// One more call, so that every op starts its rounds on the same
+		// parity of its delta.
+		call(j)
+	}
+	for range rounds {
+		for j := range ops {
+			if ops[j] == nil || res[j].Note != "" {
+				continue
 			}
-			if out.Kind == scenario.Fatal {
-				b.Fatalf("fatal: %v", out.Err)
+			var r testing.BenchmarkResult
+			if slow[j] {
+				var m0, m1 runtimeMem
+				m0.read()
+				start := time.Now()
+				call(j)
+				r = testing.BenchmarkResult{N: 1, T: time.Since(start)}
+				m1.read()
+				r.MemAllocs = m1.mallocs - m0.mallocs
+			} else {
+				r = testing.Benchmark(func(b *testing.B) {
+					b.ReportAllocs()
+					for range b.N {
+						if out := call(j); out.Kind == scenario.Timeout {
+							b.Skip("timeout")
+						}
+					}
+				})
+			}
+			if r.N > 0 {
+				ns[j] = append(ns[j], r.NsPerOp())
+				allocs[j] = append(allocs[j], int64(r.MemAllocs)/int64(r.N))
 			}
 		}
 	}
+	for j := range ops {
+		if len(ns[j]) > 0 {
+			res[j].NsPerOp, res[j].AllocsPerOp = median(ns[j]), median(allocs[j])
+		} else if res[j].Note == "" {
+			res[j].Note = "n/a"
+		}
+	}
+	return res
 }
 
-var _ = resourcev1.GroupName
+func median(xs []int64) int64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[len(s)/2]
+}

@@ -1,5 +1,6 @@
-// Package bench holds the allocator benchmark workloads and runs them on
-// upstream (stable and experimental variants) and dractl, cold and warm.
+// Package bench holds the allocator benchmark workloads and runs them per
+// scheduling cycle on upstream (incubating and experimental variants) and
+// on dractl's incremental State, and measures dractl's deltas.
 package bench
 
 import (
@@ -7,22 +8,25 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
 
 	"github.com/dractl/dractl/conformance/gen"
 	"github.com/dractl/dractl/conformance/scenario"
-	"github.com/dractl/dractl/internal/examplegen"
 	"github.com/dractl/dractl/pkg/api"
 )
 
 // Workload is one benchmark row: a cluster state and the claims of one
-// scheduling attempt, evaluated on Nodes (round-robin, one node per op).
+// pod. An op is one scheduling cycle on one node (Nodes round-robin): the
+// previous cycle's delta (Churn allocated on even ops, released on odd
+// ones, so the state stays put), a snapshot, the pod's claims prepared and
+// allocated on the node. A Filter row measures Filter alone: the claims
+// are prepared once and an op allocates them on the next node.
 type Workload struct {
 	Name     string
 	Scenario *scenario.Scenario
 	Nodes    []*corev1.Node
+	Churn    *resourcev1.ResourceClaim
+	Filter   bool
 }
 
 func classes() []*resourcev1.DeviceClass {
@@ -65,14 +69,20 @@ func fill1g(node string, pct int) []*resourcev1.ResourceClaim {
 
 var oneG = gen.AttrIs(gen.GPUDriver, "profile", "1g.10gb")
 
+// churn is the claim the previous cycle allocated: one 1g.10gb device.
+func churn(node, device string) *resourcev1.ResourceClaim {
+	return allocated("churn", gen.GPUDriver, "gpu-"+node, device)
+}
+
 // MIG1g: one 1g.10gb MIG device on an 8×H100 node at pct fill.
 func MIG1g(pct int) Workload {
 	n, slices := h100Node("node-0")
 	return Workload{
-		Name: fmt.Sprintf("MIG 1×1g, %d %% full", pct),
+		Name: fmt.Sprintf("8×H100 MIG node, 1×1g.10gb, %d %% used", pct),
 		Scenario: &scenario.Scenario{Name: "mig1g", Nodes: []*corev1.Node{n}, Classes: classes(), Slices: slices,
 			Allocated: fill1g("node-0", pct), Claims: []*resourcev1.ResourceClaim{gen.Claim("c", gen.Exact("r", "mig", 1, oneG))}},
 		Nodes: []*corev1.Node{n},
+		Churn: churn("node-0", "gpu-7-mig-1g.10gb-6"),
 	}
 }
 
@@ -82,10 +92,11 @@ func MIG4Match(pct int) Workload {
 	c := gen.Claim("c", gen.Exact("a", "mig", 1, oneG), gen.Exact("b", "mig", 1, oneG), gen.Exact("c", "mig", 1, oneG), gen.Exact("d", "mig", 1, oneG))
 	gen.MatchAttribute(c, gen.GPUDriver+"/parent")
 	return Workload{
-		Name: fmt.Sprintf("MIG 4 requests + matchAttribute parent, %d %% full", pct),
+		Name: fmt.Sprintf("4 requests (1g each) + matchAttribute parent GPU, %d %% used", pct),
 		Scenario: &scenario.Scenario{Name: "mig4", Nodes: []*corev1.Node{n}, Classes: classes(), Slices: slices,
 			Allocated: fill1g("node-0", pct), Claims: []*resourcev1.ResourceClaim{c}},
 		Nodes: []*corev1.Node{n},
+		Churn: churn("node-0", "gpu-7-mig-1g.10gb-6"),
 	}
 }
 
@@ -104,146 +115,61 @@ func Backtrack(count int) Workload {
 	c := gen.Claim("c", gen.Exact("r", "mig", int64(count)))
 	gen.MatchAttribute(c, gen.GPUDriver+"/parent")
 	return Workload{
-		Name: fmt.Sprintf("backtracking: count %d + matchAttribute parent, only GPU 7 fits", count),
+		Name: fmt.Sprintf("matchAttribute count %d, only GPU 7 fits", count),
 		Scenario: &scenario.Scenario{Name: "backtrack", Nodes: []*corev1.Node{n}, Classes: classes(), Slices: slices,
 			Allocated: alloc, Claims: []*resourcev1.ResourceClaim{c}},
 		Nodes: []*corev1.Node{n},
+		Churn: churn("node-0", "gpu-0-mig-1g.10gb-6"),
 	}
 }
 
-// Plain1000: 1,000 plain devices in 8 slices, the first half allocated,
-// a claim for 4 devices.
-func Plain1000() Workload {
-	node := gen.Node("node-0", nil)
-	var slices []*api.ResourceSlice
-	var held []string
-	for k := 0; k < 8; k++ {
-		s := gen.Slice(fmt.Sprintf("plain-%d", k), gen.PlainDriver, "plain-node-0", 8)
-		s.Spec.NodeName = ptr.To("node-0")
-		for j := 0; j < 125; j++ {
-			name := fmt.Sprintf("dev-%d-%03d", k, j)
-			s.Spec.Devices = append(s.Spec.Devices, api.Device{Name: name, Attributes: map[api.QualifiedName]api.DeviceAttribute{
-				"index": {IntValue: ptr.To(int64(k*125 + j))}, "color": {StringValue: ptr.To([]string{"red", "green", "blue", "white"}[j%4])},
-			}})
-			if k < 4 {
-				held = append(held, name)
-			}
-		}
-		slices = append(slices, s)
-	}
-	return Workload{
-		Name: "1,000 plain devices in 8 slices, 50 % allocated, 4 devices",
-		Scenario: &scenario.Scenario{Name: "plain1000", Nodes: []*corev1.Node{node}, Classes: classes(), Slices: slices,
-			Allocated: []*resourcev1.ResourceClaim{allocated("held", gen.PlainDriver, "plain-node-0", held...)},
-			Claims:    []*resourcev1.ResourceClaim{gen.Claim("c", gen.Exact("r", "plain", 4, gen.AttrIs(gen.PlainDriver, "color", "red")))}},
-		Nodes: []*corev1.Node{node},
-	}
-}
-
-// Cluster: nodes nodes, each with 2 MIG GPUs (38 devices, 2 slices); one
-// claim for a 1g device; the op is one node (per-node cost).
-func Cluster(nodes int) Workload {
-	sc := &scenario.Scenario{Name: fmt.Sprintf("cluster%d", nodes), Classes: classes()}
+// H100Cluster is nodes 8×H100 nodes and a claim for one 1g.10gb device.
+// As a Filter row an op is one node's Filter; otherwise it is a whole
+// cycle (the previous cycle's claim, a snapshot, the claim prepared, one
+// node).
+func H100Cluster(nodes int, filter bool) Workload {
+	sc := &scenario.Scenario{Name: fmt.Sprintf("h100-%d", nodes), Classes: classes()}
 	for i := 0; i < nodes; i++ {
-		name := fmt.Sprintf("node-%04d", i)
-		sc.Nodes = append(sc.Nodes, gen.Node(name, map[string]string{"rack": fmt.Sprintf("r%d", i%10)}))
-		sc.Slices = append(sc.Slices, gen.MIGPool(name, 2, gen.Profiles, 1, false)...)
+		n, slices := h100Node(fmt.Sprintf("node-%04d", i))
+		sc.Nodes = append(sc.Nodes, n)
+		sc.Slices = append(sc.Slices, slices...)
 	}
 	sc.Claims = []*resourcev1.ResourceClaim{gen.Claim("c", gen.Exact("r", "mig", 1, oneG))}
-	return Workload{Name: fmt.Sprintf("%d-node cluster, 38 devices per node, 1g (per node)", nodes), Scenario: sc, Nodes: sc.Nodes}
+	w := Workload{Name: H100ClusterName(nodes, filter), Scenario: sc, Nodes: sc.Nodes, Filter: filter}
+	if !filter {
+		w.Churn = churn("node-0000", "gpu-7-mig-1g.10gb-6")
+	}
+	return w
 }
 
-// TPU: a multi-host pool over 8 hosts with per-host chip counters: 1x1
-// chips, 2x2 per host, 2x4 per host pair, 4x4 per four hosts, 8x4 for all;
-// hosts 0..3 have half their chips allocated; the claim wants a 4x4.
-func TPU() Workload {
-	sc := &scenario.Scenario{Name: "tpu", Classes: classes()}
-	const hosts = 8
-	sel := func(key, val string) *corev1.NodeSelector {
-		return &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{
-			Key: key, Operator: corev1.NodeSelectorOpIn, Values: []string{val}}}}}}
+// H100ClusterName is the name of H100Cluster's row.
+func H100ClusterName(nodes int, filter bool) string {
+	if filter {
+		return fmt.Sprintf("Filter for one node, %d such nodes", nodes)
 	}
-	cs := gen.Slice("tpu-counters", gen.TPUDriver, "tpu-block", 2)
-	cs.Spec.NodeSelector = sel("block", "b0")
-	ds := gen.Slice("tpu-devices", gen.TPUDriver, "tpu-block", 2)
-	ds.Spec.PerDeviceNodeSelection = ptr.To(true)
-	chips := func(hs ...int) []api.DeviceCounterConsumption {
-		var out []api.DeviceCounterConsumption
-		per := int64(4)
-		if len(hs) == 0 {
-			return nil
-		}
-		for _, h := range hs {
-			out = append(out, api.DeviceCounterConsumption{CounterSet: fmt.Sprintf("host-%d", h), Counters: map[string]api.Counter{"chips": {Value: *resourceQ(per)}}})
-		}
-		return out
-	}
-	topo := func(t string) map[api.QualifiedName]api.DeviceAttribute {
-		return map[api.QualifiedName]api.DeviceAttribute{"topology": {StringValue: ptr.To(t)}, "block": {StringValue: ptr.To("b0")}}
-	}
-	var held []string
-	for h := 0; h < hosts; h++ {
-		name := fmt.Sprintf("host-%d", h)
-		sc.Nodes = append(sc.Nodes, gen.Node(name, map[string]string{"block": "b0", "pair": fmt.Sprintf("p%d", h/2), "quad": fmt.Sprintf("q%d", h/4)}))
-		cs.Spec.SharedCounters = append(cs.Spec.SharedCounters, api.CounterSet{Name: name, Counters: map[string]api.Counter{"chips": {Value: *resourceQ(4)}}})
-		for c := 0; c < 4; c++ {
-			d := api.Device{Name: fmt.Sprintf("tpu-%d-1x1-%d", h, c), Attributes: topo("1x1"), NodeName: ptr.To(name),
-				ConsumesCounters: []api.DeviceCounterConsumption{{CounterSet: name, Counters: map[string]api.Counter{"chips": {Value: *resourceQ(1)}}}}}
-			ds.Spec.Devices = append(ds.Spec.Devices, d)
-			if h < 4 && c < 2 {
-				held = append(held, d.Name)
-			}
-		}
-		ds.Spec.Devices = append(ds.Spec.Devices, api.Device{Name: fmt.Sprintf("tpu-%d-2x2", h), Attributes: topo("2x2"), NodeName: ptr.To(name), ConsumesCounters: chips(h)})
-	}
-	for p := 0; p < hosts/2; p++ {
-		ds.Spec.Devices = append(ds.Spec.Devices, api.Device{Name: fmt.Sprintf("tpu-p%d-2x4", p), Attributes: topo("2x4"), NodeSelector: sel("pair", fmt.Sprintf("p%d", p)), ConsumesCounters: chips(2*p, 2*p+1)})
-	}
-	for q := 0; q < hosts/4; q++ {
-		ds.Spec.Devices = append(ds.Spec.Devices, api.Device{Name: fmt.Sprintf("tpu-q%d-4x4", q), Attributes: topo("4x4"), NodeSelector: sel("quad", fmt.Sprintf("q%d", q)), ConsumesCounters: chips(4*q, 4*q+1, 4*q+2, 4*q+3)})
-	}
-	// Upstream limits consumptions per device; 8 hosts would exceed it, so
-	// the full-block device is left out.
-	sc.Slices = []*api.ResourceSlice{cs, ds}
-	sc.Allocated = []*resourcev1.ResourceClaim{allocated("held", gen.TPUDriver, "tpu-block", held...)}
-	sc.Claims = []*resourcev1.ResourceClaim{gen.Claim("c", gen.Exact("r", "tpu", 1, gen.AttrIs(gen.TPUDriver, "topology", "4x4")))}
-	return Workload{Name: "TPU multi-host pool (8 hosts, per-device node selection), 4x4", Scenario: sc, Nodes: sc.Nodes[4:]}
+	return fmt.Sprintf("whole cycle on %d such nodes", nodes)
 }
 
-// DGX is the dgx-h100-mixins example (examplegen) in the given form, one
-// 1g.10gb claim. dractl reads the form as written (mixins resolved lazily);
-// upstream gets the flattened v1 slices either way, so its two rows must
-// match and dractl's show what reading mixins lazily costs.
-func DGX(form examplegen.Form) Workload {
-	n := examplegen.DGXH100Node
-	node := gen.Node(n.Node, nil)
-	var cls []*resourcev1.DeviceClass
-	for _, c := range examplegen.NVIDIAClasses() {
-		cls = append(cls, c.(*resourcev1.DeviceClass))
-	}
-	claim := gen.Claim("c", gen.Exact("r", "mig.nvidia.com", 1, "device.attributes['gpu.nvidia.com'].profile == '1g.10gb'"))
-	return Workload{
-		Name: fmt.Sprintf("DGX H100 example (152 devices), %s form, 1g.10gb", form),
-		Scenario: &scenario.Scenario{Name: "dgx-" + form.String(), Nodes: []*corev1.Node{node}, Classes: cls,
-			Slices: n.Slices(form), Claims: []*resourcev1.ResourceClaim{claim}},
-		Nodes: []*corev1.Node{node},
-	}
+// Row is one row of the table, built on demand: the cluster rows hold
+// hundreds of thousands of devices.
+type Row struct {
+	Name string
+	Make func() Workload
 }
+
+func row(make func() Workload) Row { return Row{Name: make().Name, Make: make} }
 
 // All returns every row in table order.
-func All() []Workload {
-	var out []Workload
-	for _, p := range []int{0, 50, 90} {
-		out = append(out, MIG1g(p))
+func All() []Row {
+	return []Row{
+		row(func() Workload { return MIG1g(0) }),
+		row(func() Workload { return MIG1g(90) }),
+		row(func() Workload { return MIG4Match(90) }),
+		row(func() Workload { return Backtrack(6) }),
+		row(func() Workload { return Backtrack(7) }),
+		{Name: H100ClusterName(100, true), Make: func() Workload { return H100Cluster(100, true) }},
+		{Name: H100ClusterName(1000, true), Make: func() Workload { return H100Cluster(1000, true) }},
+		{Name: H100ClusterName(100, false), Make: func() Workload { return H100Cluster(100, false) }},
+		{Name: H100ClusterName(1000, false), Make: func() Workload { return H100Cluster(1000, false) }},
 	}
-	for _, p := range []int{0, 50, 90} {
-		out = append(out, MIG4Match(p))
-	}
-	for c := 3; c <= 7; c++ {
-		out = append(out, Backtrack(c))
-	}
-	out = append(out, Plain1000(), Cluster(100), Cluster(1000), TPU(), DGX(examplegen.Flat), DGX(examplegen.Mixins))
-	return out
 }
-
-func resourceQ(v int64) *resource.Quantity { return resource.NewQuantity(v, resource.DecimalSI) }

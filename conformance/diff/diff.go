@@ -81,7 +81,7 @@ func runNode(ctx context.Context, sc *scenario.Scenario, node *corev1.Node, up *
 		return nr
 	}
 	if drErr != nil {
-		nr.Dractl = scenario.Outcome{Kind: scenario.Fatal, Err: fmt.Errorf("allocator.New: %w", drErr)}
+		nr.Dractl = scenario.Outcome{Kind: scenario.Fatal, Err: fmt.Errorf("state: %w", drErr)}
 	} else {
 		tctx, cancel := context.WithTimeout(ctx, opts.Timeout)
 		began := time.Now()

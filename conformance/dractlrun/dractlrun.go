@@ -1,6 +1,8 @@
 //go:build !noallocator
 
-// Package dractlrun runs dractl's allocator on a scenario.
+// Package dractlrun runs dractl on a scenario the way the scheduler does:
+// the scenario's objects are fed to a pkg/state State as deltas, and each
+// node is one Allocate of a Cycle on its snapshot.
 package dractlrun
 
 import (
@@ -15,7 +17,7 @@ import (
 
 	"github.com/dractl/dractl/conformance/scenario"
 	"github.com/dractl/dractl/pkg/allocator"
-	"github.com/dractl/dractl/pkg/pool"
+	"github.com/dractl/dractl/pkg/state"
 )
 
 // SharedCompiler compiles selectors with pkg/cel's process-wide compiler
@@ -25,40 +27,69 @@ var SharedCompiler = allocator.SharedCompiler()
 // Available reports whether pkg/allocator was compiled in.
 const Available = true
 
-// Prepared is dractl's allocator for one scenario.
+// Prepared is the State of one scenario and its snapshot.
 type Prepared struct {
-	Allocator *allocator.Allocator
+	State    *state.State
+	Snapshot *state.Snapshot
 }
 
-// Prepare assembles pools from the scenario's slices (as written, with
-// mixins) and builds a first-fit allocator.
-func Prepare(s *scenario.Scenario) (*Prepared, error) {
+// Options are the State options of every scenario: the shared compiler
+// and share IDs numbered in allocation order, so that results compare.
+func Options() state.Options {
 	var n atomic.Int64
-	a, err := allocator.New(allocator.Input{
-		Pools:     pool.Assemble(s.Slices),
-		Classes:   s.Classes,
-		Allocated: s.Allocated,
-	}, allocator.Options{
-		Strategy: allocator.FirstFit,
+	return state.Options{
 		Compiler: SharedCompiler,
 		NewShareID: func() types.UID {
 			return types.UID(fmt.Sprintf("00000000-0000-4000-9000-%012d", n.Add(1)))
 		},
-	})
-	if err != nil {
-		return nil, err
 	}
-	return &Prepared{Allocator: a}, nil
+}
+
+// Prepare feeds the scenario's slices (as written, with mixins), classes
+// and allocated claims to a new State. A cluster holds one slice per name,
+// so a scenario that names two slices alike cannot be a cluster and is
+// refused.
+func Prepare(s *scenario.Scenario) (*Prepared, error) {
+	st := state.New(Options())
+	seen := map[string]bool{}
+	for _, sl := range s.Slices {
+		if seen[sl.Name] {
+			return nil, fmt.Errorf("two ResourceSlices are named %s", sl.Name)
+		}
+		seen[sl.Name] = true
+		if err := st.SetMixinSlice(sl); err != nil {
+			return nil, err
+		}
+	}
+	for _, c := range s.Classes {
+		if err := st.SetClass(c); err != nil {
+			return nil, err
+		}
+	}
+	for _, c := range s.Allocated {
+		if err := st.SetClaim(c); err != nil {
+			return nil, err
+		}
+	}
+	return &Prepared{State: st, Snapshot: st.Snapshot()}, nil
 }
 
 // Allocate runs dractl for one node and classifies the answer.
-func (p *Prepared) Allocate(ctx context.Context, node *corev1.Node, claims []*resourcev1.ResourceClaim) (out scenario.Outcome) {
+func (p *Prepared) Allocate(ctx context.Context, node *corev1.Node, claims []*resourcev1.ResourceClaim) scenario.Outcome {
+	return Classify(ctx, func() ([]*resourcev1.AllocationResult, error) {
+		return p.Snapshot.Cycle(claims, state.CycleOptions{}).Allocate(ctx, node)
+	}, len(claims))
+}
+
+// Classify runs allocate and classifies its answer for n claims; a panic
+// is a fatal outcome.
+func Classify(ctx context.Context, allocate func() ([]*resourcev1.AllocationResult, error), n int) (out scenario.Outcome) {
 	defer func() {
 		if r := recover(); r != nil {
 			out = scenario.Outcome{Kind: scenario.Fatal, Err: fmt.Errorf("PANIC: %v", r)}
 		}
 	}()
-	res, err := p.Allocator.Allocate(ctx, node, claims)
+	res, err := allocate()
 	var unfit *allocator.UnfitError
 	var fatal *allocator.FatalError
 	switch {
@@ -70,8 +101,8 @@ func (p *Prepared) Allocate(ctx context.Context, node *corev1.Node, claims []*re
 		return scenario.Outcome{Kind: scenario.Fatal, Err: err}
 	case err != nil:
 		return scenario.Outcome{Kind: scenario.Fatal, Err: fmt.Errorf("neither UnfitError nor FatalError: %w", err)}
-	case len(res) != len(claims):
-		return scenario.Outcome{Kind: scenario.Fatal, Err: fmt.Errorf("%d results for %d claims without error", len(res), len(claims))}
+	case len(res) != n:
+		return scenario.Outcome{Kind: scenario.Fatal, Err: fmt.Errorf("%d results for %d claims without error", len(res), n)}
 	}
 	return scenario.Outcome{Kind: scenario.Fit, Results: res}
 }

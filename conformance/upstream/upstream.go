@@ -24,6 +24,10 @@ const (
 	// Experimental is what kube-scheduler 1.37 picks with every DRA feature
 	// enabled: FeaturesAll is only a subset of the experimental variant.
 	Experimental Variant = "experimental"
+	// Incubating is the variant NewAllocator picks for the stable features
+	// plus binding conditions and consumable capacity: the implementation
+	// that is meant to become stable next.
+	Incubating Variant = "incubating"
 	// Stable is the variant picked with only the GA-level features
 	// (admin access, prioritized list, partitionable devices, taints).
 	Stable Variant = "stable"
@@ -31,8 +35,12 @@ const (
 
 // Features returns the feature set passed to NewAllocator for the variant.
 func Features(v Variant) structured.Features {
-	if v == Stable {
+	switch v {
+	case Stable:
 		return structured.Features{AdminAccess: true, PrioritizedList: true, PartitionableDevices: true, DeviceTaints: true}
+	case Incubating:
+		return structured.Features{AdminAccess: true, PrioritizedList: true, PartitionableDevices: true, DeviceTaints: true,
+			DeviceBindingAndStatus: true, ConsumableCapacity: true, FractionalCapacityRange: true}
 	}
 	return structured.Features{
 		AdminAccess: true, CompatibilityGroups: true, ConsumableCapacity: true, DerivedAttributes: true,

@@ -24,8 +24,16 @@ import (
 //   - ctx.Err() as is when ctx ends during the search.
 //
 // Claims that are already allocated are allocated again; callers pass only
-// pending claims.
+// pending claims. Allocate is Prepare followed by Claims.Allocate; a
+// caller that asks for many nodes prepares once.
 func (a *Allocator) Allocate(ctx context.Context, node *corev1.Node, claims []*resourcev1.ResourceClaim) ([]*resourcev1.AllocationResult, error) {
+	return a.Prepare(claims).Allocate(ctx, node)
+}
+
+// Allocate allocates the claims on node; see Allocator.Allocate for the
+// results and errors. It may be called for many nodes concurrently.
+func (c *Claims) Allocate(ctx context.Context, node *corev1.Node) ([]*resourcev1.AllocationResult, error) {
+	a, claims := c.a, c.claims
 	if node == nil {
 		return nil, &FatalError{Err: errors.New("node is nil")}
 	}
@@ -36,7 +44,8 @@ func (a *Allocator) Allocate(ctx context.Context, node *corev1.Node, claims []*r
 	if err != nil {
 		return nil, &FatalError{Err: err}
 	}
-	at := &attempt{a: a, ctx: ctx, node: node, claims: claims, pools: pools, lazy: a.opts.Strategy == FirstFit}
+	at := &attempt{a: a, ctx: ctx, node: node, claims: claims, plan: c.plan, pools: pools, lazy: a.opts.Strategy == FirstFit}
+	defer func() { at.release() }()
 	if err := at.prepare(); err != nil {
 		return nil, err
 	}
@@ -47,7 +56,8 @@ func (a *Allocator) Allocate(ctx context.Context, node *corev1.Node, claims []*r
 		ok, err = false, nil
 	}
 	if errors.Is(err, errLazyBudget) {
-		at = &attempt{a: a, ctx: ctx, node: node, claims: claims, pools: pools}
+		at.release()
+		at = &attempt{a: a, ctx: ctx, node: node, claims: claims, plan: c.plan, pools: pools}
 		if err := at.prepare(); err != nil {
 			return nil, err
 		}
@@ -121,8 +131,7 @@ func (at *attempt) explain() (*Explanation, error) {
 				claimIdx[al.claim] = ci
 				e.Claims = append(e.Claims, ClaimExplanation{Claim: claimName(at.claims[al.claim])})
 			}
-			probe := &alt{claim: al.claim, name: al.name, parent: al.parent, class: al.class, exprs: al.exprs,
-				nClass: al.nClass, admin: al.admin, tols: al.tols, capReq: al.capReq}
+			probe := &alt{request: al.request, count: al.count, want: al.want}
 			at.buildCands(probe, true)
 			re := RequestExplanation{Request: al.name, Needed: al.count, Rejected: map[Reason]int{}, Counters: probe.ctrRej}
 			for r, n := range probe.rej {
@@ -149,7 +158,7 @@ func (at *attempt) explain() (*Explanation, error) {
 
 // alone runs the search for one alt on a fresh state.
 func (at *attempt) alone(al *alt) (bool, error) {
-	probe := &attempt{a: at.a, ctx: at.ctx, node: at.node, claims: at.claims, pools: at.pools, cons: at.cons,
+	probe := &attempt{a: at.a, ctx: at.ctx, node: at.node, claims: at.claims, plan: at.plan, pools: at.pools, cons: at.cons,
 		slots: []slot{{claim: al.claim, alts: []*alt{al}}}}
 	probe.size()
 	for _, cs := range at.cons[al.claim] {

@@ -3,8 +3,6 @@ package allocator
 import (
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 
 	"github.com/dractl/dractl/pkg/api"
 )
@@ -121,54 +119,22 @@ func sortedSet[T interface{ ~string | ~int64 }](in []T) []T {
 	return slices.Compact(out)
 }
 
-// attrCache holds, per fully qualified attribute name, the value of every
-// device, filled on first use, per slice like the selector cache.
-type attrCache struct {
-	nSlices int
-	mu      sync.Mutex
-	cols    map[string]*attrCol
-}
-
-type attrCol struct {
-	name string
-	vals []atomic.Pointer[[]atomic.Pointer[attrVal]] // per slice, per device of the slice
-}
-
-func newAttrCache(nSlices int) *attrCache {
-	return &attrCache{nSlices: nSlices, cols: map[string]*attrCol{}}
-}
-
-func (c *attrCache) col(name string) *attrCol {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if col, ok := c.cols[name]; ok {
-		return col
-	}
-	col := &attrCol{name: name, vals: make([]atomic.Pointer[[]atomic.Pointer[attrVal]], c.nSlices)}
-	c.cols[name] = col
-	return col
-}
-
-// attr returns device g's value of the column's attribute, nil if it has
-// none. As upstream, "<driver domain>/<id>" also finds the unqualified id.
-func (a *Allocator) attr(col *attrCol, d *devInfo) *attrVal {
-	sl := &a.slices[d.slice]
-	vals := col.vals[d.slice].Load()
-	if vals == nil {
-		var fresh *[]atomic.Pointer[attrVal]
-		if se := a.sharedSlice(d.slice); se != nil {
-			fresh = se.attrVals(col.name)
-		} else {
-			f := make([]atomic.Pointer[attrVal], sl.devEnd-sl.devStart)
-			fresh = &f
-		}
-		if col.vals[d.slice].CompareAndSwap(nil, fresh) {
-			vals = fresh
-		} else {
-			vals = col.vals[d.slice].Load()
+// attr returns device d's value of the constraint's attribute, nil if it
+// has none. As upstream, "<driver domain>/<id>" also finds the unqualified
+// id.
+func (cs *constraintState) attr(d *devInfo) *attrVal {
+	var col *attrColumn
+	for i := range cs.cols {
+		if cs.cols[i].t == d.t {
+			col = cs.cols[i].col
+			break
 		}
 	}
-	slot := &(*vals)[d.idx-sl.devStart]
+	if col == nil {
+		col = d.t.attrColumn(cs.name)
+		cs.cols = append(cs.cols, tableAttr{t: d.t, col: col})
+	}
+	slot := &(*col)[d.idx]
 	if v := slot.Load(); v != nil {
 		if v == absentAttr {
 			return nil
@@ -177,10 +143,10 @@ func (a *Allocator) attr(col *attrCol, d *devInfo) *attrVal {
 	}
 	v := absentAttr
 	if d.viewErr == nil {
-		if at, ok := d.view.Attribute(api.QualifiedName(col.name)); ok {
+		if at, ok := d.view.Attribute(api.QualifiedName(cs.name)); ok {
 			v = newAttrVal(at)
-		} else if i := strings.Index(col.name, "/"); i >= 0 && col.name[:i] == a.pools[d.pool].p.Driver {
-			if at, ok := d.view.Attribute(api.QualifiedName(col.name[i+1:])); ok {
+		} else if i := strings.Index(cs.name, "/"); i >= 0 && cs.name[:i] == d.t.p.Driver {
+			if at, ok := d.view.Attribute(api.QualifiedName(cs.name[i+1:])); ok {
 				v = newAttrVal(at)
 			}
 		}

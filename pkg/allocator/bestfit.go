@@ -64,7 +64,7 @@ func (at *attempt) bestFitOrder(al *alt) []cand {
 		for si := range t.sets {
 			for _, o := range t.sets[si].devices {
 				od := t.dev(o)
-				if od.bucket < 0 || at.inUse[np.devBase+o] > 0 || od.allocated || !at.countersFit(np, od) {
+				if od.bucket < 0 || at.inUse[np.devBase+o] > 0 || np.h.allocated(o) || !at.countersFit(np, od) {
 					continue
 				}
 				avail[sigKey{c.np, sizeOf(od)}]++
@@ -86,7 +86,7 @@ func (at *attempt) bestFitOrder(al *alt) []cand {
 			}
 			od := t.dev(o)
 			ol := np.devBase + o
-			if at.inUse[ol] > 0 || od.allocated || !at.countersFit(np, od) {
+			if at.inUse[ol] > 0 || np.h.allocated(o) || !at.countersFit(np, od) {
 				continue
 			}
 			sc[i].open++
@@ -99,7 +99,7 @@ func (at *attempt) bestFitOrder(al *alt) []cand {
 						break
 					}
 				}
-				if left := t.avail[u.rel] - at.used[lc]; extra > left || u.amt > left-extra {
+				if left := np.h.avail[u.rel] - at.used[lc]; extra > left || u.amt > left-extra {
 					sc[i].lost++
 					if avail[sigKey{c.np, sizeOf(od)}] <= 1 {
 						sc[i].crit++

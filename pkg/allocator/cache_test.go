@@ -10,10 +10,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
 
 	at "github.com/dractl/dractl/pkg/allocator/allocatortest"
-	"github.com/dractl/dractl/pkg/api"
+	"github.com/dractl/dractl/pkg/features"
 	"github.com/dractl/dractl/pkg/pool"
 )
 
@@ -59,22 +58,51 @@ func outcome(t testing.TB, a *Allocator, node *corev1.Node, cl []*resourcev1.Res
 	return string(b)
 }
 
-func newAlloc(t testing.TB, pools []*pool.Pool, classes []*resourcev1.DeviceClass, fill []*resourcev1.ResourceClaim, c *Cache) *Allocator {
-	t.Helper()
-	a, err := New(Input{Pools: pools, Classes: classes, Allocated: fill}, Options{Cache: c, NewShareID: stableShareID})
-	if err != nil {
-		t.Fatal(err)
+// tablesOf builds one table per pool, to be paired with many fills.
+func tablesOf(pools []*pool.Pool) []*PoolTable {
+	out := make([]*PoolTable, len(pools))
+	for i, p := range pools {
+		out[i] = NewPoolTable(p, features.Set{})
 	}
-	return a
+	return out
 }
 
-func TestCacheMatchesFreshAllocators(t *testing.T) {
+// newAlloc builds an Allocator over pools with the fill; with tables, it
+// reuses them as a scheduler's state does across cycles.
+func newAlloc(t testing.TB, pools []*pool.Pool, classes []*resourcev1.DeviceClass, fill []*resourcev1.ResourceClaim, tables []*PoolTable) *Allocator {
+	t.Helper()
+	if tables == nil {
+		a, err := New(Input{Pools: pools, Classes: classes, Allocated: fill}, Options{NewShareID: stableShareID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	return NewForSource(newStaticSource(tables, classes, fill), Options{NewShareID: stableShareID})
+}
+
+// cachedColumns counts the selector columns the tables hold.
+func cachedColumns(tables []*PoolTable) int {
+	n := 0
+	for _, pt := range tables {
+		for _, g := range pt.gens {
+			g.cache.mu.Lock()
+			n += len(g.cache.sel)
+			g.cache.mu.Unlock()
+		}
+	}
+	return n
+}
+
+// Tables hold nothing that depends on allocations, so one set of tables
+// paired with ever other fills answers as fresh allocators do.
+func TestTablesReusedAcrossFills(t *testing.T) {
 	e := clusterEnv(2, 0)
 	pools := pool.Assemble(e.slices)
 	nodes := []*corev1.Node{at.Node("node-0"), at.Node("node-1")}
 	fills := cacheFills()
-	c := NewCache()
-	// Twice over, forwards and backwards, so that later Allocators start
+	tables := tablesOf(pools)
+	// Twice over, forwards and backwards, so that later allocators start
 	// from results earlier ones left under other fills.
 	order := make([]int, 0, 2*len(fills))
 	for i := range fills {
@@ -84,7 +112,7 @@ func TestCacheMatchesFreshAllocators(t *testing.T) {
 		order = append(order, len(fills)-1-i)
 	}
 	for _, fi := range order {
-		shared := newAlloc(t, pools, e.classes, fills[fi], c)
+		shared := newAlloc(t, pools, e.classes, fills[fi], tables)
 		for ci, cl := range cacheClaims() {
 			for _, n := range nodes {
 				want := outcome(t, newAlloc(t, pools, e.classes, fills[fi], nil), n, cl)
@@ -94,93 +122,31 @@ func TestCacheMatchesFreshAllocators(t *testing.T) {
 			}
 		}
 	}
-	if c.Len() == 0 {
-		t.Error("nothing was cached")
+	if cachedColumns(tables) == 0 {
+		t.Error("the tables kept no selector results")
 	}
 }
 
-// hideGPU0Small copies s and sets the profile attribute of gpu-0's 1g.10gb
-// devices to something no claim asks for.
-func hideGPU0Small(s *api.ResourceSlice) *api.ResourceSlice {
-	s = s.DeepCopy()
-	for i := range s.Spec.Devices {
-		d := &s.Spec.Devices[i]
-		if len(d.Name) > len("gpu-0-mig-1g.10gb") && d.Name[:len("gpu-0-mig-1g.10gb")] == "gpu-0-mig-1g.10gb" {
-			d.Attributes["profile"] = api.DeviceAttribute{StringValue: ptr.To("hidden")}
-		}
-	}
-	return s
-}
-
-func TestCacheReevaluatesReplacedSlice(t *testing.T) {
+// A long-running scheduler meets ever new expressions; a table keeps at
+// most maxColumns of each kind.
+func TestColumnsAreBounded(t *testing.T) {
 	e := clusterEnv(1, 0)
-	node := at.Node("node-0")
-	cl := []*resourcev1.ResourceClaim{at.Claim("c").Request(mig("r", "1g.10gb")).MatchAttribute("gpu.example.com/profile").Obj()}
-	c := NewCache()
-	before := outcome(t, newAlloc(t, pool.Assemble(e.slices), e.classes, nil, c), node, cl)
-
-	for _, tc := range []struct {
-		name    string
-		replace func(*api.ResourceSlice) *api.ResourceSlice
-	}{
-		{"new object", hideGPU0Small},
-		{"same object, new resourceVersion", func(s *api.ResourceSlice) *api.ResourceSlice {
-			// Against the contract, but a new resourceVersion must still
-			// be a new key.
-			s.Spec = hideGPU0Small(s).Spec
-			s.ResourceVersion = "2"
-			return s
-		}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			e := clusterEnv(1, 0)
-			c := NewCache()
-			_ = outcome(t, newAlloc(t, pool.Assemble(e.slices), e.classes, nil, c), node, cl)
-			for i, s := range e.slices {
-				if len(s.Spec.Devices) > 0 {
-					e.slices[i] = tc.replace(s)
-				}
-			}
-			pools := pool.Assemble(e.slices)
-			want := outcome(t, newAlloc(t, pools, e.classes, nil, nil), node, cl)
-			if want == before {
-				t.Fatalf("test does not change the outcome: %s", want)
-			}
-			if got := outcome(t, newAlloc(t, pools, e.classes, nil, c), node, cl); got != want {
-				t.Errorf("after replacing the slice:\n got %s\nwant %s", got, want)
-			}
-		})
+	pt := NewPoolTable(pool.Assemble(e.slices)[0], features.Set{})
+	g := pt.gens[0].static()
+	first := g.selColumn("expr-0")
+	if g.selColumn("expr-0") != first {
+		t.Fatal("the same expression got a second column")
+	}
+	for i := range 3 * maxColumns {
+		g.selColumn(fmt.Sprintf("expr-%d", i))
+		g.attrColumn(fmt.Sprintf("attr-%d", i))
+	}
+	if n, m := len(g.cache.sel), len(g.cache.attrs); n > maxColumns || m > maxColumns {
+		t.Errorf("%d selector and %d attribute columns kept, want at most %d", n, m, maxColumns)
 	}
 }
 
-func TestCacheForgetAndBound(t *testing.T) {
-	e := clusterEnv(2, 0)
-	pools := pool.Assemble(e.slices)
-	c := NewCache()
-	cl := cacheClaims()[0]
-	_ = outcome(t, newAlloc(t, pools, e.classes, nil, c), at.Node("node-0"), cl)
-	_ = outcome(t, newAlloc(t, pools, e.classes, nil, c), at.Node("node-1"), cl)
-	if n := c.Len(); n != 2 {
-		t.Fatalf("Len = %d, want the 2 device slices", n)
-	}
-	c.Forget(e.slices[1]) // node-0's device slice
-	if n := c.Len(); n != 1 {
-		t.Fatalf("Len after Forget = %d, want 1", n)
-	}
-	// Allocators that only look at node-0 keep node-0's slice; node-1's
-	// goes once CacheKeep of them have not used it.
-	for i := 0; i < 2*CacheKeep; i++ {
-		_ = outcome(t, newAlloc(t, pools, e.classes, nil, c), at.Node("node-0"), cl)
-	}
-	if n := c.Len(); n != 1 {
-		t.Fatalf("Len after %d Allocators on node-0 = %d, want 1", 2*CacheKeep, n)
-	}
-	if _, ok := c.slices[keyOf(e.slices[1])]; !ok {
-		t.Error("node-0's slice was dropped although in use")
-	}
-}
-
-func TestCacheConcurrent(t *testing.T) {
+func TestTablesConcurrent(t *testing.T) {
 	e := clusterEnv(2, 0)
 	pools := pool.Assemble(e.slices)
 	nodes := []*corev1.Node{at.Node("node-0"), at.Node("node-1")}
@@ -194,13 +160,13 @@ func TestCacheConcurrent(t *testing.T) {
 			}
 		}
 	}
-	c := NewCache()
+	tables := tablesOf(pools)
 	var wg sync.WaitGroup
 	for g := 0; g < 8; g++ {
 		wg.Go(func() {
 			for i := 0; i < 3*len(fills); i++ {
 				fi := (g + i) % len(fills)
-				a := newAlloc(t, pools, e.classes, fills[fi], c)
+				a := newAlloc(t, pools, e.classes, fills[fi], tables)
 				for ci := range claimSets {
 					ni := (g + ci) % len(nodes)
 					if got := outcome(t, a, nodes[ni], claimSets[ci]); got != want[[3]int{fi, ci, ni}] {
@@ -214,37 +180,45 @@ func TestCacheConcurrent(t *testing.T) {
 }
 
 // BenchmarkNewAllocateFill is a scheduler's cycle on one 8×H100 node when
-// only the allocated claims change between cycles: New plus Allocate, with
-// the fill different on every call.
+// only the allocated claims change between cycles: an allocator plus
+// Allocate, with the fill different on every call; "tables" keeps the
+// pool tables across calls as pkg/state does.
 func BenchmarkNewAllocateFill(b *testing.B) {
-	for _, withCache := range []bool{false, true} {
-		name := "nocache"
-		if withCache {
-			name = "cache"
+	for _, reuse := range []bool{false, true} {
+		name := "fresh"
+		if reuse {
+			name = "tables"
 		}
 		b.Run(name, func(b *testing.B) {
 			e := clusterEnv(1, 0)
 			pools := pool.Assemble(e.slices)
 			fills := cacheFills()[:8] // node-0 keeps a free GPU
 			comp := defaultCompiler() // shared either way, like the scheduler's CEL cache
-			var c *Cache
-			if withCache {
-				c = NewCache()
+			cache := NewCache()
+			var tables []*PoolTable
+			if reuse {
+				tables = tablesOf(pools)
 			}
 			node := at.Node("node-0")
 			ctx := context.Background()
 			cl := []*resourcev1.ResourceClaim{fourRequests()}
 			run := func(i int) {
-				a, err := New(Input{Pools: pools, Classes: e.classes, Allocated: fills[i%len(fills)]}, Options{Compiler: comp, Cache: c})
-				if err != nil {
-					b.Fatal(err)
+				fill := fills[i%len(fills)]
+				var a *Allocator
+				if reuse {
+					a = NewForSource(newStaticSource(tables, e.classes, fill), Options{Compiler: comp, Cache: cache})
+				} else {
+					var err error
+					if a, err = New(Input{Pools: pools, Classes: e.classes, Allocated: fill}, Options{Compiler: comp, Cache: cache}); err != nil {
+						b.Fatal(err)
+					}
 				}
 				if _, err := a.Allocate(ctx, node, cl); err != nil {
 					b.Fatal(err)
 				}
 			}
 			for i := range fills {
-				run(i) // warm the Cache
+				run(i) // warm the tables
 			}
 			b.ReportAllocs()
 			b.ResetTimer()

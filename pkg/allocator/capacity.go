@@ -40,27 +40,58 @@ func capacityFits(req *resourcev1.CapacityRequirements, caps map[api.QualifiedNa
 			}
 		}
 	}
+	// Every consumed amount is computed (and may fail) before any is
+	// checked. A device has few capacities; they stay on the stack.
+	var names [8]api.QualifiedName
+	var amounts [8]resource.Quantity
+	if len(caps) > len(names) {
+		return capacityFitsMany(req, caps, used1, used2, frac)
+	}
+	n := 0
+	for name, c := range caps {
+		q, err := consumedOne(req, name, c, frac)
+		if err != nil {
+			return false, err
+		}
+		names[n], amounts[n] = name, q
+		n++
+	}
+	for i := range n {
+		if !fitsOne(names[i], amounts[i], caps[names[i]], used1, used2, frac) {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// capacityFitsMany is capacityFits for devices with many capacities.
+func capacityFitsMany(req *resourcev1.CapacityRequirements, caps map[api.QualifiedName]api.DeviceCapacity, used1, used2 capMap, frac bool) (bool, error) {
 	consumed, err := consumption(req, caps, frac)
 	if err != nil {
 		return false, err
 	}
 	for name, c := range caps {
-		q := consumed[name]
-		if violatesPolicy(q, c.RequestPolicy, frac) {
-			return false, nil
-		}
-		total := q.DeepCopy()
-		if u, ok := used1[name]; ok {
-			total.Add(u)
-		}
-		if u, ok := used2[name]; ok {
-			total.Add(u)
-		}
-		if total.Cmp(c.Value) > 0 {
+		if !fitsOne(name, consumed[name], c, used1, used2, frac) {
 			return false, nil
 		}
 	}
 	return true, nil
+}
+
+// fitsOne: the amount obeys the capacity's policy and, added to what is
+// consumed already, stays within the capacity.
+func fitsOne(name api.QualifiedName, q resource.Quantity, c api.DeviceCapacity, used1, used2 capMap, frac bool) bool {
+	if violatesPolicy(q, c.RequestPolicy, frac) {
+		return false
+	}
+	total := q.DeepCopy()
+	if u, ok := used1[name]; ok {
+		total.Add(u)
+	}
+	if u, ok := used2[name]; ok {
+		total.Add(u)
+	}
+	return total.Cmp(c.Value) <= 0
 }
 
 // consumption is what one allocation of the device consumes of each of its
@@ -68,22 +99,31 @@ func capacityFits(req *resourcev1.CapacityRequirements, caps map[api.QualifiedNa
 func consumption(req *resourcev1.CapacityRequirements, caps map[api.QualifiedName]api.DeviceCapacity, frac bool) (capMap, error) {
 	out := make(capMap, len(caps))
 	for name, c := range caps {
-		var asked *resource.Quantity
-		if req != nil {
-			if q, ok := req.Requests[name]; ok {
-				asked = &q
-			}
-		}
-		q, err := consumedAmount(asked, c, frac)
+		q, err := consumedOne(req, name, c, frac)
 		if err != nil {
-			return nil, fmt.Errorf("capacity %q: %w", name, err)
-		}
-		if q.Sign() < 0 {
-			return nil, fmt.Errorf("capacity %q: capacity value is negative", name)
+			return nil, err
 		}
 		out[name] = q
 	}
 	return out, nil
+}
+
+// consumedOne is what one allocation consumes of one capacity.
+func consumedOne(req *resourcev1.CapacityRequirements, name api.QualifiedName, c api.DeviceCapacity, frac bool) (resource.Quantity, error) {
+	var asked *resource.Quantity
+	if req != nil {
+		if q, ok := req.Requests[name]; ok {
+			asked = &q
+		}
+	}
+	q, err := consumedAmount(asked, c, frac)
+	if err != nil {
+		return resource.Quantity{}, fmt.Errorf("capacity %q: %w", name, err)
+	}
+	if q.Sign() < 0 {
+		return resource.Quantity{}, fmt.Errorf("capacity %q: capacity value is negative", name)
+	}
+	return q, nil
 }
 
 func consumedAmount(asked *resource.Quantity, c api.DeviceCapacity, frac bool) (resource.Quantity, error) {

@@ -1,7 +1,5 @@
 package allocator
 
-import "slices"
-
 // constraintState is one claim constraint during a search. matchAttribute
 // keeps a stack of running intersections (one per device added), so that
 // removing the last device restores the previous one; distinctAttribute
@@ -12,21 +10,16 @@ type constraintState struct {
 	// they intersect. Off, only scalars are compared, as upstream did
 	// before lists existed.
 	lists bool
-	col   *attrCol
+	name  string   // the attribute compared
 	names []string // requests it covers; empty covers all
 	stack []*attrVal
+	// cols are the attribute's columns of each table met.
+	cols []tableAttr
 }
 
-// covers mirrors upstream: a subrequest is covered when the constraint
-// names its parent request or "parent/sub".
-func (c *constraintState) covers(al *alt) bool {
-	if len(c.names) == 0 {
-		return true
-	}
-	if al.parent != "" {
-		return slices.Contains(c.names, al.parent) || slices.Contains(c.names, al.name)
-	}
-	return slices.Contains(c.names, al.name)
+type tableAttr struct {
+	t   *genTable
+	col *attrColumn
 }
 
 // admits reports whether a device with value v could be added now.

@@ -4,18 +4,24 @@
 // Options.Features (all on by default; features.go says what each gate
 // changes), and explains why when they do not fit.
 //
-// An Allocator is built once per cluster state (pools, classes, allocated
-// claims) and then answers Allocate for many nodes, from several goroutines
-// at once. Everything that does not depend on the node is computed in New or
-// cached lazily for the Allocator's lifetime: device tables with dense
-// integer indices, counter availability, compiled CEL and per-device
-// selector results. Options.Cache carries compiled selectors and the
-// per-device selector and attribute results, which depend only on slice
-// content, over to later Allocators, because a scheduler rebuilds the
-// Allocator whenever a claim is allocated although no slice changed.
-// Per-node work touches only the slices that name the node
-// plus the slices that do not name any node, so it does not grow with the
-// size of the cluster.
+// What the allocator knows is split by how long it stays true, so that an
+// incremental cluster state (pkg/state) rebuilds only what a change
+// touched:
+//   - PoolTable: one pool's slices — node selection per slice and, built on
+//     first use, the device table with dense indices, counter sets,
+//     validity per node view, and selector, attribute and derived-attribute
+//     results per device. Valid until one of the pool's slices changes.
+//   - PoolState: a table plus the results of the allocated claims that name
+//     the pool; what they hold (devices, shares, consumed capacity, counters
+//     left) is derived once, on first use. Valid until such a claim changes.
+//   - Allocator: a Source (the pools a node may see, the classes) and the
+//     options. Building one costs nothing; New builds tables for a whole
+//     state given at once.
+//   - Claims (Prepare): one pod's claims with classes looked up, selectors
+//     compiled (Options.Cache keeps them across Allocators) and requests
+//     checked; then Allocate per node, from many goroutines at once, does
+//     only the work that depends on the node and looks only at the node's
+//     pools, so it does not grow with the size of the cluster.
 //
 // Pools are judged as each node sees them (node.go): the generation the
 // node's slices have, complete and valid by upstream's rules for that view.

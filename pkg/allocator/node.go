@@ -14,115 +14,132 @@ import (
 // nodePool is a pool as seen from one node: the generation the node sees
 // and, of it, the device slices that target the node, in name order.
 type nodePool struct {
-	pool         int32 // index in Allocator.pools: one generation of a pool
-	t            *poolTable
-	slices       []int32 // device slices targeting the node (not counter slices)
+	ps           *PoolState
+	t            *genTable
+	h            *heldGen
+	slices       []int32 // device slices targeting the node (not counter slices), indices in t.slices
 	incomplete   bool
 	invalid      *pool.InvalidError
 	bindingConds bool
-	devBase      int32 // first local device index
-	ctrBase      int32 // first local counter index
-	setBase      int32 // first local counter set index
+	devBase      int32 // first attempt-local device index
+	ctrBase      int32 // first attempt-local counter index
+	setBase      int32 // first attempt-local counter set index
 }
 
 // gatherPools selects the pools upstream considers for the node and judges
 // each as the node sees it (poolView). A slice is relevant when its
 // nodeName, allNodes or nodeSelector matches the node, or, with
-// perDeviceNodeSelection, when any of its devices does. Only slices that
-// name the node and the few that select nodes otherwise are looked at,
-// and only their pools get device tables, so the cost does not depend on
-// the number of other nodes. Pools come sorted by driver and pool name,
-// pools offering devices with binding conditions last.
+// perDeviceNodeSelection, when any of its devices does. Only the pools the
+// Source lists for the node are looked at, and only they get device
+// tables, so the cost does not depend on the number of other nodes. Pools
+// come sorted by driver and pool name, pools offering devices with binding
+// conditions last.
 func (a *Allocator) gatherPools(node *corev1.Node) ([]nodePool, error) {
-	// What the node sees of each pool: the newest generation among the
-	// relevant slices, and those slices of it. A node sees few pools; a
-	// linear search beats a map here.
-	type sight struct {
-		pool int32
-		vis  []int32
-	}
-	var seen []sight
-	consider := func(si int32) error {
-		s := &a.slices[si]
-		if !a.g.partitionable && (s.perDeviceSet || s.counters) {
-			return nil
-		}
-		if !a.g.compat && a.usesCompat(si) {
-			return nil
-		}
-		relevant := false
-		switch {
-		case s.node.set():
-			ok, err := s.node.matches(node)
-			if err != nil {
-				return fmt.Errorf("failed to perform node selection for slice %s: %w", s.s.Name, err)
-			}
-			relevant = ok
-		case s.perDevice:
-			t := a.table(s.pool)
-			for i := s.devStart; i < s.devEnd; i++ {
-				d := t.dev(i)
-				ok, err := d.node.matches(node)
-				if err != nil {
-					return fmt.Errorf("failed to perform node selection for device %s in slice %s: %w", d.d.Name, s.s.Name, err)
-				}
-				if ok {
-					relevant = true
-					break
-				}
-			}
-		}
-		if !relevant {
-			return nil
-		}
-		id := a.pools[s.pool].p.ID
-		i := slices.IndexFunc(seen, func(x sight) bool { return a.pools[x.pool].p.ID == id })
-		switch {
-		case i < 0:
-			seen = append(seen, sight{pool: s.pool, vis: []int32{si}})
-		case a.pools[seen[i].pool].p.Generation < a.pools[s.pool].p.Generation:
-			seen[i] = sight{pool: s.pool, vis: []int32{si}}
-		case seen[i].pool == s.pool:
-			seen[i].vis = append(seen[i].vis, si)
-		}
-		return nil
-	}
-	if err := a.namedSlices(node.Name, consider); err != nil {
-		return nil, err
-	}
-	for _, si := range a.shared {
-		if err := consider(si); err != nil {
+	cands := a.src.NodePools(node.Name)
+	out := make([]nodePool, 0, len(cands))
+	for _, ps := range cands {
+		gi, vis, err := a.sees(ps, node)
+		if err != nil {
 			return nil, err
 		}
-	}
-	out := make([]nodePool, 0, len(seen))
-	for _, x := range seen {
-		np, ok := a.poolView(x.pool, x.vis)
-		if ok {
+		if gi < 0 {
+			continue
+		}
+		if np, ok := a.poolView(ps, gi, vis); ok {
 			out = append(out, np)
 		}
 	}
-	slices.SortFunc(out, func(x, y nodePool) int {
-		if x.bindingConds != y.bindingConds {
-			if x.bindingConds {
-				return 1
-			}
-			return -1
+	// Stable: pools stay in ID order otherwise.
+	slices.SortStableFunc(out, func(x, y nodePool) int {
+		switch {
+		case x.bindingConds == y.bindingConds:
+			return 0
+		case x.bindingConds:
+			return 1
 		}
-		return int(x.pool - y.pool)
+		return -1
 	})
 	var dev, ctr, set int32
 	for i := range out {
 		t := out[i].t
 		out[i].devBase, out[i].ctrBase, out[i].setBase = dev, ctr, set
-		dev += int32(len(t.devs))
-		ctr += int32(len(t.avail))
+		dev += t.nDevs
+		ctr += int32(len(t.capacity))
 		set += int32(len(t.sets))
 	}
 	return out, nil
 }
 
-// poolView judges one generation of a pool from the slices of it that the
+// sees returns the generation of the pool the node sees (-1 for none)
+// and the slices of it that are relevant, in the order upstream finds
+// them: the slices that name the node, then those that select it
+// otherwise, each by generation (newest first) and name. The newest
+// generation among the relevant slices wins. The error is a node selector
+// that cannot be evaluated.
+func (a *Allocator) sees(ps *PoolState, node *corev1.Node) (int, []int32, error) {
+	best := -1
+	var vis []int32
+	for pass := 0; pass < 2; pass++ {
+		for gi, t := range ps.t.gens {
+			for k := range t.slices {
+				s := &t.slices[k]
+				named := s.node.name != ""
+				if pass == 0 && (!named || s.node.name != node.Name) {
+					continue
+				}
+				if pass == 1 && (named || !(s.node.set() || s.perDevice)) {
+					continue
+				}
+				ok, err := a.relevant(t, int32(k), node)
+				if err != nil {
+					return -1, nil, err
+				}
+				switch {
+				case !ok:
+				case best < 0 || gi < best:
+					best, vis = gi, []int32{int32(k)}
+				case gi == best:
+					vis = append(vis, int32(k))
+				}
+			}
+		}
+	}
+	return best, vis, nil
+}
+
+// relevant reports whether slice k of the generation targets the node.
+func (a *Allocator) relevant(t *genTable, k int32, node *corev1.Node) (bool, error) {
+	s := &t.slices[k]
+	if !a.g.partitionable && (s.perDeviceSet || s.counters) {
+		return false, nil
+	}
+	if !a.g.compat && t.sliceUsesCompat(k) {
+		return false, nil
+	}
+	switch {
+	case s.node.set():
+		ok, err := s.node.matches(node)
+		if err != nil {
+			return false, fmt.Errorf("failed to perform node selection for slice %s: %w", s.s.Name, err)
+		}
+		return ok, nil
+	case s.perDevice:
+		t.static()
+		for i := s.devStart; i < s.devEnd; i++ {
+			d := t.dev(i)
+			ok, err := d.node.matches(node)
+			if err != nil {
+				return false, fmt.Errorf("failed to perform node selection for device %s in slice %s: %w", d.d.Name, s.s.Name, err)
+			}
+			if ok {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
+}
+
+// poolView judges generation gi of a pool from the slices of it that the
 // node sees (vis, in the order they were found), as upstream's allocator
 // does:
 //   - when the node sees as many slices as the first of them declares, the
@@ -138,19 +155,18 @@ func (a *Allocator) gatherPools(node *corev1.Node) ([]nodePool, error) {
 //     moved from admission to runtime").
 //
 // validate reports the whole pool instead, as a driver author wants it.
-func (a *Allocator) poolView(pi int32, vis []int32) (np nodePool, ok bool) {
-	info := &a.pools[pi]
-	t := a.table(pi)
-	np = nodePool{pool: pi, t: t}
-	declared := a.slices[vis[0]].s.Spec.Pool.ResourceSliceCount
+func (a *Allocator) poolView(ps *PoolState, gi int, vis []int32) (np nodePool, ok bool) {
+	t, h := ps.gen(gi)
+	np = nodePool{ps: ps, t: t, h: h}
+	declared := t.slices[vis[0]].s.Spec.Pool.ResourceSliceCount
 	viaAll := false
 	if int64(len(vis)) != declared {
-		if info.newer {
+		if t.newer {
 			return np, false
 		}
 		n := int64(0)
-		for k := range info.p.Slices {
-			if a.g.compat || !a.usesCompat(info.firstSlice+int32(k)) {
+		for k := range t.slices {
+			if a.g.compat || !t.sliceUsesCompat(int32(k)) {
 				n++
 			}
 		}
@@ -161,17 +177,17 @@ func (a *Allocator) poolView(pi int32, vis []int32) (np nodePool, ok bool) {
 		viaAll = true
 	}
 	slices.Sort(vis)
-	for _, si := range vis {
-		if !a.slices[si].counters {
-			np.slices = append(np.slices, si)
+	for _, k := range vis {
+		if !t.slices[k].counters {
+			np.slices = append(np.slices, k)
 		}
 	}
 	np.invalid = t.viewProblems(vis, viaAll)
 	if np.invalid == nil {
 		// Upstream builds no device list for an invalid pool, so it is
 		// never a pool "with binding conditions".
-		for _, si := range np.slices {
-			if t.bindingConds[a.slices[si].local] {
+		for _, k := range np.slices {
+			if t.bindingConds[k] {
 				np.bindingConds = true
 			}
 		}
@@ -179,15 +195,12 @@ func (a *Allocator) poolView(pi int32, vis []int32) (np nodePool, ok bool) {
 	return np, true
 }
 
-// viewProblems validates the view of the table's generation made of the
-// visible slices vis (sorted) and, with viaAll, the generation's other
-// slices. Results are cached per view: a pool's slices are usually all
-// visible, or each node sees the same subset.
-func (t *poolTable) viewProblems(vis []int32, viaAll bool) *pool.InvalidError {
-	a := t.a
-	info := &a.pools[t.pool]
-	full := len(vis) == len(info.p.Slices)
-	if full {
+// viewProblems validates the view of the generation made of the visible
+// slices vis (sorted) and, with viaAll, the generation's other slices.
+// Results are cached per view: a pool's slices are usually all visible,
+// or each node sees the same subset.
+func (t *genTable) viewProblems(vis []int32, viaAll bool) *pool.InvalidError {
+	if len(vis) == len(t.slices) {
 		t.fullOnce.Do(func() { t.fullInvalid = t.validate(vis, false) })
 		return t.fullInvalid
 	}
@@ -195,8 +208,8 @@ func (t *poolTable) viewProblems(vis []int32, viaAll bool) *pool.InvalidError {
 	if viaAll {
 		key.WriteString("all:")
 	}
-	for _, si := range vis {
-		key.WriteString(strconv.Itoa(int(si - info.firstSlice)))
+	for _, k := range vis {
+		key.WriteString(strconv.Itoa(int(k)))
 		key.WriteByte(',')
 	}
 	t.viewMu.Lock()
@@ -215,45 +228,43 @@ func (t *poolTable) viewProblems(vis []int32, viaAll bool) *pool.InvalidError {
 // validate builds the pool.View and checks it. A view of every slice of a
 // pool that the table found nothing suspect in is valid without looking
 // again.
-func (t *poolTable) validate(vis []int32, viaAll bool) *pool.InvalidError {
-	a := t.a
-	info := &a.pools[t.pool]
-	if len(vis) == len(info.p.Slices) && !t.dupNames && !t.badRange && (!a.g.partitionable || !t.suspect(info.p, len(t.sets))) {
+func (t *genTable) validate(vis []int32, viaAll bool) *pool.InvalidError {
+	g := &t.pt.g
+	if len(vis) == len(t.slices) && !t.dupNames && !t.badRange && (!g.partitionable || !t.suspect()) {
 		return nil
 	}
-	v := pool.View{ID: info.p.ID, NoCounters: !a.g.partitionable}
-	in := make(map[int32]bool, len(vis))
-	for _, si := range vis {
-		in[si] = true
-		s := a.slices[si].s
-		if a.slices[si].counters {
+	v := pool.View{ID: t.p.ID, NoCounters: !g.partitionable}
+	in := make([]bool, len(t.slices))
+	for _, k := range vis {
+		in[k] = true
+		s := t.slices[k].s
+		if t.slices[k].counters {
 			v.Counters = append(v.Counters, s)
 		} else {
 			v.Devices = append(v.Devices, s)
 		}
 	}
 	if viaAll {
-		for k, s := range info.p.Slices {
-			si := info.firstSlice + int32(k)
-			if in[si] || (!a.g.compat && a.usesCompat(si)) {
+		for k := range t.slices {
+			if in[k] || (!g.compat && t.sliceUsesCompat(int32(k))) {
 				continue
 			}
-			if a.slices[si].counters {
-				v.Counters = append(v.Counters, s)
+			if t.slices[k].counters {
+				v.Counters = append(v.Counters, t.slices[k].s)
 			} else {
-				v.Others = append(v.Others, s)
+				v.Others = append(v.Others, t.slices[k].s)
 			}
 		}
 	}
 	return v.Validate()
 }
 
-// usesCompat reports whether some device of the slice declares
+// sliceUsesCompat reports whether some device of slice k declares
 // compatibility groups; only read with DRADeviceCompatibilityGroups off,
 // when such slices are ignored.
-func (a *Allocator) usesCompat(si int32) bool {
-	for i := range a.slices[si].s.Spec.Devices {
-		for _, c := range a.slices[si].s.Spec.Devices[i].ConsumesCounters {
+func (t *genTable) sliceUsesCompat(k int32) bool {
+	for i := range t.slices[k].s.Spec.Devices {
+		for _, c := range t.slices[k].s.Spec.Devices[i].ConsumesCounters {
 			if len(c.CompatibilityGroups) > 0 {
 				return true
 			}

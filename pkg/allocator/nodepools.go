@@ -19,7 +19,7 @@ func (a *Allocator) NodePools(node *corev1.Node) ([]pool.ID, error) {
 	}
 	out := make([]pool.ID, len(nps))
 	for i, np := range nps {
-		out[i] = a.pools[np.pool].p.ID
+		out[i] = np.t.p.ID
 	}
 	return out, nil
 }

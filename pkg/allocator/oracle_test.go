@@ -66,7 +66,7 @@ func oracle(t *testing.T, e *env, c *resourcev1.ResourceClaim) bool {
 	}
 	var devs []int32
 	for g := range fv.devs {
-		if !a.slices[fv.devs[g].slice].counters {
+		if !fv.devs[g].sliceInfo().counters {
 			devs = append(devs, int32(g))
 		}
 	}

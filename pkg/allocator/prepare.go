@@ -18,9 +18,11 @@ const maxResults = resourcev1.AllocationResultsMaxSize
 // when it can skip node operations (DRAOptionalNodeOperations).
 const nodeOperationsFeature = "DRAOptionalNodeOperations"
 
-// alt is one way to satisfy a request: the request itself, or one
-// subrequest of a firstAvailable request.
-type alt struct {
+// request is one way to satisfy a request of a claim, as far as it does
+// not depend on the node: the request itself or one subrequest of a
+// firstAvailable request, with its class, compiled selectors and shape.
+// Claims decides it once; every Allocate call reads it.
+type request struct {
 	claim  int
 	name   string // as written into results: "req" or "req/sub"
 	parent string // request name when this is a subrequest
@@ -30,16 +32,32 @@ type alt struct {
 	nClass int
 	admin  bool
 	all    bool
+	// count and want are those of an ExactCount request (see alt).
 	count  int
+	want   int64
 	tols   []resourcev1.DeviceToleration
 	capReq *resourcev1.CapacityRequirements
-	// want is the count as the request states it, for messages; count is
-	// capped just above the claim limit.
-	want int64
 	// derived are the request's derived attributes by name: constraints
 	// read these instead of the device's own attributes.
 	derived map[string]*derivedEntry
-	applies []int // indices of the claim's constraints that cover this alt
+	applies []int // indices of the claim's constraints that cover this request
+	// mayFail: trying it can end in a fatal error whatever the node: a
+	// constraint reads a derived attribute, or an "All" request is
+	// constrained.
+	mayFail bool
+	// err: preparing the request failed; Allocate reports it when it
+	// reaches the request, as upstream does.
+	err error
+}
+
+// alt is a request during one Allocate call: its candidates on the node.
+type alt struct {
+	*request
+	// count is the number of devices to pick; want is the count as the
+	// request states it, for messages (count is capped just above the
+	// claim limit). For "All" both are the number of candidates.
+	count int
+	want  int64
 	// mayFail: trying this alt can end in a fatal error (a candidate that
 	// failed evaluation, an "All" request, a shared device whose capacity
 	// arithmetic can fail), so the search must not prune past it.
@@ -48,6 +66,39 @@ type alt struct {
 	scan    scanCursor // how far cands are built
 	rej     [numReasons]int
 	ctrRej  map[string]int
+	// cols are the selector columns of each table the alt met; a node
+	// usually sees one pool, whose columns fit in buf.
+	cols []tableCols
+	buf  [1]tableCols
+	sels [4]*selColumn
+}
+
+type tableCols struct {
+	t   *genTable
+	sel []*selColumn
+}
+
+// selCols returns the table's result columns of the alt's expressions.
+func (al *alt) selCols(t *genTable) []*selColumn {
+	for i := range al.cols {
+		if al.cols[i].t == t {
+			return al.cols[i].sel
+		}
+	}
+	var cols []*selColumn
+	if len(al.cols) == 0 && len(al.exprs) <= len(al.sels) {
+		cols = al.sels[:len(al.exprs)]
+	} else {
+		cols = make([]*selColumn, len(al.exprs))
+	}
+	for i, e := range al.exprs {
+		cols[i] = t.selColumn(e.expr)
+	}
+	if al.cols == nil {
+		al.cols = al.buf[:0]
+	}
+	al.cols = append(al.cols, tableCols{t: t, sel: cols})
+	return cols
 }
 
 // cand is a device that passed the static checks for an alt. err is set
@@ -82,191 +133,305 @@ func (at *attempt) fatal(claim int, request string, err error) error {
 	return &FatalError{Claim: claimName(at.claims[claim]), Request: request, Err: err}
 }
 
-// prepare validates the claims like upstream's Allocate preamble, in its
-// order (per claim: per request the feature checks, then each alternative,
-// then the claim limit; then the constraints), and builds one slot per
-// request with its alts and their candidates.
-func (at *attempt) prepare() error {
-	a := at.a
-	at.cons = make([][]*constraintState, len(at.claims))
-	for ci, claim := range at.claims {
+// Claims are the claims of one pod prepared for allocation: classes
+// looked up, selectors compiled, requests checked against the feature
+// gates. A scheduler prepares them once per scheduling cycle and then asks
+// for many nodes, from many goroutines at once; each Allocate does only
+// the work that depends on the node.
+type Claims struct {
+	a      *Allocator
+	claims []*resourcev1.ResourceClaim
+	plan   []claimPlan
+}
+
+// claimPlan is one claim's requests in order, up to the first that cannot
+// be prepared.
+type claimPlan struct {
+	err  error // a nil claim
+	reqs []reqPlan
+	cons []consPlan
+	// consErr: a constraint that cannot be used; reported after the
+	// requests, as upstream checks constraints after them.
+	consErr error
+}
+
+type reqPlan struct {
+	err   error // a gate or request type problem, before any alternative
+	first bool
+	reqs  []*request // up to and including the first with err
+}
+
+type consPlan struct {
+	match bool
+	attr  string
+	names []string
+}
+
+// Prepare prepares the claims of one pod, which are allocated together.
+// Problems that no node can fix are reported by Allocate, in the order
+// upstream meets them.
+func (a *Allocator) Prepare(claims []*resourcev1.ResourceClaim) *Claims {
+	c := &Claims{a: a, claims: claims, plan: make([]claimPlan, len(claims))}
+	for ci, claim := range claims {
+		cp := &c.plan[ci]
 		if claim == nil {
-			return &FatalError{Err: errors.New("nil claim")}
+			cp.err = &FatalError{Err: errors.New("nil claim")}
+			break
 		}
-		minDevices := 0
-		for ri := range claim.Spec.Devices.Requests {
-			req := &claim.Spec.Devices.Requests[ri]
-			if err := at.gateRequest(ci, req); err != nil {
-				return err
-			}
-			sl := slot{claim: ci, first: len(req.FirstAvailable) > 0}
-			least := -1
-			var want int64
-			if len(req.FirstAvailable) > 0 {
-				for si := range req.FirstAvailable {
-					sub := &req.FirstAvailable[si]
-					al, err := at.newAlt(ci, req.Name+"/"+sub.Name, req.Name, sub.Name, sub.DeviceClassName, sub.Selectors,
-						sub.AllocationMode, sub.Count, nil, sub.Tolerations, sub.Capacity, sub.DerivedAttributes)
-					if err != nil {
-						return err
-					}
-					sl.alts = append(sl.alts, al)
-					if least < 0 || al.count < least {
-						least, want = al.count, al.want
-					}
-				}
-			} else {
-				ex := req.Exactly
-				if ex == nil {
-					return at.fatal(ci, req.Name, errors.New("neither exactly nor firstAvailable is set (unsupported request type?)"))
-				}
-				al, err := at.newAlt(ci, req.Name, "", req.Name, ex.DeviceClassName, ex.Selectors,
-					ex.AllocationMode, ex.Count, ex.AdminAccess, ex.Tolerations, ex.Capacity, ex.DerivedAttributes)
-				if err != nil {
-					return err
-				}
-				sl.alts = append(sl.alts, al)
-				least, want = al.count, al.want
-			}
-			// Upstream's words, with the request's own count.
-			if least > maxResults-minDevices {
-				return at.fatal(ci, req.Name, fmt.Errorf("adding %d devices exceeds the claim limit of %d, with %d already accounted for", want, maxResults, minDevices))
-			}
-			minDevices += least
-			at.slots = append(at.slots, sl)
-		}
-		for i, c := range claim.Spec.Devices.Constraints {
-			cs := &constraintState{names: c.Requests, lists: a.g.listAttrs}
-			switch {
-			case c.MatchAttribute != nil:
-				cs.match = true
-				cs.col = a.attrs.col(string(*c.MatchAttribute))
-			case c.DistinctAttribute != nil:
-				cs.col = a.attrs.col(string(*c.DistinctAttribute))
-			default:
-				return at.fatal(ci, "", fmt.Errorf("constraint #%d: empty constraint (unsupported constraint type?)", i))
-			}
-			at.cons[ci] = append(at.cons[ci], cs)
+		if !c.planClaim(ci, claim, cp) {
+			break
 		}
 	}
-	for si := range at.slots {
-		for _, al := range at.slots[si].alts {
-			for i, cs := range at.cons[al.claim] {
-				if cs.covers(al) {
-					al.applies = append(al.applies, i)
-					if al.derived[cs.col.name] != nil {
+	return c
+}
+
+// planClaim fills cp; false when preparing stopped at an error.
+func (c *Claims) planClaim(ci int, claim *resourcev1.ResourceClaim, cp *claimPlan) bool {
+	a := c.a
+	fatal := func(request string, err error) error {
+		return &FatalError{Claim: claimName(claim), Request: request, Err: err}
+	}
+	for ri := range claim.Spec.Devices.Requests {
+		req := &claim.Spec.Devices.Requests[ri]
+		rp := reqPlan{first: len(req.FirstAvailable) > 0}
+		rp.err = a.gateRequest(claim, req)
+		if rp.err == nil && len(req.FirstAvailable) == 0 && req.Exactly == nil {
+			rp.err = fatal(req.Name, errors.New("neither exactly nor firstAvailable is set (unsupported request type?)"))
+		}
+		if rp.err != nil {
+			cp.reqs = append(cp.reqs, rp)
+			return false
+		}
+		if rp.first {
+			for si := range req.FirstAvailable {
+				sub := &req.FirstAvailable[si]
+				r := c.newRequest(ci, req.Name+"/"+sub.Name, req.Name, sub.Name, sub.DeviceClassName, sub.Selectors,
+					sub.AllocationMode, sub.Count, nil, sub.Tolerations, sub.Capacity, sub.DerivedAttributes)
+				rp.reqs = append(rp.reqs, r)
+				if r.err != nil {
+					cp.reqs = append(cp.reqs, rp)
+					return false
+				}
+			}
+		} else {
+			ex := req.Exactly
+			r := c.newRequest(ci, req.Name, "", req.Name, ex.DeviceClassName, ex.Selectors,
+				ex.AllocationMode, ex.Count, ex.AdminAccess, ex.Tolerations, ex.Capacity, ex.DerivedAttributes)
+			rp.reqs = append(rp.reqs, r)
+			if r.err != nil {
+				cp.reqs = append(cp.reqs, rp)
+				return false
+			}
+		}
+		cp.reqs = append(cp.reqs, rp)
+	}
+	for i, con := range claim.Spec.Devices.Constraints {
+		switch {
+		case con.MatchAttribute != nil:
+			cp.cons = append(cp.cons, consPlan{match: true, attr: string(*con.MatchAttribute), names: con.Requests})
+		case con.DistinctAttribute != nil:
+			cp.cons = append(cp.cons, consPlan{attr: string(*con.DistinctAttribute), names: con.Requests})
+		default:
+			cp.consErr = fatal("", fmt.Errorf("constraint #%d: empty constraint (unsupported constraint type?)", i))
+			return false
+		}
+	}
+	for _, rp := range cp.reqs {
+		for _, r := range rp.reqs {
+			for i, con := range cp.cons {
+				if covers(con.names, r) {
+					r.applies = append(r.applies, i)
+					if r.derived[con.attr] != nil {
 						// Evaluating the attribute can fail fatally.
-						al.mayFail = true
+						r.mayFail = true
 					}
 				}
 			}
-			if al.all && len(al.applies) > 0 {
-				al.mayFail = true
+			if r.all && len(r.applies) > 0 {
+				r.mayFail = true
 			}
 		}
 	}
-	return nil
+	return true
 }
 
 // gateRequest rejects a request that uses a feature whose gate is off, as
 // upstream does before looking at the request: silently ignoring the
 // fields would allocate something the claim did not ask for.
-func (at *attempt) gateRequest(ci int, req *resourcev1.DeviceRequest) error {
-	g := &at.a.g
+func (a *Allocator) gateRequest(claim *resourcev1.ResourceClaim, req *resourcev1.DeviceRequest) error {
+	g := &a.g
+	fatal := func(err error) error { return &FatalError{Claim: claimName(claim), Request: req.Name, Err: err} }
 	if !g.prioritizedList && len(req.FirstAvailable) > 0 {
-		return at.fatal(ci, req.Name, errors.New("has subrequests, but the DRAPrioritizedList feature is disabled"))
+		return fatal(errors.New("has subrequests, but the DRAPrioritizedList feature is disabled"))
 	}
 	if g.consumable {
 		return nil
 	}
 	if req.Exactly != nil && req.Exactly.Capacity != nil {
-		return at.fatal(ci, req.Name, errors.New("has capacity requests, but the DRAConsumableCapacity feature is disabled"))
+		return fatal(errors.New("has capacity requests, but the DRAConsumableCapacity feature is disabled"))
 	}
 	for _, sub := range req.FirstAvailable {
 		if sub.Capacity != nil {
-			return &FatalError{Claim: claimName(at.claims[ci]), Request: req.Name + "/" + sub.Name, Subrequest: sub.Name,
+			return &FatalError{Claim: claimName(claim), Request: req.Name + "/" + sub.Name, Subrequest: sub.Name,
 				Err: errors.New("has capacity requests, but the DRAConsumableCapacity feature is disabled")}
 		}
 	}
 	return nil
 }
 
-func (at *attempt) newAlt(ci int, name, parent, short, class string, sels []resourcev1.DeviceSelector,
+func (c *Claims) newRequest(ci int, name, parent, short, class string, sels []resourcev1.DeviceSelector,
 	mode resourcev1.DeviceAllocationMode, count int64, admin *bool, tols []resourcev1.DeviceToleration,
-	capReq *resourcev1.CapacityRequirements, derived []resourcev1.DeviceDerivedAttribute) (*alt, error) {
-	a := at.a
-	al := &alt{claim: ci, name: name, parent: parent, short: short, admin: ptr.Deref(admin, false),
+	capReq *resourcev1.CapacityRequirements, derived []resourcev1.DeviceDerivedAttribute) *request {
+	a := c.a
+	r := &request{claim: ci, name: name, parent: parent, short: short, admin: ptr.Deref(admin, false),
 		tols: tols, capReq: capReq}
+	fatal := func(err error) *request {
+		r.err = &FatalError{Claim: claimName(c.claims[ci]), Request: name, Err: err}
+		return r
+	}
 	if len(derived) > 0 {
 		if !a.g.derived {
-			return nil, at.fatal(ci, name, errors.New("cannot handle request with derived attributes, the feature is disabled"))
+			return fatal(errors.New("cannot handle request with derived attributes, the feature is disabled"))
 		}
-		al.derived = make(map[string]*derivedEntry, len(derived))
+		r.derived = make(map[string]*derivedEntry, len(derived))
 		for _, d := range derived {
-			al.derived[string(d.Name)] = a.derivedExpr(d.Expression)
+			r.derived[string(d.Name)] = a.exprs.derived(a.opts.Compiler, d.Expression)
 		}
 	}
 	for i, s := range sels {
 		if s.CEL == nil {
-			return nil, at.fatal(ci, name, fmt.Errorf("selector #%d: CEL expression empty (unsupported selector type?)", i))
+			return fatal(fmt.Errorf("selector #%d: CEL expression empty (unsupported selector type?)", i))
 		}
 	}
-	if al.admin && !a.g.adminAccess {
-		return nil, at.fatal(ci, name, errors.New("admin access is requested, but the feature is disabled"))
+	if r.admin && !a.g.adminAccess {
+		return fatal(errors.New("admin access is requested, but the feature is disabled"))
 	}
 	if class == "" {
-		return nil, at.fatal(ci, name, errors.New("missing device class name (unsupported request type?)"))
+		return fatal(errors.New("missing device class name (unsupported request type?)"))
 	}
-	al.class = a.classes[class]
-	if al.class == nil {
-		return nil, at.fatal(ci, name, fmt.Errorf("could not retrieve device class %s: not found", class))
+	r.class = a.src.Class(class)
+	if r.class == nil {
+		return fatal(fmt.Errorf("could not retrieve device class %s: not found", class))
 	}
-	for _, s := range al.class.Spec.Selectors {
+	for _, s := range r.class.Spec.Selectors {
 		if s.CEL == nil {
-			return nil, at.fatal(ci, name, fmt.Errorf("class %s: selector has no CEL expression (unsupported selector type?)", class))
+			return fatal(fmt.Errorf("class %s: selector has no CEL expression (unsupported selector type?)", class))
 		}
-		al.exprs = append(al.exprs, a.sel.get(s.CEL.Expression))
+		r.exprs = append(r.exprs, a.exprs.selector(a.opts.Compiler, s.CEL.Expression))
 	}
-	al.nClass = len(al.exprs)
+	r.nClass = len(r.exprs)
 	for _, s := range sels {
-		al.exprs = append(al.exprs, a.sel.get(s.CEL.Expression))
+		r.exprs = append(r.exprs, a.exprs.selector(a.opts.Compiler, s.CEL.Expression))
 	}
 	switch mode {
 	case resourcev1.DeviceAllocationModeExactCount:
-		al.count, al.want = int(count), count
+		r.count, r.want = int(count), count
 		if count > maxResults {
 			// Larger than any claim may hold; the claim-size check reports it.
-			al.count = maxResults + 1
+			r.count = maxResults + 1
 		}
+	case resourcev1.DeviceAllocationModeAll:
+		r.all = true
+	default:
+		return fatal(fmt.Errorf("unsupported count mode %s", mode))
+	}
+	return r
+}
+
+// covers mirrors upstream: a subrequest is covered when the constraint
+// names its parent request or "parent/sub"; no names cover everything.
+func covers(names []string, r *request) bool {
+	if len(names) == 0 {
+		return true
+	}
+	if r.parent != "" {
+		return slices.Contains(names, r.parent) || slices.Contains(names, r.name)
+	}
+	return slices.Contains(names, r.name)
+}
+
+// prepare turns the plan into slots for this node, in upstream's order
+// (per claim: per request each alternative, then the claim limit; then
+// the constraints), reporting the first problem on the way.
+func (at *attempt) prepare() error {
+	a := at.a
+	at.cons = make([][]*constraintState, len(at.claims))
+	for ci := range at.plan {
+		cp := &at.plan[ci]
+		if cp.err != nil {
+			return cp.err
+		}
+		minDevices := 0
+		for _, rp := range cp.reqs {
+			if rp.err != nil {
+				return rp.err
+			}
+			sl := slot{claim: ci, first: rp.first}
+			least := -1
+			var want int64
+			for _, r := range rp.reqs {
+				if r.err != nil {
+					return r.err
+				}
+				al, err := at.newAlt(r)
+				if err != nil {
+					return err
+				}
+				sl.alts = append(sl.alts, al)
+				if least < 0 || al.count < least {
+					least, want = al.count, al.want
+				}
+			}
+			// Upstream's words, with the request's own count.
+			if least > maxResults-minDevices {
+				name := rp.reqs[0].name
+				if rp.first {
+					name = rp.reqs[0].parent
+				}
+				return at.fatal(ci, name, fmt.Errorf("adding %d devices exceeds the claim limit of %d, with %d already accounted for", want, maxResults, minDevices))
+			}
+			minDevices += least
+			at.slots = append(at.slots, sl)
+		}
+		if cp.consErr != nil {
+			return cp.consErr
+		}
+		for _, con := range cp.cons {
+			at.cons[ci] = append(at.cons[ci], &constraintState{match: con.match, name: con.attr, names: con.names, lists: a.g.listAttrs})
+		}
+	}
+	return nil
+}
+
+// newAlt starts the request's alt on this node: for "All", every device it
+// must take.
+func (at *attempt) newAlt(r *request) (*alt, error) {
+	al := &alt{request: r, count: r.count, want: r.want, mayFail: r.mayFail}
+	if !r.all {
 		if at.lazy {
 			// The first pass looks at devices as the search reaches them.
 			return al, nil
 		}
-	case resourcev1.DeviceAllocationModeAll:
-		al.all = true
-		if err := at.buildAll(al); err != nil {
-			return nil, err
-		}
-		al.count = len(al.cands)
-		al.want = int64(al.count)
-	default:
-		return nil, at.fatal(ci, name, fmt.Errorf("unsupported count mode %s", mode))
+		at.finishAlt(al)
+		return al, nil
 	}
-	at.finishAlt(al)
+	if err := at.buildAll(al); err != nil {
+		return nil, err
+	}
+	al.count = len(al.cands)
+	al.want = int64(al.count)
 	return al, nil
 }
 
-// finishAlt completes the candidate list and decides mayFail.
+// finishAlt completes the candidate list and decides mayFail. Capacity
+// arithmetic of "All" candidates already ran without error in buildAll
+// and is static, so only a claim constraint can make them fail fatally,
+// which the request says.
 func (at *attempt) finishAlt(al *alt) {
-	if !al.all {
-		at.buildCands(al, false)
-	}
 	if al.all {
-		// Capacity arithmetic of "All" candidates already ran without error
-		// in buildAll and is static, so only a claim constraint can make
-		// them fail fatally; prepare decides once the constraints are known.
 		return
 	}
+	at.buildCands(al, false)
 	for _, c := range al.cands {
 		if c.err != nil || (c.d.multi && al.capReq != nil) {
 			al.mayFail = true
@@ -283,13 +448,17 @@ func (at *attempt) selectable(al *alt, d *devInfo) (bool, Reason, error) {
 	if !a.g.bindingConditions && len(d.d.BindingConditions) > 0 {
 		return false, ReasonFeatureGate, nil
 	}
+	var cols []*selColumn
+	if len(al.exprs) > 0 {
+		cols = al.selCols(d.t)
+	}
 	for i, e := range al.exprs {
-		ok, err := a.eval(at.ctx, e, d)
+		ok, err := eval(at.ctx, e, cols[i], d)
 		if err != nil {
 			if i < al.nClass {
-				return false, 0, at.fatal(al.claim, al.name, fmt.Errorf("class %s: selector #%d (%q) on device %s: CEL error: %w", al.class.Name, i, e.expr, a.devID(d), err))
+				return false, 0, at.fatal(al.claim, al.name, fmt.Errorf("class %s: selector #%d (%q) on device %s: CEL error: %w", al.class.Name, i, e.expr, d.id(), err))
 			}
-			return false, 0, at.fatal(al.claim, al.name, fmt.Errorf("selector #%d (%q) on device %s: CEL error: %w", i-al.nClass, e.expr, a.devID(d), err))
+			return false, 0, at.fatal(al.claim, al.name, fmt.Errorf("selector #%d (%q) on device %s: CEL error: %w", i-al.nClass, e.expr, d.id(), err))
 		}
 		if !ok {
 			if i < al.nClass {
@@ -298,7 +467,7 @@ func (at *attempt) selectable(al *alt, d *devInfo) (bool, Reason, error) {
 			return false, ReasonSelector, nil
 		}
 	}
-	if a.slices[d.slice].perDevice {
+	if d.sliceInfo().perDevice {
 		ok, err := d.node.matches(at.node)
 		if err != nil {
 			return false, 0, at.fatal(al.claim, al.name, err)
@@ -315,7 +484,7 @@ func (at *attempt) selectable(al *alt, d *devInfo) (bool, Reason, error) {
 // DRAPartitionableDevices off, counter consumption.
 func (at *attempt) usable(d *devInfo) (bool, Reason) {
 	g := &at.a.g
-	if len(at.a.slices[d.slice].s.Spec.SkipNodeOperations) > 0 {
+	if len(d.sliceInfo().s.Spec.SkipNodeOperations) > 0 {
 		if !g.nodeOps {
 			return false, ReasonFeatureGate
 		}
@@ -378,7 +547,6 @@ func (at *attempt) more(al *alt) bool {
 // scanOne looks at the device under the cursor (a whole slice of an
 // unusable pool) and advances; false once everything was seen.
 func (at *attempt) scanOne(al *alt, explainOnly bool) bool {
-	a := at.a
 	cur := &al.scan
 	for !cur.done {
 		if cur.np >= len(at.pools) {
@@ -390,7 +558,7 @@ func (at *attempt) scanOne(al *alt, explainOnly bool) bool {
 			cur.np, cur.sl, cur.begun = cur.np+1, 0, false
 			continue
 		}
-		s := &a.slices[np.slices[cur.sl]]
+		s := &np.t.slices[np.slices[cur.sl]]
 		if !cur.begun {
 			cur.dev, cur.begun = s.devStart, true
 		}
@@ -416,10 +584,9 @@ func (at *attempt) scanOne(al *alt, explainOnly bool) bool {
 }
 
 func (at *attempt) scanDev(al *alt, np *nodePool, npi, i int32, explainOnly bool) {
-	a := at.a
 	d := np.t.dev(i)
 	c := cand{d: d, l: np.devBase + i, np: npi}
-	if !al.admin && d.allocated {
+	if !al.admin && np.h.allocated(i) {
 		al.rej[ReasonAllocated]++
 		return
 	}
@@ -435,10 +602,10 @@ func (at *attempt) scanDev(al *alt, np *nodePool, npi, i int32, explainOnly bool
 		al.rej[reason]++
 		return
 	}
-	fits, err := at.staticCapacity(al, d, d.aggCap)
+	fits, err := at.staticCapacity(al, d, np.h.aggCap(i))
 	if err != nil {
 		if !explainOnly {
-			c.err = at.fatal(al.claim, al.name, fmt.Errorf("checking capacity for device %s: %w", a.devID(d), err))
+			c.err = at.fatal(al.claim, al.name, fmt.Errorf("checking capacity for device %s: %w", d.id(), err))
 			al.cands = append(al.cands, c)
 		}
 		return
@@ -455,7 +622,7 @@ func (at *attempt) scanDev(al *alt, np *nodePool, npi, i int32, explainOnly bool
 		al.rej[ReasonTaint]++
 		return
 	}
-	if bad := at.counterMisfitAlone(d, np.t); bad >= 0 {
+	if bad := counterMisfitAlone(d, np.h); bad >= 0 {
 		al.rej[ReasonCounterExhausted]++
 		if explainOnly {
 			if al.ctrRej == nil {
@@ -472,17 +639,17 @@ func (at *attempt) scanDev(al *alt, np *nodePool, npi, i int32, explainOnly bool
 
 // counterMisfitAlone returns the pool-relative index of the first counter
 // the device cannot get even if nothing else were picked, -1 when it fits.
-func (at *attempt) counterMisfitAlone(d *devInfo, t *poolTable) int32 {
-	if len(d.uses) == 0 || (d.multi && d.shareInUse) {
+func counterMisfitAlone(d *devInfo, h *heldGen) int32 {
+	if len(d.uses) == 0 || (d.multi && h.shareInUse(d.idx)) {
 		return -1
 	}
 	for _, u := range d.uses {
-		if u.amt > t.avail[u.rel] {
+		if u.amt > h.avail[u.rel] {
 			return u.rel
 		}
 	}
-	if t.overcommitted {
-		return t.over[0]
+	if h.overcommitted {
+		return h.over[0]
 	}
 	return -1
 }
@@ -491,9 +658,8 @@ func (at *attempt) counterMisfitAlone(d *devInfo, t *poolTable) int32 {
 // considered pool that the selectors and node select and whose capacity
 // could hold the request on an unused device. The pools must all be usable.
 func (at *attempt) buildAll(al *alt) error {
-	a := at.a
 	for _, np := range at.pools {
-		id := a.pools[np.pool].p.ID
+		id := np.t.p.ID
 		if np.incomplete {
 			return at.fatal(al.claim, al.name, fmt.Errorf("asks for all devices, but resource pool %s is currently being updated", id))
 		}
@@ -504,7 +670,7 @@ func (at *attempt) buildAll(al *alt) error {
 	for npi := range at.pools {
 		np := &at.pools[npi]
 		for _, si := range np.slices {
-			s := &a.slices[si]
+			s := &np.t.slices[si]
 			for i := s.devStart; i < s.devEnd; i++ {
 				d := np.t.dev(i)
 				ok, _, err := at.selectable(al, d)
@@ -516,7 +682,7 @@ func (at *attempt) buildAll(al *alt) error {
 				}
 				fits, err := at.staticCapacity(al, d, nil)
 				if err != nil {
-					return at.fatal(al.claim, al.name, fmt.Errorf("checking capacity for device %s: %w", a.devID(d), err))
+					return at.fatal(al.claim, al.name, fmt.Errorf("checking capacity for device %s: %w", d.id(), err))
 				}
 				if !fits {
 					continue

@@ -13,14 +13,13 @@ import (
 // results turns the picks into one AllocationResult per claim, the way
 // upstream fills results, configuration and the node selector.
 func (at *attempt) results() ([]*resourcev1.AllocationResult, error) {
-	a := at.a
 	out := make([]*resourcev1.AllocationResult, len(at.claims))
 	for ci := range at.claims {
 		out[ci] = &resourcev1.AllocationResult{}
 	}
 	for _, pk := range at.picks {
 		d := pk.c.d
-		p := a.pools[d.pool].p
+		p := d.t.p
 		r := resourcev1.DeviceRequestAllocationResult{
 			Request:            pk.al.name,
 			Driver:             p.Driver,
@@ -28,7 +27,7 @@ func (at *attempt) results() ([]*resourcev1.AllocationResult, error) {
 			Device:             d.d.Name,
 			Tolerations:        pk.al.tols,
 			ShareID:            pk.shareID,
-			SkipNodeOperations: a.slices[d.slice].s.Spec.SkipNodeOperations,
+			SkipNodeOperations: d.sliceInfo().s.Spec.SkipNodeOperations,
 			BindingConditions:  d.d.BindingConditions,
 		}
 		r.BindingFailureConditions = d.d.BindingFailureConditions
@@ -132,17 +131,16 @@ func (at *attempt) configs(ci int, claim *resourcev1.ResourceClaim) []resourcev1
 // selection, which is how a multi-host device yields its node set) are
 // merged; devices available everywhere add nothing.
 func (at *attempt) nodeSelector(ci int) (*corev1.NodeSelector, error) {
-	a := at.a
 	term := corev1.NodeSelectorTerm{}
 	for _, pk := range at.picks {
 		if pk.al.claim != ci {
 			continue
 		}
 		d := pk.c.d
-		s := a.slices[d.slice].s
+		s := d.sliceInfo().s
 		var name *string
 		var sel *corev1.NodeSelector
-		if a.slices[d.slice].perDevice {
+		if d.sliceInfo().perDevice {
 			name, sel = d.d.NodeName, d.d.NodeSelector
 		} else {
 			name, sel = s.Spec.NodeName, s.Spec.NodeSelector

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
@@ -17,10 +18,12 @@ type attempt struct {
 	ctx    context.Context
 	node   *corev1.Node
 	claims []*resourcev1.ResourceClaim
+	plan   []claimPlan
 	pools  []nodePool
 	slots  []slot
 	cons   [][]*constraintState // per claim
 
+	scratch *scratch
 	// Dense per-attempt state, indexed by attempt-local indices.
 	used   []uint64      // per counter: consumed by picks of this attempt; never above avail
 	inUse  []int32       // per device: dedicated picks of this attempt
@@ -86,25 +89,59 @@ type savedCompat struct {
 func (at *attempt) size() {
 	var nd, nc, ns int32
 	for _, np := range at.pools {
-		nd += int32(len(np.t.devs))
-		nc += int32(len(np.t.avail))
+		nd += np.t.nDevs
+		nc += int32(len(np.t.capacity))
 		ns += int32(len(np.t.sets))
 	}
-	at.used = make([]uint64, nc)
-	at.cntCtr = make([]int32, nc)
-	at.minAmt = make([]uint64, nc)
-	at.inUse = make([]int32, nd)
-	at.cntSet = make([]int32, ns)
-	at.compat = make([]compatState, ns)
+	sc := scratchPool.Get().(*scratch)
+	at.scratch = sc
+	at.used, sc.used = zeroed(sc.used, nc), nil
+	at.cntCtr, sc.cntCtr = zeroed(sc.cntCtr, nc), nil
+	at.minAmt, sc.minAmt = zeroed(sc.minAmt, nc), nil
+	at.inUse, sc.inUse = zeroed(sc.inUse, nd), nil
+	at.cntSet, sc.cntSet = zeroed(sc.cntSet, ns), nil
+	at.compat, sc.compat = zeroed(sc.compat, ns), nil
 	for _, np := range at.pools {
-		if !np.t.usesCompat {
+		if np.h.baseline == nil {
 			continue
 		}
-		for s := range np.t.sets {
-			at.compat[np.setBase+int32(s)] = np.t.sets[s].baseline
-		}
+		copy(at.compat[np.setBase:], np.h.baseline)
 	}
 	at.claimCount = make([]int, len(at.claims))
+}
+
+// scratch holds the dense arrays of an attempt between Allocate calls:
+// a scheduler allocates on many nodes per cycle, and allocating them anew
+// each time costs more than the search on a node with free devices.
+type scratch struct {
+	used, minAmt          []uint64
+	cntCtr, inUse, cntSet []int32
+	compat                []compatState
+}
+
+var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
+
+// zeroed returns s with length n, all zero, reusing its array if it fits.
+func zeroed[T any](s []T, n int32) []T {
+	if int32(cap(s)) < n {
+		return make([]T, n)
+	}
+	s = s[:n]
+	clear(s)
+	return s
+}
+
+// release hands the attempt's arrays back for the next attempt; the
+// attempt must not be used afterwards.
+func (at *attempt) release() {
+	sc := at.scratch
+	if sc == nil {
+		return
+	}
+	at.scratch = nil
+	sc.used, sc.cntCtr, sc.minAmt, sc.inUse, sc.cntSet, sc.compat = at.used, at.cntCtr, at.minAmt, at.inUse, at.cntSet, at.compat
+	at.used, at.cntCtr, at.minAmt, at.inUse, at.cntSet, at.compat = nil, nil, nil, nil, nil, nil
+	scratchPool.Put(sc)
 }
 
 // busy is the in-use test upstream runs first: admin access may reuse
@@ -121,11 +158,11 @@ func (at *attempt) busy(al *alt, c cand, d *devInfo) bool {
 		}
 		return false
 	}
-	return at.inUse[c.l] > 0 || (c.full && d.allocated)
+	return at.inUse[c.l] > 0 || (c.full && at.pools[c.np].h.allocated(d.idx))
 }
 
 func (at *attempt) skipCounters(c cand, d *devInfo) bool {
-	return d.multi && (d.shareInUse || at.shares[c.l] != nil)
+	return d.multi && (at.pools[c.np].h.shareInUse(d.idx) || at.shares[c.l] != nil)
 }
 
 // tryAdd runs the dynamic checks for one candidate in upstream's order and,
@@ -141,9 +178,9 @@ func (at *attempt) tryAdd(al *alt, c cand) (bool, error) {
 	}
 	sh := at.shares[c.l]
 	if !c.full && d.multi && sh != nil {
-		fits, err := capacityFits(al.capReq, d.cap, d.aggCap, sh.used, a.g.fractional)
+		fits, err := capacityFits(al.capReq, d.cap, at.pools[c.np].h.aggCap(d.idx), sh.used, a.g.fractional)
 		if err != nil {
-			return false, at.fatal(al.claim, al.name, fmt.Errorf("checking capacity for device %s: %w", a.devID(d), err))
+			return false, at.fatal(al.claim, al.name, fmt.Errorf("checking capacity for device %s: %w", d.id(), err))
 		}
 		if !fits {
 			return false, nil
@@ -155,7 +192,7 @@ func (at *attempt) tryAdd(al *alt, c cand) (bool, error) {
 		}
 	}
 	np := &at.pools[c.np]
-	t := np.t
+	t, h := np.t, np.h
 	pk := pick{al: al, c: c}
 	if !at.skipCounters(c, d) && len(d.uses) > 0 {
 		if t.usesCompat && a.g.compat {
@@ -169,13 +206,13 @@ func (at *attempt) tryAdd(al *alt, c cand) (bool, error) {
 				at.compat[ls] = at.compat[ls].add(cu.groups)
 			}
 		}
-		if t.overcommitted {
+		if h.overcommitted {
 			at.rollback(&pk)
 			return false, nil
 		}
 		for _, u := range d.uses {
 			// Never overflows: used never exceeds avail.
-			if u.amt > t.avail[u.rel]-at.used[np.ctrBase+u.rel] {
+			if u.amt > h.avail[u.rel]-at.used[np.ctrBase+u.rel] {
 				at.rollback(&pk)
 				return false, nil
 			}
@@ -201,7 +238,7 @@ func (at *attempt) tryAdd(al *alt, c cand) (bool, error) {
 			if c.full {
 				// Upstream: a claim whose constraint excludes part of
 				// "all" devices is a mistake, not a misfit.
-				return false, at.fatal(al.claim, al.name, fmt.Errorf("cannot add device %s because a claim constraint would not be satisfied", a.devID(d)))
+				return false, at.fatal(al.claim, al.name, fmt.Errorf("cannot add device %s because a claim constraint would not be satisfied", d.id()))
 			}
 			return false, nil
 		}
@@ -213,11 +250,11 @@ func (at *attempt) tryAdd(al *alt, c cand) (bool, error) {
 		if sh != nil {
 			shared = sh.used
 		}
-		fits, err := at.staticCapacity(al, d, addCap(addCap(nil, d.aggCap), shared))
+		fits, err := at.staticCapacity(al, d, addCap(addCap(nil, h.aggCap(d.idx)), shared))
 		if err != nil || !fits {
 			at.rollback(&pk)
 			if err != nil {
-				return false, at.fatal(al.claim, al.name, fmt.Errorf("rechecking capacity for device %s: %w", a.devID(d), err))
+				return false, at.fatal(al.claim, al.name, fmt.Errorf("rechecking capacity for device %s: %w", d.id(), err))
 			}
 			return false, nil
 		}
@@ -226,7 +263,7 @@ func (at *attempt) tryAdd(al *alt, c cand) (bool, error) {
 		consumed, err := consumption(al.capReq, d.cap, a.g.fractional)
 		if err != nil {
 			at.rollback(&pk)
-			return false, at.fatal(al.claim, al.name, fmt.Errorf("computing consumed capacity for device %s: %w", a.devID(d), err))
+			return false, at.fatal(al.claim, al.name, fmt.Errorf("computing consumed capacity for device %s: %w", d.id(), err))
 		}
 		id := a.opts.NewShareID()
 		pk.shareID = &id
@@ -611,7 +648,7 @@ func (at *attempt) failsCleanly(al *alt) bool {
 		return true
 	}
 	np := &at.pools[c.np]
-	return len(d.uses) > 0 && (np.t.overcommitted || !at.countersFit(np, d))
+	return len(d.uses) > 0 && (np.h.overcommitted || !at.countersFit(np, d))
 }
 
 // errProbeBudget ends a probe of suffixes.
@@ -637,7 +674,7 @@ func (at *attempt) suffixes() error {
 				return nil
 			}
 		}
-		probe := &attempt{a: at.a, ctx: at.ctx, node: at.node, claims: at.claims, pools: at.pools, cons: at.cons,
+		probe := &attempt{a: at.a, ctx: at.ctx, node: at.node, claims: at.claims, plan: at.plan, pools: at.pools, cons: at.cons,
 			slots: slices.Clone(at.slots[sj:]), limit: probeBudget}
 		probe.size()
 		ok, err := probe.solve(0)
@@ -779,7 +816,7 @@ func (at *attempt) countBound(al *alt, rest []cand, need int) bool {
 		} else {
 			if al == nil {
 				// Devices for several requests: none with admin access.
-				if at.inUse[c.l] > 0 || (c.full && d.allocated) {
+				if at.inUse[c.l] > 0 || (c.full && at.pools[c.np].h.allocated(d.idx)) {
 					continue
 				}
 			} else if at.busy(al, c, d) || !at.admitted(al, c) {
@@ -789,7 +826,7 @@ func (at *attempt) countBound(al *alt, rest []cand, need int) bool {
 			if len(d.uses) == 0 || at.skipCounters(c, d) {
 				free++
 			} else {
-				if np.t.overcommitted || !at.countersFit(np, d) {
+				if np.h.overcommitted || !at.countersFit(np, d) {
 					continue
 				}
 				ls := np.setBase + d.bucket
@@ -820,7 +857,7 @@ func (at *attempt) countBound(al *alt, rest []cand, need int) bool {
 			rel := si.ctrStart + int32(j)
 			lc := np.ctrBase + rel
 			if at.cntCtr[lc] == at.cntSet[t.local] && at.minAmt[lc] > 0 {
-				if q := (np.t.avail[rel] - at.used[lc]) / at.minAmt[lc]; q < uint64(room) {
+				if q := (np.h.avail[rel] - at.used[lc]) / at.minAmt[lc]; q < uint64(room) {
 					room = int64(q)
 				}
 			}
@@ -847,7 +884,7 @@ func (at *attempt) admitted(al *alt, c cand) bool {
 
 func (at *attempt) countersFit(np *nodePool, d *devInfo) bool {
 	for _, u := range d.uses {
-		if u.amt > np.t.avail[u.rel]-at.used[np.ctrBase+u.rel] {
+		if u.amt > np.h.avail[u.rel]-at.used[np.ctrBase+u.rel] {
 			return false
 		}
 	}

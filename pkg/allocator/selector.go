@@ -4,78 +4,76 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
+
+	dcel "github.com/dractl/dractl/pkg/cel"
 )
 
-// selectorCache compiles each expression once and remembers, per device,
-// whether it matched. Results are kept per slice and allocated when the
-// expression first meets the slice, so memory follows what nodes looked at,
-// not the size of the cluster, and so that a shared Cache can hand over a
-// slice's results to the next Allocator.
-type selectorCache struct {
-	compiler SelectorCompiler
-	nSlices  int
-	shared   *Cache
-	seq      uint64
-	mu       sync.Mutex
-	byExpr   map[string]*exprEntry
-}
-
+// exprEntry is one compiled selector expression.
 type exprEntry struct {
 	expr string
 	sel  Selector
 	err  error // compile error, reported when the selector is evaluated
-	// results per slice, per device of the slice: 0 unknown, 1 match, 2
-	// no match. Runtime errors are not cached; they abort the Allocate call
-	// that meets them.
-	results []atomic.Pointer[[]atomic.Uint32]
 }
 
-const (
-	resUnknown uint32 = iota
-	resMatch
-	resNoMatch
-)
-
-func newSelectorCache(c SelectorCompiler, nSlices int, shared *Cache, seq uint64) *selectorCache {
-	return &selectorCache{compiler: c, nSlices: nSlices, shared: shared, seq: seq, byExpr: map[string]*exprEntry{}}
+// Cache carries compiled selector and derived-attribute expressions over
+// to later Allocators, as kube-scheduler's CEL cache does across cycles.
+// Results per device are not in it: they live in the pool's table
+// (PoolTable), as long as the pool's slices do not change. Allocators that
+// share a Cache must use the same SelectorCompiler (or compilers that
+// agree). A Cache is safe for concurrent use.
+type Cache struct {
+	sel    sync.Map // expression → *exprEntry
+	derivs sync.Map // expression → *derivedEntry
+	n      atomic.Int32
 }
 
-func (c *selectorCache) get(expr string) *exprEntry {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if e, ok := c.byExpr[expr]; ok {
-		return e
+// maxCompiled bounds the expressions a Cache keeps; past it, it starts
+// over.
+const maxCompiled = 4096
+
+// NewCache returns an empty Cache.
+func NewCache() *Cache { return &Cache{} }
+
+func (c *Cache) selector(comp SelectorCompiler, expr string) *exprEntry {
+	if e, ok := c.sel.Load(expr); ok {
+		return e.(*exprEntry)
 	}
-	e := &exprEntry{expr: expr, results: make([]atomic.Pointer[[]atomic.Uint32], c.nSlices)}
-	if c.shared != nil {
-		e.sel, e.err = c.shared.compile(c.compiler, expr, c.seq)
+	e := &exprEntry{expr: expr}
+	e.sel, e.err = comp.CompileSelector(expr)
+	c.grow()
+	// A concurrent compile of the same expression is harmless; keep one.
+	got, _ := c.sel.LoadOrStore(expr, e)
+	return got.(*exprEntry)
+}
+
+func (c *Cache) derived(comp SelectorCompiler, expr string) *derivedEntry {
+	if e, ok := c.derivs.Load(expr); ok {
+		return e.(*derivedEntry)
+	}
+	e := &derivedEntry{expr: expr}
+	if dc, ok := comp.(DerivedCompiler); ok {
+		e.prog, e.err = dc.CompileDerived(expr)
 	} else {
-		e.sel, e.err = c.compiler.CompileSelector(expr)
+		e.prog, e.err = dcel.Default().CompileDerived(expr)
 	}
-	c.byExpr[expr] = e
-	return e
+	c.grow()
+	got, _ := c.derivs.LoadOrStore(expr, e)
+	return got.(*derivedEntry)
 }
 
-// eval returns whether device g matches. Compile and runtime errors are
-// returned as they are; callers add claim, request and selector.
-func (a *Allocator) eval(ctx context.Context, e *exprEntry, d *devInfo) (bool, error) {
-	sl := &a.slices[d.slice]
-	res := e.results[d.slice].Load()
-	if res == nil {
-		var fresh *[]atomic.Uint32
-		if se := a.sharedSlice(d.slice); se != nil {
-			fresh = se.selResults(e.expr)
-		} else {
-			f := make([]atomic.Uint32, sl.devEnd-sl.devStart)
-			fresh = &f
-		}
-		if !e.results[d.slice].CompareAndSwap(nil, fresh) {
-			res = e.results[d.slice].Load()
-		} else {
-			res = fresh
-		}
+func (c *Cache) grow() {
+	if c.n.Add(1) > maxCompiled {
+		c.n.Store(0)
+		c.sel.Clear()
+		c.derivs.Clear()
 	}
-	r := &(*res)[d.idx-sl.devStart]
+}
+
+// eval returns whether device d matches e, whose results for d's table
+// are col. Compile and runtime errors are returned as they are; callers
+// add claim, request and selector.
+func eval(ctx context.Context, e *exprEntry, col *selColumn, d *devInfo) (bool, error) {
+	r := &(*col)[d.idx]
 	switch r.Load() {
 	case resMatch:
 		return true, nil
@@ -91,7 +89,7 @@ func (a *Allocator) eval(ctx context.Context, e *exprEntry, d *devInfo) (bool, e
 	if d.attrErr != nil {
 		return false, d.attrErr
 	}
-	ok, err := e.sel.Matches(ctx, a.pools[d.pool].p.Driver, d.view)
+	ok, err := e.sel.Matches(ctx, d.t.p.Driver, d.view)
 	if err != nil {
 		return false, err
 	}
@@ -101,14 +99,4 @@ func (a *Allocator) eval(ctx context.Context, e *exprEntry, d *devInfo) (bool, e
 		r.Store(resNoMatch)
 	}
 	return ok, nil
-}
-
-// sharedSlice returns the shared Cache's entry for slice si, nil without a
-// Cache.
-func (a *Allocator) sharedSlice(si int32) *sliceEntry {
-	if a.opts.Cache == nil {
-		return nil
-	}
-	sl := &a.slices[si]
-	return a.opts.Cache.slice(sl.s.ResourceSlice, int(sl.devEnd-sl.devStart), a.seq)
 }

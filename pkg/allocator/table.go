@@ -5,105 +5,116 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 
 	"gopkg.in/inf.v0"
 	corev1 "k8s.io/api/core/v1"
-	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/utils/ptr"
 
 	"github.com/dractl/dractl/pkg/api"
 	dcel "github.com/dractl/dractl/pkg/cel"
+	"github.com/dractl/dractl/pkg/features"
 	"github.com/dractl/dractl/pkg/pool"
 )
 
-// Allocator holds the warm state for one cluster state. It is safe for
-// concurrent use. New only indexes slices by node; a pool's device table
-// (devices, counters, validation, what allocated claims hold) is built the
-// first time a node sees the pool, so neither New nor Allocate does work
-// for pools the node cannot see. Everything filled lazily is filled once
-// (sync.Once) or with values every goroutine computes the same.
-type Allocator struct {
-	opts    Options
-	g       gates
-	pools   []poolInfo
-	slices  []sliceInfo
-	classes map[string]*resourcev1.DeviceClass
-	// byNode are the slices that name a node, by node name. The first
-	// Allocate scans all slices instead: building the index costs more
-	// than one scan, and a scheduler that rebuilds the Allocator per cycle
-	// may ask for one node only.
-	byNode    map[string][]int32
-	nodeOnce  sync.Once
-	nodeCalls atomic.Int32
-	// shared are the slices that name no node but may still select one:
-	// allNodes, nodeSelector or perDeviceNodeSelection.
-	shared []int32
-	// held are the results of allocated claims by pool, applied when the
-	// pool's table is built.
-	held    map[pool.ID][]*resourcev1.DeviceRequestAllocationResult
-	sel     *selectorCache
-	attrs   *attrCache
-	derived derivedCache
-	// seq is the Allocator's sequence number in opts.Cache, if any.
-	seq uint64
-	// nodes, probeNodes: search work of every Allocate call (Stats).
-	nodes      atomic.Int64
-	probeNodes atomic.Int64
-}
-
-// poolInfo is one generation of a pool. Older generations are kept because
-// a node that sees only them allocates from them (see poolView).
-type poolInfo struct {
+// PoolTable is everything the allocator knows about one pool that follows
+// from its ResourceSlices alone: per generation, the slices with their
+// compiled node selection and, built on first use, the device table
+// (devices with dense pool-local indices, counter sets, validity of the
+// views nodes have of it) and the results of selectors, attributes and
+// derived attributes per device. Nothing in it depends on allocations, so
+// it stays valid until one of the pool's slices changes: an incremental
+// cluster state keeps it across scheduling cycles and pairs it with what
+// allocated claims hold (PoolState). It is safe for concurrent use.
+type PoolTable struct {
 	p *pool.Pool
-	// newer: the pool has a newer generation.
-	newer bool
-	// firstSlice is the index in Allocator.slices of the pool's first
-	// slice; the pool's slices are contiguous there.
-	firstSlice int32
-	nDevs      int32
-	once       sync.Once
-	tab        *poolTable
+	g gates
+	// gens are the pool's generations, newest first; gens[0] is p's
+	// current generation. Older ones are kept because a node that sees
+	// only them allocates from them (see poolView).
+	gens []*genTable
+	// nodes are the names of the nodes the pool's slices name (sorted,
+	// unique); selects: some slice selects nodes otherwise (allNodes,
+	// nodeSelector or perDeviceNodeSelection).
+	nodes   []string
+	selects bool
 }
 
-// poolTable is everything about one pool that takes looking at its
-// devices. Device, counter and counter set indices are pool-local.
-type poolTable struct {
-	a    *Allocator
-	pool int32
+// NewPoolTable indexes the pool's slices. Its cost is linear in the
+// number of slices; devices are not looked at until a node sees the pool.
+// The tables an Allocator reads must be built with its Options.Features.
+// p and its slices must not be modified afterwards.
+func NewPoolTable(p *pool.Pool, f features.Set) *PoolTable {
+	pt := &PoolTable{p: p, g: newGates(f)}
+	gens := []*pool.Pool{p}
+	if len(p.Older) > 0 {
+		gens = p.Generations()
+	}
+	pt.gens = make([]*genTable, len(gens))
+	for gi, gp := range gens {
+		t := &genTable{pt: pt, p: gp, newer: gi > 0, slices: make([]sliceInfo, len(gp.Slices))}
+		for k, s := range gp.Slices {
+			sl := sliceInfo{s: s, perDevice: ptr.Deref(s.Spec.PerDeviceNodeSelection, false),
+				perDeviceSet: s.Spec.PerDeviceNodeSelection != nil,
+				counters:     len(s.Spec.SharedCounters) > 0, devStart: t.nDevs}
+			sl.node = newNodeSelection(s.Spec.NodeName, s.Spec.AllNodes, s.Spec.NodeSelector)
+			t.nDevs += int32(len(s.Spec.Devices))
+			sl.devEnd = t.nDevs
+			switch {
+			case sl.node.name != "":
+				pt.nodes = append(pt.nodes, sl.node.name)
+			case sl.node.set() || sl.perDevice:
+				pt.selects = true
+			}
+			t.slices[k] = sl
+		}
+		pt.gens[gi] = t
+	}
+	slices.Sort(pt.nodes)
+	pt.nodes = slices.Compact(pt.nodes)
+	return pt
+}
+
+// Pool is the pool the table was built from.
+func (pt *PoolTable) Pool() *pool.Pool { return pt.p }
+
+// Nodes are the names of the nodes that slices of the pool name in
+// spec.nodeName, sorted.
+func (pt *PoolTable) Nodes() []string { return pt.nodes }
+
+// SelectsNodes reports whether a slice of the pool selects nodes other
+// than by name: allNodes, nodeSelector or perDeviceNodeSelection. Such a
+// pool may be seen by any node.
+func (pt *PoolTable) SelectsNodes() bool { return pt.selects }
+
+// genTable is one generation of a pool. Device, counter and counter set
+// indices are local to it.
+type genTable struct {
+	pt *PoolTable
+	p  *pool.Pool // this generation
+	// newer: the pool has a newer generation.
+	newer  bool
+	slices []sliceInfo
+	nDevs  int32
+
+	// Built once, on first use (static).
+	once sync.Once
 	// dupNames: two devices of the generation share a name.
 	dupNames bool
-	// Validity of the views nodes have of the generation (see poolView):
-	// every slice, or a subset by key.
-	fullOnce    sync.Once
-	fullInvalid *pool.InvalidError
-	viewMu      sync.Mutex
-	views       map[string]*pool.InvalidError
-	// devs are built on first use (dev); ready says which are.
-	devs  []devInfo
-	ready []atomic.Bool
-	mu    sync.Mutex // serializes building entries
-	arena []counterUse
-	// heldCtr are the held devices that consume counters.
-	heldCtr   []int32
-	allOnce   sync.Once
+	// names are the devices sorted by name, for what allocated claims
+	// hold; byName is the first of each name in names.
+	names     []namedDev
+	byName    map[string]int32
 	setByName map[string]int32
 	ctrByName map[string]map[string]int32
 	sets      []setInfo
-	avail     []uint64 // per counter: set amount minus what allocated devices consume
-	// bindingConds per slice of the pool: it offers devices with binding
-	// conditions.
+	capacity  []uint64 // per counter: what its set offers
+	// bindingConds per slice: it offers devices with binding conditions.
 	bindingConds []bool
-	// overcommitted: some counter is already below zero. Upstream then
-	// rejects every counter-consuming device of the pool, because it checks
-	// all counters of the pool after adding a device.
-	overcommitted bool
-	// over are the counters allocated devices consume beyond their value
-	// (kept at 0 in avail), sorted.
-	over []int32
 	// usesCompat: some device of the pool declares compatibility groups;
 	// without any, the group check always admits and is skipped.
 	usesCompat bool
@@ -112,10 +123,34 @@ type poolTable struct {
 	// badRange: some counter, consumption or capacity is out of
 	// api.QuantityInRange.
 	badRange bool
+
+	// Validity of the views nodes have of the generation (see poolView):
+	// every slice, or a subset by key.
+	fullOnce    sync.Once
+	fullInvalid *pool.InvalidError
+	viewMu      sync.Mutex
+	views       map[string]*pool.InvalidError
+
+	// devs are built on first use (dev); ready says which are.
+	devs  []devInfo
+	ready []atomic.Bool
+	mu    sync.Mutex // serializes building entries
+	arena []counterUse
+	// allOnce builds the per-set device lists BestFit scoring reads.
+	allOnce sync.Once
+
+	cache resultCache
+}
+
+type namedDev struct {
+	name string
+	idx  int32
+	// counters: the device consumes counters as written (mixins aside),
+	// which is when holding it takes counters.
+	counters bool
 }
 
 type sliceInfo struct {
-	pool      int32
 	s         *pool.Slice
 	node      nodeSelection
 	perDevice bool
@@ -125,13 +160,12 @@ type sliceInfo struct {
 	// counters: the slice defines shared counters, so upstream treats it
 	// as a counter slice and never offers its devices.
 	counters bool
-	local    int32 // index among the pool's slices
-	devStart int32 // pool-local
+	devStart int32 // generation-local
 	devEnd   int32
 }
 
 // nodeSelection is one of nodeName, allNodes or a compiled nodeSelector.
-// It is kept small because New makes one per slice of the cluster.
+// It is kept small because a table makes one per slice.
 type nodeSelection struct {
 	name string
 	all  bool
@@ -174,19 +208,21 @@ func (ns *nodeSelection) matches(node *corev1.Node) (bool, error) {
 }
 
 type counterUse struct {
-	rel int32 // counter index relative to the pool's first counter
+	rel int32 // counter index relative to the generation's first counter
 	amt uint64
 }
 
 type compatUse struct {
-	set    int32 // pool-local counter set index
+	set    int32 // generation-local counter set index
 	groups []string
 }
 
+// devInfo is what does not change about a device while its slices do not.
+// What allocated claims hold of it is in heldGen.
 type devInfo struct {
-	pool    int32
-	slice   int32 // index in Allocator.slices
-	idx     int32 // index in the pool's table
+	t       *genTable
+	slice   int32 // index in t.slices
+	idx     int32 // index in the generation's table
 	d       *api.Device
 	view    api.DeviceView
 	viewErr error
@@ -195,173 +231,43 @@ type devInfo struct {
 	attrErr error
 	node    nodeSelection // only with perDeviceNodeSelection
 	uses    []counterUse
-	// bucket is the (pool-local) counter set of the first counter the
-	// device consumes; bucketUses are its uses within that set. The search bound
-	// groups devices by it.
+	// bucket is the (generation-local) counter set of the first counter
+	// the device consumes; bucketUses are its uses within that set. The
+	// search bound groups devices by it.
 	bucket     int32
 	bucketUses []counterUse
 	compat     []compatUse
 	cap        map[api.QualifiedName]api.DeviceCapacity
 	multi      bool
-	// allocated: held by an allocated claim as a dedicated device.
-	allocated bool
-	// shareInUse: an allocated claim holds a share of it (shareID or
-	// consumed capacity). Such a device's counters are already consumed.
-	shareInUse bool
-	aggCap     map[api.QualifiedName]resource.Quantity
 }
 
-func (a *Allocator) devID(d *devInfo) string {
-	p := a.pools[d.pool].p
+func (d *devInfo) id() string {
+	p := d.t.p
 	return p.Driver + "/" + p.Pool + "/" + d.d.Name
 }
 
+func (d *devInfo) sliceInfo() *sliceInfo { return &d.t.slices[d.slice] }
+
 type setInfo struct {
 	name     string
-	ctrStart int32 // pool-local index of its first counter
+	ctrStart int32 // generation-local index of its first counter
 	names    []string
 	milli    []bool
 	devices  []int32 // devices consuming from the set, for BestFit scoring
-	baseline compatState
 }
 
-// New builds an Allocator. It fails only on input it cannot index at all
-// (nil pool); invalid pools, unknown classes and bad selectors are reported
-// by Allocate when they matter, as upstream does. Its cost is linear in the
-// number of slices and allocated results, with a small constant: devices
-// are not looked at until a node sees their pool.
-func New(in Input, opts Options) (*Allocator, error) {
-	a := &Allocator{
-		opts:    opts,
-		g:       newGates(opts.Features),
-		classes: make(map[string]*resourcev1.DeviceClass, len(in.Classes)),
-		held:    make(map[pool.ID][]*resourcev1.DeviceRequestAllocationResult),
-	}
-	if a.opts.Compiler == nil {
-		a.opts.Compiler = defaultCompiler()
-	}
-	if a.opts.NewShareID == nil {
-		a.opts.NewShareID = randomShareID
-	}
-	for _, c := range in.Classes {
-		if c != nil {
-			a.classes[c.Name] = c
-		}
-	}
-	pools := slices.Clone(in.Pools)
-	nSlices := 0
-	for _, p := range pools {
-		if p == nil {
-			return nil, fmt.Errorf("allocator: nil pool in input")
-		}
-		nSlices += len(p.Slices)
-	}
-	slices.SortStableFunc(pools, func(x, y *pool.Pool) int { return x.ID.Compare(y.ID) })
-	var gens []*pool.Pool
-	for _, p := range pools {
-		nSlices += len(p.Older)
-		if len(p.Older) == 0 {
-			gens = append(gens, p)
-			continue
-		}
-		gens = append(gens, p.Generations()...)
-	}
-	a.pools = make([]poolInfo, len(gens))
-	a.slices = make([]sliceInfo, 0, nSlices)
-	for pi, p := range gens {
-		a.addPool(int32(pi), p)
-		a.pools[pi].newer = pi > 0 && gens[pi-1].ID == p.ID
-	}
-	a.addAllocated(in.Allocated)
-	if a.opts.Cache != nil {
-		a.seq = a.opts.Cache.begin()
-	}
-	a.sel = newSelectorCache(a.opts.Compiler, len(a.slices), a.opts.Cache, a.seq)
-	a.attrs = newAttrCache(len(a.slices))
-	return a, nil
+// static builds the device-level part of the table once.
+func (t *genTable) static() *genTable {
+	t.once.Do(t.buildStatic)
+	return t
 }
 
-func (a *Allocator) addPool(pi int32, p *pool.Pool) {
-	info := &a.pools[pi]
-	info.p, info.firstSlice = p, int32(len(a.slices))
-	for k, s := range p.Slices {
-		sl := sliceInfo{pool: pi, s: s, perDevice: ptr.Deref(s.Spec.PerDeviceNodeSelection, false),
-			perDeviceSet: s.Spec.PerDeviceNodeSelection != nil,
-			counters:     len(s.Spec.SharedCounters) > 0, local: int32(k), devStart: info.nDevs}
-		sl.node = newNodeSelection(s.Spec.NodeName, s.Spec.AllNodes, s.Spec.NodeSelector)
-		info.nDevs += int32(len(s.Spec.Devices))
-		sl.devEnd = info.nDevs
-		slIdx := int32(len(a.slices))
-		if sl.node.name == "" && (sl.node.set() || sl.perDevice) {
-			a.shared = append(a.shared, slIdx)
-		}
-		a.slices = append(a.slices, sl)
-	}
-}
-
-// namedSlices calls f for every slice that names node, by index or by a
-// scan (see byNode).
-func (a *Allocator) namedSlices(node string, f func(int32) error) error {
-	if node == "" {
-		return nil // no slice names the empty node
-	}
-	if a.nodeCalls.Add(1) == 1 {
-		for i := range a.slices {
-			if a.slices[i].node.name == node {
-				if err := f(int32(i)); err != nil {
-					return err
-				}
-			}
-		}
-		return nil
-	}
-	a.nodeOnce.Do(func() {
-		a.byNode = make(map[string][]int32)
-		for i := range a.slices {
-			if n := a.slices[i].node.name; n != "" {
-				a.byNode[n] = append(a.byNode[n], int32(i))
-			}
-		}
-	})
-	for _, si := range a.byNode[node] {
-		if err := f(si); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// addAllocated files the results of allocated claims under their pool, the
-// way kube-scheduler builds its allocated state: admin-access results do
-// not count.
-func (a *Allocator) addAllocated(claims []*resourcev1.ResourceClaim) {
-	for _, c := range claims {
-		if c == nil || c.Status.Allocation == nil {
-			continue
-		}
-		for i := range c.Status.Allocation.Devices.Results {
-			r := &c.Status.Allocation.Devices.Results[i]
-			if ptr.Deref(r.AdminAccess, false) {
-				continue
-			}
-			id := pool.ID{Driver: r.Driver, Pool: r.Pool}
-			a.held[id] = append(a.held[id], r)
-		}
-	}
-}
-
-// table returns the pool's device table, building it on first use.
-func (a *Allocator) table(pi int32) *poolTable {
-	p := &a.pools[pi]
-	p.once.Do(func() { p.tab = a.buildTable(pi) })
-	return p.tab
-}
-
-func (a *Allocator) buildTable(pi int32) *poolTable {
-	info := &a.pools[pi]
-	p := info.p
-	t := &poolTable{a: a, pool: pi, devs: make([]devInfo, info.nDevs), ready: make([]atomic.Bool, info.nDevs),
-		bindingConds: make([]bool, len(p.Slices)), setByName: map[string]int32{}, ctrByName: map[string]map[string]int32{}}
+func (t *genTable) buildStatic() {
+	p := t.p
+	t.devs = make([]devInfo, t.nDevs)
+	t.ready = make([]atomic.Bool, t.nDevs)
+	t.bindingConds = make([]bool, len(p.Slices))
+	t.setByName, t.ctrByName = map[string]int32{}, map[string]map[string]int32{}
 	// Counter sets first so that device consumption can refer to them.
 	sets := p.CounterSets()
 	names := make([]string, 0, len(sets))
@@ -372,7 +278,7 @@ func (a *Allocator) buildTable(pi int32) *poolTable {
 	var ctrs []string
 	for _, n := range names {
 		cs := sets[n]
-		si := setInfo{name: n, ctrStart: int32(len(t.avail))}
+		si := setInfo{name: n, ctrStart: int32(len(t.capacity))}
 		ctrs = ctrs[:0]
 		for c := range cs.Counters() {
 			ctrs = append(ctrs, c)
@@ -383,7 +289,7 @@ func (a *Allocator) buildTable(pi int32) *poolTable {
 		si.milli = make([]bool, len(ctrs))
 		for j, c := range ctrs {
 			v, _ := cs.Counter(c)
-			byCtr[c] = int32(len(t.avail))
+			byCtr[c] = int32(len(t.capacity))
 			if !api.CounterInRange(v.Value) {
 				// The view's validation reports it; the pool is not used.
 				t.badRange = true
@@ -392,38 +298,54 @@ func (a *Allocator) buildTable(pi int32) *poolTable {
 			// for that (beyond ~1 PB of bytes) fall back to whole units.
 			milli := api.CounterInRange(v.Value) && v.Value.CmpInt64(1<<50) < 0
 			si.milli[j] = milli
-			t.avail = append(t.avail, scaled(v.Value, milli))
+			t.capacity = append(t.capacity, scaled(v.Value, milli))
 		}
 		t.setByName[n] = int32(len(t.sets))
 		t.ctrByName[n] = byCtr
 		t.sets = append(t.sets, si)
 	}
-	names = make([]string, 0, info.nDevs)
+	t.names = make([]namedDev, 0, t.nDevs)
 	for k, s := range p.Slices {
-		counters := a.slices[info.firstSlice+int32(k)].counters
+		counters := t.slices[k].counters
 		for i := range s.Spec.Devices {
 			d := &s.Spec.Devices[i]
 			if d.BindingConditions != nil && !counters {
 				t.bindingConds[k] = true
 			}
 			t.scanRefs(s, d)
-			names = append(names, d.Name)
+			t.names = append(t.names, namedDev{name: d.Name, idx: int32(len(t.names)), counters: len(d.ConsumesCounters) > 0})
 		}
 	}
-	if len(names) > 1 {
-		slices.Sort(names)
-		t.dupNames = len(slices.Compact(names)) != len(names)
+	// Stable: devices of one name stay in device order.
+	slices.SortStableFunc(t.names, func(x, y namedDev) int { return strings.Compare(x.name, y.name) })
+	t.byName = make(map[string]int32, len(t.names))
+	for i := len(t.names) - 1; i >= 0; i-- {
+		if i > 0 && t.names[i].name == t.names[i-1].name {
+			t.dupNames = true
+		}
+		t.byName[t.names[i].name] = int32(i)
 	}
-	t.applyHeld(a.held[p.ID])
-	t.finishCounters(a.slices)
-	return t
+}
+
+// named returns the devices with that name, in device order.
+func (t *genTable) named(name string) []namedDev {
+	k, ok := t.byName[name]
+	if !ok {
+		return nil
+	}
+	i := int(k)
+	j := i
+	for j < len(t.names) && t.names[j].name == name {
+		j++
+	}
+	return t.names[i:j]
 }
 
 // scanRefs is the part of building a device entry that the pool needs
 // before any device is used: whether its mixins and consumed counters
 // resolve (pool validity) and whether it declares compatibility groups. It
 // allocates nothing, so seeing a pool costs little more than its size.
-func (t *poolTable) scanRefs(s *pool.Slice, d *api.Device) {
+func (t *genTable) scanRefs(s *pool.Slice, d *api.Device) {
 	for _, c := range d.Capacity {
 		if !api.QuantityInRange(c.Value) {
 			t.badRange = true
@@ -487,48 +409,46 @@ func (t *poolTable) scanRefs(s *pool.Slice, d *api.Device) {
 // counter sets or counters (scanRefs flags those). Duplicate device names
 // are checked by the caller. Building field paths for every device costs
 // more than the table; this way it is done only to describe a problem.
-func (t *poolTable) suspect(p *pool.Pool, nSets int) bool {
+func (t *genTable) suspect() bool {
 	if t.badRefs {
 		return true
 	}
 	declared := 0
-	for _, s := range p.Slices {
+	for _, s := range t.p.Slices {
 		declared += len(s.Spec.SharedCounters)
 	}
-	return declared != nSets
+	return declared != len(t.sets)
 }
 
-// dev returns the pool-local device i, building its entry the first time:
-// a cold scheduling cycle looks at a few devices of each pool, so entries
-// for the rest would be wasted work.
-func (t *poolTable) dev(i int32) *devInfo {
+// dev returns device i, building its entry the first time: a scheduling
+// cycle looks at a few devices of each pool, so entries for the rest would
+// be wasted work.
+func (t *genTable) dev(i int32) *devInfo {
 	if !t.ready[i].Load() {
 		t.build(i)
 	}
 	return &t.devs[i]
 }
 
-func (t *poolTable) build(i int32) {
+func (t *genTable) build(i int32) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.ready[i].Load() {
 		return
 	}
-	a := t.a
-	info := &a.pools[t.pool]
 	// Slices of a pool are few; find the device's slice by its range.
-	k := info.firstSlice
-	for a.slices[k].devEnd <= i {
+	k := int32(0)
+	for t.slices[k].devEnd <= i {
 		k++
 	}
-	sl := &a.slices[k]
+	sl := &t.slices[k]
 	t.newDev(k, sl.s, &sl.s.Spec.Devices[i-sl.devStart], i)
 	t.ready[i].Store(true)
 }
 
 // all builds every device entry and the per-set device lists, which only
 // BestFit scoring reads.
-func (t *poolTable) all() {
+func (t *genTable) all() {
 	t.allOnce.Do(func() {
 		for i := range t.devs {
 			d := t.dev(int32(i))
@@ -545,14 +465,13 @@ func (t *poolTable) all() {
 }
 
 // newDev fills entry i; t.mu is held. Counter uses live in one arena per
-// pool and a device without mixins reads its own capacity map, so an entry
-// usually costs no allocation of its own.
-func (t *poolTable) newDev(slIdx int32, s *pool.Slice, d *api.Device, i int32) {
+// generation and a device without mixins reads its own capacity map, so an
+// entry usually costs no allocation of its own.
+func (t *genTable) newDev(k int32, s *pool.Slice, d *api.Device, i int32) {
 	dev := &t.devs[i]
-	// allocated, shareInUse and aggCap were set by applyHeld already.
-	dev.pool, dev.slice, dev.idx, dev.d, dev.bucket = t.pool, slIdx, i, d, -1
+	dev.t, dev.slice, dev.idx, dev.d, dev.bucket = t, k, i, d, -1
 	// Without DRAConsumableCapacity every device is allocated whole.
-	dev.multi = t.a.g.consumable && ptr.Deref(d.AllowMultipleAllocations, false)
+	dev.multi = t.pt.g.consumable && ptr.Deref(d.AllowMultipleAllocations, false)
 	dev.view, dev.viewErr = s.Mixins.Device(d)
 	if ptr.Deref(s.Spec.PerDeviceNodeSelection, false) {
 		dev.node = newNodeSelection(d.NodeName, d.AllNodes, d.NodeSelector)
@@ -644,109 +563,16 @@ func sortedUnique(in []string) []string {
 	return slices.Compact(out)
 }
 
-// applyHeld marks the devices of allocated claims: results with a shareID
-// are shares (their consumed capacity adds up per device); everything else
-// is a dedicated device.
-func (t *poolTable) applyHeld(held []*resourcev1.DeviceRequestAllocationResult) {
-	if len(held) == 0 {
-		return
-	}
-	// Only the held names are indexed: a pool is usually much larger than
-	// what its allocated claims hold. A result names a device by name, so
-	// every device of that name is held: with duplicate names in slices a
-	// node does not see, the pool is still valid for the node.
-	type place struct {
-		idx      int32
-		counters bool
-	}
-	byName := make(map[string][]place, len(held))
-	for _, r := range held {
-		byName[r.Device] = nil
-	}
-	p := &t.a.pools[t.pool]
-	n := int32(0)
-	for _, sl := range p.p.Slices {
-		for i := range sl.Spec.Devices {
-			d := &sl.Spec.Devices[i]
-			if pls, ok := byName[d.Name]; ok {
-				byName[d.Name] = append(pls, place{idx: n, counters: len(d.ConsumesCounters) > 0})
-			}
-			n++
-		}
-	}
-	for _, r := range held {
-		for _, pl := range byName[r.Device] {
-			t.hold(r, pl.idx, pl.counters)
-		}
-	}
-}
-
-// hold marks device idx as held by result r: results with a shareID are
-// shares (their consumed capacity adds up per device); everything else
-// holds the device whole. The entry itself is built lazily; these fields
-// survive that.
-func (t *poolTable) hold(r *resourcev1.DeviceRequestAllocationResult, idx int32, counters bool) {
-	d := &t.devs[idx]
-	if !d.allocated && !d.shareInUse && counters {
-		t.heldCtr = append(t.heldCtr, idx)
-	}
-	if r.ShareID == nil {
-		d.allocated = true
-		return
-	}
-	d.shareInUse = true
-	if r.ConsumedCapacity != nil {
-		if d.aggCap == nil {
-			d.aggCap = map[api.QualifiedName]resource.Quantity{}
-		}
-		for name, q := range r.ConsumedCapacity {
-			cur := d.aggCap[name]
-			cur.Add(q)
-			d.aggCap[name] = cur
-		}
-	}
-}
-
-// finishCounters subtracts what allocated devices consume (each device
-// once, however many shares it has) and seeds the compatibility-group
-// baselines from them.
-func (t *poolTable) finishCounters(all []sliceInfo) {
-	// Device order, as upstream: group baselines depend on it.
-	slices.Sort(t.heldCtr)
-	for _, i := range t.heldCtr {
-		d := t.dev(i)
-		if all[d.slice].counters {
-			continue
-		}
-		for _, u := range d.uses {
-			if u.amt > t.avail[u.rel] {
-				// Allocated devices consume more than there is.
-				t.over = append(t.over, u.rel)
-				t.avail[u.rel] = 0
-				continue
-			}
-			t.avail[u.rel] -= u.amt
-		}
-		for _, cu := range d.compat {
-			t.sets[cu.set].baseline = t.sets[cu.set].baseline.add(cu.groups)
-		}
-	}
-	if len(t.over) > 0 {
-		t.overcommitted = true
-		slices.Sort(t.over)
-	}
-}
-
-// counterName names a pool-local counter as "<set>/<counter>".
-func (t *poolTable) counterName(rel int32) string {
+// counterName names a generation-local counter as "<set>/<counter>".
+func (t *genTable) counterName(rel int32) string {
 	if s := t.setOfCounter(rel); s >= 0 {
 		return t.sets[s].name + "/" + t.sets[s].names[rel-t.sets[s].ctrStart]
 	}
 	return "?"
 }
 
-// setOfCounter returns the pool-local set index of a pool-local counter.
-func (t *poolTable) setOfCounter(rel int32) int32 {
+// setOfCounter returns the set index of a generation-local counter.
+func (t *genTable) setOfCounter(rel int32) int32 {
 	for s := range t.sets {
 		si := &t.sets[s]
 		if rel >= si.ctrStart && rel < si.ctrStart+int32(len(si.names)) {

@@ -13,7 +13,7 @@ import (
 	"github.com/dractl/dractl/pkg/pool"
 )
 
-// Input is the cluster state an Allocator works on. None of it may be
+// Input is a cluster state given whole, for New. None of it may be
 // modified while the Allocator is in use.
 type Input struct {
 	// Pools are the result of pool.Assemble over every ResourceSlice of the
@@ -63,10 +63,9 @@ type Options struct {
 	// device that allows multiple allocations. Upstream uses a random UUID;
 	// nil does the same. Tests set it to get stable results.
 	NewShareID func() types.UID
-	// Cache, if set, carries compiled selectors and per-device selector
-	// and attribute results over to later Allocators, which then skip
-	// re-evaluating slices that did not change. See Cache for the contract
-	// on slices. Nil keeps everything within the Allocator.
+	// Cache, if set, carries compiled selector and derived-attribute
+	// expressions over to later Allocators (results per device live in
+	// the pools' tables). Nil keeps them within the Allocator.
 	Cache *Cache
 }
 

@@ -20,14 +20,14 @@ func verify(t testing.TB, e *env, node *corev1.Node, cls []*resourcev1.ResourceC
 	byKey := map[string]int32{}
 	for g := range fv.devs {
 		d := fv.devs[g]
-		p := a.pools[d.pool].p
+		p := d.t.p
 		byKey[devKey(p.Driver, p.Pool, d.d.Name)] = int32(g)
 	}
 	used := make([]uint64, len(fv.avail))
 	taken := map[int32]bool{}
 	sharedSeen := map[int32]bool{}
 	for g := range fv.devs {
-		if fv.devs[g].allocated {
+		if fv.held[g].allocated {
 			taken[int32(g)] = true
 		}
 	}
@@ -47,10 +47,10 @@ func verify(t testing.TB, e *env, node *corev1.Node, cls []*resourcev1.ResourceC
 				}
 				taken[g] = true
 			}
-			if !d.multi || (!d.shareInUse && !sharedSeen[g]) {
+			if !d.multi || (!fv.held[g].shareInUse && !sharedSeen[g]) {
 				sharedSeen[g] = true
 				for _, u := range d.uses {
-					used[fv.ctrStart[d.pool]+u.rel] += u.amt
+					used[fv.ctrStart[fv.poolOf[g]]+u.rel] += u.amt
 				}
 			}
 			perReq[dr.Request] = append(perReq[dr.Request], g)
@@ -79,11 +79,12 @@ func verify(t testing.TB, e *env, node *corev1.Node, cls []*resourcev1.ResourceC
 			if mode == resourcev1.DeviceAllocationModeExactCount && int64(len(got)) != count {
 				t.Fatalf("request %s: %d devices, want %d", name, len(got), count)
 			}
-			exprs := append([]resourcev1.DeviceSelector{}, a.classes[cls].Spec.Selectors...)
+			exprs := append([]resourcev1.DeviceSelector{}, a.src.Class(cls).Spec.Selectors...)
 			exprs = append(exprs, sels...)
 			for _, g := range got {
 				for _, s := range exprs {
-					ok, err := a.eval(context.Background(), a.sel.get(s.CEL.Expression), fv.devs[g])
+					d := fv.devs[g]
+					ok, err := eval(context.Background(), a.exprs.selector(a.opts.Compiler, s.CEL.Expression), d.t.selColumn(s.CEL.Expression), d)
 					if err != nil || !ok {
 						t.Fatalf("request %s: device %s fails %q: %v", name, fv.devs[g].d.Name, s.CEL.Expression, err)
 					}
@@ -103,7 +104,7 @@ func verify(t testing.TB, e *env, node *corev1.Node, cls []*resourcev1.ResourceC
 					} else {
 						attr = string(*con.DistinctAttribute)
 					}
-					v := a.attr(a.attrs.col(attr), fv.devs[g])
+					v := (&constraintState{name: attr}).attr(fv.devs[g])
 					if v == nil {
 						t.Fatalf("device %s lacks %s", fv.devs[g].d.Name, attr)
 					}

@@ -121,8 +121,16 @@ func specFromV1(s *resourcev1.ResourceSliceSpec) ResourceSliceSpec {
 // FromV1 converts an upstream ResourceSlice. The result shares no memory
 // with in.
 func FromV1(in *resourcev1.ResourceSlice) *ResourceSlice {
-	c := in.DeepCopy()
-	out := &ResourceSlice{TypeMeta: c.TypeMeta, ObjectMeta: c.ObjectMeta, Spec: specFromV1(&c.Spec)}
+	return FromV1Shared(in.DeepCopy())
+}
+
+// FromV1Shared converts an upstream ResourceSlice without copying what it
+// holds: the result shares every map, pointer and leaf slice with in; only
+// the device and counter set lists are new, to hold this package's types.
+// in must not be modified while the result is in use, which is the
+// contract of the objects an informer hands out.
+func FromV1Shared(in *resourcev1.ResourceSlice) *ResourceSlice {
+	out := &ResourceSlice{TypeMeta: in.TypeMeta, ObjectMeta: in.ObjectMeta, Spec: specFromV1(&in.Spec)}
 	out.APIVersion, out.Kind = APIVersion, KindSlice
 	return out
 }

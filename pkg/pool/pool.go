@@ -36,7 +36,7 @@ type Slice struct {
 
 // NewSlice wraps s. s must not be modified afterwards.
 func NewSlice(s *api.ResourceSlice) *Slice {
-	return &Slice{ResourceSlice: s, Mixins: api.NewMixinIndex(&s.Spec)}
+	return &Slice{ResourceSlice: s, Mixins: indexOf(s)}
 }
 
 // Pool is the current generation of one resource pool.
@@ -123,48 +123,76 @@ func Assemble(in []*api.ResourceSlice) []*Pool {
 	}
 	pools := make([]Pool, 0, nPools)
 	out := make([]*Pool, 0, nPools)
+	group := make([]*Slice, 0, 8)
 	for i := 0; i < len(order); {
 		first := in[order[i]]
-		p := Pool{ID: ID{Driver: first.Spec.Driver, Pool: first.Spec.Pool.Name}, Generation: first.Spec.Pool.Generation}
 		j := i + 1
 		for j < len(order) && samePool(first, in[order[j]]) {
-			p.Generation = max(p.Generation, in[order[j]].Spec.Pool.Generation)
 			j++
 		}
-		start := len(ptrs)
+		group = group[:0]
 		for _, k := range order[i:j] {
-			s := in[k]
 			w := &wrapped[k]
-			w.ResourceSlice = s
-			if s.Spec.Mixins == nil {
-				w.Mixins = emptyIndex
-			} else {
-				w.Mixins = api.NewMixinIndex(&s.Spec)
-			}
-			if s.Spec.Pool.Generation < p.Generation {
-				p.Obsolete++
-				continue
-			}
-			ptrs = append(ptrs, w)
-			p.SliceCount = max(p.SliceCount, s.Spec.Pool.ResourceSliceCount)
+			w.ResourceSlice = in[k]
+			w.Mixins = indexOf(in[k])
+			group = append(group, w)
 		}
-		p.Slices = ptrs[start:len(ptrs):len(ptrs)]
-		if p.Obsolete > 0 {
-			for _, k := range order[i:j] {
-				if in[k].Spec.Pool.Generation < p.Generation {
-					p.Older = append(p.Older, &wrapped[k])
-				}
-			}
-			// Stable: within a generation the name order stays.
-			slices.SortStableFunc(p.Older, func(x, y *Slice) int {
-				return cmp.Compare(y.Spec.Pool.Generation, x.Spec.Pool.Generation)
-			})
-		}
+		var p Pool
+		p, ptrs = of(group, ptrs)
 		pools = append(pools, p)
 		out = append(out, &pools[len(pools)-1])
 		i = j
 	}
 	return out
+}
+
+// Of returns the pool made of the given slices, which must all name the
+// same driver and pool and be sorted by name. Like Assemble, it keeps the
+// slices of the highest generation in Slices and the others in Older.
+func Of(slices []*Slice) *Pool {
+	p, _ := of(slices, make([]*Slice, 0, len(slices)))
+	return &p
+}
+
+// of builds the pool of one group of slices (sorted by name), appending
+// its current slices to ptrs, which Assemble shares between pools.
+func of(group []*Slice, ptrs []*Slice) (Pool, []*Slice) {
+	first := group[0]
+	p := Pool{ID: ID{Driver: first.Spec.Driver, Pool: first.Spec.Pool.Name}, Generation: first.Spec.Pool.Generation}
+	for _, s := range group[1:] {
+		p.Generation = max(p.Generation, s.Spec.Pool.Generation)
+	}
+	start := len(ptrs)
+	for _, s := range group {
+		if s.Spec.Pool.Generation < p.Generation {
+			p.Obsolete++
+			continue
+		}
+		ptrs = append(ptrs, s)
+		p.SliceCount = max(p.SliceCount, s.Spec.Pool.ResourceSliceCount)
+	}
+	p.Slices = ptrs[start:len(ptrs):len(ptrs)]
+	if p.Obsolete > 0 {
+		for _, s := range group {
+			if s.Spec.Pool.Generation < p.Generation {
+				p.Older = append(p.Older, s)
+			}
+		}
+		// Stable: within a generation the name order stays.
+		slices.SortStableFunc(p.Older, func(x, y *Slice) int {
+			return cmp.Compare(y.Spec.Pool.Generation, x.Spec.Pool.Generation)
+		})
+	}
+	return p, ptrs
+}
+
+// indexOf indexes the slice's mixins; slices without any share one empty
+// index.
+func indexOf(s *api.ResourceSlice) *api.MixinIndex {
+	if s.Spec.Mixins == nil {
+		return emptyIndex
+	}
+	return api.NewMixinIndex(&s.Spec)
 }
 
 // emptyIndex is what NewMixinIndex returns for a slice without mixins; an

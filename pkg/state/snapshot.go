@@ -17,27 +17,32 @@ import (
 
 // Snapshot is the state at one moment. It never changes and is safe for
 // concurrent use; everything derived from it is computed once, on first
-// use.
+// use, and what depends only on one pool is shared with later snapshots
+// in which the pool did not change.
 type Snapshot struct {
 	version uint64
 	opts    Options
 	cache   *allocator.Cache
 
-	slices  []*api.ResourceSlice        // by name
-	classes []*resourcev1.DeviceClass   // by name
-	claims  []*resourcev1.ResourceClaim // by namespace/name, assumed allocations filled in
-	assumed map[ClaimKey]bool
+	slices  cowView[string, *sliceEntry]
+	pools   cowView[pool.ID, *poolEntry]
+	classes cowView[string, *resourcev1.DeviceClass]
+	claims  cowView[ClaimKey, *claimEntry]
+	byNode  cowView[string, []pool.ID]
+	shared  []pool.ID
 
-	poolsOnce sync.Once
-	pools     []*pool.Pool
-	byID      map[pool.ID]*pool.Pool
+	// Sorted lists for the read model, built on first request.
+	slicesOnce  sync.Once
+	sliceList   []*api.ResourceSlice
+	classesOnce sync.Once
+	classList   []*resourcev1.DeviceClass
+	claimsOnce  sync.Once
+	claimList   []*resourcev1.ResourceClaim
+	poolsOnce   sync.Once
+	poolList    []*pool.Pool
 
 	allocOnce [2]sync.Once // per allocator.Strategy
 	alloc     [2]*allocator.Allocator
-	allocErr  [2]error
-
-	usageMu sync.Mutex
-	usage   map[pool.ID]*PoolUsage
 }
 
 // Version increases with every delta applied to the State.
@@ -45,66 +50,110 @@ func (s *Snapshot) Version() uint64 { return s.version }
 
 // Slices are every ResourceSlice, sorted by name, whatever their
 // generation.
-func (s *Snapshot) Slices() []*api.ResourceSlice { return s.slices }
+func (s *Snapshot) Slices() []*api.ResourceSlice {
+	s.slicesOnce.Do(func() {
+		s.sliceList = make([]*api.ResourceSlice, 0, s.slices.len())
+		s.slices.each(func(_ string, e *sliceEntry) { s.sliceList = append(s.sliceList, e.s.ResourceSlice) })
+		slices.SortFunc(s.sliceList, func(x, y *api.ResourceSlice) int { return strings.Compare(x.Name, y.Name) })
+	})
+	return s.sliceList
+}
 
 // Classes are every DeviceClass, sorted by name.
-func (s *Snapshot) Classes() []*resourcev1.DeviceClass { return s.classes }
+func (s *Snapshot) Classes() []*resourcev1.DeviceClass {
+	s.classesOnce.Do(func() {
+		s.classList = make([]*resourcev1.DeviceClass, 0, s.classes.len())
+		s.classes.each(func(_ string, c *resourcev1.DeviceClass) { s.classList = append(s.classList, c) })
+		slices.SortFunc(s.classList, func(x, y *resourcev1.DeviceClass) int { return strings.Compare(x.Name, y.Name) })
+	})
+	return s.classList
+}
 
 // Class returns the named DeviceClass.
 func (s *Snapshot) Class(name string) (*resourcev1.DeviceClass, bool) {
-	i, ok := slices.BinarySearchFunc(s.classes, name, func(c *resourcev1.DeviceClass, n string) int {
-		return strings.Compare(c.Name, n)
-	})
-	if !ok {
-		return nil, false
-	}
-	return s.classes[i], true
+	return s.classes.get(name)
 }
 
 // Claims are every claim, sorted by namespace and name. A claim with an
 // assumed allocation appears with it.
-func (s *Snapshot) Claims() []*resourcev1.ResourceClaim { return s.claims }
+func (s *Snapshot) Claims() []*resourcev1.ResourceClaim {
+	s.claimsOnce.Do(func() {
+		s.claimList = make([]*resourcev1.ResourceClaim, 0, s.claims.len())
+		s.claims.each(func(_ ClaimKey, e *claimEntry) { s.claimList = append(s.claimList, e.effective()) })
+		slices.SortFunc(s.claimList, func(x, y *resourcev1.ResourceClaim) int { return compareKeys(KeyOf(x), KeyOf(y)) })
+	})
+	return s.claimList
+}
 
 // Claim returns a claim (with its assumed allocation, if any).
 func (s *Snapshot) Claim(key ClaimKey) (*resourcev1.ResourceClaim, bool) {
-	i, ok := slices.BinarySearchFunc(s.claims, key, func(c *resourcev1.ResourceClaim, k ClaimKey) int {
-		return compareKeys(KeyOf(c), k)
-	})
+	e, ok := s.claims.get(key)
 	if !ok {
 		return nil, false
 	}
-	return s.claims[i], true
+	return e.effective(), true
 }
 
 // Assumed reports whether the claim's allocation is an assumed one.
-func (s *Snapshot) Assumed(key ClaimKey) bool { return s.assumed[key] }
+func (s *Snapshot) Assumed(key ClaimKey) bool {
+	e, ok := s.claims.get(key)
+	return ok && e.assumed != nil
+}
 
 // Pools are the pools of the snapshot (current generation of each), sorted
 // by driver and pool name.
 func (s *Snapshot) Pools() []*pool.Pool {
 	s.poolsOnce.Do(func() {
-		s.pools = pool.Assemble(s.slices)
-		s.byID = make(map[pool.ID]*pool.Pool, len(s.pools))
-		for _, p := range s.pools {
-			s.byID[p.ID] = p
-		}
+		s.pools.each(func(_ pool.ID, e *poolEntry) {
+			if e.ver != nil {
+				s.poolList = append(s.poolList, e.ver.p)
+			}
+		})
+		slices.SortFunc(s.poolList, func(x, y *pool.Pool) int { return x.ID.Compare(y.ID) })
 	})
-	return s.pools
+	return s.poolList
 }
 
 // Pool returns one pool.
 func (s *Snapshot) Pool(id pool.ID) (*pool.Pool, bool) {
-	s.Pools()
-	p, ok := s.byID[id]
-	return p, ok
+	e, ok := s.pools.get(id)
+	if !ok || e.ver == nil {
+		return nil, false
+	}
+	return e.ver.p, true
 }
 
-// allocated returns the claims whose devices are in use.
-func (s *Snapshot) allocated() []*resourcev1.ResourceClaim {
-	var out []*resourcev1.ResourceClaim
-	for _, c := range s.claims {
-		if c.Status.Allocation != nil {
-			out = append(out, c)
+// source is the Snapshot as the allocator reads it.
+type source struct{ s *Snapshot }
+
+func (src source) Class(name string) *resourcev1.DeviceClass {
+	c, _ := src.s.classes.get(name)
+	return c
+}
+
+func (src source) NodePools(node string) []*allocator.PoolState {
+	var ids []pool.ID
+	if node != "" {
+		ids, _ = src.s.byNode.get(node)
+	}
+	out := make([]*allocator.PoolState, 0, len(ids)+len(src.s.shared))
+	i, j := 0, 0
+	for i < len(ids) || j < len(src.s.shared) {
+		var id pool.ID
+		switch {
+		case j == len(src.s.shared) || (i < len(ids) && ids[i].Compare(src.s.shared[j]) < 0):
+			id = ids[i]
+			i++
+		case i == len(ids) || ids[i] != src.s.shared[j]:
+			id = src.s.shared[j]
+			j++
+		default:
+			id = ids[i]
+			i++
+			j++
+		}
+		if e, ok := src.s.pools.get(id); ok && e.ps != nil {
+			out = append(out, e.ps)
 		}
 	}
 	return out
@@ -116,14 +165,10 @@ func (s *Snapshot) allocator(strategy allocator.Strategy) (*allocator.Allocator,
 		return nil, fmt.Errorf("unknown allocation strategy %v", strategy)
 	}
 	s.allocOnce[i].Do(func() {
-		s.alloc[i], s.allocErr[i] = allocator.New(allocator.Input{
-			Pools:     s.Pools(),
-			Classes:   s.classes,
-			Allocated: s.allocated(),
-		}, allocator.Options{Strategy: strategy, Compiler: s.opts.Compiler, NewShareID: s.opts.NewShareID,
-			Features: s.opts.Features, Cache: s.cache})
+		s.alloc[i] = allocator.NewForSource(source{s}, allocator.Options{Strategy: strategy, Compiler: s.opts.Compiler,
+			NewShareID: s.opts.NewShareID, Features: s.opts.Features, Cache: s.cache})
 	})
-	return s.alloc[i], s.allocErr[i]
+	return s.alloc[i], nil
 }
 
 // CycleOptions tune one allocation cycle.
@@ -134,24 +179,29 @@ type CycleOptions struct {
 // Cycle is the allocation of one pod's pending claims against a snapshot:
 // built once per pod, then asked for many nodes.
 type Cycle struct {
-	snap   *Snapshot
-	claims []*resourcev1.ResourceClaim
-	opts   CycleOptions
+	claims *allocator.Claims
+	err    error
 }
 
 // Cycle prepares the allocation of claims, which must not be allocated
-// yet. The claims are allocated together, as the claims of one pod.
+// yet: classes are looked up and selectors compiled here, once, so that
+// Allocate does only the work that depends on the node. The claims are
+// allocated together, as the claims of one pod.
 func (s *Snapshot) Cycle(claims []*resourcev1.ResourceClaim, opts CycleOptions) *Cycle {
-	return &Cycle{snap: s, claims: claims, opts: opts}
+	a, err := s.allocator(opts.Strategy)
+	if err != nil {
+		return &Cycle{err: &allocator.FatalError{Err: err}}
+	}
+	return &Cycle{claims: a.Prepare(claims)}
 }
 
 // Allocate allocates the cycle's claims on node. It may be called for many
 // nodes concurrently; results and errors are those of
-// allocator.Allocator.Allocate.
+// allocator.Allocator.Allocate. It looks only at the pools the node may
+// see.
 func (c *Cycle) Allocate(ctx context.Context, node *corev1.Node) ([]*resourcev1.AllocationResult, error) {
-	a, err := c.snap.allocator(c.opts.Strategy)
-	if err != nil {
-		return nil, &allocator.FatalError{Err: err}
+	if c.err != nil {
+		return nil, c.err
 	}
-	return a.Allocate(ctx, node, c.claims)
+	return c.claims.Allocate(ctx, node)
 }

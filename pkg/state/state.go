@@ -1,6 +1,7 @@
 package state
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/dractl/dractl/pkg/allocator"
 	"github.com/dractl/dractl/pkg/api"
 	"github.com/dractl/dractl/pkg/features"
+	"github.com/dractl/dractl/pkg/pool"
 )
 
 // Options configure a State. The zero value uses pkg/cel, random share
@@ -46,24 +48,122 @@ func KeyOf(c *resourcev1.ResourceClaim) ClaimKey {
 // State is the cluster state allocation depends on. It is safe for
 // concurrent use; objects passed to it must not be modified afterwards
 // (informer objects are immutable by contract).
+//
+// Every delta costs in proportion to what it touches: a slice delta
+// rebuilds the table of that slice's pool only, a claim delta the overlay
+// of what claims hold in the pools its allocation names, and a snapshot
+// copies nothing (the indexes are copy-on-write maps, see cowMap). Pool
+// tables, with everything learnt about their devices (selector results,
+// attribute values, validity per node view), live as long as the pool's
+// slices do not change.
 type State struct {
 	mu      sync.Mutex
 	opts    Options
 	cache   *allocator.Cache
 	version uint64
 
-	slices  map[string]*api.ResourceSlice
-	classes map[string]*resourcev1.DeviceClass
-	// claims are the claims as last observed; assumed are allocations made
-	// by the caller that the API has not reflected yet. A claim's effective
-	// allocation is its assumed one if any, else its observed one.
-	claims  map[ClaimKey]*resourcev1.ResourceClaim
-	assumed map[ClaimKey]*resourcev1.ResourceClaim
+	slices  *cowMap[string, *sliceEntry]
+	pools   *cowMap[pool.ID, *poolEntry]
+	classes *cowMap[string, *resourcev1.DeviceClass]
+	claims  *cowMap[ClaimKey, *claimEntry]
+	// byNode are the pools with a slice naming the node, sorted; shared
+	// are the pools with a slice that selects nodes otherwise, sorted.
+	// Both are replaced on change, never modified.
+	byNode *cowMap[string, []pool.ID]
+	shared []pool.ID
 	// holder is which claim's effective allocation holds each device
 	// exclusively (results without a shareID and without admin access).
 	holder map[DeviceID]ClaimKey
 
-	last *Snapshot
+	stats Stats
+	last  *Snapshot
+}
+
+// Stats count the work deltas caused, for tests and metrics.
+type Stats struct {
+	// PoolBuilds counts pools assembled and indexed anew because one of
+	// their slices changed.
+	PoolBuilds int64
+	// HeldUpdates counts pools whose overlay of held devices was replaced
+	// because a claim's effective allocation named them.
+	HeldUpdates int64
+}
+
+// sliceEntry is one ResourceSlice as the State holds it.
+type sliceEntry struct {
+	s  *pool.Slice
+	id pool.ID
+}
+
+// claimEntry is a claim as last observed and the allocation the caller
+// assumed for it, if any. Its effective allocation is the assumed one if
+// any, else the observed one.
+type claimEntry struct {
+	observed *resourcev1.ResourceClaim
+	assumed  *resourcev1.ResourceClaim
+}
+
+func (e *claimEntry) effective() *resourcev1.ResourceClaim {
+	if e == nil {
+		return nil
+	}
+	if e.assumed != nil {
+		return e.assumed
+	}
+	return e.observed
+}
+
+// poolVersion is what follows from a pool's slices; it is replaced when
+// one of them changes.
+type poolVersion struct {
+	slices []*sliceEntry // every generation, sorted by name
+	p      *pool.Pool
+	table  *allocator.PoolTable
+
+	invalidOnce sync.Once
+	invalid     *pool.InvalidError
+}
+
+// validate is the pool's validation, for the read model; computed once.
+func (v *poolVersion) validate() *pool.InvalidError {
+	v.invalidOnce.Do(func() {
+		if v.p.Complete() {
+			v.invalid = v.p.Validate()
+		}
+	})
+	return v.invalid
+}
+
+// heldResult is one allocation result that names a pool.
+type heldResult struct {
+	claim   ClaimKey
+	r       *resourcev1.DeviceRequestAllocationResult
+	assumed bool
+}
+
+// poolEntry is one pool at one moment: its slices and what claims hold of
+// it. A pool that no slice names has no version but may hold results of
+// claims allocated before its slices appeared (or after they went).
+type poolEntry struct {
+	id   pool.ID
+	ver  *poolVersion
+	held []heldResult // by claim ("namespace/name", compareKeys), then result order
+	ps   *allocator.PoolState
+
+	usageOnce sync.Once
+	usage     *PoolUsage
+}
+
+func newPoolEntry(id pool.ID, ver *poolVersion, held []heldResult) *poolEntry {
+	e := &poolEntry{id: id, ver: ver, held: held}
+	if ver != nil {
+		rs := make([]*resourcev1.DeviceRequestAllocationResult, len(held))
+		for i := range held {
+			rs[i] = held[i].r
+		}
+		e.ps = ver.table.With(rs)
+	}
+	return e
 }
 
 // New returns an empty State. Its snapshots share one selector compiler
@@ -75,12 +175,20 @@ func New(opts Options) *State {
 	return &State{
 		opts:    opts,
 		cache:   allocator.NewCache(),
-		slices:  map[string]*api.ResourceSlice{},
-		classes: map[string]*resourcev1.DeviceClass{},
-		claims:  map[ClaimKey]*resourcev1.ResourceClaim{},
-		assumed: map[ClaimKey]*resourcev1.ResourceClaim{},
+		slices:  newCowMap[string, *sliceEntry](hashString),
+		pools:   newCowMap[pool.ID, *poolEntry](hashPool),
+		classes: newCowMap[string, *resourcev1.DeviceClass](hashString),
+		claims:  newCowMap[ClaimKey, *claimEntry](hashClaim),
+		byNode:  newCowMap[string, []pool.ID](hashString),
 		holder:  map[DeviceID]ClaimKey{},
 	}
+}
+
+// Stats returns the work done so far.
+func (s *State) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stats
 }
 
 // NotFoundError reports a delta for an object the State does not hold.
@@ -111,25 +219,36 @@ func (e *ConflictError) Error() string {
 }
 
 // SetSlice adds or replaces a resource.k8s.io/v1 ResourceSlice, by name.
+// The State reads the object in place (api.FromV1Shared): it must not be
+// modified afterwards, as informer objects are not.
 func (s *State) SetSlice(obj *resourcev1.ResourceSlice) error {
 	if obj == nil || obj.Name == "" {
 		return fmt.Errorf("ResourceSlice: name is required")
 	}
-	return s.SetMixinSlice(api.FromV1(obj))
+	return s.SetMixinSlice(api.FromV1Shared(obj))
 }
 
 // SetMixinSlice adds or replaces a ResourceSlice that may use KEP-5234
-// mixins, by name.
+// mixins, by name. Only the slice's pool is rebuilt (and, when the slice
+// moved, the pool it left).
 func (s *State) SetMixinSlice(obj *api.ResourceSlice) error {
-	if obj == nil || obj.Name == "" {
+	switch {
+	case obj == nil || obj.Name == "":
 		return fmt.Errorf("ResourceSlice: name is required")
+	case obj.Spec.Driver == "":
+		return fmt.Errorf("ResourceSlice %s: spec.driver is required", obj.Name)
+	case obj.Spec.Pool.Name == "":
+		return fmt.Errorf("ResourceSlice %s: spec.pool.name is required", obj.Name)
 	}
+	e := &sliceEntry{s: pool.NewSlice(obj), id: pool.ID{Driver: obj.Spec.Driver, Pool: obj.Spec.Pool.Name}}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if old := s.slices[obj.Name]; old != nil {
-		s.cache.Forget(old)
+	old, had := s.slices.get(obj.Name)
+	s.slices.set(obj.Name, e)
+	if had && old.id != e.id {
+		s.replaceSlice(old.id, obj.Name, nil)
 	}
-	s.slices[obj.Name] = obj
+	s.replaceSlice(e.id, obj.Name, e)
 	s.version++
 	return nil
 }
@@ -138,14 +257,108 @@ func (s *State) SetMixinSlice(obj *api.ResourceSlice) error {
 func (s *State) DeleteSlice(name string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	old, ok := s.slices[name]
+	old, ok := s.slices.get(name)
 	if !ok {
 		return &NotFoundError{Kind: "ResourceSlice", Name: name}
 	}
-	s.cache.Forget(old)
-	delete(s.slices, name)
+	s.slices.del(name)
+	s.replaceSlice(old.id, name, nil)
 	s.version++
 	return nil
+}
+
+// replaceSlice puts e (nil: nothing) in place of the pool's slice of that
+// name and rebuilds the pool.
+func (s *State) replaceSlice(id pool.ID, name string, e *sliceEntry) {
+	cur, _ := s.pools.get(id)
+	var old []*sliceEntry
+	var held []heldResult
+	var oldVer *poolVersion
+	if cur != nil {
+		held, oldVer = cur.held, cur.ver
+		if oldVer != nil {
+			old = oldVer.slices
+		}
+	}
+	i, found := slices.BinarySearchFunc(old, name, func(x *sliceEntry, n string) int { return strings.Compare(x.s.Name, n) })
+	sl := make([]*sliceEntry, 0, len(old)+1)
+	sl = append(sl, old[:i]...)
+	if e != nil {
+		sl = append(sl, e)
+	}
+	if found {
+		i++
+	}
+	sl = append(sl, old[i:]...)
+	var ver *poolVersion
+	if len(sl) > 0 {
+		wrapped := make([]*pool.Slice, len(sl))
+		for k, x := range sl {
+			wrapped[k] = x.s
+		}
+		p := pool.Of(wrapped)
+		ver = &poolVersion{slices: sl, p: p, table: allocator.NewPoolTable(p, s.opts.Features)}
+		s.stats.PoolBuilds++
+	}
+	s.reindex(id, oldVer, ver)
+	if ver == nil && len(held) == 0 {
+		s.pools.del(id)
+		return
+	}
+	s.pools.set(id, newPoolEntry(id, ver, held))
+}
+
+// reindex updates the node index for a pool whose version changed.
+func (s *State) reindex(id pool.ID, old, cur *poolVersion) {
+	var was, is []string
+	var wasShared, isShared bool
+	if old != nil {
+		was, wasShared = old.table.Nodes(), old.table.SelectsNodes()
+	}
+	if cur != nil {
+		is, isShared = cur.table.Nodes(), cur.table.SelectsNodes()
+	}
+	for _, n := range was {
+		if _, keep := slices.BinarySearch(is, n); !keep {
+			ids, _ := s.byNode.get(n)
+			if ids = without(ids, id); len(ids) == 0 {
+				s.byNode.del(n)
+			} else {
+				s.byNode.set(n, ids)
+			}
+		}
+	}
+	for _, n := range is {
+		if _, had := slices.BinarySearch(was, n); !had {
+			ids, _ := s.byNode.get(n)
+			s.byNode.set(n, with(ids, id))
+		}
+	}
+	switch {
+	case isShared && !wasShared:
+		s.shared = with(s.shared, id)
+	case wasShared && !isShared:
+		s.shared = without(s.shared, id)
+	}
+}
+
+// with returns a copy of the sorted ids with id added.
+func with(ids []pool.ID, id pool.ID) []pool.ID {
+	i, found := slices.BinarySearchFunc(ids, id, pool.ID.Compare)
+	if found {
+		return ids
+	}
+	return slices.Insert(slices.Clip(ids), i, id)
+}
+
+// without returns a copy of the sorted ids without id.
+func without(ids []pool.ID, id pool.ID) []pool.ID {
+	i, found := slices.BinarySearchFunc(ids, id, pool.ID.Compare)
+	if !found {
+		return ids
+	}
+	out := make([]pool.ID, 0, len(ids)-1)
+	return append(append(out, ids[:i]...), ids[i+1:]...)
 }
 
 // SetClass adds or replaces a DeviceClass.
@@ -155,7 +368,7 @@ func (s *State) SetClass(c *resourcev1.DeviceClass) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.classes[c.Name] = c
+	s.classes.set(c.Name, c)
 	s.version++
 	return nil
 }
@@ -164,10 +377,10 @@ func (s *State) SetClass(c *resourcev1.DeviceClass) error {
 func (s *State) DeleteClass(name string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.classes[name]; !ok {
+	if _, ok := s.classes.get(name); !ok {
 		return &NotFoundError{Kind: "DeviceClass", Name: name}
 	}
-	delete(s.classes, name)
+	s.classes.del(name)
 	s.version++
 	return nil
 }
@@ -183,20 +396,17 @@ func (s *State) SetClaim(c *resourcev1.ResourceClaim) error {
 	key := KeyOf(c)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	effective := c
-	if a := s.assumed[key]; a != nil && c.Status.Allocation == nil {
+	cur, _ := s.claims.get(key)
+	next := &claimEntry{observed: c}
+	if cur != nil && cur.assumed != nil && c.Status.Allocation == nil {
 		// Binding is still in flight: the assumption stands.
-		effective = a
+		next.assumed = cur.assumed
 	}
-	if err := s.checkHeld(key, effective); err != nil {
+	if err := s.checkHeld(key, next.effective()); err != nil {
 		return err
 	}
-	s.release(key)
-	if effective == c {
-		delete(s.assumed, key)
-	}
-	s.claims[key] = c
-	s.hold(key, effective)
+	s.claims.set(key, next)
+	s.moveHolds(key, cur, next)
 	s.version++
 	return nil
 }
@@ -206,12 +416,12 @@ func (s *State) DeleteClaim(namespace, name string) error {
 	key := ClaimKey{Namespace: namespace, Name: name}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.claims[key]; !ok {
+	cur, ok := s.claims.get(key)
+	if !ok {
 		return &NotFoundError{Kind: "ResourceClaim", Name: key.String()}
 	}
-	s.release(key)
-	delete(s.claims, key)
-	delete(s.assumed, key)
+	s.claims.del(key)
+	s.moveHolds(key, cur, nil)
 	s.version++
 	return nil
 }
@@ -227,20 +437,21 @@ func (s *State) Assume(c *resourcev1.ResourceClaim) error {
 	key := KeyOf(c)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	obs, ok := s.claims[key]
+	cur, ok := s.claims.get(key)
 	switch {
 	case !ok:
 		return &NotFoundError{Kind: "ResourceClaim", Name: key.String()}
-	case s.assumed[key] != nil:
+	case cur.assumed != nil:
 		return fmt.Errorf("assume: claim %s already has an assumed allocation", key)
-	case obs.Status.Allocation != nil:
+	case cur.observed.Status.Allocation != nil:
 		return fmt.Errorf("assume: claim %s is already allocated", key)
 	}
 	if err := s.checkHeld(key, c); err != nil {
 		return err
 	}
-	s.assumed[key] = c
-	s.hold(key, c)
+	next := &claimEntry{observed: cur.observed, assumed: c}
+	s.claims.set(key, next)
+	s.moveHolds(key, cur, next)
 	s.version++
 	return nil
 }
@@ -250,100 +461,156 @@ func (s *State) Forget(namespace, name string) error {
 	key := ClaimKey{Namespace: namespace, Name: name}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.assumed[key] == nil {
+	cur, _ := s.claims.get(key)
+	if cur == nil || cur.assumed == nil {
 		return &NotFoundError{Kind: "assumed allocation of ResourceClaim", Name: key.String()}
 	}
-	s.release(key)
-	delete(s.assumed, key)
-	if obs := s.claims[key]; obs != nil {
-		s.hold(key, obs)
-	}
+	next := &claimEntry{observed: cur.observed}
+	s.claims.set(key, next)
+	s.moveHolds(key, cur, next)
 	s.version++
 	return nil
 }
 
-// exclusive lists the devices an allocation holds for itself alone.
-func exclusive(c *resourcev1.ResourceClaim) []DeviceID {
+// exclusive calls f for each device the allocation holds for itself
+// alone (results without a shareID and without admin access).
+func exclusive(c *resourcev1.ResourceClaim, f func(DeviceID) bool) bool {
 	if c == nil || c.Status.Allocation == nil {
-		return nil
+		return true
 	}
-	var out []DeviceID
 	for _, r := range c.Status.Allocation.Devices.Results {
 		if r.ShareID != nil || ptr.Deref(r.AdminAccess, false) {
 			continue
 		}
-		out = append(out, DeviceID{Driver: r.Driver, Pool: r.Pool, Device: r.Device})
+		if !f(DeviceID{Driver: r.Driver, Pool: r.Pool, Device: r.Device}) {
+			return false
+		}
 	}
-	return out
+	return true
 }
 
 func (s *State) checkHeld(key ClaimKey, c *resourcev1.ResourceClaim) error {
-	for _, d := range exclusive(c) {
+	var err error
+	exclusive(c, func(d DeviceID) bool {
 		if h, ok := s.holder[d]; ok && h != key {
-			return &ConflictError{Claim: key, Device: d, Holder: h, HolderAssumed: s.assumed[h] != nil}
+			other, _ := s.claims.get(h)
+			err = &ConflictError{Claim: key, Device: d, Holder: h, HolderAssumed: other != nil && other.assumed != nil}
+			return false
+		}
+		return true
+	})
+	return err
+}
+
+// compareKeys orders claims by "namespace/name", the order holders are
+// listed in, without building the strings.
+func compareKeys(x, y ClaimKey) int {
+	if x.Namespace == y.Namespace {
+		return strings.Compare(x.Name, y.Name)
+	}
+	at := func(k ClaimKey, i int) byte {
+		switch {
+		case i < len(k.Namespace):
+			return k.Namespace[i]
+		case i == len(k.Namespace):
+			return '/'
+		}
+		return k.Name[i-len(k.Namespace)-1]
+	}
+	nx, ny := len(x.Namespace)+1+len(x.Name), len(y.Namespace)+1+len(y.Name)
+	for i := range min(nx, ny) {
+		if a, b := at(x, i), at(y, i); a != b {
+			return cmp.Compare(a, b)
 		}
 	}
-	return nil
+	return cmp.Compare(nx, ny)
 }
 
-func (s *State) hold(key ClaimKey, c *resourcev1.ResourceClaim) {
-	for _, d := range exclusive(c) {
-		s.holder[d] = key
+// moveHolds replaces what the claim's effective allocation holds (from
+// before to after, either nil) in the holder index and in the overlays of
+// the pools either names.
+func (s *State) moveHolds(key ClaimKey, before, after *claimEntry) {
+	was, is := before.effective(), after.effective()
+	wasAssumed, isAssumed := before != nil && before.assumed != nil, after != nil && after.assumed != nil
+	if was == is && wasAssumed == isAssumed {
+		return
 	}
-}
-
-// release drops what the claim's effective allocation holds.
-func (s *State) release(key ClaimKey) {
-	c := s.assumed[key]
-	if c == nil {
-		c = s.claims[key]
-	}
-	for _, d := range exclusive(c) {
+	exclusive(was, func(d DeviceID) bool {
 		if s.holder[d] == key {
 			delete(s.holder, d)
 		}
+		return true
+	})
+	exclusive(is, func(d DeviceID) bool {
+		s.holder[d] = key
+		return true
+	})
+	var buf [4]pool.ID
+	touched := buf[:0]
+	for _, c := range []*resourcev1.ResourceClaim{was, is} {
+		if c == nil || c.Status.Allocation == nil {
+			continue
+		}
+		for _, r := range c.Status.Allocation.Devices.Results {
+			if id := (pool.ID{Driver: r.Driver, Pool: r.Pool}); !slices.Contains(touched, id) {
+				touched = append(touched, id)
+			}
+		}
+	}
+	for _, id := range touched {
+		cur, _ := s.pools.get(id)
+		var held []heldResult
+		var ver *poolVersion
+		if cur != nil {
+			held, ver = cur.held, cur.ver
+		}
+		i := 0
+		for i < len(held) && compareKeys(held[i].claim, key) < 0 {
+			i++
+		}
+		j := i
+		for j < len(held) && held[j].claim == key {
+			j++
+		}
+		n := 0
+		var rs []resourcev1.DeviceRequestAllocationResult
+		if is != nil && is.Status.Allocation != nil {
+			rs = is.Status.Allocation.Devices.Results
+			for k := range rs {
+				if rs[k].Driver == id.Driver && rs[k].Pool == id.Pool {
+					n++
+				}
+			}
+		}
+		next := make([]heldResult, 0, len(held)-(j-i)+n)
+		next = append(next, held[:i]...)
+		for k := range rs {
+			if rs[k].Driver == id.Driver && rs[k].Pool == id.Pool {
+				next = append(next, heldResult{claim: key, r: &rs[k], assumed: isAssumed})
+			}
+		}
+		next = append(next, held[j:]...)
+		s.stats.HeldUpdates++
+		if ver == nil && len(next) == 0 {
+			s.pools.del(id)
+			continue
+		}
+		s.pools.set(id, newPoolEntry(id, ver, next))
 	}
 }
 
-// Snapshot returns an immutable view of the current state. While no delta
-// arrives, the same snapshot is returned.
+// Snapshot returns an immutable view of the current state in O(1). While
+// no delta arrives, the same snapshot is returned.
 func (s *State) Snapshot() *Snapshot {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.last != nil && s.last.version == s.version {
 		return s.last
 	}
-	snap := &Snapshot{version: s.version, opts: s.opts, cache: s.cache, assumed: map[ClaimKey]bool{}}
-	sl := make([]*api.ResourceSlice, 0, len(s.slices))
-	for _, x := range s.slices {
-		sl = append(sl, x)
+	s.last = &Snapshot{
+		version: s.version, opts: s.opts, cache: s.cache,
+		slices: s.slices.freeze(), pools: s.pools.freeze(), classes: s.classes.freeze(),
+		claims: s.claims.freeze(), byNode: s.byNode.freeze(), shared: s.shared,
 	}
-	slices.SortFunc(sl, func(x, y *api.ResourceSlice) int { return strings.Compare(x.Name, y.Name) })
-	snap.slices = sl
-	for _, c := range s.classes {
-		snap.classes = append(snap.classes, c)
-	}
-	slices.SortFunc(snap.classes, func(x, y *resourcev1.DeviceClass) int { return strings.Compare(x.Name, y.Name) })
-	for key, c := range s.claims {
-		if a := s.assumed[key]; a != nil {
-			c = a
-			snap.assumed[key] = true
-		}
-		snap.claims = append(snap.claims, c)
-	}
-	slices.SortFunc(snap.claims, func(x, y *resourcev1.ResourceClaim) int {
-		return compareKeys(KeyOf(x), KeyOf(y))
-	})
-	s.last = snap
-	return snap
-}
-
-// compareKeys orders claims by namespace, then name: the order of
-// namespace/name strings, without building them (a snapshot sorts every
-// claim of the cluster).
-func compareKeys(x, y ClaimKey) int {
-	if c := strings.Compare(x.Namespace, y.Namespace); c != 0 {
-		return c
-	}
-	return strings.Compare(x.Name, y.Name)
+	return s.last
 }

@@ -31,13 +31,6 @@ func partitioned(st *state.State, t *testing.T) {
 	must(t, st.SetClass(at.Class("gpu", `device.driver == "`+driver+`"`)))
 }
 
-func must(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
 func allocated(name string, devices ...string) *resourcev1.ResourceClaim {
 	var rs []resourcev1.DeviceRequestAllocationResult
 	for _, d := range devices {
@@ -136,6 +129,8 @@ func TestBadDeltasChangeNothing(t *testing.T) {
 	st := state.New(state.Options{})
 	partitioned(st, t)
 	must(t, st.SetClaim(allocated("a", "part-0")))
+	must(t, st.SetClaim(pending("c")))
+	must(t, st.Assume(allocated("c", "part-2")))
 	before := st.Snapshot()
 	var nf *state.NotFoundError
 	var conflict *state.ConflictError
@@ -148,6 +143,8 @@ func TestBadDeltasChangeNothing(t *testing.T) {
 		"claim allocated twice":        st.SetClaim(allocated("b", "part-0")),
 		"assume an allocated claim":    st.Assume(allocated("a", "part-1")),
 		"assume without an allocation": st.Assume(pending("a")),
+		"observed over an assumption":  st.SetClaim(allocated("d", "part-2")),
+		"assume twice":                 st.Assume(allocated("c", "part-3")),
 	} {
 		if err == nil {
 			t.Errorf("%s: no error", name)
@@ -155,8 +152,12 @@ func TestBadDeltasChangeNothing(t *testing.T) {
 		}
 		switch name {
 		case "claim allocated twice":
-			if !errors.As(err, &conflict) || conflict.Holder.Name != "a" {
+			if !errors.As(err, &conflict) || conflict.Holder.Name != "a" || conflict.HolderAssumed {
 				t.Errorf("%s: got %v, want a conflict naming claim a", name, err)
+			}
+		case "observed over an assumption":
+			if !errors.As(err, &conflict) || conflict.Holder.Name != "c" || !conflict.HolderAssumed {
+				t.Errorf("%s: got %v, want a conflict with claim c's assumed allocation", name, err)
 			}
 		case "delete unknown slice", "delete unknown class", "delete unknown claim", "forget without assumption", "assume unobserved claim":
 			if !errors.As(err, &nf) {

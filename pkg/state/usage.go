@@ -72,29 +72,20 @@ type CounterUsage struct {
 }
 
 // Usage returns the usage of one pool, or nil when there is no such pool.
+// It is computed once and shared with later snapshots until the pool's
+// slices or the claims holding its devices change.
 func (s *Snapshot) Usage(id pool.ID) *PoolUsage {
-	p, ok := s.Pool(id)
-	if !ok {
+	e, ok := s.pools.get(id)
+	if !ok || e.ver == nil {
 		return nil
 	}
-	s.usageMu.Lock()
-	defer s.usageMu.Unlock()
-	if u := s.usage[id]; u != nil {
-		return u
-	}
-	u := s.computeUsage(p)
-	if s.usage == nil {
-		s.usage = map[pool.ID]*PoolUsage{}
-	}
-	s.usage[id] = u
-	return u
+	e.usageOnce.Do(func() { e.usage = e.computeUsage() })
+	return e.usage
 }
 
-func (s *Snapshot) computeUsage(p *pool.Pool) *PoolUsage {
-	u := &PoolUsage{Pool: p}
-	if p.Complete() {
-		u.Invalid = p.Validate()
-	}
+func (e *poolEntry) computeUsage() *PoolUsage {
+	p := e.ver.p
+	u := &PoolUsage{Pool: p, Invalid: e.ver.validate()}
 	index := map[string]int{} // first device of each name, as the allocator does
 	for _, sl := range p.Slices {
 		for i := range sl.Spec.Devices {
@@ -107,24 +98,15 @@ func (s *Snapshot) computeUsage(p *pool.Pool) *PoolUsage {
 			u.Devices = append(u.Devices, du)
 		}
 	}
-	for _, c := range s.claims {
-		if c.Status.Allocation == nil {
+	for _, h := range e.held {
+		i, ok := index[h.r.Device]
+		if !ok {
 			continue
 		}
-		for _, r := range c.Status.Allocation.Devices.Results {
-			if r.Driver != p.Driver || r.Pool != p.ID.Pool {
-				continue
-			}
-			i, ok := index[r.Device]
-			if !ok {
-				continue
-			}
-			key := KeyOf(c)
-			u.Devices[i].Holders = append(u.Devices[i].Holders, Holder{
-				Claim: key, Request: r.Request, Assumed: s.assumed[key],
-				Shared: r.ShareID != nil, AdminAccess: ptr.Deref(r.AdminAccess, false),
-			})
-		}
+		u.Devices[i].Holders = append(u.Devices[i].Holders, Holder{
+			Claim: h.claim, Request: h.r.Request, Assumed: h.assumed,
+			Shared: h.r.ShareID != nil, AdminAccess: ptr.Deref(h.r.AdminAccess, false),
+		})
 	}
 	sets := p.CounterSets()
 	names := make([]string, 0, len(sets))

@@ -1,11 +1,12 @@
-// Command benchtable runs the allocator benchmarks (package bench) through
-// testing.Benchmark and writes a markdown table to docs/performance.md.
+// Command benchtable runs the allocator benchmarks (package bench) in
+// interleaved rounds and writes a markdown table to docs/performance.md.
 //
 //	go -C conformance run ./cmd/benchtable -out ../docs/performance.md
 package main
 
 import (
 	"bufio"
+	"context"
 	"flag"
 	"fmt"
 	"os"
@@ -14,85 +15,47 @@ import (
 	"testing"
 	"time"
 
+	resourcev1 "k8s.io/api/resource/v1"
+
 	"github.com/dractl/dractl/conformance/bench"
+	"github.com/dractl/dractl/conformance/dractlrun"
+	"github.com/dractl/dractl/conformance/gen"
 	"github.com/dractl/dractl/conformance/scenario"
 	"github.com/dractl/dractl/internal/clusterbench"
 	"github.com/dractl/dractl/internal/examplegen"
 	"github.com/dractl/dractl/internal/packing"
+	"github.com/dractl/dractl/pkg/api"
 	"github.com/dractl/dractl/pkg/decode"
 	"github.com/dractl/dractl/pkg/pool"
+	"github.com/dractl/dractl/pkg/state"
 )
 
-type cell struct {
-	ns, allocs int64
-	note       string
-}
+// keepMarker ends the generated part of the file; what follows it is
+// written by hand and kept.
+const keepMarker = "<!-- Generated above by benchtable; text below this line is kept when it runs. -->"
 
 func main() {
 	testing.Init()
 	out := flag.String("out", "../docs/performance.md", "markdown file to write")
-	benchtime := flag.String("benchtime", "300ms", "benchmark time per cell")
+	rounds := flag.Int("rounds", 5, "interleaved rounds per row; the median is reported")
+	per := flag.Duration("per", 200*time.Millisecond, "benchmark time per op and round")
 	only := flag.String("only", "", "run only rows whose name contains this")
+	memNodes := flag.Int("mem-nodes", 1000, "DGX H100 nodes of the memory measurement (0: skip)")
 	flag.Parse()
-	_ = flag.Set("test.benchtime", *benchtime)
 
-	var rows [][]cell
-	var names []string
-	var notes []string
-	for _, w := range bench.All() {
-		if *only != "" && !strings.Contains(w.Name, *only) {
-			continue
-		}
-		names = append(names, w.Name)
-		var row []cell
-		var outcomes []string
-		timedOut := map[string]bool{}
-		for _, v := range bench.Variants {
-			key := string(v.Upstream)
-			if timedOut[key] {
-				row = append(row, cell{note: "timeout"})
-				continue
-			}
-			o, d, err := bench.Probe(w, v)
-			switch {
-			case err != nil:
-				row = append(row, cell{note: "n/a"})
-				continue
-			case o.Kind == scenario.Timeout:
-				timedOut[key] = true
-				row = append(row, cell{note: fmt.Sprintf("timeout (>%s)", bench.Timeout)})
-				fmt.Fprintf(os.Stderr, "%s / %s: timeout\n", w.Name, v.Name)
-				continue
-			}
-			if !v.Warm {
-				outcomes = append(outcomes, v.Name+": "+o.String())
-			}
-			var c cell
-			if d > 3*time.Second {
-				// One op is enough to report; do not repeat it.
-				c = cell{ns: d.Nanoseconds(), note: "1 run"}
-			} else {
-				r := testing.Benchmark(bench.Func(w, v))
-				if r.N == 0 {
-					c = cell{note: "skipped"}
-				} else {
-					c = cell{ns: r.NsPerOp(), allocs: r.AllocsPerOp()}
-				}
-			}
-			fmt.Fprintf(os.Stderr, "%s / %s: %s\n", w.Name, v.Name, fmtNs(c))
-			row = append(row, c)
-		}
-		rows = append(rows, row)
-		notes = append(notes, agreement(outcomes))
+	var b strings.Builder
+	header(&b, *rounds, *per)
+	cycleRows(&b, *only, *rounds, *per)
+	deltaRows(&b, *only, *rounds, *per)
+	if *memNodes > 0 {
+		stateMemory(&b, *memNodes)
 	}
-	md := render(names, rows, notes, *benchtime)
-	md += memorySection()
+	formMemory(&b)
 	pk, err := packing.ComparePacking(24, 60)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+		fail(err)
 	}
-	md += fmt.Sprintf(`
+	fmt.Fprintf(&b, `
 ## Best-fit against first-fit
 
 Streams of single-request MIG claims (seeded; 1g.10gb most often, 7g.80gb
@@ -103,63 +66,351 @@ first claim that does not fit (internal/packing):
 | --- | --- | --- | --- | --- |
 | %d × %d | %d | %d | %+.1f %% | %d / %d / %d |
 `, pk.Streams, pk.Length, pk.FirstFit, pk.BestFit, 100*float64(pk.BestFit-pk.FirstFit)/float64(pk.FirstFit), pk.Wins, pk.Ties, pk.Losses)
-	if err := os.WriteFile(*out, []byte(md), 0o644); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+	b.WriteString("\n" + keepMarker + "\n")
+	b.WriteString(kept(*out))
+	if err := os.WriteFile(*out, []byte(b.String()), 0o644); err != nil {
+		fail(err)
 	}
-	fmt.Print(md)
+	fmt.Print(b.String())
 }
 
-// agreement says whether all cold variants returned the same outcome.
-func agreement(outcomes []string) string {
-	if len(outcomes) == 0 {
-		return "—"
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, err)
+	os.Exit(1)
+}
+
+// kept returns the hand-written text after the marker of the existing
+// file (or, in a file from before the marker, from its compaction notes).
+func kept(path string) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return ""
 	}
-	first := outcomes[0][strings.Index(outcomes[0], ": ")+2:]
-	for _, o := range outcomes[1:] {
-		if o[strings.Index(o, ": ")+2:] != first {
-			return "DIFFER: " + strings.Join(outcomes, "; ")
+	s := string(data)
+	if i := strings.Index(s, keepMarker); i >= 0 {
+		return strings.TrimLeft(s[i+len(keepMarker):], "\n")
+	}
+	if i := strings.Index(s, "\n## Compaction"); i >= 0 {
+		return s[i+1:]
+	}
+	return ""
+}
+
+func header(b *strings.Builder, rounds int, per time.Duration) {
+	b.WriteString("# Allocator performance\n\n")
+	b.WriteString("Generated by `make bench` (`go -C conformance run ./cmd/benchtable`); the same ops run as `go -C conformance test -bench . ./bench/`. Do not edit the generated part by hand.\n\n")
+	fmt.Fprintf(b, "Machine: %s, %d cores (GOMAXPROCS %d), %s/%s, %s; %d interleaved rounds of %s per op, medians; generated %s.\n",
+		cpuModel(), runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH, runtime.Version(), rounds, per, time.Now().UTC().Format("2006-01-02"))
+	if data, err := os.ReadFile("/proc/loadavg"); err == nil {
+		fmt.Fprintf(b, "Load average when done: %s (the machine is shared; absolute numbers are noisy, ratios less so).\n",
+			strings.Join(strings.Fields(string(data))[:3], " "))
+	}
+	fmt.Fprintf(b, `
+## What a scheduler pays per cycle
+
+A scheduler runs one cycle per pod: the cluster changed a little since the
+last pod (its claim was allocated), and the new pod's claims must be
+allocated on a node. Each op is one such cycle:
+
+- **upstream** (k8s.io/dynamic-resource-allocation v0.37.2): `+"`structured.NewAllocator`"+` over
+  the resource.k8s.io/v1 slices with the allocated state as it is now, then
+  `+"`Allocate`"+` on the node; the CEL cache is warm, as in kube-scheduler.
+  *incubating* is the implementation NewAllocator picks for the stable
+  features plus binding conditions and consumable capacity; *experimental*
+  the one it picks with every DRA feature on.
+- **dractl per cycle**: the previous cycle's delta applied to the
+  long-lived `+"`state.State`"+` (a claim allocated; on every other op
+  released again, so the state stays put; upstream gets the same two
+  states in turn), `+"`Snapshot()`"+`, `+"`Cycle(claims)`"+` (classes looked up,
+  selectors compiled), `+"`Allocate(node)`"+`, with every DRA feature on.
+- **dractl per delta**: the delta and the snapshot alone.
+- *Filter* rows are one node's Filter within a cycle: upstream's
+  `+"`Allocate`"+` on the cycle's allocator, dractl's `+"`Cycle.Allocate`"+`, nodes in
+  turn. On the cluster rows dractl's State is warm, as a scheduler's is
+  after its first cycle on each node: every pool has its device table
+  (what building one costs is in the slice-update row below).
+
+An 8×H100 MIG node has 152 devices (8 full GPUs and 144 MIG placements)
+in 2 slices, and 8 counter sets of 13 counters. Ops are cut off after %s.
+Ratios are upstream / dractl per cycle.
+
+`, bench.Timeout)
+}
+
+// cycleRows measures every workload on every side and dractl's delta.
+func cycleRows(b *strings.Builder, only string, rounds int, per time.Duration) {
+	type row struct {
+		name  string
+		res   []bench.Result
+		agree string
+	}
+	var rows []row
+	for _, r := range bench.All() {
+		if only != "" && !strings.Contains(r.Name, only) {
+			continue
+		}
+		w := r.Make()
+		var ops []bench.Op
+		for _, s := range bench.Sides {
+			op, err := bench.NewOp(w, s)
+			if err != nil {
+				fail(fmt.Errorf("%s, %s: %w", r.Name, s.Name, err))
+			}
+			ops = append(ops, op)
+		}
+		delta, err := bench.NewDeltaOp(w)
+		if err != nil {
+			fail(err)
+		}
+		ops = append(ops, delta)
+		res := bench.Measure(ops, rounds, per, time.Second)
+		rows = append(rows, row{name: r.Name, res: res, agree: agreement(res[:len(bench.Sides)])})
+		fmt.Fprintf(os.Stderr, "%s: %s\n", r.Name, strings.Join(cells(res), " | "))
+		runtime.GC()
+	}
+	b.WriteString("| workload | upstream incubating | upstream experimental | dractl per cycle | dractl per delta | ratio (incubating) | ratio (experimental) |\n")
+	b.WriteString("| --- | --- | --- | --- | --- | --- | --- |\n")
+	var cycle100, cycle1000 int64
+	for _, r := range rows {
+		fmt.Fprintf(b, "| %s | %s | %s | %s |\n", r.name, strings.Join(cells(r.res), " | "), ratio(r.res[0], r.res[2]), ratio(r.res[1], r.res[2]))
+		switch r.name {
+		case bench.H100ClusterName(100, false):
+			cycle100 = r.res[2].NsPerOp
+		case bench.H100ClusterName(1000, false):
+			cycle1000 = r.res[2].NsPerOp
 		}
 	}
-	if len(first) > 60 {
-		first = first[:60] + "…"
+	if cycle100 > 0 && cycle1000 > 0 {
+		fmt.Fprintf(b, "\nA whole cycle on 1,000 nodes costs %.2f× what it costs on 100.\n", float64(cycle1000)/float64(cycle100))
+	}
+	b.WriteString("\nAllocations per op:\n\n")
+	b.WriteString("| workload | upstream incubating | upstream experimental | dractl per cycle | dractl per delta |\n")
+	b.WriteString("| --- | --- | --- | --- | --- |\n")
+	for _, r := range rows {
+		fmt.Fprintf(b, "| %s |", r.name)
+		for _, c := range r.res {
+			if c.Note != "" {
+				fmt.Fprintf(b, " %s |", c.Note)
+			} else {
+				fmt.Fprintf(b, " %d |", c.AllocsPerOp)
+			}
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("\nOutcome check (every side must agree):\n\n")
+	for _, r := range rows {
+		fmt.Fprintf(b, "- %s: %s\n", r.name, r.agree)
+	}
+}
+
+// deltaRows measures deltas that change slices.
+func deltaRows(b *strings.Builder, only string, rounds int, per time.Duration) {
+	type row struct {
+		name string
+		res  bench.Result
+	}
+	var rows []row
+	for _, filter := range []bool{false, true} {
+		name, op, err := bench.SliceUpdate(1000, filter)
+		if err != nil {
+			fail(err)
+		}
+		if only != "" && !strings.Contains(name, only) {
+			continue
+		}
+		res := bench.Measure([]bench.Op{op}, rounds, per, time.Second)
+		rows = append(rows, row{name, res[0]})
+		fmt.Fprintf(os.Stderr, "%s: %s\n", name, fmtNs(res[0]))
+		runtime.GC()
+	}
+	if len(rows) == 0 {
+		return
+	}
+	b.WriteString(`
+## What a delta costs
+
+A driver republishes one node's device slice (a new object, as an informer
+hands it over) on a cluster of 8×H100 nodes: the State rebuilds that pool's
+index (not its devices, which the next cycle that looks at the pool reads
+again) and a snapshot is taken. The second row adds the next Filter on that
+node, which rebuilds its device table.
+
+| delta | dractl | allocations |
+| --- | --- | --- |
+`)
+	for _, r := range rows {
+		fmt.Fprintf(b, "| %s | %s | %d |\n", r.name, fmtNs(r.res), r.res.AllocsPerOp)
+	}
+}
+
+// stateMemory reports what a State holds for nodes DGX H100 nodes beyond
+// the v1 objects it was fed, once every node's pool was used.
+func stateMemory(b *strings.Builder, nodes int) {
+	var v1 []*resourcev1.ResourceSlice
+	var names []string
+	devices := 0
+	objects := clusterbench.LiveHeap(func() any {
+		for i := range nodes {
+			n := examplegen.DGXH100Node
+			n.Node = fmt.Sprintf("dgx-%04d", i)
+			names = append(names, n.Node)
+			for _, s := range n.Slices(examplegen.Flat) {
+				v, err := api.ToV1(s)
+				if err != nil {
+					fail(err)
+				}
+				devices += len(v.Spec.Devices)
+				// As an informer holds it: nothing shared between objects.
+				v1 = append(v1, v.DeepCopy())
+			}
+		}
+		return v1
+	})
+	var classes []*resourcev1.DeviceClass
+	for _, c := range examplegen.NVIDIAClasses() {
+		classes = append(classes, c.(*resourcev1.DeviceClass))
+	}
+	claim := gen.Claim("c", gen.Exact("r", "mig.nvidia.com", 1, "device.attributes['gpu.nvidia.com'].profile == '1g.10gb'"))
+	fitted := 0
+	held := clusterbench.LiveHeap(func() any {
+		st := state.New(dractlrun.Options())
+		for _, s := range v1 {
+			if err := st.SetSlice(s); err != nil {
+				fail(err)
+			}
+		}
+		for _, c := range classes {
+			if err := st.SetClass(c); err != nil {
+				fail(err)
+			}
+		}
+		cyc := st.Snapshot().Cycle([]*resourcev1.ResourceClaim{claim}, state.CycleOptions{})
+		for _, n := range names {
+			out := dractlrun.Classify(context.Background(), func() ([]*resourcev1.AllocationResult, error) {
+				return cyc.Allocate(context.Background(), gen.Node(n, nil))
+			}, 1)
+			if out.Kind == scenario.Fit {
+				fitted++
+			}
+		}
+		return st
+	})
+	fmt.Fprintf(b, `
+## Memory: the State of %d DGX H100 nodes
+
+%d nodes of the DGX H100 example in flat form (%d ResourceSlices, %d
+devices) as resource.k8s.io/v1 objects, the way an informer holds them,
+then a State fed those objects and used: Filter ran on every node (%d
+fit), so every pool has its device table, selector results and held
+overlay. Live heap after garbage collection:
+
+| what | live heap | per node |
+| --- | --- | --- |
+| the v1 objects | %.1f MiB | %.0f KiB |
+| the State on top of them (indexes, tables, results) | %.1f MiB | %.0f KiB |
+| total | %.1f MiB | %.0f KiB |
+
+The State shares the objects' maps (api.FromV1Shared) instead of copying
+them; what it adds is its indexes: %.0f %% of the objects' own size.
+`, nodes, nodes, len(v1), devices, fitted,
+		mib(objects), kib(objects)/float64(nodes), mib(held), kib(held)/float64(nodes), mib(objects+held), kib(objects+held)/float64(nodes),
+		100*float64(held)/float64(objects))
+	runtime.KeepAlive(v1)
+}
+
+// formMemory reports what 100 nodes of the DGX H100 example hold once
+// decoded (pkg/decode) and assembled into pools (pkg/pool), in flat and in
+// mixin form: mixins are resolved lazily, never flattened, so the decoded
+// mixin form must stay smaller.
+func formMemory(b *strings.Builder) {
+	const nodes = 100
+	fmt.Fprintf(b, `
+## Memory: DGX H100 example, flat against mixin form
+
+Live heap held by %d nodes of the example (%d devices) once decoded and
+assembled into pools, with the JSON they were read from:
+
+| form | JSON bytes | live heap |
+| --- | --- | --- |
+`, nodes, nodes*152)
+	for _, form := range []examplegen.Form{examplegen.Flat, examplegen.Mixins} {
+		data, _, err := clusterbench.Manifest(nodes, form, "json")
+		if err != nil {
+			fail(err)
+		}
+		live := clusterbench.LiveHeap(func() any {
+			objs, err := decode.Bytes("cluster.json", data)
+			if err != nil {
+				fail(err)
+			}
+			return pool.Assemble(clusterbench.Slices(objs))
+		})
+		fmt.Fprintf(b, "| %s | %.1f MiB | %.1f MiB |\n", form, float64(len(data))/(1<<20), mib(live))
+	}
+}
+
+func mib(n uint64) float64 { return float64(n) / (1 << 20) }
+func kib(n uint64) float64 { return float64(n) / (1 << 10) }
+
+// agreement says whether every side had the same outcome on its first op.
+func agreement(res []bench.Result) string {
+	var first string
+	for _, r := range res {
+		if r.Outcome.Kind == scenario.Timeout {
+			continue
+		}
+		s := r.Outcome.String()
+		if first == "" {
+			first = s
+		} else if s != first {
+			var all []string
+			for j, x := range res {
+				all = append(all, bench.Sides[j].Name+": "+x.Outcome.String())
+			}
+			return "DIFFER: " + strings.Join(all, "; ")
+		}
+	}
+	if len(first) > 70 {
+		first = first[:70] + "…"
 	}
 	return "same: " + first
 }
 
-func fmtNs(c cell) string {
-	if c.note != "" && c.ns == 0 {
-		return c.note
+func cells(res []bench.Result) []string {
+	out := make([]string, len(res))
+	for i, r := range res {
+		out[i] = fmtNs(r)
 	}
-	ns := float64(c.ns)
-	var s string
-	switch {
-	case ns >= 1e9:
-		s = fmt.Sprintf("%.2f s", ns/1e9)
-	case ns >= 1e6:
-		s = fmt.Sprintf("%.2f ms", ns/1e6)
-	case ns >= 1e3:
-		s = fmt.Sprintf("%.1f µs", ns/1e3)
-	default:
-		s = fmt.Sprintf("%.0f ns", ns)
-	}
-	if c.note != "" {
-		s += " (" + c.note + ")"
-	}
-	return s
+	return out
 }
 
-func ratio(up, dr cell) string {
-	if dr.ns == 0 {
+func fmtNs(r bench.Result) string {
+	if r.Note != "" {
+		return r.Note
+	}
+	ns := float64(r.NsPerOp)
+	switch {
+	case ns >= 1e9:
+		return fmt.Sprintf("%.2f s", ns/1e9)
+	case ns >= 1e6:
+		return fmt.Sprintf("%.2f ms", ns/1e6)
+	case ns >= 1e3:
+		return fmt.Sprintf("%.1f µs", ns/1e3)
+	}
+	return fmt.Sprintf("%.0f ns", ns)
+}
+
+func ratio(up, dr bench.Result) string {
+	if dr.NsPerOp == 0 {
 		return "—"
 	}
-	if up.ns == 0 {
-		if strings.HasPrefix(up.note, "timeout") {
-			return fmt.Sprintf("> %.0f×", float64(bench.Timeout.Nanoseconds())/float64(dr.ns))
+	if up.NsPerOp == 0 {
+		if strings.HasPrefix(up.Note, "timeout") {
+			return fmt.Sprintf("> %.0f×", float64(bench.Timeout.Nanoseconds())/float64(dr.NsPerOp))
 		}
 		return "—"
 	}
-	return fmt.Sprintf("%.1f×", float64(up.ns)/float64(dr.ns))
+	return fmt.Sprintf("%.0f×", float64(up.NsPerOp)/float64(dr.NsPerOp))
 }
 
 func cpuModel() string {
@@ -175,98 +426,4 @@ func cpuModel() string {
 		}
 	}
 	return "unknown"
-}
-
-func render(names []string, rows [][]cell, notes []string, benchtime string) string {
-	var b strings.Builder
-	b.WriteString("# Allocator performance\n\n")
-	b.WriteString("Generated by `go -C conformance run ./cmd/benchtable` (also `go -C conformance test -bench . ./bench/`). Do not edit by hand.\n\n")
-	fmt.Fprintf(&b, "Machine: %s, %d cores (GOMAXPROCS %d), %s/%s, %s; %s per cell; generated %s.\n",
-		cpuModel(), runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH, runtime.Version(), benchtime, time.Now().UTC().Format("2006-01-02"))
-	if data, err := os.ReadFile("/proc/loadavg"); err == nil {
-		fmt.Fprintf(&b, "Load average while measuring: %s (the machine is shared; absolute numbers are noisy, ratios less so).\n", strings.Join(strings.Fields(string(data))[:3], " "))
-	}
-	b.WriteString(`
-Each op is one scheduling attempt for one node: ` + "`Allocate(node, claims)`" + `.
-*Cold* builds the allocator from objects on every op, as kube-scheduler does per
-scheduling cycle (upstream: ` + "`structured.NewAllocator`" + ` over resource.k8s.io/v1 slices; dractl:
-` + "`pool.Assemble` + `allocator.New`" + ` over the same slices). *Warm* reuses one allocator
-(upstream experimental caches counter availability; dractl keeps its device tables,
-compiled CEL and selector results). Upstream is k8s.io/dynamic-resource-allocation v0.37.2:
-*stable* with the GA features (admin access, prioritized list, partitionable devices,
-taints), *experimental* with every feature (what kube-scheduler 1.37 uses with all DRA gates on).
-Calls are cut off after ` + bench.Timeout.String() + `. Ratios are upstream experimental / dractl, same temperature.
-
-`)
-	b.WriteString("| workload | upstream stable cold | upstream stable warm | upstream exp. cold | upstream exp. warm | dractl cold | dractl warm | ratio cold | ratio warm |\n")
-	b.WriteString("| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
-	for i, name := range names {
-		r := rows[i]
-		fmt.Fprintf(&b, "| %s |", name)
-		for _, c := range r {
-			fmt.Fprintf(&b, " %s |", fmtNs(c))
-		}
-		fmt.Fprintf(&b, " %s | %s |\n", ratio(r[2], r[4]), ratio(r[3], r[5]))
-	}
-	b.WriteString("\nAllocations per op:\n\n")
-	b.WriteString("| workload | upstream stable cold | upstream stable warm | upstream exp. cold | upstream exp. warm | dractl cold | dractl warm | ratio cold | ratio warm |\n")
-	b.WriteString("| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
-	for i, name := range names {
-		r := rows[i]
-		fmt.Fprintf(&b, "| %s |", name)
-		for _, c := range r {
-			if c.ns == 0 || c.note != "" {
-				fmt.Fprintf(&b, " %s |", map[bool]string{true: c.note, false: "—"}[c.note != ""])
-			} else {
-				fmt.Fprintf(&b, " %d |", c.allocs)
-			}
-		}
-		ra := func(u, d cell) string {
-			if u.allocs == 0 || d.allocs == 0 {
-				return "—"
-			}
-			return fmt.Sprintf("%.1f×", float64(u.allocs)/float64(d.allocs))
-		}
-		fmt.Fprintf(&b, " %s | %s |\n", ra(r[2], r[4]), ra(r[3], r[5]))
-	}
-	b.WriteString("\nOutcome check (cold variants must agree):\n\n")
-	for i, name := range names {
-		fmt.Fprintf(&b, "- %s: %s\n", name, notes[i])
-	}
-	return b.String()
-}
-
-// memorySection reports what 100 nodes of the DGX H100 example hold once
-// decoded (pkg/decode) and assembled into pools (pkg/pool), in flat and in
-// mixin form: mixins are resolved lazily, never flattened, so the decoded
-// mixin form must stay smaller.
-func memorySection() string {
-	const nodes = 100
-	var b strings.Builder
-	fmt.Fprintf(&b, `
-## Memory: DGX H100 example, flat against mixin form
-
-Live heap held by %d nodes of the example (%d devices) once decoded and
-assembled into pools, with the JSON they were read from:
-
-| form | JSON bytes | live heap |
-| --- | --- | --- |
-`, nodes, nodes*152)
-	for _, form := range []examplegen.Form{examplegen.Flat, examplegen.Mixins} {
-		data, _, err := clusterbench.Manifest(nodes, form, "json")
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-		live := clusterbench.LiveHeap(func() any {
-			objs, err := decode.Bytes("cluster.json", data)
-			if err != nil {
-				fmt.Fprintln(os.Stderr, err)
-				os.Exit(1)
-			}
-			return pool.Assemble(clusterbench.Slices(objs))
-		})
-		fmt.Fprintf(&b, "| %s | %.1f MiB | %.1f MiB |\n", form, float64(len(data))/(1<<20), float64(live)/(1<<20))
-	}
-	return b.String()
 }

@@ -1,0 +1,189 @@
+package state_test
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"sync"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	at "github.com/dractl/dractl/pkg/allocator/allocatortest"
+	"github.com/dractl/dractl/pkg/pool"
+	"github.com/dractl/dractl/pkg/state"
+)
+
+// cluster is a State with n nodes, each with KEP-4815's partitioned GPU
+// in its own pool, and one pending claim per node.
+func cluster(t testing.TB, n int) *state.State {
+	t.Helper()
+	st := state.New(options())
+	must(t, st.SetClass(at.Class("gpu", `device.driver == "`+driver+`"`)))
+	for i := range n {
+		node := at.Name("node", i)
+		must(t, st.SetMixinSlice(at.Slice(node+"-counters").Driver(driver).Pool(node).Node(node).Count(2).
+			Counters("gpu-0", "memory", "40Gi").Obj()))
+		devs := []*at.DeviceBuilder{at.Device("gpu-0").Consumes("gpu-0", "memory", "40Gi")}
+		for j := range 4 {
+			devs = append(devs, at.Device(at.Name("part", j)).Consumes("gpu-0", "memory", "10Gi"))
+		}
+		must(t, st.SetMixinSlice(at.Slice(node+"-devices").Driver(driver).Pool(node).Node(node).Count(2).Device(devs...).Obj()))
+	}
+	return st
+}
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func allocatedOn(name, node string, devices ...string) *resourcev1.ResourceClaim {
+	var rs []resourcev1.DeviceRequestAllocationResult
+	for _, d := range devices {
+		rs = append(rs, at.Result("gpu", driver, node, d))
+	}
+	return at.Claim(name).Request(at.Request("gpu", "gpu")).Allocated(rs...).Obj()
+}
+
+// A delta rebuilds only what it touches: a slice update its own pool, a
+// claim allocation the overlay of the pool it names and no table.
+func TestDeltasTouchOnlyTheirPool(t *testing.T) {
+	st := cluster(t, 200)
+	before := st.Stats()
+	must(t, st.SetClaim(allocatedOn("a", "node-7", "part-0")))
+	after := st.Stats()
+	if d := after.PoolBuilds - before.PoolBuilds; d != 0 {
+		t.Errorf("a claim allocation rebuilt %d pools, want 0", d)
+	}
+	if d := after.HeldUpdates - before.HeldUpdates; d != 1 {
+		t.Errorf("a claim allocation on one pool updated %d overlays, want 1", d)
+	}
+	must(t, st.SetClaim(pending("b")))
+	if d := st.Stats().HeldUpdates - after.HeldUpdates; d != 0 {
+		t.Errorf("a pending claim updated %d overlays, want 0", d)
+	}
+	before = st.Stats()
+	must(t, st.SetMixinSlice(at.Slice("node-9-devices").Driver(driver).Pool("node-9").Node("node-9").Count(2).
+		Device(at.Device("gpu-0").Consumes("gpu-0", "memory", "40Gi")).Obj()))
+	if d := st.Stats().PoolBuilds - before.PoolBuilds; d != 1 {
+		t.Errorf("a slice update rebuilt %d pools, want 1", d)
+	}
+	// The moved-in pool sees the new device list, the others are as before.
+	u := st.Snapshot().Usage(poolID("node-9"))
+	if len(u.Devices) != 1 {
+		t.Errorf("node-9 has %d devices after the update, want 1", len(u.Devices))
+	}
+}
+
+// What a scheduling cycle allocates (applying the last cycle's claim,
+// taking a snapshot, preparing the claims, allocating on one node) does
+// not grow with the number of nodes.
+func TestCycleWorkDoesNotGrowWithCluster(t *testing.T) {
+	allocs := map[int]float64{}
+	for _, n := range []int{10, 1000} {
+		st := cluster(t, n)
+		node := at.Node("node-3")
+		claims := []*resourcev1.ResourceClaim{pending("p")}
+		// Warm: the node's table is built once, as it stays.
+		_, err := st.Snapshot().Cycle(claims, state.CycleOptions{}).Allocate(context.Background(), node)
+		must(t, err)
+		i := 0
+		allocs[n] = testing.AllocsPerRun(50, func() {
+			i++
+			c := allocatedOn("churn", "node-3", "part-3")
+			if i%2 == 0 {
+				c = pending("churn")
+			}
+			must(t, st.SetClaim(c))
+			if _, err := st.Snapshot().Cycle(claims, state.CycleOptions{}).Allocate(context.Background(), node); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	if allocs[1000] > allocs[10] {
+		t.Errorf("a cycle allocates %.0f objects on 1000 nodes, %.0f on 10: it must not depend on the cluster", allocs[1000], allocs[10])
+	}
+}
+
+// Filter runs on many goroutines against one snapshot while deltas keep
+// arriving; every answer is the one the snapshot gives alone.
+func TestParallelFilterWhileDeltasArrive(t *testing.T) {
+	st := cluster(t, 32)
+	snap := st.Snapshot()
+	claims := []*resourcev1.ResourceClaim{pending("p")}
+	cyc := snap.Cycle(claims, state.CycleOptions{})
+	nodes := make([]*corev1.Node, 32)
+	want := make([]string, 32)
+	for i := range nodes {
+		nodes[i] = at.Node(at.Name("node", i))
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for i := range 200 {
+			node := at.Name("node", i%32)
+			c := allocatedOn(fmt.Sprint("churn-", i%32), node, at.Name("part", i%4))
+			if (i/32)%2 == 1 {
+				c = pending(fmt.Sprint("churn-", i%32))
+			}
+			if err := st.SetClaim(c); err != nil {
+				t.Error(err)
+			}
+			if i%3 == 0 {
+				if err := st.SetMixinSlice(at.Slice(node+"-counters").Driver(driver).Pool(node).Node(node).Count(2).
+					Counters("gpu-0", "memory", "20Gi").Obj()); err != nil {
+					t.Error(err)
+				}
+			}
+			st.Snapshot()
+		}
+	})
+	for g := range 16 {
+		wg.Go(func() {
+			for i := range 64 {
+				n := (g + i) % 32
+				got := outcomeOf(cyc.Allocate(context.Background(), nodes[n]))
+				if i < 32 && g == 0 {
+					want[n] = got
+				}
+				if got != outcomeOf(snap.Cycle(claims, state.CycleOptions{}).Allocate(context.Background(), nodes[n])) {
+					t.Errorf("goroutine %d, %s: answer changed while deltas arrived", g, nodes[n].Name)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for i, w := range want {
+		if w != "" && w != outcomeOf(snap.Cycle(claims, state.CycleOptions{}).Allocate(context.Background(), nodes[i])) {
+			t.Errorf("%s: the snapshot changed", nodes[i].Name)
+		}
+	}
+}
+
+// A v1 slice from an informer is read in place: its maps are shared, not
+// copied.
+func TestV1SliceIsNotCopied(t *testing.T) {
+	v1 := &resourcev1.ResourceSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: "s"},
+		Spec: resourcev1.ResourceSliceSpec{Driver: driver, Pool: resourcev1.ResourcePool{Name: "p", ResourceSliceCount: 1},
+			NodeName: ptrTo("node-1"), Devices: []resourcev1.Device{{Name: "d",
+				Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{"kind": {StringValue: ptrTo("gpu")}},
+				Capacity:   map[resourcev1.QualifiedName]resourcev1.DeviceCapacity{"memory": {Value: resource.MustParse("1Gi")}}}}},
+	}
+	st := state.New(options())
+	must(t, st.SetSlice(v1))
+	got := st.Snapshot().Slices()[0].Spec.Devices[0]
+	if reflect.ValueOf(got.Attributes).Pointer() != reflect.ValueOf(v1.Spec.Devices[0].Attributes).Pointer() ||
+		reflect.ValueOf(got.Capacity).Pointer() != reflect.ValueOf(v1.Spec.Devices[0].Capacity).Pointer() {
+		t.Error("the state copied the informer object's maps")
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+func poolID(name string) pool.ID { return pool.ID{Driver: driver, Pool: name} }
