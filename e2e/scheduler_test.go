@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -232,6 +233,20 @@ func waitFor(t testing.TB, timeout time.Duration, what string, cond func(ctx con
 	}
 }
 
+// holdsFor fails the test if cond stops holding within d.
+func holdsFor(t testing.TB, d time.Duration, what string, cond func(ctx context.Context) (bool, error)) {
+	t.Helper()
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+		ok, err := cond(context.Background())
+		if err != nil {
+			t.Fatalf("checking %s: %v", what, err)
+		}
+		if !ok {
+			t.Fatalf("expected %s for %v: it stopped", what, d)
+		}
+	}
+}
+
 func pods(t testing.TB, cp *framework.ControlPlane) []corev1.Pod {
 	t.Helper()
 	l, err := cp.Client.CoreV1().Pods("default").List(cp.Context(), metav1.ListOptions{})
@@ -438,6 +453,91 @@ func TestUnschedulableExplained(t *testing.T) {
 			return e.Reason == "FailedScheduling" && strings.Contains(e.Note, want)
 		}), nil
 	})
+}
+
+// TestDeletedPodFreesDevices: the only device goes to the first pod; the
+// second waits, explained. Deleting the first pod frees the device once
+// the pod has stopped, and the second pod gets it.
+//
+// A pod bound to a node is deleted gracefully: it stays Terminating, and
+// keeps its devices, until its kubelet has stopped the containers, reported
+// a terminal phase and removed the pod with a grace period of zero. There
+// are no kubelets here, so the test does that part itself, as the kubelet
+// does it; the resourceclaim controller then takes the pod out of the
+// claim's reservedFor and deallocates (or deletes) the claim.
+func TestDeletedPodFreesDevices(t *testing.T) {
+	cp := startScheduling(t)
+	createNodes(t, cp, "node-1")
+	plainClass(t, cp)
+	v := plainSlice("node-1", 1, "only")
+	if _, err := cp.Client.ResourceV1().ResourceSlices().Create(cp.Context(), v, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	createTemplate(t, cp, "one", resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{request("gpu", "plain", 1)}})
+	createClaimPod(t, cp, "first", dractlProfile, "one", "")
+	waitBound(t, cp, 1, 2*time.Minute)
+	firstClaim := claimOf(t, cp, "first")
+	createClaimPod(t, cp, "second", dractlProfile, "one", "")
+	waitFor(t, time.Minute, "the second pod to be unschedulable", func(ctx context.Context) (bool, error) {
+		p, err := cp.Client.CoreV1().Pods("default").Get(ctx, "second", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && strings.Contains(c.Message, "claim gpu: all devices allocated") {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+
+	podClient := cp.Client.CoreV1().Pods("default")
+	if err := podClient.Delete(cp.Context(), "first", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	first, err := podClient.Get(cp.Context(), "first", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the first pod is gone at once: %v; a bound pod should be Terminating until its kubelet confirms", err)
+	}
+	if first.DeletionTimestamp == nil {
+		t.Fatal("the first pod has no deletionTimestamp after its deletion")
+	}
+	holdsFor(t, 3*time.Second, "the terminating pod to keep its device", func(ctx context.Context) (bool, error) {
+		second, err := podClient.Get(ctx, "second", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		c, err := cp.Client.ResourceV1().ResourceClaims("default").Get(ctx, firstClaim.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		return second.Spec.NodeName == "" && c.Status.Allocation != nil && len(c.Status.ReservedFor) == 1, nil
+	})
+
+	// The kubelet's part: the containers have stopped.
+	first.Status.Phase = corev1.PodFailed
+	if _, err := podClient.UpdateStatus(cp.Context(), first, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := podClient.Delete(cp.Context(), "first", metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0), Preconditions: metav1.NewUIDPreconditions(string(first.UID))}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 2*time.Minute, "the second pod to be bound", func(ctx context.Context) (bool, error) {
+		p, err := podClient.Get(ctx, "second", metav1.GetOptions{})
+		return err == nil && p.Spec.NodeName == "node-1", err
+	})
+	if c := claimOf(t, cp, "second"); c.Status.Allocation.Devices.Results[0].Device != "only" {
+		t.Errorf("second pod got %v", c.Status.Allocation.Devices.Results)
+	}
+	c, err := cp.Client.ResourceV1().ResourceClaims("default").Get(cp.Context(), firstClaim.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		t.Fatal(err)
+	case c.Status.Allocation != nil || len(c.Status.ReservedFor) > 0:
+		t.Errorf("the first pod's claim is still allocated (%v) or reserved (%v)", c.Status.Allocation, c.Status.ReservedFor)
+	}
+	checkAllocations(t, cp)
 }
 
 // TestSlicesUpdatedMidRun: while pods are being scheduled, the pool is

@@ -11,10 +11,17 @@ import (
 )
 
 // ResourceClaimController is kube-controller-manager's resourceclaim
-// controller: it creates the ResourceClaims of pods' claim templates,
-// records them in pod status and deletes them with their pods. It is set
-// up as kube-controller-manager sets it up (its own client and user agent,
-// shared informers, the default of 10 workers).
+// controller: it creates the ResourceClaims of pods' claim templates and
+// records them in pod status; when a pod is done (terminal phase) or gone,
+// it takes the pod out of its claims' reservedFor, deallocates claims that
+// nobody uses any more, and deletes the generated claims of pods that are
+// done. (Generated claims of pods already gone are left to the garbage
+// collector, which the control plane does not run: they stay,
+// deallocated.) A pod that is Terminating still holds its claims: without
+// a kubelet, a test ends a pod's life as the kubelet would: a terminal
+// phase in the pod's status, then a delete with grace period zero. It is
+// set up as kube-controller-manager sets it up (its own client and user
+// agent, shared informers, the default of 10 workers).
 type ResourceClaimController struct {
 	// Workers defaults to kube-controller-manager's 10.
 	Workers int

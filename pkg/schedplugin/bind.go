@@ -82,6 +82,8 @@ func (pl *Plugin) Reserve(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, n
 	if s.cycle == nil {
 		return nil
 	}
+	// Placed: nodes the Cycle rejected on the way no longer matter.
+	pl.waiting.drop(pod.UID)
 	s.mu.Lock()
 	res, ok := s.results[nodeName]
 	s.mu.Unlock()

@@ -86,7 +86,8 @@ func (pl *Plugin) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint,
 // afterClaimChange: a deallocation or an allocated claim's deletion frees
 // devices for any pod; otherwise only a change to one of the pod's own
 // claims matters, and of those only creation and status changes (the
-// finalizer alone changes nothing).
+// finalizer alone changes nothing). The event may reach the queue before
+// the State has it; the waitlist then brings the pod back.
 func (pl *Plugin) afterClaimChange(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
 	if newObj == nil {
 		if _, ok := oldObj.(cache.DeletedFinalStateUnknown); ok {

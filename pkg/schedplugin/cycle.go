@@ -34,6 +34,8 @@ type cycleState struct {
 	pending []int
 	snap    *state.Snapshot
 	cycle   *state.Cycle
+	// mark is the waitlist's mark, read before snap was taken.
+	mark uint64
 
 	mu sync.Mutex
 	// results are the allocations per node, one per pending claim.
@@ -45,6 +47,8 @@ type cycleState struct {
 	// the invalid pools those nodes saw.
 	rejected map[string][]verdict
 	invalid  []string
+	// waiting: the pod is on the waitlist for a node the Cycle rejected.
+	waiting bool
 
 	// Set by Reserve: the chosen node's allocations, one per pending
 	// claim, and which of them PreBind wrote.
@@ -78,6 +82,9 @@ func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 	if len(pod.Spec.ResourceClaims) == 0 {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
+	// A new attempt: whatever turned the pod away before is looked at
+	// again.
+	pl.waiting.drop(pod.UID)
 	claims, err := pl.podClaims(pod)
 	if err != nil {
 		return nil, unresolvable(logger, err.Error())
@@ -122,6 +129,10 @@ func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 		pl.feed.observe(claims[i].claim)
 	}
 	pl.feed.sync(pl.dra.ResourceClaims())
+	// The mark before the snapshot: a change that makes room after it
+	// may be missing from the snapshot, and wakes the pod if it is
+	// turned away.
+	s.mark = pl.waiting.current()
 	s.snap = pl.st.Snapshot()
 	s.cycle = s.snap.Cycle(toAllocate, state.CycleOptions{Strategy: pl.cfg.strategy})
 	return nil, nil
@@ -240,7 +251,12 @@ func (pl *Plugin) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, no
 		}
 		s.mu.Lock()
 		s.reject(node.Name, vs, invalid)
+		wait := !s.waiting
+		s.waiting = true
 		s.mu.Unlock()
+		if wait {
+			pl.waiting.turnedAway(pod, s.mark)
+		}
 		return unresolvable(logger, verdictStrings(vs)...)
 	case ctx.Err() != nil:
 		return unresolvable(logger, fmt.Sprintf("asked by caller to stop allocating devices: %v", context.Cause(ctx)))

@@ -33,4 +33,11 @@
 // DeviceClasses, ResourceClaims). Allocations another plugin has made but
 // not written yet are read from the shared claim tracker at the start of
 // every cycle and assumed in the State until the API shows them.
+//
+// Queueing hints requeue pods on the scheduler's own view of claim, slice
+// and class events, which can run ahead of the State. Pods whose devices
+// the State could not find are therefore also kept on a waitlist and
+// activated once the State has applied a change that may make room (a
+// deallocation, a deleted claim, a new slice or class), so that a pod
+// tried on a State that lagged behind its event is tried again.
 package schedplugin

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/dynamic-resource-allocation/structured"
+	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/dractl/dractl/pkg/state"
@@ -124,6 +125,28 @@ type fakeHandle struct {
 	client   kubernetes.Interface
 	informer informers.SharedInformerFactory
 	recorder *events.FakeRecorder
+
+	mu sync.Mutex
+	// activated are the pods (namespace/name) sent back to the active
+	// queue, in order.
+	activated []string
+}
+
+func (h *fakeHandle) Activate(_ klog.Logger, pods map[string]*v1.Pod) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, p := range pods {
+		h.activated = append(h.activated, p.Namespace+"/"+p.Name)
+	}
+}
+
+// takeActivated returns the pods activated since the last call.
+func (h *fakeHandle) takeActivated() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := h.activated
+	h.activated = nil
+	return out
 }
 
 func (h *fakeHandle) SharedDRAManager() fwk.SharedDRAManager                 { return h.dra }
@@ -162,6 +185,7 @@ type cluster struct {
 	pl      *Plugin
 	client  *fake.Clientset
 	tracker *fakeTracker
+	handle  *fakeHandle
 }
 
 func newCluster(t testing.TB, args runtime.Object, objs ...runtime.Object) *cluster {
@@ -193,5 +217,5 @@ func newCluster(t testing.TB, args runtime.Object, objs ...runtime.Object) *clus
 		cancel()
 		h.informer.Shutdown()
 	})
-	return &cluster{pl: pl, client: client, tracker: tracker}
+	return &cluster{pl: pl, client: client, tracker: tracker, handle: h}
 }

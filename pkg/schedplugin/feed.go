@@ -16,10 +16,12 @@ import (
 // feed applies informer events to the State and keeps the State's assumed
 // allocations in step with the framework's claim tracker. Every change to
 // claims and assumptions goes through it, under its mutex, so that its
-// books (pending, assumed) always match the State.
+// books (pending, assumed) always match the State. When a change releases
+// devices it tells the waitlist, once the State has it.
 type feed struct {
-	st     *state.State
-	logger klog.Logger
+	st      *state.State
+	waiting *waitlist
+	logger  klog.Logger
 
 	mu sync.Mutex
 	// observed are the claims the State holds, as last observed.
@@ -45,9 +47,9 @@ type assumption struct {
 	written string
 }
 
-func newFeed(st *state.State, logger klog.Logger) *feed {
+func newFeed(st *state.State, waiting *waitlist, logger klog.Logger) *feed {
 	return &feed{
-		st: st, logger: logger,
+		st: st, waiting: waiting, logger: logger,
 		observed: map[state.ClaimKey]*resourcev1.ResourceClaim{},
 		pending:  map[types.UID]*resourcev1.ResourceClaim{},
 		assumed:  map[state.ClaimKey]assumption{},
@@ -58,12 +60,16 @@ func newFeed(st *state.State, logger klog.Logger) *feed {
 // setClaim records a claim as observed.
 func (f *feed) setClaim(c *resourcev1.ResourceClaim) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.setClaimLocked(c)
-	f.retryRejectedLocked()
+	freed := f.setClaimLocked(c)
+	freed = f.retryRejectedLocked() || freed
+	f.mu.Unlock()
+	f.released(freed)
 }
 
-func (f *feed) setClaimLocked(c *resourcev1.ResourceClaim) {
+// setClaimLocked applies an observed claim and reports whether that
+// released devices: the claim was deallocated or replaced, or an
+// assumption it contradicts was dropped.
+func (f *feed) setClaimLocked(c *resourcev1.ResourceClaim) (freed bool) {
 	key := state.KeyOf(c)
 	err := f.st.SetClaim(c)
 	var conflict *state.ConflictError
@@ -71,34 +77,42 @@ func (f *feed) setClaimLocked(c *resourcev1.ResourceClaim) {
 		// The API has the last word: an assumption it contradicts was
 		// wrong (its binding failed, or the claim was allocated twice).
 		f.logger.V(4).Info("Observed allocation replaces an assumed one", "claim", key, "device", conflict.Device, "assumedFor", conflict.Holder)
-		f.forgetLocked(conflict.Holder)
+		freed = f.forgetLocked(conflict.Holder)
 		err = f.st.SetClaim(c)
 	}
 	if err != nil {
 		f.logger.Error(err, "ResourceClaim not applied to the allocation state; retried after the next claim change", "claim", key)
 		f.rejected[key] = c
-		return
+		return freed
 	}
 	delete(f.rejected, key)
-	if old := f.observed[key]; old != nil && old.UID != c.UID {
+	old := f.observed[key]
+	if old != nil && old.UID != c.UID {
 		delete(f.pending, old.UID)
+	}
+	if old != nil && old.Status.Allocation != nil && (old.UID != c.UID || c.Status.Allocation == nil) {
+		freed = true
 	}
 	f.observed[key] = c
 	if c.Status.Allocation != nil {
 		// An observed allocation replaces an assumed one.
 		delete(f.assumed, key)
 		delete(f.pending, c.UID)
-		return
+		return freed
 	}
 	if _, ok := f.assumed[key]; !ok {
 		f.pending[c.UID] = c
 	}
+	return freed
 }
 
 func (f *feed) deleteClaim(c *resourcev1.ResourceClaim) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	key := state.KeyOf(c)
+	_, freed := f.assumed[key]
+	if old := f.observed[key]; old != nil && old.Status.Allocation != nil {
+		freed = true
+	}
 	delete(f.pending, c.UID)
 	delete(f.assumed, key)
 	delete(f.rejected, key)
@@ -106,13 +120,26 @@ func (f *feed) deleteClaim(c *resourcev1.ResourceClaim) {
 	if err := f.st.DeleteClaim(c.Namespace, c.Name); err != nil {
 		f.logger.V(4).Info("Deleted ResourceClaim was not in the allocation state", "claim", key, "err", err)
 	}
-	f.retryRejectedLocked()
+	freed = f.retryRejectedLocked() || freed
+	f.mu.Unlock()
+	f.released(freed)
 }
 
-func (f *feed) retryRejectedLocked() {
-	for _, c := range f.rejected {
-		f.setClaimLocked(c)
+// released tells the waitlist that the State released devices. It is
+// called without the feed's mutex: the waitlist calls into the queue.
+func (f *feed) released(freed bool) {
+	if freed {
+		f.waiting.roomMade()
 	}
+}
+
+// retryRejectedLocked applies the rejected claims again and reports
+// whether that released devices.
+func (f *feed) retryRejectedLocked() (freed bool) {
+	for _, c := range f.rejected {
+		freed = f.setClaimLocked(c) || freed
+	}
+	return freed
 }
 
 // observe records c as observed unless the State already has this claim
@@ -121,11 +148,13 @@ func (f *feed) retryRejectedLocked() {
 // before an allocation of it can be assumed.
 func (f *feed) observe(c *resourcev1.ResourceClaim) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	if old := f.observed[state.KeyOf(c)]; old != nil && old.UID == c.UID {
+		f.mu.Unlock()
 		return
 	}
-	f.setClaimLocked(c)
+	freed := f.setClaimLocked(c)
+	f.mu.Unlock()
+	f.released(freed)
 }
 
 // assume records an allocation the plugin made in Reserve. c carries it.
@@ -159,22 +188,25 @@ func (f *feed) written(key state.ClaimKey, rv string) {
 // what is not assumed (any more) is not an error.
 func (f *feed) forget(key state.ClaimKey) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.forgetLocked(key)
+	freed := f.forgetLocked(key)
+	f.mu.Unlock()
+	f.released(freed)
 }
 
-func (f *feed) forgetLocked(key state.ClaimKey) {
+// forgetLocked drops an assumption and reports whether it had one.
+func (f *feed) forgetLocked(key state.ClaimKey) bool {
 	if _, ok := f.assumed[key]; !ok {
-		return
+		return false
 	}
 	delete(f.assumed, key)
 	if err := f.st.Forget(key.Namespace, key.Name); err != nil {
 		f.logger.Error(err, "Forgetting an assumed allocation", "claim", key)
-		return
+		return false
 	}
 	if c := f.observed[key]; c != nil && c.Status.Allocation == nil {
 		f.pending[c.UID] = c
 	}
+	return true
 }
 
 // sync brings the State's assumptions in line with the claim tracker,
@@ -185,8 +217,12 @@ func (f *feed) forgetLocked(key state.ClaimKey) {
 // flight while the cycle that called sync runs; bindings may end at any
 // time.
 func (f *feed) sync(tr fwk.ResourceClaimTracker) {
+	freed := false
 	f.mu.Lock()
-	defer f.mu.Unlock()
+	defer func() {
+		f.mu.Unlock()
+		f.released(freed)
+	}()
 	for uid, c := range f.pending {
 		a := tr.GetPendingAllocation(uid)
 		if a == nil {
@@ -215,7 +251,7 @@ func (f *feed) sync(tr fwk.ResourceClaimTracker) {
 			continue
 		}
 		f.logger.V(5).Info("Assumed allocation neither in flight nor written, dropped", "claim", key, "foreign", as.foreign)
-		f.forgetLocked(key)
+		freed = f.forgetLocked(key) || freed
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	v1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
@@ -28,6 +29,8 @@ type Plugin struct {
 	dra       fwk.SharedDRAManager
 	st        *state.State
 	feed      *feed
+	// waiting are the pods the State turned away (see waitlist).
+	waiting *waitlist
 	// synced reports whether the State has seen every object the
 	// informers listed at start.
 	synced []cache.InformerSynced
@@ -73,7 +76,10 @@ func New(ctx context.Context, args runtime.Object, fh fwk.Handle, fts Features, 
 	logger := klog.LoggerWithName(klog.FromContext(ctx), Name)
 	stateOpts.Features = fts.Allocation
 	st := state.New(stateOpts)
-	pl := &Plugin{cfg: cfg, fts: fts, fh: fh, clientset: fh.ClientSet(), dra: dra, st: st, feed: newFeed(st, logger)}
+	// The framework's PodActivator is set after the plugins are made.
+	waiting := newWaitlist(func(pods map[string]*v1.Pod) { fh.Activate(logger, pods) })
+	pl := &Plugin{cfg: cfg, fts: fts, fh: fh, clientset: fh.ClientSet(), dra: dra, st: st,
+		feed: newFeed(st, waiting, logger), waiting: waiting}
 	if err := pl.watch(ctx, logger); err != nil {
 		return nil, err
 	}
@@ -109,14 +115,22 @@ func (pl *Plugin) watch(ctx context.Context, logger klog.Logger) error {
 			logger.Error(err, "Not applied to the allocation state", "kind", what, "name", name)
 		}
 	}
+	// New or changed slices and classes may offer devices that waiting
+	// pods lacked.
+	set := func(what, name string, err error) {
+		logErr(what, name, err)
+		if err == nil {
+			pl.waiting.roomMade()
+		}
+	}
 	sliceReg, err := slices.AddEventHandler(handlers(
-		func(s *resourcev1.ResourceSlice) { logErr("ResourceSlice", s.Name, pl.st.SetSlice(s)) },
+		func(s *resourcev1.ResourceSlice) { set("ResourceSlice", s.Name, pl.st.SetSlice(s)) },
 		func(s *resourcev1.ResourceSlice) { logErr("ResourceSlice", s.Name, pl.st.DeleteSlice(s.Name)) }))
 	if err != nil {
 		return fmt.Errorf("watch ResourceSlices: %w", err)
 	}
 	classReg, err := inf.DeviceClasses().Informer().AddEventHandler(handlers(
-		func(c *resourcev1.DeviceClass) { logErr("DeviceClass", c.Name, pl.st.SetClass(c)) },
+		func(c *resourcev1.DeviceClass) { set("DeviceClass", c.Name, pl.st.SetClass(c)) },
 		func(c *resourcev1.DeviceClass) { logErr("DeviceClass", c.Name, pl.st.DeleteClass(c.Name)) }))
 	if err != nil {
 		return fmt.Errorf("watch DeviceClasses: %w", err)
