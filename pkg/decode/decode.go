@@ -568,9 +568,15 @@ func (d *doc) units(fast bool) ([]unit, []*Error) {
 		return nil, []*Error{{Source: d.src, Detail: jsonSyntaxError(data, d.src.Line)}}
 	}
 	if d.yaml {
-		j, err := yamlToJSON(chunk{data: d.data, line: d.src.Line})
-		if err != nil {
-			return nil, []*Error{{Source: d.src, Detail: explainYAMLError(d.data, err)}}
+		j, ok := []byte(nil), false
+		if fast {
+			j, ok = fastYAMLToJSON(d.data)
+		}
+		if !ok {
+			var err error
+			if j, err = yamlToJSON(chunk{data: d.data, line: d.src.Line}); err != nil {
+				return nil, []*Error{{Source: d.src, Detail: explainYAMLError(d.data, err)}}
+			}
 		}
 		data = j
 	}
