@@ -115,7 +115,7 @@ func (p *blockParser) mapping(ind int) bool {
 			p.out = append(p.out, ',')
 		}
 		first = false
-		p.out = appendString(p.out, key)
+		p.out = appendASCII(p.out, key)
 		p.out = append(p.out, ':')
 		if p.emptyFrom(rest) {
 			p.advance()
@@ -208,7 +208,7 @@ const maxSimpleKey = 1024
 // key reads the mapping key at the start of the current content: a plain
 // word or a quoted string without escapes, followed by ':' and a blank or
 // the end of the line. rest is where the value may start.
-func (p *blockParser) key() (key string, rest int, ok bool) {
+func (p *blockParser) key() (key []byte, rest int, ok bool) {
 	src, i := p.src, p.cont
 	switch c := src[i]; {
 	case c == '"' || c == '\'':
@@ -217,25 +217,25 @@ func (p *blockParser) key() (key string, rest int, ok bool) {
 			j++
 		}
 		if j == p.end || src[j] != c {
-			return "", 0, false
+			return nil, 0, false
 		}
-		key = string(src[i+1 : j])
+		key = src[i+1 : j]
 		i = j + 1
 	case isLetter(c):
 		j := i + 1
 		for j < p.end && keyByte[src[j]] {
 			j++
 		}
-		key = string(src[i:j])
-		if _, special := yamlWords[key]; special {
-			return "", 0, false // go-yaml makes it a bool or null
+		key = src[i:j]
+		if _, special := yamlWords[string(key)]; special {
+			return nil, 0, false // go-yaml makes it a bool or null
 		}
 		i = j
 	default:
-		return "", 0, false
+		return nil, 0, false
 	}
 	if i-p.cont > maxSimpleKey || i >= p.end || src[i] != ':' || i+1 < p.end && src[i+1] != ' ' {
-		return "", 0, false
+		return nil, 0, false
 	}
 	return key, i + 1, true
 }
@@ -286,7 +286,7 @@ func (p *blockParser) scalar(i int) bool {
 		if v, ok := yamlWords[string(s)]; ok {
 			p.out = append(p.out, v...)
 		} else {
-			p.out = appendString(p.out, string(s))
+			p.out = appendASCII(p.out, s)
 		}
 		return true
 	}
@@ -323,7 +323,7 @@ func (p *blockParser) quoted(i int) bool {
 	if escaped {
 		return p.resolved(src[i : j+1])
 	}
-	p.out = appendString(p.out, string(src[i+1:j]))
+	p.out = appendASCII(p.out, src[i+1:j])
 	return true
 }
 
@@ -407,6 +407,24 @@ var yamlWords = map[string]string{
 	"n": "false", "N": "false", "no": "false", "No": "false", "NO": "false",
 	"false": "false", "False": "false", "FALSE": "false", "off": "false", "Off": "false", "OFF": "false",
 	"null": "null", "Null": "null", "NULL": "null",
+}
+
+// appendASCII writes printable ASCII as a JSON string, as appendString
+// would: only quotes and backslashes are escaped.
+func appendASCII(b, s []byte) []byte {
+	b = append(b, '"')
+	for {
+		i := 0
+		for i < len(s) && s[i] != '"' && s[i] != '\\' {
+			i++
+		}
+		b = append(b, s[:i]...)
+		if i == len(s) {
+			return append(b, '"')
+		}
+		b = append(b, '\\', s[i])
+		s = s[i+1:]
+	}
 }
 
 func isLetter(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
