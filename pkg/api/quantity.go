@@ -42,5 +42,15 @@ var maxCounter = resource.MustParse("18446744073709551615")
 // consumption of one: QuantityInRange, not negative, and at most 2^64-1
 // (16 Ei of bytes).
 func CounterInRange(q resource.Quantity) bool {
+	if v, ok := q.AsInt64(); ok {
+		// Nearly every counter: an int64 is within MaxQuantity and below
+		// maxCounter, and deciding so needs no conversion (Cmp against
+		// maxCounter converts q to an inf.Dec, allocating).
+		return v >= 0
+	}
+	return counterInRangeSlow(q)
+}
+
+func counterInRangeSlow(q resource.Quantity) bool {
 	return QuantityInRange(q) && q.Sign() >= 0 && q.Cmp(maxCounter) <= 0
 }

@@ -270,7 +270,7 @@ func decodeInputsMode(inputs []input, fast bool, maxBytes int) (_ []Object, _ er
 	// Decode, in parallel per object: a List's items spread over workers.
 	unitRes := make([]unitResult, len(units))
 	parallel(len(units), func(i int) {
-		unitRes[i].obj, unitRes[i].errs = units[i].decode()
+		unitRes[i].obj, unitRes[i].errs = units[i].decode(fast)
 	})
 	if fast && !validJSONDocs(docs, docRes, unitRes) {
 		return nil, nil, false
@@ -568,9 +568,15 @@ func (d *doc) units(fast bool) ([]unit, []*Error) {
 		return nil, []*Error{{Source: d.src, Detail: jsonSyntaxError(data, d.src.Line)}}
 	}
 	if d.yaml {
-		j, err := yamlToJSON(chunk{data: d.data, line: d.src.Line})
-		if err != nil {
-			return nil, []*Error{{Source: d.src, Detail: explainYAMLError(d.data, err)}}
+		j, ok := []byte(nil), false
+		if fast {
+			j, ok = fastYAMLToJSON(d.data)
+		}
+		if !ok {
+			var err error
+			if j, err = yamlToJSON(chunk{data: d.data, line: d.src.Line}); err != nil {
+				return nil, []*Error{{Source: d.src, Detail: explainYAMLError(d.data, err)}}
+			}
 		}
 		data = j
 	}
@@ -757,8 +763,10 @@ func wrap(src Source, h header, ferrs []fieldError) []*Error {
 }
 
 // decode decodes one object strictly, then makes it look stored. An item
-// of a List has its header read first.
-func (u *unit) decode() (Object, []*Error) {
+// of a List has its header read first. In fast mode, kinds that allow it
+// are tried on the fast decoder first (see fastjson.go); the strict
+// decoder decodes whatever that does not accept.
+func (u *unit) decode(fast bool) (Object, []*Error) {
 	if u.list != nil {
 		if u.max > 0 && len(u.data) > u.max {
 			return Object{}, []*Error{{Source: u.src, Kind: u.itemKind, Detail: tooLarge(len(u.data), u.max)}}
@@ -774,18 +782,11 @@ func (u *unit) decode() (Object, []*Error) {
 	}
 	k := u.kind
 	v := reflect.New(k.typ)
-	strict, err := kjson.UnmarshalStrict(u.data, v.Interface())
-	var ferrs []fieldError
-	if err != nil {
-		ferrs = locate(u.data, k.typ, "", nil)
-		if len(ferrs) == 0 {
-			ferrs = []fieldError{{"", err.Error()}}
+	if !fast || !k.fast || !decodeFast(u.data, v.Interface()) {
+		v = reflect.New(k.typ)
+		if ferrs := decodeStrict(u.data, k.typ, v.Interface()); len(ferrs) > 0 {
+			return Object{}, wrap(u.src, header{kind: k.kind, name: u.name}, ferrs)
 		}
-	} else {
-		ferrs = strictErrors("", strict, k.typ, nil)
-	}
-	if len(ferrs) > 0 {
-		return Object{}, wrap(u.src, header{kind: k.kind, name: u.name}, ferrs)
 	}
 	o := v.Interface().(apiObject)
 	o.GetObjectKind().SetGroupVersionKind(schema.FromAPIVersionAndKind(k.apiVersion, k.kind))
@@ -809,6 +810,19 @@ func (u *unit) decode() (Object, []*Error) {
 		obj.Raw = u.data
 	}
 	return obj, nil
+}
+
+// decodeStrict decodes data into v, a new *t, with sigs.k8s.io/json's
+// strict mode, and returns every problem with its field path.
+func decodeStrict(data []byte, t reflect.Type, v any) []fieldError {
+	strict, err := kjson.UnmarshalStrict(data, v)
+	if err == nil {
+		return strictErrors("", strict, t, nil)
+	}
+	if ferrs := locate(data, t, "", nil); len(ferrs) > 0 {
+		return ferrs
+	}
+	return []fieldError{{"", err.Error()}}
 }
 
 // decodeOther reads an object of a kind dractl does not judge: any valid

@@ -25,6 +25,9 @@ type kindInfo struct {
 	// decode into their own type (so errors name the fields as written) and
 	// are then converted to v1 (pkg/convert).
 	older bool
+	// fast is set for the kinds whose objects the fast decoder produces
+	// exactly as the strict one does (fastjson.go).
+	fast bool
 }
 
 var (
@@ -35,21 +38,21 @@ var (
 // kinds are the kinds dractl judges. Every version kube-apiserver 1.37
 // serves for the resource.k8s.io kinds is read; all become v1 objects.
 var kinds = []kindInfo{
-	{api.APIVersion, api.KindSlice, false, reflect.TypeFor[api.ResourceSlice](), false},
-	{api.APIVersion, "DeviceClass", false, reflect.TypeFor[resourcev1.DeviceClass](), false},
-	{api.APIVersion, "ResourceClaim", true, reflect.TypeFor[resourcev1.ResourceClaim](), false},
-	{api.APIVersion, "ResourceClaimTemplate", true, reflect.TypeFor[resourcev1.ResourceClaimTemplate](), false},
-	{v1beta2, api.KindSlice, false, reflect.TypeFor[resourcev1beta2.ResourceSlice](), true},
-	{v1beta2, "DeviceClass", false, reflect.TypeFor[resourcev1beta2.DeviceClass](), true},
-	{v1beta2, "ResourceClaim", true, reflect.TypeFor[resourcev1beta2.ResourceClaim](), true},
-	{v1beta2, "ResourceClaimTemplate", true, reflect.TypeFor[resourcev1beta2.ResourceClaimTemplate](), true},
-	{v1beta1, api.KindSlice, false, reflect.TypeFor[resourcev1beta1.ResourceSlice](), true},
-	{v1beta1, "DeviceClass", false, reflect.TypeFor[resourcev1beta1.DeviceClass](), true},
-	{v1beta1, "ResourceClaim", true, reflect.TypeFor[resourcev1beta1.ResourceClaim](), true},
-	{v1beta1, "ResourceClaimTemplate", true, reflect.TypeFor[resourcev1beta1.ResourceClaimTemplate](), true},
-	{"v1", "Node", false, reflect.TypeFor[corev1.Node](), false},
-	{"v1", "Pod", true, reflect.TypeFor[corev1.Pod](), false},
-	{workload.APIVersion, workload.Kind, true, reflect.TypeFor[workload.Workload](), false},
+	{api.APIVersion, api.KindSlice, false, reflect.TypeFor[api.ResourceSlice](), false, true},
+	{api.APIVersion, "DeviceClass", false, reflect.TypeFor[resourcev1.DeviceClass](), false, false},
+	{api.APIVersion, "ResourceClaim", true, reflect.TypeFor[resourcev1.ResourceClaim](), false, false},
+	{api.APIVersion, "ResourceClaimTemplate", true, reflect.TypeFor[resourcev1.ResourceClaimTemplate](), false, false},
+	{v1beta2, api.KindSlice, false, reflect.TypeFor[resourcev1beta2.ResourceSlice](), true, false},
+	{v1beta2, "DeviceClass", false, reflect.TypeFor[resourcev1beta2.DeviceClass](), true, false},
+	{v1beta2, "ResourceClaim", true, reflect.TypeFor[resourcev1beta2.ResourceClaim](), true, false},
+	{v1beta2, "ResourceClaimTemplate", true, reflect.TypeFor[resourcev1beta2.ResourceClaimTemplate](), true, false},
+	{v1beta1, api.KindSlice, false, reflect.TypeFor[resourcev1beta1.ResourceSlice](), true, false},
+	{v1beta1, "DeviceClass", false, reflect.TypeFor[resourcev1beta1.DeviceClass](), true, false},
+	{v1beta1, "ResourceClaim", true, reflect.TypeFor[resourcev1beta1.ResourceClaim](), true, false},
+	{v1beta1, "ResourceClaimTemplate", true, reflect.TypeFor[resourcev1beta1.ResourceClaimTemplate](), true, false},
+	{"v1", "Node", false, reflect.TypeFor[corev1.Node](), false, false},
+	{"v1", "Pod", true, reflect.TypeFor[corev1.Pod](), false, false},
+	{workload.APIVersion, workload.Kind, true, reflect.TypeFor[workload.Workload](), false, false},
 }
 
 func lookupKind(apiVersion, kind string) *kindInfo {
