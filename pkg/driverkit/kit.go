@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -376,7 +377,8 @@ func (k *Kit) reserve(uid types.UID, devices []PreparedDevice, force bool) error
 			if !ok && !force {
 				return &ConflictError{Claim: uid, Device: key, Reason: "consumes from unknown counter set " + c.CounterSet}
 			}
-			for name, v := range c.Counters {
+			for _, name := range slices.Sorted(maps.Keys(c.Counters)) {
+				v := c.Counters[name]
 				total := k.used[set][name].DeepCopy()
 				total.Add(add[set][name])
 				total.Add(v.Value)
