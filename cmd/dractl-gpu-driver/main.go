@@ -34,6 +34,7 @@ func main() {
 	fs.StringVar(&cfg.CDIDir, "cdi-dir", "/var/run/cdi", "directory the container runtime reads CDI specs from")
 	fs.StringVar(&cfg.RegistrarDir, "registrar-dir", "", "kubelet plugin registration directory (default /var/lib/kubelet/plugins_registry)")
 	fs.StringVar(&cfg.PluginDir, "plugin-dir", "", "directory of the DRA socket (default /var/lib/kubelet/plugins/<driver name>)")
+	fs.BoolVar(&cfg.CompactIfAccepted, "compact-if-accepted", true, "publish ResourceSlice mixins when the API server accepts them (otherwise flat)")
 	_ = fs.Parse(os.Args[1:])
 	cfg.Failpoint = os.Getenv("DRACTL_GPU_DRIVER_FAILPOINT")
 

@@ -29,6 +29,9 @@ type Config struct {
 	// RegistrarDir and PluginDir are the kubelet's; empty means the
 	// kubelet defaults.
 	RegistrarDir, PluginDir string
+	// CompactIfAccepted asks the server whether it accepts spec.mixins
+	// (see driverkit.PublishCompactIfAccepted).
+	CompactIfAccepted bool
 	// Failpoint, for crash tests, kills the driver at that step of
 	// prepare or unprepare (see driverkit.PrepareFailpoints).
 	Failpoint string
@@ -44,6 +47,10 @@ func Run(ctx context.Context, cfg Config, client kubernetes.Interface) error {
 	if err != nil {
 		return err
 	}
+	mixins := driverkit.PublishFlat
+	if cfg.CompactIfAccepted {
+		mixins = driverkit.PublishCompactIfAccepted
+	}
 	d, err := driverkit.Start(ctx, driverkit.Options{
 		Config: driverkit.Config{
 			DriverName: cfg.DriverName, Profile: gpus,
@@ -52,7 +59,7 @@ func Run(ctx context.Context, cfg Config, client kubernetes.Interface) error {
 		},
 		NodeName: cfg.NodeName, KubeClient: client,
 		RegistrarDir: cfg.RegistrarDir, PluginDir: cfg.PluginDir,
-		Mixins: driverkit.PublishCompactIfAccepted,
+		Mixins: mixins,
 	}, gpus.Pool())
 	if err != nil {
 		return fmt.Errorf("start driver: %w", err)
