@@ -438,7 +438,6 @@ func TestFailpointsInOrder(t *testing.T) {
 	}
 }
 
-
 func equalJSON(t *testing.T, a, b any) bool {
 	t.Helper()
 	x, err := json.Marshal(a)

@@ -81,9 +81,9 @@ func TestBuildSplitsForV1Limits(t *testing.T) {
 // and a field path, and nothing is published.
 func TestBuildRefusesInvalidPools(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
+		name   string
 		break_ func([]*api.ResourceSlice) []*api.ResourceSlice
-		want  []string
+		want   []string
 	}{
 		{"unknown counter set", func(ss []*api.ResourceSlice) []*api.ResourceSlice {
 			ss[1].Spec.Devices[0].ConsumesCounters[0].CounterSet = "gpu-9-counter-set"

@@ -306,4 +306,3 @@ func TestMixinsShrinkSlices(t *testing.T) {
 		}
 	}
 }
-

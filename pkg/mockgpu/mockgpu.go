@@ -21,7 +21,9 @@ import (
 	"strings"
 	"sync"
 
+	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	cdispec "tags.cncf.io/container-device-interface/specs-go"
 
@@ -289,4 +291,36 @@ func (g *GPUs) Health(context.Context) (map[driverkit.DeviceKey]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// DeviceClasses are the classes of deploy/driver/deviceclasses.yaml: whole
+// GPUs, any MIG device, and one class per MIG profile of every model,
+// named <what>.<domain>: gpu.dractl.dev, mig.dractl.dev,
+// mig-1g-5gb.dractl.dev.
+func DeviceClasses(driver, domain string) []*resourcev1.DeviceClass {
+	class := func(name, expr string) *resourcev1.DeviceClass {
+		return &resourcev1.DeviceClass{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "resource.k8s.io/v1", Kind: "DeviceClass"},
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: resourcev1.DeviceClassSpec{Selectors: []resourcev1.DeviceSelector{{
+				CEL: &resourcev1.CELDeviceSelector{Expression: fmt.Sprintf("device.driver == '%s' && ", driver) + expr},
+			}}},
+		}
+	}
+	attr := fmt.Sprintf("device.attributes['%s']", driver)
+	out := []*resourcev1.DeviceClass{
+		class("gpu."+domain, attr+".type == 'gpu'"),
+		class("mig."+domain, attr+".type == 'mig'"),
+	}
+	seen := map[string]bool{}
+	for _, m := range mig.Models {
+		for _, p := range m.SmallestFirst() {
+			if seen[p.Name] {
+				continue
+			}
+			seen[p.Name] = true
+			out = append(out, class("mig-"+mig.ProfileLabel(p.Name)+"."+domain, fmt.Sprintf("%s.type == 'mig' && %s.profile == '%s'", attr, attr, p.Name)))
+		}
+	}
+	return out
 }
