@@ -5,7 +5,7 @@ FUZZTIME_SHORT ?= 5s
 FUZZTIME ?= 30s
 EXAMPLES := $(sort $(wildcard examples/*/))
 
-.PHONY: all build test demo fmt-check vet unit fuzz fuzz-short golden readme conformance conformance-test bench
+.PHONY: all build driver test demo fmt-check vet unit fuzz fuzz-short golden readme conformance conformance-test bench
 
 all: build
 
@@ -16,6 +16,10 @@ LDFLAGS := $(if $(VERSION),-X github.com/dractl/dractl/internal/cli.version=$(VE
 
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/dractl
+
+# The mock partitionable GPU driver (deploy/driver/ runs it as a DaemonSet).
+driver:
+	$(GO) build -o bin/dractl-gpu-driver ./cmd/dractl-gpu-driver
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
