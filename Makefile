@@ -5,14 +5,15 @@ FUZZTIME_SHORT ?= 5s
 FUZZTIME ?= 30s
 EXAMPLES := $(sort $(wildcard examples/*/))
 
-.PHONY: all build driver test demo fmt-check vet unit fuzz fuzz-short golden readme conformance conformance-test bench
+.PHONY: all build driver test demo fmt-check vet tidy-check unit fuzz fuzz-short golden readme conformance conformance-test bench
 
 all: build
 
 # The version comes from git so that `dractl version` names the commit even
 # when the toolchain does not stamp VCS information (GOFLAGS=-buildvcs=false).
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
-LDFLAGS := $(if $(VERSION),-X github.com/dractl/dractl/internal/cli.version=$(VERSION))
+COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null)
+LDFLAGS := $(if $(VERSION),-X github.com/dractl/dractl/internal/cli.version=$(VERSION)) $(if $(COMMIT),-X github.com/dractl/dractl/internal/cli.commit=$(COMMIT))
 
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/dractl
@@ -31,7 +32,15 @@ vet:
 unit:
 	$(GO) test -race -count=1 ./...
 
-test: fmt-check vet unit fuzz-short
+test: fmt-check vet tidy-check unit fuzz-short
+
+# Every module's go.mod and go.sum must be tidy: `go mod tidy -diff` prints
+# what tidy would change and fails if anything would.
+tidy-check:
+	@for mod in $$(git ls-files '*go.mod' 2>/dev/null || find . -name go.mod); do \
+		dir=$$(dirname $$mod); echo "go mod tidy -diff ($$dir)"; \
+		(cd $$dir && $(GO) mod tidy -diff) || exit 1; \
+	done
 
 # Rewrites internal/cli/testdata/*.golden from the current behaviour; review
 # the diff before committing it.
@@ -82,13 +91,16 @@ demo: build
 	@$(BIN) allocate -f examples/a100-mig-mixins > /dev/null
 	@echo; echo '$$ dractl explain -f examples/dgx-h100-mixins'
 	@$(BIN) explain -f examples/dgx-h100-mixins
+	@echo; echo '$$ dractl allocate -f examples/a100-mig-mixins | dractl describe pool a100-node -f examples/a100-mig-mixins/resourceslices.yaml -f - | head -n 24'
+	@$(BIN) allocate -f examples/a100-mig-mixins 2>/dev/null | $(BIN) describe pool a100-node -f examples/a100-mig-mixins/resourceslices.yaml -f - > $(BIN).describe.txt
+	@head -n 24 $(BIN).describe.txt; rm -f $(BIN).describe.txt
 
 # README.md shows real output; regenerate it after changing a verb or an
 # example, and review the diff.
 # It builds without a git version so that the README does not change with
 # every commit.
 readme:
-	$(MAKE) build VERSION=
+	$(MAKE) build VERSION= COMMIT= GOFLAGS=-buildvcs=false
 	bash internal/cli/testdata/gen-readme.sh > README.md.tmp && mv README.md.tmp README.md
 	$(MAKE) build
 

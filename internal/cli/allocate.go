@@ -3,9 +3,12 @@ package cli
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 
 	"github.com/dractl/dractl/pkg/allocator"
 	"github.com/dractl/dractl/pkg/decode"
@@ -23,12 +26,18 @@ func newAllocateCommand(g *globalOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "allocate -f FILE|DIR|- ... [--node NAME] [--strategy first-fit|best-fit]",
 		Short: "Allocate devices for the pending ResourceClaims, as kube-scheduler would",
-		Long: `allocate reads Nodes, DeviceClasses, ResourceSlices and ResourceClaims.
-Claims with status.allocation are in use; all the others are allocated
-together, as the scheduler does for the claims of one pod. With --node they
-are allocated on that node; without it, on the first node of the input on
-which they fit. The updated claims are printed (status.allocation filled),
-ready to be fed back in or applied.
+		Long: `allocate reads Nodes, DeviceClasses, ResourceSlices, ResourceClaims,
+ResourceClaimTemplates and Pods. Claims with status.allocation are in use.
+Each Pod's claims (spec.resourceClaims: named claims, and claims made from
+templates as the resourceclaim controller makes them) are allocated
+together, on a node the pod may use (its nodeName, nodeSelector and
+required node affinity); pods go one after the other, in input order.
+Pending claims that no pod uses are allocated together first, as for one
+pod. With --node only that node is tried; without it, every node of the
+input in order, and the first on which the claims fit is taken. Without
+Node objects, the nodes are those the ResourceSlices name. The updated
+claims are printed (status.allocation filled, and for a pod's claims
+status.reservedFor), ready to be fed back in or applied.
 
 first-fit picks the devices kube-scheduler 1.37 picks; best-fit prefers the
 devices that leave the most other devices allocatable.
@@ -37,6 +46,7 @@ Exit codes: 0 allocated; 1 the claims do not fit (the explanation is
 printed to stderr); 2 invalid input, or a fatal error such as an invalid
 resource pool when no node fits.`,
 		Example: `  dractl allocate -f examples/a100-mig-mixins
+  dractl allocate -f pod.yaml -f cluster/
   dractl allocate -f examples/tpu-multihost --node node-5 -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.Context()) },
@@ -58,48 +68,86 @@ func (o *allocateOptions) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	c, err := o.readCluster(o.Err, strategy)
+	c, problems, err := o.readCluster(strategy)
 	if err != nil {
+		printProblems(o.Err, problems)
 		return err
 	}
-	if len(c.pending) == 0 {
-		fmt.Fprintln(o.Err, "no pending ResourceClaims: every claim in the input is already allocated")
+	if !slices.ContainsFunc(c.groups, func(g *group) bool { return len(c.pending(g)) > 0 }) {
+		fmt.Fprintln(o.Err, "no pending ResourceClaims: every claim in the input, and every claim of its pods, is already allocated")
 		return nil
 	}
-	nodes, err := c.nodes(o.node)
+	nodes, err := c.nodes(o.node, o.Err)
 	if err != nil {
 		return err
 	}
 	if ctx == nil {
 		ctx = context.Background()
 	}
+	var out []any
+	for _, g := range c.groups {
+		pending := c.pending(g)
+		if len(pending) == 0 {
+			continue
+		}
+		claims, err := o.allocateGroup(ctx, c, g, pending, nodes)
+		if err != nil {
+			return err
+		}
+		for _, claim := range claims {
+			out = append(out, claim)
+		}
+	}
+	if err := decode.Encode(o.Out, out, o.output); err != nil {
+		return writeError(err)
+	}
+	return nil
+}
+
+// allocateGroup allocates one group's pending claims on the first node
+// that its pod may use and on which they fit, and records the result for
+// the groups after it.
+func (o *allocateOptions) allocateGroup(ctx context.Context, c *cluster, g *group, pending []*resourcev1.ResourceClaim, nodes []*corev1.Node) ([]*resourcev1.ResourceClaim, error) {
 	var unfit []*allocator.UnfitError
+	var excluded []string
 	for _, node := range nodes {
-		results, err := c.allocate(ctx, node, c.pending)
+		if why := g.excluded(node); why != "" {
+			excluded = append(excluded, fmt.Sprintf("node %s: %s", node.Name, why))
+			continue
+		}
+		results, err := c.allocate(ctx, node, pending)
 		if allocator.IsUnfit(err) {
 			unfit = append(unfit, err.(*allocator.UnfitError))
 			continue
 		}
 		if err != nil {
-			return fatal(err)
+			return nil, fatal(err)
 		}
-		out := make([]any, len(c.pending))
-		for i, claim := range c.pending {
-			claim = claim.DeepCopy()
-			claim.Status.Allocation = results[i]
-			out[i] = claim
+		claims := g.allocated(pending, results)
+		if err := c.assume(claims); err != nil {
+			return nil, fatal(err)
 		}
-		fmt.Fprintf(o.Err, "allocated %s on node %s\n", plural(len(out), "claim"), node.Name)
-		if err := decode.Encode(o.Out, out, o.output); err != nil {
-			return writeError(err)
+		if g.pod != nil {
+			fmt.Fprintf(o.Err, "%s: allocated %s on node %s\n", g, plural(len(claims), "claim"), node.Name)
+		} else {
+			fmt.Fprintf(o.Err, "allocated %s on node %s\n", plural(len(claims), "claim"), node.Name)
 		}
-		return nil
+		return claims, nil
 	}
-	return reportUnfit(o, unfit)
+	for _, e := range excluded {
+		fmt.Fprintln(o.Err, e)
+	}
+	if len(unfit) == 0 {
+		return nil, &exitError{code: ExitNoFit, msg: fmt.Sprintf("%s may run on none of the %s tried", g, plural(len(nodes), "node"))}
+	}
+	if g.pod != nil {
+		fmt.Fprintf(o.Err, "%s does not fit:\n", g)
+	}
+	return nil, reportUnfit(o, unfit)
 }
 
 // reportUnfit explains every node tried. Upstream treats invalid pools as
-// a per-node failure and surfaces them only when no node fits (seed 001
+// a per-node failure and surfaces them only when no node fits (KEP-4815
 // "Validation"; kube-scheduler reports them in the pod status), so that is
 // when they turn the outcome into an error.
 func reportUnfit(o *allocateOptions, unfit []*allocator.UnfitError) error {
@@ -115,7 +163,7 @@ func reportUnfit(o *allocateOptions, unfit []*allocator.UnfitError) error {
 		for _, m := range invalid {
 			msgs = append(msgs, m)
 		}
-		return &exitError{code: ExitUsage, msg: "no node fits and invalid resource pools were encountered: " + strings.Join(sortedCopy(msgs), "; ")}
+		return &exitError{code: ExitCannotAnswer, msg: "no node fits and invalid resource pools were encountered: " + strings.Join(sortedCopy(msgs), "; ")}
 	}
-	return &exitError{code: ExitInvalid, msg: fmt.Sprintf("the claims do not fit on %s", plural(len(unfit), "node"))}
+	return &exitError{code: ExitNoFit, msg: fmt.Sprintf("the claims do not fit on %s", plural(len(unfit), "node"))}
 }

@@ -35,7 +35,7 @@ func TestAllocateCommands(t *testing.T) {
 		args []string
 		code int
 	}{
-		// Seed 001's four-request MIG claim: non-overlapping partitions of one GPU.
+		// KEP-4815's four-request MIG claim: non-overlapping partitions of one GPU.
 		{"allocate-a100-mig-mixins", []string{"allocate", "-f", filepath.Join("examples", "a100-mig-mixins")}, ExitOK},
 		{"allocate-dgx-h100-best-fit", []string{"allocate", "--strategy", "best-fit", "-o", "json", "-f", filepath.Join("examples", "dgx-h100-mixins")}, ExitOK},
 		// The 4x4 spans four hosts: the result's node selector names them.
@@ -48,6 +48,18 @@ func TestAllocateCommands(t *testing.T) {
 		{"explain-tpu-both", []string{"explain", "-f", filepath.Join("examples", "tpu-multihost"), "--node", "node-1"}, ExitOK},
 		{"explain-dgx", []string{"explain", "-f", filepath.Join("examples", "dgx-h100-mixins"), "--claim", "mig-1g-10gb"}, ExitOK},
 		{"explain-unknown-claim", []string{"explain", "-f", filepath.Join("examples", "dgx-h100-mixins"), "--claim", "nope"}, ExitUsage},
+		// A pod's claims, one made from a template, on a node its
+		// nodeSelector allows.
+		{"allocate-pod-template", []string{"allocate", "-f", inputFile("pod.yaml"), "-f", filepath.Join("examples", "dgx-h100-mixins")}, ExitOK},
+		// The A100 node does not match the pod's nodeSelector.
+		{"allocate-pod-excluded", []string{"allocate", "-f", inputFile("pod.yaml"), "-f", filepath.Join("examples", "dgx-h100-mixins", "resourceslices.yaml"), "-f", filepath.Join("examples", "dgx-h100-mixins", "deviceclasses.yaml"), "-f", filepath.Join("examples", "dgx-h100-mixins", "claim.yaml"), "-f", filepath.Join("examples", "a100-mig-mixins", "node.yaml")}, ExitNoFit},
+		{"explain-pod-json", []string{"explain", "-o", "json", "-f", inputFile("pod.yaml"), "-f", filepath.Join("examples", "dgx-h100-mixins")}, ExitOK},
+		{"explain-bad-input-json", []string{"explain", "-o", "json", "-f", filepath.Join("internal", "cli", "testdata", "bad", "bad-claim.yaml")}, ExitCannotAnswer},
+		// Older API versions, and nodes taken from the slices.
+		{"allocate-v1beta1-no-nodes", []string{"allocate", "-f", inputFile("v1beta1.yaml")}, ExitOK},
+		{"allocate-named-node-no-nodes", []string{"allocate", "--node", "node-1", "-f", inputFile("v1beta1.yaml")}, ExitOK},
+		{"explain-tpu-no-nodes", []string{"explain", "-f", filepath.Join("examples", "tpu-multihost", "resourceslices.yaml"), "-f", filepath.Join("examples", "tpu-multihost", "deviceclass.yaml"), "-f", allocTestdata("tpu-2x4.yaml"), "--node", "node-1"}, ExitOK},
+		{"allocate-duplicate-claim", []string{"allocate", "-f", allocTestdata("tpu-2x4.yaml"), "-f", allocTestdata("tpu-2x4.yaml"), "-f", filepath.Join("examples", "tpu-multihost")}, ExitCannotAnswer},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -109,7 +121,8 @@ func TestAllocateFlatAndMixinsAgree(t *testing.T) {
 	if flat.stdout != mix.stdout {
 		t.Errorf("flat and mixin forms allocate differently:\n%s", diff(flat.stdout, mix.stdout))
 	}
-	// Seed 001: the four partitions share a GPU and no memory slice.
+	// KEP-4815 "Dynamic allocation of Multi-Instance GPUs": the four
+	// partitions share a GPU and no memory slice.
 	res := onlyClaim(t, mix.stdout).Status.Allocation.Devices.Results
 	got := make([]string, len(res))
 	for i, r := range res {

@@ -4,72 +4,393 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
+	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+	"k8s.io/utils/ptr"
 
 	"github.com/dractl/dractl/pkg/allocator"
+	"github.com/dractl/dractl/pkg/api"
 	"github.com/dractl/dractl/pkg/decode"
 	"github.com/dractl/dractl/pkg/state"
 )
 
 // cluster is the state allocate and explain work on: everything read with
-// -f, checked by admission, fed to a state.State, with the claims that are
-// not allocated yet set apart.
+// -f, checked by admission, fed to a state.State, with what is to be
+// allocated set apart in groups.
 type cluster struct {
 	set      *decode.Set
-	pending  []*resourcev1.ResourceClaim
+	groups   []*group
+	st       *state.State
 	snap     *state.Snapshot
 	strategy allocator.Strategy
+	nodeList []*corev1.Node
+	// derived: there were no Node objects; nodeList was made from the
+	// node names of the slices.
+	derived bool
+}
+
+// group is what is allocated together: the pending claims of one pod, or
+// the pending claims no pod in the input uses.
+type group struct {
+	pod *corev1.Pod // nil for the claims no pod uses
+	// claims are the pod's claims (allocated or not) or the unused ones.
+	claims []*resourcev1.ResourceClaim
+	// created marks the claims made here from templates, as the
+	// resourceclaim controller would create them.
+	created map[*resourcev1.ResourceClaim]bool
+}
+
+func (g *group) String() string {
+	if g.pod == nil {
+		return "claims"
+	}
+	return "pod " + g.pod.Namespace + "/" + g.pod.Name
 }
 
 // readCluster reads and admits the inputs. Unlike validate, an invalid
 // input is not a finding here but a reason not to answer: the exit code is
-// 2 and every problem is printed to w.
-func (o *globalOptions) readCluster(w io.Writer, strategy allocator.Strategy) (*cluster, error) {
+// ExitCannotAnswer, and every problem is returned for the caller to print.
+func (o *globalOptions) readCluster(strategy allocator.Strategy) (*cluster, []problem, error) {
+	c, err := o.readClusterInput(strategy)
+	var ce *inputErrors
+	if errors.As(err, &ce) {
+		return nil, ce.problems, &exitError{code: ExitCannotAnswer, msg: fmt.Sprintf("%s in the input; nothing was allocated", plural(len(ce.problems), "error"))}
+	}
+	return c, nil, err
+}
+
+// inputErrors carries the problems of an input allocate cannot use.
+type inputErrors struct{ problems []problem }
+
+func (e *inputErrors) Error() string { return "invalid input" }
+
+// printProblems prints problems one per line, as validate does.
+func printProblems(w io.Writer, problems []problem) {
+	for _, p := range problems {
+		fmt.Fprintln(w, p.text)
+	}
+}
+
+func (o *globalOptions) readClusterInput(strategy allocator.Strategy) (*cluster, error) {
 	in, err := o.read()
 	if err != nil {
 		return nil, err
 	}
-	bad := 0
-	for _, e := range in.decodeErrors {
-		fmt.Fprintln(w, oneLine(e.line))
-		bad++
-	}
-	for i, errs := range validateObjects(in.objects) {
-		obj := &in.objects[i]
-		for _, e := range errs {
-			fmt.Fprintf(w, "%s: %s\n", where(obj), oneLine(e.Error()))
-			bad++
+	var problems []problem
+	for _, p := range runValidate(in).Problems {
+		if p.Severity == "error" && p.Pool == "" {
+			problems = append(problems, p)
 		}
 	}
-	if bad > 0 {
-		return nil, &exitError{code: ExitUsage, msg: fmt.Sprintf("%s in the input; nothing was allocated", plural(bad, "error"))}
+	if len(problems) > 0 {
+		return nil, &inputErrors{problems}
 	}
-	c := &cluster{set: decode.Group(in.objects), strategy: strategy}
-	st := state.New(state.Options{})
+	c := &cluster{set: decode.Group(in.objects), strategy: strategy, st: state.New(state.Options{})}
 	for _, s := range c.set.Slices {
-		if err := st.SetMixinSlice(s); err != nil {
-			return nil, &exitError{code: ExitUsage, msg: err.Error()}
+		if err := c.st.SetMixinSlice(s); err != nil {
+			return nil, &exitError{code: ExitCannotAnswer, msg: err.Error()}
 		}
 	}
 	for _, dc := range c.set.Classes {
-		if err := st.SetClass(dc); err != nil {
-			return nil, &exitError{code: ExitUsage, msg: err.Error()}
+		if err := c.st.SetClass(dc); err != nil {
+			return nil, &exitError{code: ExitCannotAnswer, msg: err.Error()}
 		}
 	}
-	for _, claim := range c.set.Claims {
-		if err := st.SetClaim(claim); err != nil {
-			src, _ := c.set.Source(claim)
-			return nil, &exitError{code: ExitUsage, msg: fmt.Sprintf("%s ResourceClaim/%s: %v", src, claim.Name, err)}
-		}
-		if claim.Status.Allocation == nil {
-			c.pending = append(c.pending, claim)
+	if err := c.groupClaims(); err != nil {
+		return nil, err
+	}
+	for _, g := range c.groups {
+		for _, claim := range g.claims {
+			if err := c.st.SetClaim(claim); err != nil {
+				return nil, &exitError{code: ExitCannotAnswer, msg: fmt.Sprintf("%s ResourceClaim/%s: %v", c.sourceOf(claim), claim.Name, err)}
+			}
 		}
 	}
-	c.snap = st.Snapshot()
+	c.snap = c.st.Snapshot()
+	c.nodeList, c.derived = c.set.Nodes, false
+	if len(c.nodeList) == 0 {
+		c.nodeList, c.derived = nodesOfSlices(c.set.Slices), true
+	}
 	return c, nil
+}
+
+func (c *cluster) sourceOf(obj any) string {
+	if src, ok := c.set.Source(obj); ok {
+		return src.String()
+	}
+	return "(made from a template)"
+}
+
+// groupClaims finds every pod's claims, making the ones that come from
+// templates, and puts the claims no pod uses in a group of their own,
+// first. Claims already allocated are in use; the others are pending.
+func (c *cluster) groupClaims() error {
+	byKey := map[state.ClaimKey]*resourcev1.ResourceClaim{}
+	for _, claim := range c.set.Claims {
+		byKey[state.KeyOf(claim)] = claim
+	}
+	templates := map[state.ClaimKey]*resourcev1.ResourceClaimTemplate{}
+	for _, t := range c.set.ClaimTemplates {
+		templates[state.ClaimKey{Namespace: t.Namespace, Name: t.Name}] = t
+	}
+	used := map[*resourcev1.ResourceClaim]bool{}
+	var podGroups []*group
+	for _, pod := range c.set.Pods {
+		g := &group{pod: pod, created: map[*resourcev1.ResourceClaim]bool{}}
+		for i, pc := range pod.Spec.ResourceClaims {
+			claim, err := podClaim(pod, i, pc, byKey, templates, c.set.Claims)
+			if err != nil {
+				src, _ := c.set.Source(pod)
+				return &exitError{code: ExitCannotAnswer, msg: fmt.Sprintf("%s Pod/%s: %v", src, pod.Name, err)}
+			}
+			if byKey[state.KeyOf(claim)] != claim {
+				g.created[claim] = true
+				byKey[state.KeyOf(claim)] = claim
+			}
+			used[claim] = true
+			g.claims = append(g.claims, claim)
+		}
+		podGroups = append(podGroups, g)
+	}
+	loose := &group{}
+	for _, claim := range c.set.Claims {
+		if !used[claim] {
+			loose.claims = append(loose.claims, claim)
+		}
+	}
+	for _, g := range append([]*group{loose}, podGroups...) {
+		if len(g.claims) > 0 {
+			c.groups = append(c.groups, g)
+		}
+	}
+	return nil
+}
+
+// pending are a group's claims that have no allocation yet, neither in
+// the input nor from a group allocated before (two pods may share a
+// claim).
+func (c *cluster) pending(g *group) []*resourcev1.ResourceClaim {
+	var out []*resourcev1.ResourceClaim
+	seen := map[state.ClaimKey]bool{}
+	for _, claim := range g.claims {
+		key := state.KeyOf(claim)
+		if cur, ok := c.snap.Claim(key); ok && cur.Status.Allocation == nil && !seen[key] {
+			seen[key] = true
+			out = append(out, cur)
+		}
+	}
+	return out
+}
+
+// podClaim returns the claim behind pod.spec.resourceClaims[i]: the named
+// claim, or the claim made from the template. The latter is the one the
+// pod's status names, or one the input holds that the pod owns for this
+// entry, or else a new one made as the resourceclaim controller makes it.
+func podClaim(pod *corev1.Pod, i int, pc corev1.PodResourceClaim, claims map[state.ClaimKey]*resourcev1.ResourceClaim,
+	templates map[state.ClaimKey]*resourcev1.ResourceClaimTemplate, all []*resourcev1.ResourceClaim) (*resourcev1.ResourceClaim, error) {
+	path := fmt.Sprintf("spec.resourceClaims[%d]", i)
+	switch {
+	case pc.ResourceClaimName != nil:
+		claim := claims[state.ClaimKey{Namespace: pod.Namespace, Name: *pc.ResourceClaimName}]
+		if claim == nil {
+			return nil, fmt.Errorf("%s.resourceClaimName: ResourceClaim %s/%s is not in the input", path, pod.Namespace, *pc.ResourceClaimName)
+		}
+		return claim, nil
+	case pc.ResourceClaimTemplateName != nil:
+		for _, st := range pod.Status.ResourceClaimStatuses {
+			if st.Name == pc.Name && st.ResourceClaimName != nil {
+				if claim := claims[state.ClaimKey{Namespace: pod.Namespace, Name: *st.ResourceClaimName}]; claim != nil {
+					return claim, nil
+				}
+			}
+		}
+		for _, claim := range all {
+			if claim.Namespace == pod.Namespace && claim.Annotations[resourcev1.PodResourceClaimAnnotation] == pc.Name && ownedBy(claim, pod) {
+				return claim, nil
+			}
+		}
+		t := templates[state.ClaimKey{Namespace: pod.Namespace, Name: *pc.ResourceClaimTemplateName}]
+		if t == nil {
+			return nil, fmt.Errorf("%s.resourceClaimTemplateName: ResourceClaimTemplate %s/%s is not in the input", path, pod.Namespace, *pc.ResourceClaimTemplateName)
+		}
+		claim := claimFromTemplate(pod, pc, t)
+		for _, st := range pod.Status.ResourceClaimStatuses {
+			if st.Name == pc.Name && st.ResourceClaimName != nil {
+				claim.Name, claim.GenerateName = *st.ResourceClaimName, ""
+			}
+		}
+		return claim, nil
+	}
+	return nil, fmt.Errorf("%s: neither resourceClaimName nor resourceClaimTemplateName is set", path)
+}
+
+func ownedBy(claim *resourcev1.ResourceClaim, pod *corev1.Pod) bool {
+	for _, ref := range claim.OwnerReferences {
+		if ref.Kind == "Pod" && ref.APIVersion == "v1" && ref.Name == pod.Name && (pod.UID == "" || ref.UID == pod.UID) && ptr.Deref(ref.Controller, false) {
+			return true
+		}
+	}
+	return false
+}
+
+// claimFromTemplate makes the claim the resourceclaim controller would
+// create for a pod's template entry: the template's labels, annotations
+// and spec, the pod as controlling owner, the annotation naming the entry,
+// and a name generated from "<pod>-<entry>-" (both shortened in proportion
+// when together longer than 57 characters). The API server appends five
+// random characters; here they are derived from the pod and the entry, so
+// that the same input always gives the same name.
+func claimFromTemplate(pod *corev1.Pod, pc corev1.PodResourceClaim, t *resourcev1.ResourceClaimTemplate) *resourcev1.ResourceClaim {
+	annotations := map[string]string{}
+	for k, v := range t.Spec.ObjectMeta.Annotations {
+		annotations[k] = v
+	}
+	annotations[resourcev1.PodResourceClaimAnnotation] = pc.Name
+	base := pod.Name + "-" + pc.Name + "-"
+	const maxBaseLen = 57
+	if len(base) > maxBaseLen {
+		base = pod.Name[:len(pod.Name)*maxBaseLen/len(base)] + "-" + pc.Name[:len(pc.Name)*maxBaseLen/len(base)]
+	}
+	claim := &resourcev1.ResourceClaim{
+		TypeMeta: metav1.TypeMeta{APIVersion: api.APIVersion, Kind: "ResourceClaim"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            base + nameSuffix(pod.Namespace+"/"+pod.Name+"/"+pc.Name),
+			GenerateName:    base,
+			Namespace:       pod.Namespace,
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID, Controller: ptr.To(true)}},
+			Annotations:     annotations,
+			Labels:          t.Spec.ObjectMeta.Labels,
+		},
+		Spec: *t.Spec.Spec.DeepCopy(),
+	}
+	return claim
+}
+
+// nameSuffix is five characters of the alphabet the API server draws
+// generated name suffixes from, taken from a hash of key.
+func nameSuffix(key string) string {
+	const alphabet = "bcdfghjklmnpqrstvwxz2456789"
+	h := fnv.New64a()
+	h.Write([]byte(key))
+	v := h.Sum64()
+	b := make([]byte, 5)
+	for i := range b {
+		b[i] = alphabet[v%uint64(len(alphabet))]
+		v /= uint64(len(alphabet))
+	}
+	return string(b)
+}
+
+// nodesOfSlices makes the nodes the slices name (spec.nodeName and per
+// device nodeName), in order of first mention, for input without Node
+// objects. They carry the one label every kubelet sets,
+// kubernetes.io/hostname; node selectors that need other labels need the
+// real Node objects.
+func nodesOfSlices(slices []*api.ResourceSlice) []*corev1.Node {
+	var out []*corev1.Node
+	seen := map[string]bool{}
+	add := func(name string) {
+		if name == "" || seen[name] {
+			return
+		}
+		seen[name] = true
+		out = append(out, syntheticNode(name))
+	}
+	for _, s := range slices {
+		add(ptr.Deref(s.Spec.NodeName, ""))
+		for i := range s.Spec.Devices {
+			add(ptr.Deref(s.Spec.Devices[i].NodeName, ""))
+		}
+	}
+	return out
+}
+
+func syntheticNode(name string) *corev1.Node {
+	return &corev1.Node{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Node"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{corev1.LabelHostname: name}},
+	}
+}
+
+// labelSelectingSlices names the slices that choose nodes by labels, which
+// nodes made from slice names do not have.
+func labelSelectingSlices(slices []*api.ResourceSlice) []string {
+	var out []string
+	for _, s := range slices {
+		if s.Spec.NodeSelector != nil {
+			out = append(out, s.Name+" (spec.nodeSelector)")
+			continue
+		}
+		for i := range s.Spec.Devices {
+			if s.Spec.Devices[i].NodeSelector != nil {
+				out = append(out, fmt.Sprintf("%s (spec.devices[%d].nodeSelector)", s.Name, i))
+				break
+			}
+		}
+	}
+	return out
+}
+
+// nodes returns the nodes to try: the one named, or every node in input
+// order (the order a user wrote them is the order they expect). Without
+// Node objects they are the nodes the slices name, which notes says.
+func (c *cluster) nodes(name string, notes io.Writer) ([]*corev1.Node, error) {
+	if c.derived {
+		if name != "" {
+			fmt.Fprintf(notes, "note: no Node objects in the input; node %s has only the label %s=%s\n", name, corev1.LabelHostname, name)
+		} else if len(c.nodeList) > 0 {
+			names := make([]string, len(c.nodeList))
+			for i, n := range c.nodeList {
+				names[i] = n.Name
+			}
+			fmt.Fprintf(notes, "note: no Node objects in the input; trying the nodes the ResourceSlices name (%s), each with only the label %s\n", strings.Join(names, ", "), corev1.LabelHostname)
+		}
+		if sel := labelSelectingSlices(c.set.Slices); len(sel) > 0 {
+			fmt.Fprintf(notes, "note: ResourceSlice %s selects nodes by label: add the Node objects with -f for those devices to be found\n", strings.Join(sel, ", "))
+		}
+	}
+	if name == "" {
+		if len(c.nodeList) == 0 {
+			return nil, usageErrorf("no Node objects in the input, and no ResourceSlice names a node: add the nodes to -f or name one with --node")
+		}
+		return c.nodeList, nil
+	}
+	for _, n := range c.nodeList {
+		if n.Name == name {
+			return []*corev1.Node{n}, nil
+		}
+	}
+	if c.derived {
+		return []*corev1.Node{syntheticNode(name)}, nil
+	}
+	return nil, usageErrorf("--node %s: no Node of that name in the input", name)
+}
+
+// excluded says why a group's pod cannot run on node ("" if it can): its
+// nodeName, nodeSelector or required node affinity, as the scheduler's
+// NodeName and NodeAffinity filters decide.
+func (g *group) excluded(node *corev1.Node) string {
+	if g.pod == nil {
+		return ""
+	}
+	if g.pod.Spec.NodeName != "" && g.pod.Spec.NodeName != node.Name {
+		return "the pod is bound to node " + g.pod.Spec.NodeName
+	}
+	match, err := nodeaffinity.GetRequiredNodeAffinity(g.pod).Match(node)
+	if err != nil {
+		return "the pod's node affinity cannot be evaluated: " + err.Error()
+	}
+	if !match {
+		return "the node does not match the pod's nodeSelector or required node affinity"
+	}
+	return ""
 }
 
 // allocate allocates claims together on node.
@@ -77,30 +398,43 @@ func (c *cluster) allocate(ctx context.Context, node *corev1.Node, claims []*res
 	return c.snap.Cycle(claims, state.CycleOptions{Strategy: c.strategy}).Allocate(ctx, node)
 }
 
-// nodes returns the nodes to try: the one named, or every Node of the input
-// in input order (the order a user wrote them is the order they expect).
-func (c *cluster) nodes(name string) ([]*corev1.Node, error) {
-	if name == "" {
-		if len(c.set.Nodes) == 0 {
-			return nil, usageErrorf("no Node objects in the input: add the nodes to -f or name one with --node")
-		}
-		return c.set.Nodes, nil
-	}
-	for _, n := range c.set.Nodes {
-		if n.Name == name {
-			return []*corev1.Node{n}, nil
+// assume records a group's allocation, so that the groups after it see
+// its devices in use.
+func (c *cluster) assume(claims []*resourcev1.ResourceClaim) error {
+	for _, claim := range claims {
+		if err := c.st.Assume(claim); err != nil {
+			return err
 		}
 	}
-	return nil, usageErrorf("--node %s: no Node of that name in the input", name)
+	c.snap = c.st.Snapshot()
+	return nil
 }
 
-// fatal turns an allocator error that no node can work around into exit 2.
+// allocated returns the claims with their new allocation; a pod's claims
+// are also reserved for the pod, as the scheduler does when it binds.
+func (g *group) allocated(pending []*resourcev1.ResourceClaim, results []*resourcev1.AllocationResult) []*resourcev1.ResourceClaim {
+	out := make([]*resourcev1.ResourceClaim, len(pending))
+	for i, claim := range pending {
+		claim = claim.DeepCopy()
+		claim.Status.Allocation = results[i]
+		if g.pod != nil && !slices.ContainsFunc(claim.Status.ReservedFor, func(r resourcev1.ResourceClaimConsumerReference) bool {
+			return r.Name == g.pod.Name && r.Resource == "pods"
+		}) {
+			claim.Status.ReservedFor = append(claim.Status.ReservedFor, resourcev1.ResourceClaimConsumerReference{Resource: "pods", Name: g.pod.Name, UID: g.pod.UID})
+		}
+		out[i] = claim
+	}
+	return out
+}
+
+// fatal turns an allocator error that no node can work around into
+// ExitCannotAnswer.
 func fatal(err error) error {
 	var fe *allocator.FatalError
 	if errors.As(err, &fe) {
-		return &exitError{code: ExitUsage, msg: fe.Error()}
+		return &exitError{code: ExitCannotAnswer, msg: fe.Error()}
 	}
-	return &exitError{code: ExitUsage, msg: err.Error()}
+	return &exitError{code: ExitCannotAnswer, msg: err.Error()}
 }
 
 func parseStrategy(s string) (allocator.Strategy, error) {

@@ -63,6 +63,23 @@ func TestCommands(t *testing.T) {
 		{"compact-bad-unknown-include", []string{"compact", "-f", bad("unknown-include.yaml")}, "", ExitInvalid},
 		{"flatten-bad-unknown-field", []string{"flatten", "-f", bad("unknown-field.yaml"), "-f", bad("incomplete-pool.yaml")}, "", ExitInvalid},
 		{"flatten-bad-unknown-include", []string{"flatten", "-f", bad("unknown-include.yaml")}, "", ExitInvalid},
+		// Kinds dractl has no rules for are read and counted, and flatten
+		// prints every object it does not rewrite exactly as written.
+		{"validate-namespace-demo", []string{"validate", "-f", inputFile("namespace-demo.yaml")}, "", ExitOK},
+		{"flatten-namespace-demo", []string{"flatten", "-f", inputFile("namespace-demo.yaml")}, "", ExitOK},
+		// A JSON stream with "---" lines between the values, as kubectl reads it.
+		{"validate-json-stream", []string{"validate", "-f", inputFile("json-stream.json")}, "", ExitOK},
+		{"validate-v1beta1", []string{"validate", "-f", inputFile("v1beta1.yaml")}, "", ExitOK},
+		{"validate-incomplete-unresolved", []string{"validate", "-f", inputFile("incomplete-unresolved.yaml")}, "", ExitOK},
+		{"validate-json", []string{"validate", "-o", "json", "-f", filepath.Join("internal", "cli", "testdata", "bad")}, "", ExitInvalid},
+		{"validate-json-valid", []string{"validate", "-o", "json", "-f", inputFile("incomplete-unresolved.yaml")}, "", ExitOK},
+		{"validate-bad-output", []string{"validate", "-o", "yaml", "-f", inputFile("json-stream.json")}, "", ExitUsage},
+		{"validate-stdin-twice", []string{"validate", "-f", "-", "-f", "-"}, "", ExitUsage},
+		{"validate-max-object-size", []string{"validate", "--max-object-size", "1Ki", "-f", inputFile("invalid-mixins.yaml"), "-f", inputFile("json-stream.json")}, "", ExitInvalid},
+		{"validate-bad-max-object-size", []string{"validate", "--max-object-size", "-1", "-f", inputFile("json-stream.json")}, "", ExitUsage},
+		{"flatten-invalid", []string{"flatten", "-f", inputFile("invalid-mixins.yaml"), "-f", inputFile("json-stream.json")}, "", ExitInvalid},
+		{"compact-invalid", []string{"compact", "-f", inputFile("invalid-mixins.yaml")}, "", ExitInvalid},
+		{"version-help", []string{"version", "--help"}, "", ExitOK},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -95,14 +112,18 @@ func TestExamples(t *testing.T) {
 	}
 }
 
+func inputFile(name string) string {
+	return filepath.Join("internal", "cli", "testdata", "input", name)
+}
+
 func TestVersion(t *testing.T) {
 	r := run(t, "", "version")
 	if r.code != ExitOK || !strings.HasPrefix(r.stdout, "dractl ") || r.stderr != "" {
 		t.Errorf("dractl version:\n%s", r)
 	}
 	r = run(t, "", "version", "-o", "json")
-	if r.code != ExitOK || !strings.Contains(r.stdout, `"goVersion"`) {
-		t.Errorf("dractl version -o json:\n%s", r)
+	if r.code != ExitOK || !strings.Contains(r.stdout, `"goVersion"`) || !strings.Contains(r.stdout, `"commit"`) {
+		t.Errorf("dractl version -o json has no goVersion or commit:\n%s", r)
 	}
 }
 

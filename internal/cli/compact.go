@@ -25,16 +25,17 @@ func newCompactCommand(g *globalOptions) *cobra.Command {
 		Long: `compact rewrites each ResourceSlice so that attributes, capacities and
 counters repeated across devices and counter sets are stated once in
 spec.mixins and included by name (KEP-5234). Flattening the result gives back
-the same devices and counter sets. Objects of other kinds are printed
-unchanged.
+the same devices and counter sets. Objects of other kinds are printed as
+written.
 
 The compacted objects go to stdout; the size of each slice before and after
 (its compact JSON encoding), and the total, go to stderr. A slice whose
 rewrite would not be smaller than the input (a hand-tuned mixin form can be)
 is printed unchanged.
 
-Documents that do not decode, and slices whose includes name no mixin, are
-reported on stderr and left out of the output; the exit code is then 1.`,
+Every object is first checked by admission (as validate does). Documents
+that do not decode and objects that admission rejects are reported on
+stderr and left out of the output; the exit code is then 1.`,
 		Example: `  dractl compact -f examples/a100-mig-flat
   dractl compact -f slices.yaml | dractl flatten -f -`,
 		Args: cobra.NoArgs,
@@ -86,6 +87,10 @@ func (o *compactOptions) run() error {
 		return err
 	}
 	failed := in.printDecodeErrors(o.Err)
+	// Slices that admission rejects are not rewritten: their errors are
+	// what the user needs, and the limits admission enforces are what
+	// bound the work of rewriting (a mixin bomb never gets that far).
+	objErrs := validateObjects(in.objects)
 	var (
 		out           []any
 		n             int
@@ -93,9 +98,17 @@ func (o *compactOptions) run() error {
 	)
 	for i := range in.objects {
 		obj := &in.objects[i]
+		if len(objErrs[i]) > 0 {
+			for _, e := range objErrs[i] {
+				fmt.Fprintf(o.Err, "error: %s: %s\n", where(obj), oneLine(e.Error()))
+			}
+			failed = true
+			continue
+		}
 		s, ok := obj.Obj.(*api.ResourceSlice)
 		if !ok {
-			out = append(out, obj.Obj)
+			// Printed as written: nothing added, not even defaults.
+			out = append(out, obj.Raw)
 			continue
 		}
 		c, st, err := compact.Compact(s, o.opts)

@@ -20,6 +20,18 @@ const (
 	ExitUsage = 2
 )
 
+// allocate and explain answer a question about the input instead of
+// judging it, so their codes mean something else.
+const (
+	// ExitNoFit: allocate found no node on which the claims fit; the
+	// explanation is printed.
+	ExitNoFit = 1
+	// ExitCannotAnswer: the input is invalid, or the allocator hit an
+	// error no node can avoid (an invalid pool when no node fits, a CEL
+	// runtime error), so there is no answer. Usage errors share the code.
+	ExitCannotAnswer = 2
+)
+
 // exitError carries an exit code out of a cobra RunE. Its message has
 // already been printed when msg is empty, which is how commands report many
 // errors and then fail once.

@@ -3,7 +3,9 @@ package cli
 import (
 	"context"
 	"fmt"
+	"io"
 	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 	resourcev1 "k8s.io/api/resource/v1"
@@ -13,75 +15,231 @@ import (
 
 type explainOptions struct {
 	*globalOptions
-	node  string
-	claim string
+	node   string
+	claim  string
+	output string
 }
 
 func newExplainCommand(g *globalOptions) *cobra.Command {
 	o := &explainOptions{globalOptions: g}
 	cmd := &cobra.Command{
-		Use:   "explain -f FILE|DIR|- ... [--claim NAME] [--node NAME]",
+		Use:   "explain -f FILE|DIR|- ... [--claim NAME] [--node NAME] [-o json]",
 		Short: "Explain, per node and request, why a ResourceClaim does or does not fit",
-		Long: `explain tries one pending claim (or, without --claim, all pending claims
-together) on each node (or the one named) and prints, for every request,
-how many devices were candidates and how many were rejected for each
-reason: class or request selector, node, taint, already allocated, counter
-<set>/<counter> exhausted, capacity, constraint, incomplete or invalid pool.
+		Long: `explain tries the pending claims on each node (or the one named) and
+prints, for every request, how many devices were candidates and how many
+were rejected for each reason: class or request selector, node, taint,
+already allocated, counter <set>/<counter> exhausted, capacity, constraint,
+incomplete or invalid pool. Claims are grouped as allocate groups them: the
+claims of each Pod (named, and made from templates), on the nodes the pod
+may use, and the pending claims no pod uses. Each group is explained on its
+own, against the claims already allocated in the input. --claim picks one
+pending claim.
+
+-o json prints one ExplainReport object (schema in docs/output.md).
 
 Exit codes: 0 the explanation was printed; 2 invalid input or a fatal error.`,
-		Example: `  dractl explain -f examples/dgx-h100-mixins --claim mig-1g-10gb`,
-		Args:    cobra.NoArgs,
-		RunE:    func(cmd *cobra.Command, _ []string) error { return o.run(cmd.Context()) },
+		Example: `  dractl explain -f examples/dgx-h100-mixins --claim mig-1g-10gb
+  dractl explain -f pod.yaml -f cluster/ -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.Context()) },
 	}
 	cmd.Flags().StringVar(&o.node, "node", "", "explain for this node only (default: every node of the input)")
 	cmd.Flags().StringVar(&o.claim, "claim", "", "name of the pending ResourceClaim to explain (default: all pending claims)")
+	cmd.Flags().StringVarP(&o.output, "output", "o", "", "output format: json (default: text)")
 	return cmd
+}
+
+// explainReport is explain's JSON output, a documented and stable
+// interface (docs/output.md).
+type explainReport struct {
+	APIVersion string         `json:"apiVersion"`
+	Kind       string         `json:"kind"`
+	Groups     []explainGroup `json:"groups"`
+	// Problems are the input's errors, when it could not be used.
+	Problems []problem `json:"problems"`
+}
+
+type explainGroup struct {
+	// Pod is "<namespace>/<name>", empty for claims no pod uses.
+	Pod    string        `json:"pod,omitempty"`
+	Claims []string      `json:"claims"`
+	Nodes  []explainNode `json:"nodes"`
+}
+
+type explainNode struct {
+	Node string `json:"node"`
+	Fits bool   `json:"fits"`
+	// Excluded says why the pod may not use the node; nothing was tried.
+	Excluded     string           `json:"excluded,omitempty"`
+	Devices      []explainDevice  `json:"devices,omitempty"`
+	InvalidPools []string         `json:"invalidPools,omitempty"`
+	Requests     []explainRequest `json:"requests,omitempty"`
+	explanation  *allocator.Explanation
+}
+
+type explainDevice struct {
+	Claim   string `json:"claim"`
+	Request string `json:"request"`
+	Driver  string `json:"driver"`
+	Pool    string `json:"pool"`
+	Device  string `json:"device"`
+}
+
+type explainRequest struct {
+	Claim            string         `json:"claim"`
+	Request          string         `json:"request"`
+	Needed           int            `json:"needed"`
+	Candidates       int            `json:"candidates"`
+	SatisfiableAlone bool           `json:"satisfiableAlone"`
+	Rejected         map[string]int `json:"rejected"`
+	Counters         map[string]int `json:"counters,omitempty"`
 }
 
 func (o *explainOptions) run(ctx context.Context) error {
 	if err := o.requireInputs(); err != nil {
 		return err
 	}
-	c, err := o.readCluster(o.Err, allocator.FirstFit)
+	if o.output != "" && o.output != "json" {
+		return usageErrorf("--output: expected json, found %q", o.output)
+	}
+	report := &explainReport{APIVersion: reportAPIVersion, Kind: "ExplainReport", Groups: []explainGroup{}, Problems: []problem{}}
+	c, problems, err := o.readCluster(allocator.FirstFit)
 	if err != nil {
+		if o.output == "json" && problems != nil {
+			report.Problems = problems
+			if werr := writeJSON(o.Out, report); werr != nil {
+				return writeError(werr)
+			}
+		} else {
+			printProblems(o.Err, problems)
+		}
 		return err
 	}
-	claims := c.pending
-	if o.claim != "" {
-		i := slices.IndexFunc(c.pending, func(cl *resourcev1.ResourceClaim) bool { return cl.Name == o.claim })
-		if i < 0 {
-			return usageErrorf("--claim %s: no pending ResourceClaim of that name in the input", o.claim)
-		}
-		claims = c.pending[i : i+1]
+	type target struct {
+		g      *group
+		claims []*resourcev1.ResourceClaim
 	}
-	if len(claims) == 0 {
+	var targets []target
+	for _, g := range c.groups {
+		pending := c.pending(g)
+		if o.claim != "" {
+			i := slices.IndexFunc(pending, func(cl *resourcev1.ResourceClaim) bool { return cl.Name == o.claim })
+			if i < 0 {
+				continue
+			}
+			pending = pending[i : i+1]
+		}
+		if len(pending) > 0 {
+			targets = append(targets, target{g, pending})
+		}
+	}
+	if o.claim != "" && len(targets) == 0 {
+		return usageErrorf("--claim %s: no pending ResourceClaim of that name in the input", o.claim)
+	}
+	if len(targets) == 0 {
+		if o.output == "json" {
+			return writeJSONOrFail(o.Out, report)
+		}
 		fmt.Fprintln(o.Out, "no pending ResourceClaims: every claim in the input is already allocated")
 		return nil
 	}
-	nodes, err := c.nodes(o.node)
+	notes := o.Err
+	nodes, err := c.nodes(o.node, notes)
 	if err != nil {
 		return err
 	}
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	for _, node := range nodes {
-		results, err := c.allocate(ctx, node, claims)
-		switch {
-		case allocator.IsUnfit(err):
-			writeExplanation(o.Out, err.(*allocator.UnfitError).Explanation)
-		case err != nil:
-			return fatal(err)
-		default:
-			fmt.Fprintf(o.Out, "node %s: fits\n", node.Name)
-			for i, r := range results {
-				for _, d := range r.Devices.Results {
-					fmt.Fprintf(o.Out, "  %s/%s request %s: %s/%s/%s\n", claims[i].Namespace, claims[i].Name, d.Request, d.Driver, d.Pool, d.Device)
+	for _, t := range targets {
+		eg := explainGroup{Claims: claimNames(t.claims), Nodes: []explainNode{}}
+		if t.g.pod != nil {
+			eg.Pod = t.g.pod.Namespace + "/" + t.g.pod.Name
+		}
+		for _, node := range nodes {
+			en := explainNode{Node: node.Name}
+			if why := t.g.excluded(node); why != "" {
+				en.Excluded = why
+				eg.Nodes = append(eg.Nodes, en)
+				continue
+			}
+			results, err := c.allocate(ctx, node, t.claims)
+			switch {
+			case allocator.IsUnfit(err):
+				en.explanation = err.(*allocator.UnfitError).Explanation
+				en.fill()
+			case err != nil:
+				return fatal(err)
+			default:
+				en.Fits = true
+				for i, r := range results {
+					for _, d := range r.Devices.Results {
+						en.Devices = append(en.Devices, explainDevice{t.claims[i].Namespace + "/" + t.claims[i].Name, d.Request, d.Driver, d.Pool, d.Device})
+					}
 				}
+			}
+			eg.Nodes = append(eg.Nodes, en)
+		}
+		report.Groups = append(report.Groups, eg)
+	}
+	if o.output == "json" {
+		return writeJSONOrFail(o.Out, report)
+	}
+	for _, eg := range report.Groups {
+		if eg.Pod != "" {
+			fmt.Fprintf(o.Out, "pod %s (claims %s):\n", eg.Pod, strings.Join(eg.Claims, ", "))
+		}
+		for _, en := range eg.Nodes {
+			switch {
+			case en.Excluded != "":
+				fmt.Fprintf(o.Out, "node %s: not tried: %s\n", en.Node, en.Excluded)
+			case en.Fits:
+				fmt.Fprintf(o.Out, "node %s: fits\n", en.Node)
+				for _, d := range en.Devices {
+					fmt.Fprintf(o.Out, "  %s request %s: %s/%s/%s\n", d.Claim, d.Request, d.Driver, d.Pool, d.Device)
+				}
+			default:
+				writeExplanation(o.Out, en.explanation)
 			}
 		}
 	}
 	return nil
+}
+
+func writeJSONOrFail(w io.Writer, v any) error {
+	if err := writeJSON(w, v); err != nil {
+		return writeError(err)
+	}
+	return nil
+}
+
+func claimNames(claims []*resourcev1.ResourceClaim) []string {
+	out := make([]string, len(claims))
+	for i, c := range claims {
+		out[i] = c.Namespace + "/" + c.Name
+	}
+	return out
+}
+
+// fill copies the allocator's explanation into the JSON form.
+func (en *explainNode) fill() {
+	e := en.explanation
+	for _, ip := range e.InvalidPools {
+		en.InvalidPools = append(en.InvalidPools, ip.Error())
+	}
+	for _, c := range e.Claims {
+		for _, r := range c.Requests {
+			er := explainRequest{Claim: c.Claim, Request: r.Request, Needed: r.Needed, Candidates: r.Candidates,
+				SatisfiableAlone: r.SatisfiableAlone, Rejected: map[string]int{}}
+			for reason, n := range r.Rejected {
+				er.Rejected[reason.String()] = n
+			}
+			if len(r.Counters) > 0 {
+				er.Counters = r.Counters
+			}
+			en.Requests = append(en.Requests, er)
+		}
+	}
 }
 
 func sortedCopy(s []string) []string {

@@ -24,8 +24,12 @@ func newFlattenCommand(g *globalOptions) *cobra.Command {
 		Long: `flatten applies every include of every ResourceSlice (KEP-5234) and prints
 the slices as resource.k8s.io/v1 objects that a kube-apiserver without the
 DRAResourceSliceMixins feature accepts. Objects of other kinds (DeviceClasses,
-ResourceClaims, ...) are printed unchanged, so a whole manifest directory can
-be piped into kubectl apply.
+ResourceClaims, Namespaces, Deployments, ...) are printed as written, with
+nothing added, so a whole manifest directory can be piped into kubectl apply.
+
+Every object is first checked by admission (as validate does); objects with
+errors are reported on stderr and left out, so that nothing invalid is
+rewritten.
 
 The flattened slices are checked against resource.k8s.io/v1 admission; a
 flattened slice can break a v1 limit its mixin form respects (more than 64
@@ -33,7 +37,7 @@ devices with counters, 8 counter sets, 32 counters per set, 2 consumptions
 per device). Each such problem is a warning on stderr; with --strict the
 command exits 1 after printing.
 
-Documents that do not decode, and slices whose includes name no mixin, are
+Documents that do not decode and objects that admission rejects are
 reported on stderr and left out of the output; the exit code is then 1.`,
 		Example: `  dractl flatten -f examples/a100-mig-mixins
   dractl flatten -f examples/ -o json | kubectl apply -f -`,
@@ -59,6 +63,10 @@ func (o *flattenOptions) run() error {
 		return err
 	}
 	failed := in.printDecodeErrors(o.Err)
+	// Slices that admission rejects are not rewritten: their errors are
+	// what the user needs, and the limits admission enforces are what
+	// bound the work of rewriting (a mixin bomb never gets that far).
+	objErrs := validateObjects(in.objects)
 	warned := false
 	severity := "warning"
 	if o.strict {
@@ -67,9 +75,17 @@ func (o *flattenOptions) run() error {
 	var out []any
 	for i := range in.objects {
 		obj := &in.objects[i]
+		if len(objErrs[i]) > 0 {
+			for _, e := range objErrs[i] {
+				fmt.Fprintf(o.Err, "error: %s: %s\n", where(obj), oneLine(e.Error()))
+			}
+			failed = true
+			continue
+		}
 		s, ok := obj.Obj.(*api.ResourceSlice)
 		if !ok {
-			out = append(out, obj.Obj)
+			// Printed as written: nothing added, not even defaults.
+			out = append(out, obj.Raw)
 			continue
 		}
 		v1, err := api.ToV1(s)

@@ -5,9 +5,13 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/dractl/dractl/pkg/decode"
 )
@@ -26,6 +30,27 @@ type input struct {
 type decodeError struct {
 	where string
 	line  string
+	err   *decode.Error // nil for problems not about a source
+}
+
+// addInputFlags registers the flags of the verbs that read manifests.
+func (o *globalOptions) addInputFlags(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringArrayVarP(&o.filenames, "filename", "f", nil,
+		"file, directory or - (stdin) to read objects from; repeatable")
+	f.BoolVarP(&o.recursive, "recursive", "R", false,
+		"read the directories given with -f and all directories below them")
+	f.StringVar(&o.maxObjectBytes, "max-object-size", "3Mi",
+		"largest object read, as a quantity (3Mi is kube-apiserver's request limit); larger ones are errors")
+}
+
+// decodeOptions turns the input flags into decode options.
+func (o *globalOptions) decodeOptions() (decode.Options, error) {
+	q, err := resource.ParseQuantity(o.maxObjectBytes)
+	if err != nil || q.Sign() <= 0 || !q.IsZero() && q.Value() > math.MaxInt32 {
+		return decode.Options{}, usageErrorf("--max-object-size: expected a positive size such as 3Mi or 10Mi, found %q", o.maxObjectBytes)
+	}
+	return decode.Options{MaxObjectBytes: int(q.Value())}, nil
 }
 
 // read decodes every -f argument. Inputs that cannot be opened at all are a
@@ -33,8 +58,16 @@ type decodeError struct {
 // that can be opened is decoded in full so that one bad document does not
 // hide problems in the others.
 func (o *globalOptions) read() (*input, error) {
+	opts, err := o.decodeOptions()
+	if err != nil {
+		return nil, err
+	}
+	stdin := 0
 	for _, name := range o.filenames {
 		if name == "-" {
+			if stdin++; stdin > 1 {
+				return nil, usageErrorf("-f -: standard input can be read only once")
+			}
 			continue
 		}
 		if err := readable(name); err != nil {
@@ -48,7 +81,7 @@ func (o *globalOptions) read() (*input, error) {
 			return nil, err
 		}
 	}
-	objs, err := decode.Paths(paths, o.In)
+	objs, err := opts.Paths(paths, o.In)
 	in := &input{objects: objs}
 	if err == nil {
 		return in, nil
@@ -58,7 +91,7 @@ func (o *globalOptions) read() (*input, error) {
 		return nil, usageErrorf("%v", err)
 	}
 	for _, e := range errs {
-		de := decodeError{line: e.Error()}
+		de := decodeError{line: e.Error(), err: e}
 		if e.Source.Doc > 0 {
 			de.where = e.Source.String()
 		}

@@ -18,11 +18,13 @@ type Streams struct {
 	Err io.Writer
 }
 
-// globalOptions are the flags every verb shares.
+// globalOptions are the flags the verbs that read input share (see
+// addInputFlags).
 type globalOptions struct {
 	Streams
-	filenames []string
-	recursive bool
+	filenames      []string
+	recursive      bool
+	maxObjectBytes string
 }
 
 // Execute runs dractl with the process's arguments and streams and returns
@@ -84,19 +86,19 @@ input is 2 (see their --help).`,
 	root.SetOut(s.Out)
 	root.SetErr(s.Err)
 	root.CompletionOptions.DisableDefaultCmd = true
-	root.PersistentFlags().StringArrayVarP(&o.filenames, "filename", "f", nil,
-		"file, directory or - (stdin) to read objects from; repeatable")
-	root.PersistentFlags().BoolVarP(&o.recursive, "recursive", "R", false,
-		"read the directories given with -f and all directories below them")
 
-	root.AddCommand(
+	for _, cmd := range []*cobra.Command{
 		newValidateCommand(o),
 		newFlattenCommand(o),
 		newCompactCommand(o),
 		newAllocateCommand(o),
 		newExplainCommand(o),
-		newVersionCommand(o),
-	)
+		newDescribeCommand(o),
+	} {
+		o.addInputFlags(cmd)
+		root.AddCommand(cmd)
+	}
+	root.AddCommand(newVersionCommand(o))
 	return root
 }
 

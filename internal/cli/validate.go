@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -16,14 +17,17 @@ import (
 )
 
 func newValidateCommand(o *globalOptions) *cobra.Command {
-	return &cobra.Command{
+	var output string
+	cmd := &cobra.Command{
 		Use:   "validate -f FILE|DIR|- ...",
 		Short: "Check objects against admission rules and pools against KEP-4815",
 		Long: `validate decodes every input strictly (unknown and duplicate fields are
 errors), checks each object as kube-apiserver admission would, then groups
 the ResourceSlices into pools and checks the rules that span slices: device
 and counter set names unique in a pool, consumed counter sets and counters
-that exist, a consistent resourceSliceCount.
+that exist, a consistent resourceSliceCount. Objects of kinds dractl has no
+rules for (Namespace, Deployment, ...) are read, counted and otherwise left
+alone; resource.k8s.io v1beta1 and v1beta2 objects are converted to v1 first.
 
 Every error is printed on its own line as
   <file>#<doc> <Kind>/<name>: <field path>: <message>
@@ -31,34 +35,147 @@ or, for rules that span the slices of a pool,
   pool <driver>/<pool>: ResourceSlice <name> (<file>#<doc>): <field path>: <message>
 followed by a summary line. Incomplete pools (fewer slices than
 resourceSliceCount) are warnings: the scheduler skips them, which is
-legitimate while a driver is still publishing. Objects that kube-apiserver
-accepts but that break a rule of the DRA KEPs or API reference get
+legitimate while a driver is still publishing; so are references such a
+pool cannot resolve yet (a counter set may be in a slice still to come).
+Objects that kube-apiserver accepts but that break a rule of the DRA KEPs or
+API reference get
   warning: <file>#<doc> <Kind>/<name>: <field path>: <message>
-lines; warnings never change the exit code.`,
+lines; warnings never change the exit code.
+
+-o json prints one ValidationReport object instead, for CI pipelines; its
+schema is in docs/output.md.`,
 		Example: `  dractl validate -f examples/a100-mig-mixins
-  kubectl get resourceslices -o yaml | dractl validate -f -`,
+  kubectl get resourceslices -o yaml | dractl validate -f -
+  dractl validate -f manifests/ -o json | jq '.problems[] | select(.severity == "error")'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.requireInputs(); err != nil {
 				return err
 			}
+			if output != "" && output != "json" {
+				return usageErrorf("--output: expected json, found %q", output)
+			}
 			in, err := o.read()
 			if err != nil {
 				return err
 			}
-			if !runValidate(in, o.Out) {
+			r := runValidate(in)
+			if output == "json" {
+				if err := writeJSON(o.Out, r); err != nil {
+					return writeError(err)
+				}
+			} else {
+				r.writeText(o.Out)
+			}
+			if !r.Valid {
 				return invalid()
 			}
 			return nil
 		},
 	}
+	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: json (default: one line per problem and a summary)")
+	return cmd
 }
 
-// runValidate prints every problem of the input and a summary, and reports
-// whether the input is valid.
-func runValidate(in *input, w io.Writer) bool {
+// validationReport is what validate finds. Its JSON form is a documented,
+// stable interface (docs/output.md): fields may be added, never renamed.
+type validationReport struct {
+	APIVersion string            `json:"apiVersion"`
+	Kind       string            `json:"kind"`
+	Valid      bool              `json:"valid"`
+	Summary    validationSummary `json:"summary"`
+	Problems   []problem         `json:"problems"`
+}
+
+type validationSummary struct {
+	Objects        int `json:"objects"`
+	Pools          int `json:"pools"`
+	Errors         int `json:"errors"`
+	Warnings       int `json:"warnings"`
+	InvalidObjects int `json:"invalidObjects"`
+	InvalidPools   int `json:"invalidPools"`
+}
+
+// reportAPIVersion versions the JSON reports of validate and explain.
+const reportAPIVersion = "dractl.dev/v1alpha1"
+
+// problem is one error or warning. text is its line in the default output.
+type problem struct {
+	Severity string `json:"severity"` // "error" or "warning"
+	File     string `json:"file,omitempty"`
+	Document int    `json:"document,omitempty"` // 1-based; 0: the whole file
+	Item     *int   `json:"item,omitempty"`     // index in a List document
+	Line     int    `json:"line,omitempty"`     // where the document starts
+	Kind     string `json:"kind,omitempty"`
+	Name     string `json:"name,omitempty"`
+	// Namespace is the object's namespace after defaulting.
+	Namespace string `json:"namespace,omitempty"`
+	// Pool is "<driver>/<pool>" for problems of a pool.
+	Pool  string `json:"pool,omitempty"`
+	Field string `json:"field,omitempty"`
+	// Type classifies the problem: a field.ErrorType of apimachinery
+	// (FieldValueInvalid, FieldValueNotFound, ...) for admission and pool
+	// rules, Decode for input that could not be read as an object,
+	// Warning for admission warnings, PoolIncomplete for a pool that
+	// misses slices.
+	Type    string `json:"type"`
+	Message string `json:"message"`
+	text    string
+}
+
+const (
+	problemDecode         = "Decode"
+	problemWarning        = "Warning"
+	problemPoolIncomplete = "PoolIncomplete"
+)
+
+func sourceProblem(severity string, src decode.Source, typ string) problem {
+	p := problem{Severity: severity, File: src.File, Document: src.Doc, Line: src.Line, Type: typ}
+	if src.Item >= 0 {
+		item := src.Item
+		p.Item = &item
+	}
+	return p
+}
+
+func objectProblem(severity string, obj *decode.Object, typ string) problem {
+	p := sourceProblem(severity, obj.Source, typ)
+	p.Kind, p.Name, p.Namespace = obj.Kind, obj.Name, obj.Namespace
+	return p
+}
+
+func fieldProblem(p problem, e *field.Error) problem {
+	p.Field, p.Type, p.Message = e.Field, string(e.Type), e.ErrorBody()
+	return p
+}
+
+func (r *validationReport) add(p problem) {
+	r.Problems = append(r.Problems, p)
+	if p.Severity == "error" {
+		r.Summary.Errors++
+	} else {
+		r.Summary.Warnings++
+	}
+}
+
+func (r *validationReport) writeText(w io.Writer) {
+	for _, p := range r.Problems {
+		fmt.Fprintln(w, p.text)
+	}
+	fmt.Fprintln(w, summary(r.Summary.Objects, r.Summary.Pools, r.Summary.Errors, r.Summary.InvalidObjects, r.Summary.InvalidPools))
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false) // messages quote CEL, which has < and >
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// runValidate finds every problem of the input.
+func runValidate(in *input) *validationReport {
+	r := &validationReport{APIVersion: reportAPIVersion, Kind: "ValidationReport", Problems: []problem{}}
 	var (
-		errCount   int
 		badObjects = make(map[string]bool)
 		reported   = make(map[*api.ResourceSlice]map[string]bool)
 		slices     []*api.ResourceSlice
@@ -68,8 +185,12 @@ func runValidate(in *input, w io.Writer) bool {
 	// count it once however many errors it has.
 	undecoded := make(map[string]bool)
 	for _, e := range in.decodeErrors {
-		fmt.Fprintln(w, oneLine(e.line))
-		errCount++
+		p := problem{Severity: "error", Type: problemDecode, Message: e.line, text: oneLine(e.line)}
+		if e.err != nil {
+			p = sourceProblem("error", e.err.Source, problemDecode)
+			p.Kind, p.Name, p.Field, p.Message, p.text = e.err.Kind, e.err.Name, e.err.Field, e.err.Detail, oneLine(e.line)
+		}
+		r.add(p)
 		if e.where != "" {
 			badObjects[e.where] = true
 			undecoded[e.where] = true
@@ -81,13 +202,17 @@ func runValidate(in *input, w io.Writer) bool {
 		obj := &in.objects[i]
 		errs := objErrs[i]
 		for _, e := range errs {
-			fmt.Fprintf(w, "%s: %s\n", where(obj), oneLine(e.Error()))
+			p := fieldProblem(objectProblem("error", obj, ""), e)
+			p.text = fmt.Sprintf("%s: %s", where(obj), oneLine(e.Error()))
+			r.add(p)
 		}
 		for _, wn := range objectWarnings(obj) {
-			fmt.Fprintf(w, "warning: %s: %s\n", where(obj), oneLine(wn.String()))
+			p := objectProblem("warning", obj, problemWarning)
+			p.Field, p.Message = wn.Field, wn.Message
+			p.text = fmt.Sprintf("warning: %s: %s", where(obj), oneLine(wn.String()))
+			r.add(p)
 		}
 		if len(errs) > 0 {
-			errCount += len(errs)
 			badObjects[where(obj)] = true
 		}
 		if s, ok := obj.Obj.(*api.ResourceSlice); ok {
@@ -104,10 +229,12 @@ func runValidate(in *input, w io.Writer) bool {
 	}
 
 	pools := pool.Assemble(slices)
-	badPools := 0
 	for _, p := range pools {
-		if !p.Complete() {
-			fmt.Fprintf(w, "warning: pool %s: %s\n", p.ID, completeness(p))
+		complete := p.Complete()
+		if !complete {
+			pr := problem{Severity: "warning", Pool: p.ID.String(), Type: problemPoolIncomplete, Message: completeness(p)}
+			pr.text = fmt.Sprintf("warning: pool %s: %s", p.ID, pr.Message)
+			r.add(pr)
 		}
 		perr := p.Validate()
 		if perr == nil {
@@ -125,28 +252,54 @@ func runValidate(in *input, w io.Writer) bool {
 					locs = append(locs, src.Source.String())
 				}
 			}
+			pr := problem{Severity: "error", Pool: p.ID.String(), Kind: api.KindSlice, Name: prob.Slice}
+			if len(cands) > 0 {
+				if src := sourceOf[cands[0].ResourceSlice]; src != nil {
+					pr.File, pr.Document, pr.Line = src.Source.File, src.Source.Doc, src.Source.Line
+				}
+			}
+			pr = fieldProblem(pr, prob.Err)
+			// A pool that misses slices cannot resolve what they hold: its
+			// references are not errors yet (KEP-4815 "Validation" judges
+			// complete pools only).
+			unresolved := !complete && prob.Err.Type == field.ErrorTypeNotFound
+			if unresolved {
+				pr.Severity = "warning"
+				pr.Message += " (the pool is incomplete: it may be in a slice not published yet)"
+			}
 			loc := ""
 			switch {
 			case len(locs) == 1:
 				loc = " (" + locs[0] + ")"
-				badObjects[where(sourceOf[cands[0].ResourceSlice])] = true
+				if !unresolved {
+					badObjects[where(sourceOf[cands[0].ResourceSlice])] = true
+				}
 			case len(locs) > 1:
 				// Problems name their slice only; with several slices of
 				// that name there is no telling which one is meant.
 				loc = " (one of " + strings.Join(locs, ", ") + ")"
-				badObjects["pool "+p.ID.String()+" ResourceSlice "+prob.Slice] = true
+				if !unresolved {
+					badObjects["pool "+p.ID.String()+" ResourceSlice "+prob.Slice] = true
+				}
 			}
-			fmt.Fprintf(w, "pool %s: ResourceSlice %s%s: %s\n", p.ID, prob.Slice, loc, oneLine(prob.Err.Error()))
-			n++
+			line := fmt.Sprintf("pool %s: ResourceSlice %s%s: %s", p.ID, prob.Slice, loc, oneLine(prob.Err.Error()))
+			if unresolved {
+				pr.text = "warning: " + line + " (the pool is incomplete: it may be in a slice not published yet)"
+			} else {
+				pr.text = line
+				n++
+			}
+			r.add(pr)
 		}
 		if n > 0 {
-			errCount += n
-			badPools++
+			r.Summary.InvalidPools++
 		}
 	}
-
-	fmt.Fprintln(w, summary(len(in.objects)+len(undecoded), len(pools), errCount, len(badObjects), badPools))
-	return errCount == 0
+	r.Summary.Objects = len(in.objects) + len(undecoded)
+	r.Summary.Pools = len(pools)
+	r.Summary.InvalidObjects = len(badObjects)
+	r.Valid = r.Summary.Errors == 0
+	return r
 }
 
 // validateObjects runs the admission rules of every object; the result's

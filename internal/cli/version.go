@@ -14,19 +14,24 @@ import (
 //
 //	go build -ldflags "-X github.com/dractl/dractl/internal/cli.version=v1.2.3"
 //
-// Otherwise it comes from the module version go install records.
-var version = ""
+// Otherwise it comes from the module version go install records. commit
+// is set the same way (the Makefile passes both); without it, the commit
+// comes from the VCS information the toolchain records.
+var (
+	version = ""
+	commit  = ""
+)
 
 type versionInfo struct {
 	Version   string `json:"version"`
-	Commit    string `json:"commit,omitempty"`
+	Commit    string `json:"commit"` // empty when the build recorded none
 	Modified  bool   `json:"modified,omitempty"`
 	GoVersion string `json:"goVersion"`
 	Platform  string `json:"platform"`
 }
 
 func currentVersion() versionInfo {
-	v := versionInfo{Version: version, GoVersion: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}
+	v := versionInfo{Version: version, Commit: commit, GoVersion: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		if v.Version == "" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
 			v.Version = bi.Main.Version
@@ -34,7 +39,9 @@ func currentVersion() versionInfo {
 		for _, s := range bi.Settings {
 			switch s.Key {
 			case "vcs.revision":
-				v.Commit = s.Value
+				if v.Commit == "" {
+					v.Commit = s.Value
+				}
 			case "vcs.modified":
 				v.Modified = s.Value == "true"
 			}

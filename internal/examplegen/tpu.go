@@ -18,7 +18,7 @@ type TPUTopology struct {
 }
 
 // TPUPool is a multi-host TPU pool published by a central controller with
-// per-device node selection (KEP-4815, "Defining multi-host devices").
+// per-device node selection (KEP-4815 "Defining multi-host devices").
 type TPUPool struct {
 	Driver          string
 	Pool            string
@@ -30,7 +30,7 @@ type TPUPool struct {
 }
 
 // TPU4x4 is the 4x4 block of KEP-4815: hosts 1, 2, 5 and 6 of a 16-host
-// node pool, one 4x4, two 2x4 and four 2x2 topologies. The KEP names its
+// node pool, one 4x4, two 2x4 and four 2x2 topologies. KEP-4815 names its
 // one counter set three ways (tpu-counter-set, tpu-couner-set, tpu-pool);
 // here it is tpu-counter-set throughout.
 var TPU4x4 = TPUPool{

@@ -7,7 +7,7 @@ import (
 )
 
 // ReferenceFlatten is a deliberately naive, eager statement of the
-// KEP-5234 precedence rules (seed 002, "Proposal"), written independently
+// KEP-5234 precedence rules (KEP-5234 "Proposal"), written independently
 // of pkg/api so that tests have an oracle to hold api.Flatten and the lazy
 // views against: start empty, copy each included mixin in listed order
 // (later ones overwrite), then copy the object's own entries over all of

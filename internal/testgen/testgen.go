@@ -4,8 +4,8 @@
 //
 // Every generator takes a *rand.Rand so that a failing seed reproduces the
 // exact slice. By default the output stays within the resource.k8s.io/v1
-// limits (seed 003) and, when mixins are used, within the KEP-5234 limits
-// (seed 002), so that tests of later stages see slices that admission would
+// limits (resource.k8s.io/v1 API reference) and, when mixins are used, within the KEP-5234 limits
+// (KEP-5234), so that tests of later stages see slices that admission would
 // accept; individual tests loosen that through Options.
 //
 // Mixins are generated so that precedence matters: mixins share keys with
@@ -27,6 +27,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/dractl/dractl/pkg/api"
+	"github.com/dractl/dractl/pkg/validation"
 )
 
 // MixinMode says whether generated slices use KEP-5234 mixins.
@@ -80,13 +81,15 @@ type Options struct {
 	CounterSets []api.CounterSet
 }
 
+// The admission limits generated slices stay within, from the one place
+// that defines them.
 const (
-	maxEntriesV1           = 32
-	maxDevicesV1           = 128
-	maxDevicesWithCounters = 64
-	maxCounterSetsV1       = 8
-	maxConsumptionsV1      = 2
-	maxTaintsPerDevice     = 4 // KEP-5234 lowers v1's 16; stay below both.
+	maxEntriesV1           = validation.MaxAttributesAndCapacitiesPerDevice
+	maxDevicesV1           = validation.MaxDevices
+	maxDevicesWithCounters = validation.MaxDevicesWithAdvancedFeatures
+	maxCounterSetsV1       = validation.MaxCounterSets
+	maxConsumptionsV1      = validation.MaxConsumptionsPerDevice
+	maxTaintsPerDevice     = validation.MixinMaxTaintsPerDevice // KEP-5234 lowers v1's 16; stay below both.
 )
 
 func (o Options) withDefaults() Options {
@@ -185,7 +188,7 @@ func attribute(r *rand.Rand, k attrKind) api.DeviceAttribute {
 }
 
 // Capacity returns a random capacity, sometimes with a request policy
-// (consumable capacity, seed 003) whose bounds fit under the value.
+// (consumable capacity, the resource.k8s.io/v1 API reference) whose bounds fit under the value.
 func Capacity(r *rand.Rand) api.DeviceCapacity {
 	if r.IntN(4) != 0 {
 		if r.IntN(3) == 0 {

@@ -8,7 +8,7 @@ import (
 )
 
 // This file is the single definition of KEP-5234 mixin semantics
-// (seed 002, "Proposal"): includes are applied in listed order, a later
+// (KEP-5234 "Proposal"): includes are applied in listed order, a later
 // mixin wins over an earlier one, and a field set on the device, counter set
 // or counter consumption itself wins over every mixin. A counter
 // consumption mixin carries no counter set; it is consumed from the set
@@ -237,7 +237,7 @@ func (v DeviceView) Capacities() iter.Seq2[QualifiedName, DeviceCapacity] {
 }
 
 // NumAttributesAndCapacities counts the entries of the flattened device,
-// which is what the 32-entry limit applies to (seed 002, "Limits").
+// which is what the 32-entry limit applies to (KEP-5234 "Limits").
 func (v DeviceView) NumAttributesAndCapacities() int {
 	return countMerged(v.Device.Attributes, v.Mixins, deviceMixinAttributes) +
 		countMerged(v.Device.Capacity, v.Mixins, deviceMixinCapacity)

@@ -7,7 +7,7 @@ import (
 	"github.com/dractl/dractl/pkg/api"
 )
 
-// The precedence rules of seed 002 ("Proposal"), one row each: includes are
+// The precedence rules of KEP-5234 ("Proposal"), one row each: includes are
 // applied in listed order, a later mixin wins over an earlier one, and a
 // field set on the object itself wins over every mixin.
 func TestPrecedenceTable(t *testing.T) {

@@ -7,7 +7,7 @@
 // entries that every including object has with exactly the same encoded
 // value, so no precedence rule is needed to read the result back, and
 // Compact stays within the slice-wide and per-object limits of KEP-5234
-// (seed 002, "Limits").
+// ("Limits").
 package compact
 
 import (
@@ -18,16 +18,18 @@ import (
 	"strings"
 
 	"github.com/dractl/dractl/pkg/api"
+	"github.com/dractl/dractl/pkg/validation"
 )
 
-// KEP-5234 limits (seed 002, "Limits") that the output must respect.
+// KEP-5234 limits ("Limits" and "API") that the output must respect, as
+// pkg/validation defines them.
 const (
-	MaxDeviceMixins        = 128
-	MaxConsumptionMixins   = 128
-	MaxCounterSetMixins    = 32
-	MaxDeviceIncludes      = 8
-	MaxCounterSetIncludes  = 8
-	MaxConsumptionIncludes = 4
+	MaxDeviceMixins        = validation.MaxDeviceMixins
+	MaxConsumptionMixins   = validation.MaxConsumptionMixins
+	MaxCounterSetMixins    = validation.MaxCounterSetMixins
+	MaxDeviceIncludes      = validation.MaxDeviceIncludes
+	MaxCounterSetIncludes  = validation.MaxCounterSetIncludes
+	MaxConsumptionIncludes = validation.MaxConsumptionIncludes
 )
 
 // Options tunes Compact. The zero value compacts everything as far as the

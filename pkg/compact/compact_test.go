@@ -172,7 +172,7 @@ func TestCompactSkip(t *testing.T) {
 }
 
 // a100 is the device slice of a one-GPU A100 node in flat form: the full
-// GPU and every MIG placement of seed 001's profile table.
+// GPU and every MIG placement of KEP-4815's profile table.
 func a100() *api.ResourceSlice {
 	n := examplegen.A100Node
 	n.GPUs = 1

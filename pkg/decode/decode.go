@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -15,10 +16,18 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unicode"
+	"unicode/utf8"
 
+	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	kjson "sigs.k8s.io/json"
+
+	"github.com/dractl/dractl/pkg/api"
+	"github.com/dractl/dractl/pkg/convert"
 )
 
 // Paths decodes every object in the given files, directories and, for
@@ -30,13 +39,44 @@ import (
 // listing every problem in every input; objects with a problem are left
 // out of the result and all others are still returned.
 func Paths(paths []string, stdin io.Reader) ([]Object, error) {
-	return decodeInputs(readPaths(paths, stdin))
+	return Options{}.Paths(paths, stdin)
 }
 
 // Bytes decodes the objects in data, naming them as coming from file. It
 // returns like Paths.
 func Bytes(file string, data []byte) ([]Object, error) {
-	return decodeInputs([]input{{name: file, data: data}})
+	return Options{}.Bytes(file, data)
+}
+
+// DefaultMaxObjectBytes is kube-apiserver's limit on the size of one request
+// body (its MaxRequestBodyBytes default), and so on one object written to
+// it: 3 MiB.
+const DefaultMaxObjectBytes = 3 << 20
+
+// Options tune decoding. The zero value decodes as Paths and Bytes do.
+type Options struct {
+	// MaxObjectBytes bounds the size of one object as written (a YAML
+	// document, a JSON value, one item of a List); larger objects are
+	// errors and are not parsed, so memory stays proportional to the input
+	// that can be valid. Zero means DefaultMaxObjectBytes.
+	MaxObjectBytes int
+}
+
+func (o Options) maxObjectBytes() int {
+	if o.MaxObjectBytes <= 0 {
+		return DefaultMaxObjectBytes
+	}
+	return o.MaxObjectBytes
+}
+
+// Paths is the package-level Paths with these options.
+func (o Options) Paths(paths []string, stdin io.Reader) ([]Object, error) {
+	return decodeInputs(readPaths(paths, stdin), o.maxObjectBytes())
+}
+
+// Bytes is the package-level Bytes with these options.
+func (o Options) Bytes(file string, data []byte) ([]Object, error) {
+	return decodeInputs([]input{{name: file, data: data}}, o.maxObjectBytes())
 }
 
 // input is the content of one file, or why it could not be read.
@@ -55,7 +95,7 @@ func readPaths(paths []string, stdin io.Reader) []input {
 		if p == "-" {
 			switch {
 			case stdinRead:
-				out = append(out, input{name: p, err: "stdin given more than once"})
+				out = append(out, input{name: p, err: "stdin given more than once; it can be read only once"})
 			case stdin == nil:
 				out = append(out, input{name: p, err: "stdin is not available"})
 			default:
@@ -117,6 +157,15 @@ type doc struct {
 	yaml bool
 	json bool   // data is JSON not yet validated
 	err  *Error // the input could not be read here
+	// For JSON documents: the whole input, where the previous value ended,
+	// and which value of the input this is (1-based). A stream that turns
+	// out not to be JSON at its first or second value is read as YAML from
+	// there on, as apimachinery's YAMLOrJSONDecoder (and so kubectl) does.
+	file    []byte
+	prevEnd int
+	nth     int
+	// max is the size limit of one object.
+	max int
 	// members are data's members when splitting already listed them
 	// (fast mode only; parsed says whether they are set).
 	members []member
@@ -133,6 +182,9 @@ type unit struct {
 	// that is done by the worker that decodes the item.
 	list     *header
 	itemKind string
+	// other is set for an object of a kind dractl does not judge.
+	other *header
+	max   int // the size limit, checked for list items
 }
 
 type docResult struct {
@@ -148,12 +200,12 @@ type unitResult struct {
 // decodeInputs decodes optimistically (see decodeInputsMode) and, in the
 // rare case that some JSON document turns out not to be valid JSON, again
 // the careful way, so that the result is always the careful one.
-func decodeInputs(inputs []input) ([]Object, error) {
-	if objs, err, ok := decodeInputsMode(inputs, true); ok {
-		return objs, err
+func decodeInputs(inputs []input, maxBytes int) ([]Object, error) {
+	objs, err, ok := decodeInputsMode(inputs, true, maxBytes)
+	if !ok {
+		objs, err, _ = decodeInputsMode(inputs, false, maxBytes)
 	}
-	objs, err, _ := decodeInputsMode(inputs, false)
-	return objs, err
+	return rejectDuplicates(objs, err)
 }
 
 // decodeInputsMode decodes inputs. The careful mode (fast false) checks
@@ -168,26 +220,47 @@ func decodeInputs(inputs []input) ([]Object, error) {
 //
 // Apart from that check both modes run the same code, so whenever ok is
 // true their results are the same.
-func decodeInputsMode(inputs []input, fast bool) (_ []Object, _ error, ok bool) {
+func decodeInputsMode(inputs []input, fast bool, maxBytes int) (_ []Object, _ error, ok bool) {
 	var docs []doc
 	for _, in := range inputs {
-		docs = splitInput(in, docs, fast)
+		docs = splitInput(in, docs, fast, maxBytes)
 	}
 	// Parse (YAML) and find kinds and list items, in parallel per document.
 	docRes := make([]docResult, len(docs))
 	parallel(len(docs), func(i int) {
 		docRes[i].units, docRes[i].errs = docs[i].units(fast)
 	})
-	// A JSON document that failed validation ends its input: the ones cut
-	// after it may be pieces of it.
+	// A JSON document that failed validation ends the JSON stream: the
+	// ones cut after it may be pieces of it. As in kubectl, a stream whose
+	// first or second value is not JSON is YAML from there on; a later bad
+	// value is an error that ends the input.
 	for i := 0; !fast && i < len(docs); i++ {
 		if docs[i].json && docRes[i].units == nil && len(docRes[i].errs) > 0 && strings.HasPrefix(docRes[i].errs[0].Detail, "invalid JSON") {
 			j := i + 1
 			for j < len(docs) && docs[j].json && docs[j].src.File == docs[i].src.File && docs[j].src.Doc > docs[i].src.Doc {
 				j++
 			}
-			docs = slices.Delete(docs, i+1, j)
-			docRes = slices.Delete(docRes, i+1, j)
+			if docs[i].nth > 2 {
+				docs = slices.Delete(docs, i+1, j)
+				docRes = slices.Delete(docRes, i+1, j)
+				continue
+			}
+			d := docs[i]
+			yamlDocs := splitYAMLFrom(d.src.File, d.file, yamlStart(d.file, d.prevEnd), d.src.Doc, d.max, nil)
+			yamlRes := make([]docResult, len(yamlDocs))
+			parallel(len(yamlDocs), func(k int) {
+				yamlRes[k].units, yamlRes[k].errs = yamlDocs[k].units(false)
+			})
+			if len(yamlDocs) > 0 && yamlRes[0].units == nil && len(yamlRes[0].errs) > 0 && yamlDocs[0].src.Line <= docRes[i].errs[0].Source.Line+1 {
+				// Neither JSON nor YAML: say both, since the file began
+				// as JSON (kubectl reports only the JSON error).
+				e := *yamlRes[0].errs[0]
+				e.Detail = docRes[i].errs[0].Detail + "; read as YAML, as kubectl does next: " + e.Detail
+				yamlRes[0].errs = append([]*Error{&e}, yamlRes[0].errs[1:]...)
+			}
+			docs = slices.Replace(docs, i, j, yamlDocs...)
+			docRes = slices.Replace(docRes, i, j, yamlRes...)
+			i += len(yamlDocs) - 1
 		}
 	}
 	var units []unit
@@ -325,20 +398,48 @@ func parallel(n int, fn func(i int)) {
 var bom = []byte("\xef\xbb\xbf")
 
 // splitInput cuts one input into documents. Input whose first non-blank
-// byte opens a JSON object or array is a JSON stream (as kubectl decides);
-// anything else is YAML.
-func splitInput(in input, docs []doc, fast bool) []doc {
+// character opens a JSON object is a JSON stream, as apimachinery's
+// YAMLOrJSONDecoder (and so kubectl) decides; anything else is YAML.
+func splitInput(in input, docs []doc, fast bool, maxBytes int) []doc {
 	if in.err != "" {
 		return append(docs, doc{err: &Error{Source: Source{File: in.name, Item: -1}, Detail: in.err}})
 	}
 	data := bytes.TrimPrefix(in.data, bom)
-	if i := skipSpace(data, 0); i < len(data) && (data[i] == '{' || data[i] == '[') {
-		return splitJSON(in.name, data, docs, fast)
+	if bytes.HasPrefix(bytes.TrimLeftFunc(data, unicode.IsSpace), []byte("{")) {
+		return splitJSON(in.name, data, docs, fast, maxBytes)
 	}
-	for n, c := range splitYAML(data) {
-		docs = append(docs, doc{src: Source{File: in.name, Doc: n + 1, Item: -1, Line: c.line}, data: c.data, yaml: true})
+	return splitYAMLFrom(in.name, data, 0, 1, maxBytes, docs)
+}
+
+// splitYAMLFrom appends the YAML documents of data[start:], numbering them
+// from doc and counting lines from the start of data.
+func splitYAMLFrom(name string, data []byte, start, doc0 int, maxBytes int, docs []doc) []doc {
+	firstLine := 1 + bytes.Count(data[:start], []byte("\n"))
+	for n, c := range splitYAML(data[start:], firstLine) {
+		d := doc{src: Source{File: name, Doc: doc0 + n, Item: -1, Line: c.line}, data: c.data, yaml: true, max: maxBytes}
+		if c.err != "" {
+			d.err = &Error{Source: d.src, Detail: c.err}
+		}
+		docs = append(docs, d)
 	}
 	return docs
+}
+
+// yamlStart is where apimachinery's YAMLOrJSONDecoder resumes as YAML after
+// the JSON value ending at end: past the blanks that follow it, up to and
+// including the first line break.
+func yamlStart(data []byte, end int) int {
+	for i := end; i < len(data); {
+		r, size := utf8.DecodeRune(data[i:])
+		if r == utf8.RuneError && size <= 1 || !unicode.IsSpace(r) {
+			return i
+		}
+		i += size
+		if r == '\n' {
+			return i
+		}
+	}
+	return len(data)
 }
 
 // splitJSON cuts a stream of concatenated JSON values. It only skips over
@@ -350,7 +451,7 @@ func splitInput(in input, docs []doc, fast bool) []doc {
 // elements of its array members) listed in the same pass, so that a big
 // List is not scanned again to find its items. The cut is the same: the
 // object's end found by scanObject is where skipValue ends too.
-func splitJSON(name string, data []byte, docs []doc, fast bool) []doc {
+func splitJSON(name string, data []byte, docs []doc, fast bool, maxBytes int) []doc {
 	counted, line := 0, 1 // newlines counted in data[:counted]
 	lineAt := func(off int) int {
 		off = min(max(off, counted), len(data))
@@ -358,6 +459,7 @@ func splitJSON(name string, data []byte, docs []doc, fast bool) []doc {
 		counted = off
 		return line
 	}
+	prevEnd := 0
 	for n, i := 1, skipSpace(data, 0); i < len(data); n++ {
 		src := Source{File: name, Doc: n, Item: -1, Line: lineAt(i)}
 		var members []member
@@ -373,7 +475,9 @@ func splitJSON(name string, data []byte, docs []doc, fast bool) []doc {
 			// Unterminated; validation will say where it breaks.
 			end = len(data)
 		}
-		docs = append(docs, doc{src: src, data: data[i:end], json: true, members: members, parsed: parsed})
+		docs = append(docs, doc{src: src, data: data[i:end], json: true, members: members, parsed: parsed,
+			file: data, prevEnd: prevEnd, nth: n, max: maxBytes})
+		prevEnd = end
 		i = skipSpace(data, end)
 	}
 	return docs
@@ -455,13 +559,18 @@ func (d *doc) units(fast bool) ([]unit, []*Error) {
 		return nil, []*Error{d.err}
 	}
 	data := d.data
+	if d.yaml && len(data) > d.max && !mayBeList(data) {
+		// Checked before parsing, so that a huge document costs no more
+		// than reading it. A List is judged by the size of its items.
+		return nil, []*Error{{Source: d.src, Detail: tooLarge(len(data), d.max)}}
+	}
 	if d.json && !fast && !json.Valid(data) {
 		return nil, []*Error{{Source: d.src, Detail: jsonSyntaxError(data, d.src.Line)}}
 	}
 	if d.yaml {
 		j, err := yamlToJSON(chunk{data: d.data, line: d.src.Line})
 		if err != nil {
-			return nil, []*Error{{Source: d.src, Detail: err.Error()}}
+			return nil, []*Error{{Source: d.src, Detail: explainYAMLError(d.data, err)}}
 		}
 		data = j
 	}
@@ -477,15 +586,23 @@ func (d *doc) units(fast bool) ([]unit, []*Error) {
 		return nil, wrap(d.src, h, ferrs)
 	}
 	list, itemKind := isList(h.apiVersion, h.kind)
-	if !list {
-		k := lookupKind(h.apiVersion, h.kind)
-		if k == nil {
-			return nil, []*Error{{Source: d.src, Kind: h.kind, Name: h.name, Detail: kindError(h.apiVersion, h.kind)}}
-		}
-		return []unit{{src: d.src, data: data, kind: k, name: h.name}}, nil
+	if list && judged(h.apiVersion, h.kind) {
+		// ResourceSliceList and the like are lists; a kind that merely ends
+		// in "List" is not, when its group has a kind of that name.
+		list = false
 	}
-	if itemKind != "" && lookupKind(h.apiVersion, itemKind) == nil {
-		return nil, []*Error{{Source: d.src, Kind: h.kind, Name: h.name, Detail: kindError(h.apiVersion, h.kind)}}
+	if !list {
+		if len(data) > d.max {
+			return nil, []*Error{{Source: d.src, Kind: h.kind, Name: h.name, Detail: tooLarge(len(data), d.max)}}
+		}
+		u, errs := objectUnit(d.src, h, data)
+		if errs != nil {
+			return nil, errs
+		}
+		return []unit{u}, nil
+	}
+	if itemKind != "" && judged(h.apiVersion, itemKind) && lookupKind(h.apiVersion, itemKind) == nil {
+		return nil, []*Error{{Source: d.src, Kind: h.kind, Name: h.name, Detail: kindError(h.apiVersion, itemKind)}}
 	}
 
 	var items []byte
@@ -531,9 +648,66 @@ func (d *doc) units(fast bool) ([]unit, []*Error) {
 	for i, e := range elems {
 		src := d.src
 		src.Item = i
-		units[i] = unit{src: src, data: e, list: lh, itemKind: itemKind}
+		units[i] = unit{src: src, data: e, list: lh, itemKind: itemKind, max: d.max}
 	}
 	return units, errs
+}
+
+// objectUnit is the unit of one object whose header has been read: an
+// object dractl judges, or one read leniently.
+func objectUnit(src Source, h header, data []byte) (unit, []*Error) {
+	if k := lookupKind(h.apiVersion, h.kind); k != nil {
+		return unit{src: src, data: data, kind: k, name: h.name}, nil
+	}
+	if judged(h.apiVersion, h.kind) {
+		return unit{}, []*Error{{Source: src, Kind: h.kind, Name: h.name, Detail: kindError(h.apiVersion, h.kind)}}
+	}
+	if h.name == "" {
+		return unit{}, []*Error{{Source: src, Kind: h.kind, Field: "metadata.name", Detail: "missing; every object needs a name"}}
+	}
+	return unit{src: src, data: data, other: &h, name: h.name}, nil
+}
+
+// tooLarge explains the size limit.
+func tooLarge(size, limit int) string {
+	return fmt.Sprintf("the object is %s, more than the %s that kube-apiserver accepts in one request; it was not read (the limit can be raised)",
+		byteSize(size), byteSize(limit))
+}
+
+func byteSize(n int) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return strconv.Itoa(n>>20) + " MiB"
+	case n >= 1<<20:
+		return strconv.FormatFloat(float64(n)/(1<<20), 'f', 1, 64) + " MiB"
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return strconv.Itoa(n>>10) + " KiB"
+	default:
+		return strconv.Itoa(n) + " bytes"
+	}
+}
+
+// mayBeList reports whether a YAML document could be a List: whether a
+// line at the top level says kind: ...List. A document that cannot be is
+// judged by its size without being parsed.
+func mayBeList(data []byte) bool {
+	for len(data) > 0 {
+		line := data
+		if nl := bytes.IndexByte(data, '\n'); nl >= 0 {
+			line, data = data[:nl], data[nl+1:]
+		} else {
+			data = nil
+		}
+		rest, ok := bytes.CutPrefix(line, []byte("kind:"))
+		if !ok {
+			continue
+		}
+		v := bytes.Trim(bytes.TrimSpace(rest), `"'`)
+		if bytes.HasSuffix(v, []byte("List")) {
+			return true
+		}
+	}
+	return false
 }
 
 // listItem reads the header of one List item. Items of a typed list (e.g.
@@ -565,11 +739,17 @@ func listItem(list header, itemKind string, data []byte) (unit, header, []fieldE
 	if len(ferrs) > 0 {
 		return u, h, ferrs
 	}
-	if l, _ := isList(h.apiVersion, h.kind); l {
+	if l, _ := isList(h.apiVersion, h.kind); l && !judged(h.apiVersion, h.kind) {
 		return u, h, []fieldError{{"kind", "a list inside a list is not supported"}}
 	}
 	if u.kind = lookupKind(h.apiVersion, h.kind); u.kind == nil {
-		return u, h, []fieldError{{"", kindError(h.apiVersion, h.kind)}}
+		if judged(h.apiVersion, h.kind) {
+			return u, h, []fieldError{{"", kindError(h.apiVersion, h.kind)}}
+		}
+		if h.name == "" {
+			return u, h, []fieldError{{"metadata.name", "missing; every object needs a name"}}
+		}
+		u.other = &h
 	}
 	return u, h, nil
 }
@@ -586,11 +766,17 @@ func wrap(src Source, h header, ferrs []fieldError) []*Error {
 // of a List has its header read first.
 func (u *unit) decode() (Object, []*Error) {
 	if u.list != nil {
+		if u.max > 0 && len(u.data) > u.max {
+			return Object{}, []*Error{{Source: u.src, Kind: u.itemKind, Detail: tooLarge(len(u.data), u.max)}}
+		}
 		iu, ih, ferrs := listItem(*u.list, u.itemKind, u.data)
 		if len(ferrs) > 0 {
 			return Object{}, wrap(u.src, ih, ferrs)
 		}
-		u.kind, u.name = iu.kind, iu.name
+		u.kind, u.name, u.other = iu.kind, iu.name, iu.other
+	}
+	if u.other != nil {
+		return u.decodeOther()
 	}
 	k := u.kind
 	v := reflect.New(k.typ)
@@ -609,7 +795,35 @@ func (u *unit) decode() (Object, []*Error) {
 	}
 	o := v.Interface().(apiObject)
 	o.GetObjectKind().SetGroupVersionKind(schema.FromAPIVersionAndKind(k.apiVersion, k.kind))
+	if k.older {
+		v1, err := convert.ToV1(o.(kruntime.Object))
+		if err != nil {
+			return Object{}, []*Error{{Source: u.src, Kind: k.kind, Name: u.name, Detail: err.Error()}}
+		}
+		if s, ok := v1.(*resourcev1.ResourceSlice); ok {
+			o = api.FromV1(s)
+		} else {
+			o = v1.(apiObject)
+		}
+	}
 	normalize(o, k)
 	SetDefaults(o)
-	return Object{Source: u.src, Kind: k.kind, Name: o.GetName(), Namespace: o.GetNamespace(), Obj: o}, nil
+	obj := Object{Source: u.src, APIVersion: k.apiVersion, Kind: k.kind, Name: o.GetName(), Namespace: o.GetNamespace(), Obj: o}
+	if k.kind != api.KindSlice {
+		// Slices are most of the input and are always rewritten when
+		// printed; everything else may be printed as it was written.
+		obj.Raw = u.data
+	}
+	return obj, nil
+}
+
+// decodeOther reads an object of a kind dractl does not judge: any valid
+// JSON object with apiVersion, kind and metadata.name.
+func (u *unit) decodeOther() (Object, []*Error) {
+	var m map[string]any
+	if err := json.Unmarshal(u.data, &m); err != nil {
+		return Object{}, []*Error{{Source: u.src, Kind: u.other.kind, Name: u.name, Detail: err.Error()}}
+	}
+	o := &unstructured.Unstructured{Object: m}
+	return Object{Source: u.src, APIVersion: u.other.apiVersion, Kind: u.other.kind, Name: u.name, Namespace: o.GetNamespace(), Obj: o, Raw: u.data}, nil
 }

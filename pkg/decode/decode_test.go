@@ -129,15 +129,15 @@ func TestDecodeErrors(t *testing.T) {
 			{"a.yaml#1", "ResourceSlice", "gpu-node-0", "spec.devices[0].bogus", "unknown field"},
 		},
 	}, {
-		name: "unknown kind",
+		name: "other kind without a name",
 		file: "a.yaml",
-		in:   "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\n",
-		want: []wantErr{{"a.yaml#1", "Deployment", "web", "", `unsupported kind "Deployment"`}},
+		in:   "apiVersion: apps/v1\nkind: Deployment\nmetadata: {generateName: web-}\n",
+		want: []wantErr{{"a.yaml#1", "Deployment", "", "metadata.name", "missing"}},
 	}, {
 		name: "unsupported version of a known kind",
 		file: "a.yaml",
-		in:   "apiVersion: resource.k8s.io/v1beta2\nkind: ResourceSlice\n",
-		want: []wantErr{{"a.yaml#1", "ResourceSlice", "", "", `expected resource.k8s.io/v1`}},
+		in:   "apiVersion: resource.k8s.io/v1alpha3\nkind: ResourceSlice\n",
+		want: []wantErr{{"a.yaml#1", "ResourceSlice", "", "", `expected resource.k8s.io/v1, resource.k8s.io/v1beta1, resource.k8s.io/v1beta2`}},
 	}, {
 		name: "missing kind and apiVersion",
 		file: "a.yaml",
@@ -156,7 +156,7 @@ func TestDecodeErrors(t *testing.T) {
 		file: "a.yaml",
 		in:   "- a\n- b\n---\nnull\n---\njust text\n",
 		want: []wantErr{
-			{"a.yaml#1", "", "", "", "not a mapping"},
+			{"a.yaml#1", "", "", "", "found a sequence"},
 			{"a.yaml#2", "", "", "", "null"},
 			{"a.yaml#3", "", "", "", "not a mapping"},
 		},
@@ -179,14 +179,14 @@ func TestDecodeErrors(t *testing.T) {
 		name: "JSON array is not an object",
 		file: "a.json",
 		in:   `[{"apiVersion":"v1","kind":"Node"}]`,
-		want: []wantErr{{"a.json#1", "", "", "", "found array"}},
+		want: []wantErr{{"a.json#1", "", "", "", "found a sequence"}},
 	}, {
 		name: "errors in every document, in order",
 		file: "a.yaml",
 		in:   "apiVersion: v1\nkind: Node\nmetadata: {name: a, nme: x}\n---\napiVersion: v1\nkind: Nod\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {containers: {}}\n",
 		want: []wantErr{
 			{"a.yaml#1", "Node", "a", "metadata.nme", `did you mean "name"?`},
-			{"a.yaml#2", "Nod", "", "", "unsupported kind"},
+			{"a.yaml#2", "Nod", "", "metadata.name", "missing"},
 			{"a.yaml#3", "Pod", "p", "spec.containers", "expected array, found object"},
 		},
 	}, {
@@ -225,10 +225,10 @@ items:
 			{"l.json#1 items[1]", "ResourceSlice", "s", "spec.poool", `did you mean "pool"?`},
 		},
 	}, {
-		name: "typed list of an unknown kind",
+		name: "typed list of another kind: items read leniently",
 		file: "l.yaml",
-		in:   "apiVersion: apps/v1\nkind: DeploymentList\nitems: []\n",
-		want: []wantErr{{"l.yaml#1", "DeploymentList", "", "", "unsupported kind"}},
+		in:   "apiVersion: apps/v1\nkind: DeploymentList\nitems: [{metadata: {name: a}}, {metadata: {}}]\n",
+		want: []wantErr{{"l.yaml#1 items[1]", "Deployment", "", "metadata.name", "missing"}},
 	}, {
 		name: "items not an array",
 		file: "l.yaml",

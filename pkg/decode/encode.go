@@ -14,8 +14,9 @@ import (
 // Encode writes objects as "yaml" (documents separated by "---" lines) or
 // "json" (the object itself, or a v1 List when there are several or none).
 // objs may hold the pointer types of Object.Obj, *resourcev1.ResourceSlice,
-// or Object values. Empty apiVersion and kind are filled in on a copy; the
-// objects themselves are not changed.
+// Object values, or json.RawMessage (an object as written, such as
+// Object.Raw, printed with its content unchanged). Empty apiVersion and kind
+// are filled in on a copy; the objects themselves are not changed.
 func Encode(w io.Writer, objs []any, format string) error {
 	typed := make([]any, len(objs))
 	for i, o := range objs {
@@ -28,7 +29,13 @@ func Encode(w io.Writer, objs []any, format string) error {
 	switch format {
 	case "yaml":
 		for i, o := range typed {
-			b, err := yaml.Marshal(o)
+			var b []byte
+			var err error
+			if raw, ok := o.(json.RawMessage); ok {
+				b, err = yaml.JSONToYAML(raw)
+			} else {
+				b, err = yaml.Marshal(o)
+			}
 			if err != nil {
 				return fmt.Errorf("encode object %d: %w", i, err)
 			}
@@ -65,6 +72,8 @@ func Encode(w io.Writer, objs []any, format string) error {
 // withTypeMeta returns a shallow copy of o with apiVersion and kind set.
 func withTypeMeta(o any) (any, error) {
 	switch v := o.(type) {
+	case json.RawMessage:
+		return v, nil
 	case Object:
 		return withTypeMeta(v.Obj)
 	case *Object:

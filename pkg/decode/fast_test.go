@@ -31,8 +31,8 @@ var fastSeeds = []string{
 func checkFastMatchesCareful(t *testing.T, data []byte) {
 	t.Helper()
 	in := []input{{name: "f.json", data: data}}
-	careObjs, careErr, _ := decodeInputsMode(in, false)
-	fastObjs, fastErr, ok := decodeInputsMode(in, true)
+	careObjs, careErr, _ := decodeInputsMode(in, false, DefaultMaxObjectBytes)
+	fastObjs, fastErr, ok := decodeInputsMode(in, true, DefaultMaxObjectBytes)
 	if ok && (!reflect.DeepEqual(fastObjs, careObjs) || !reflect.DeepEqual(fastErr, careErr)) {
 		t.Fatalf("fast mode differs from careful mode on %q:\nfast:    %v %v\ncareful: %v %v", data, len(fastObjs), fastErr, len(careObjs), careErr)
 	}
@@ -48,7 +48,7 @@ func checkFastMatchesCareful(t *testing.T, data []byte) {
 // validStream reports whether data is a stream of valid JSON values as
 // splitJSON cuts it (the fast mode must never give up on those).
 func validStream(data []byte) bool {
-	docs := splitJSON("x", bytes.TrimPrefix(data, bom), nil, false)
+	docs := splitJSON("x", bytes.TrimPrefix(data, bom), nil, false, DefaultMaxObjectBytes)
 	for _, d := range docs {
 		if !jsonValid(d.data) {
 			return false
@@ -134,7 +134,7 @@ func TestFastModeTakesValidLists(t *testing.T) {
 		if !validStream([]byte(s)) {
 			continue
 		}
-		if _, _, ok := decodeInputsMode([]input{{name: "f.json", data: []byte(s)}}, true); !ok {
+		if _, _, ok := decodeInputsMode([]input{{name: "f.json", data: []byte(s)}}, true, DefaultMaxObjectBytes); !ok {
 			t.Errorf("fast mode gave up on valid JSON %q", s)
 		}
 	}

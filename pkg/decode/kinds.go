@@ -8,25 +8,46 @@ import (
 	"github.com/dractl/dractl/pkg/api"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	resourcev1beta1 "k8s.io/api/resource/v1beta1"
+	resourcev1beta2 "k8s.io/api/resource/v1beta2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
-// kindInfo describes one supported kind.
+// kindInfo describes one kind dractl judges, at one API version.
 type kindInfo struct {
 	apiVersion string
 	kind       string
 	namespaced bool
 	typ        reflect.Type // the struct type; decoding allocates a *typ
+	// older is set for the resource.k8s.io versions before v1: objects
+	// decode into their own type (so errors name the fields as written) and
+	// are then converted to v1 (pkg/convert).
+	older bool
 }
 
+var (
+	v1beta1 = resourcev1beta1.SchemeGroupVersion.String()
+	v1beta2 = resourcev1beta2.SchemeGroupVersion.String()
+)
+
+// kinds are the kinds dractl judges. Every version kube-apiserver 1.37
+// serves for the resource.k8s.io kinds is read; all become v1 objects.
 var kinds = []kindInfo{
-	{api.APIVersion, api.KindSlice, false, reflect.TypeFor[api.ResourceSlice]()},
-	{api.APIVersion, "DeviceClass", false, reflect.TypeFor[resourcev1.DeviceClass]()},
-	{api.APIVersion, "ResourceClaim", true, reflect.TypeFor[resourcev1.ResourceClaim]()},
-	{api.APIVersion, "ResourceClaimTemplate", true, reflect.TypeFor[resourcev1.ResourceClaimTemplate]()},
-	{"v1", "Node", false, reflect.TypeFor[corev1.Node]()},
-	{"v1", "Pod", true, reflect.TypeFor[corev1.Pod]()},
+	{api.APIVersion, api.KindSlice, false, reflect.TypeFor[api.ResourceSlice](), false},
+	{api.APIVersion, "DeviceClass", false, reflect.TypeFor[resourcev1.DeviceClass](), false},
+	{api.APIVersion, "ResourceClaim", true, reflect.TypeFor[resourcev1.ResourceClaim](), false},
+	{api.APIVersion, "ResourceClaimTemplate", true, reflect.TypeFor[resourcev1.ResourceClaimTemplate](), false},
+	{v1beta2, api.KindSlice, false, reflect.TypeFor[resourcev1beta2.ResourceSlice](), true},
+	{v1beta2, "DeviceClass", false, reflect.TypeFor[resourcev1beta2.DeviceClass](), true},
+	{v1beta2, "ResourceClaim", true, reflect.TypeFor[resourcev1beta2.ResourceClaim](), true},
+	{v1beta2, "ResourceClaimTemplate", true, reflect.TypeFor[resourcev1beta2.ResourceClaimTemplate](), true},
+	{v1beta1, api.KindSlice, false, reflect.TypeFor[resourcev1beta1.ResourceSlice](), true},
+	{v1beta1, "DeviceClass", false, reflect.TypeFor[resourcev1beta1.DeviceClass](), true},
+	{v1beta1, "ResourceClaim", true, reflect.TypeFor[resourcev1beta1.ResourceClaim](), true},
+	{v1beta1, "ResourceClaimTemplate", true, reflect.TypeFor[resourcev1beta1.ResourceClaimTemplate](), true},
+	{"v1", "Node", false, reflect.TypeFor[corev1.Node](), false},
+	{"v1", "Pod", true, reflect.TypeFor[corev1.Pod](), false},
 }
 
 func lookupKind(apiVersion, kind string) *kindInfo {
@@ -38,7 +59,29 @@ func lookupKind(apiVersion, kind string) *kindInfo {
 	return nil
 }
 
-// kindError explains why apiVersion/kind is not supported, naming what is.
+// judged reports whether dractl has rules for kind in apiVersion's group.
+// Objects of other kinds are read leniently; a judged kind at a version
+// dractl does not read is an error, since its rules could not be applied.
+func judged(apiVersion, kind string) bool {
+	group := groupOf(apiVersion)
+	for _, k := range kinds {
+		if k.kind == kind && groupOf(k.apiVersion) == group {
+			return true
+		}
+	}
+	return false
+}
+
+func groupOf(apiVersion string) string {
+	gv, err := schema.ParseGroupVersion(apiVersion)
+	if err != nil {
+		return apiVersion
+	}
+	return gv.Group
+}
+
+// kindError explains why a judged kind's apiVersion is not read, naming
+// the versions that are.
 func kindError(apiVersion, kind string) string {
 	var versions []string
 	for _, k := range kinds {
@@ -46,15 +89,8 @@ func kindError(apiVersion, kind string) string {
 			versions = append(versions, k.apiVersion)
 		}
 	}
-	if len(versions) > 0 {
-		return "unsupported apiVersion " + quote(apiVersion) + " for kind " + kind + "; expected " + strings.Join(versions, " or ")
-	}
-	var all []string
-	for _, k := range kinds {
-		all = append(all, k.apiVersion+" "+k.kind)
-	}
-	sort.Strings(all)
-	return "unsupported kind " + quote(kind) + " (apiVersion " + quote(apiVersion) + "); supported: " + strings.Join(all, ", ") + ", and lists of them"
+	sort.Strings(versions)
+	return "unsupported apiVersion " + quote(apiVersion) + " for kind " + kind + "; expected " + strings.Join(versions, ", ")
 }
 
 func quote(s string) string { return "\"" + s + "\"" }

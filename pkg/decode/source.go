@@ -1,6 +1,7 @@
 package decode
 
 import (
+	"encoding/json"
 	"strconv"
 	"strings"
 )
@@ -40,6 +41,9 @@ func (s Source) String() string {
 // Object is one decoded object.
 type Object struct {
 	Source Source
+	// APIVersion is the object's apiVersion as written. Objects of older
+	// resource.k8s.io versions are converted: Obj is then a v1 object.
+	APIVersion string
 	// Kind is the object's kind, e.g. "ResourceSlice".
 	Kind string
 	// Name and Namespace are metadata.name and metadata.namespace.
@@ -47,8 +51,14 @@ type Object struct {
 	Namespace string
 	// Obj is one of *api.ResourceSlice, *resourcev1.DeviceClass,
 	// *resourcev1.ResourceClaim, *resourcev1.ResourceClaimTemplate,
-	// *corev1.Node or *corev1.Pod, with apiVersion and kind always set.
+	// *corev1.Node or *corev1.Pod, with apiVersion and kind always set; or,
+	// for any other kind, which dractl reads without judging it, an
+	// *unstructured.Unstructured.
 	Obj any
+	// Raw is the object as written, in JSON, for every kind but
+	// ResourceSlice: what a command prints for an object it does not
+	// rewrite, so that nothing (not even a default) is added to it.
+	Raw json.RawMessage
 }
 
 // Error is one problem found while reading or decoding.

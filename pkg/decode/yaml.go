@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"sort"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	yaml "go.yaml.in/yaml/v2"
@@ -18,18 +19,23 @@ import (
 // chunk is one "---"-separated piece of a YAML stream.
 type chunk struct {
 	data []byte
-	line int // 1-based line of the chunk's first byte
+	line int    // 1-based line of the chunk's first byte
+	err  string // set for a malformed separator line, which ends the chunk
 }
 
-// splitYAML cuts a YAML stream at separator lines. A separator is a line
-// that starts with "---" followed by nothing but blanks or a comment, the
-// same rule as apimachinery's YAMLReader (and so kubectl), so that files
-// split here exactly where they split there. Empty chunks are dropped.
-func splitYAML(data []byte) []chunk {
+// splitYAML cuts a YAML stream at separator lines, counting lines from
+// firstLine. A separator is a line that starts with "---" followed by
+// nothing but blanks or a comment, the same rule as apimachinery's
+// YAMLReader (and so kubectl), so that files split here exactly where they
+// split there. Like YAMLReader, a line starting with "---" followed by
+// anything else is an error; the chunk before it is kept, and splitting
+// goes on after it so that later documents are still checked. Empty chunks
+// are dropped.
+func splitYAML(data []byte, firstLine int) []chunk {
 	var out []chunk
-	start, startLine, line := 0, 1, 1
+	start, startLine, line := 0, firstLine, firstLine
 	flush := func(end int) {
-		if !blankYAML(data[start:end]) {
+		if !blankYAML(data[start:end]) || blankButInvalid(data[start:end]) {
 			out = append(out, chunk{data: data[start:end], line: startLine})
 		}
 	}
@@ -39,8 +45,12 @@ func splitYAML(data []byte) []chunk {
 		if nl >= 0 {
 			next = i + nl + 1
 		}
-		if isSeparator(data[i:next]) {
+		if sep, bad := separator(data[i:next]); sep {
 			flush(i)
+			if bad != "" {
+				out = append(out, chunk{data: data[i:next], line: line,
+					err: fmt.Sprintf("line %d: invalid YAML document separator %q: only blanks or a comment may follow \"---\"", line, bytes.TrimRight(data[i:next], "\r\n"))})
+			}
 			start, startLine = next, line+1
 		}
 		i = next
@@ -50,12 +60,27 @@ func splitYAML(data []byte) []chunk {
 	return out
 }
 
-func isSeparator(line []byte) bool {
+// separator reports whether line starts with "---", and what follows it
+// when that is not allowed.
+func separator(line []byte) (sep bool, bad string) {
 	if !bytes.HasPrefix(line, []byte("---")) {
-		return false
+		return false, ""
 	}
 	rest := bytes.TrimSpace(line[3:])
-	return len(rest) == 0 || rest[0] == '#'
+	if len(rest) == 0 || rest[0] == '#' {
+		return true, ""
+	}
+	return true, string(rest)
+}
+
+// blankButInvalid reports whether a blank chunk is still not YAML: tabs
+// may not start a token, and kubectl fails on them.
+func blankButInvalid(b []byte) bool {
+	if !bytes.ContainsRune(b, '\t') {
+		return false
+	}
+	var v any
+	return yaml.Unmarshal(b, &v) != nil
 }
 
 // blankYAML reports whether a chunk holds only blank and comment lines.
@@ -121,6 +146,11 @@ func yamlError(err error, firstLine int) string {
 // decoder then reports it with its full path. The API server gets the same
 // result by parsing YAML twice; this parses once.
 func yamlToJSON(c chunk) ([]byte, error) {
+	if isSequence(c.data) {
+		// go-yaml would decode a sequence of mappings into MapSlice as
+		// items with neither key nor value.
+		return nil, errors.New("expected an object with apiVersion and kind, found a sequence")
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(c.data))
 	var doc yaml.MapSlice
 	if err := dec.Decode(&doc); err != nil {
@@ -140,12 +170,73 @@ func yamlToJSON(c chunk) ([]byte, error) {
 		return nil, fmt.Errorf("more than one YAML document without a \"---\" line between them (a document starting at or after line %d)", c.line)
 	}
 	out := make([]byte, 0, len(c.data)+len(c.data)/4)
-	return appendYAML(out, doc)
+	return appendYAML(out, doc, c.data)
+}
+
+// isSequence reports whether a YAML document's top-level node is a
+// sequence: its first line that is not blank, a comment or a directive
+// starts with "[" or is a "-" entry.
+func isSequence(data []byte) bool {
+	for len(data) > 0 {
+		line := data
+		if nl := bytes.IndexByte(data, '\n'); nl >= 0 {
+			line, data = data[:nl], data[nl+1:]
+		} else {
+			data = nil
+		}
+		t := bytes.TrimSpace(line)
+		if len(t) == 0 || t[0] == '#' || t[0] == '%' {
+			continue
+		}
+		return t[0] == '[' || t[0] == '-' && (len(t) == 1 || t[1] == ' ' || t[1] == '\t')
+	}
+	return false
+}
+
+// explainYAMLError words a YAML error for a document that is a Helm chart
+// or Go template rather than a manifest: go-yaml's own message then speaks
+// of mapping keys and Go types.
+func explainYAMLError(data []byte, err error) string {
+	if bytes.Contains(data, []byte("{{")) && bytes.Contains(data, []byte("}}")) {
+		return "the document contains template directives ({{ ... }}), as in a Helm chart or Go template; render it first (helm template, envsubst, ...) and give dractl the result"
+	}
+	return err.Error()
+}
+
+// integerText finds the digits of an integer too large for int64 in the
+// document it came from: go-yaml turns it into a float, and the error
+// about it should show what the user wrote, not 1e+23.
+func integerText(src []byte, v float64) (string, bool) {
+	for i := 0; i < len(src); {
+		if src[i] < '0' || src[i] > '9' {
+			i++
+			continue
+		}
+		j := i
+		for j < len(src) && src[j] >= '0' && src[j] <= '9' {
+			j++
+		}
+		start := i
+		if start > 0 && (src[start-1] == '-' || src[start-1] == '+') {
+			start--
+		}
+		if j-i >= 19 && (i == 0 || src[i-1] == ' ' || src[i-1] == '-' || src[i-1] == '+' || src[i-1] == '[' || src[i-1] == ',') {
+			if f, err := strconv.ParseFloat(string(src[start:j]), 64); err == nil && f == v {
+				return strings.TrimPrefix(string(src[start:j]), "+"), true
+			}
+		}
+		i = j
+	}
+	return "", false
 }
 
 // appendYAML writes a value produced by go-yaml v2 as JSON, with the same
 // conversions sigs.k8s.io/yaml applies to map keys.
-func appendYAML(b []byte, v any) ([]byte, error) {
+//
+// src is the document's text, for integers too large for int64, which
+// go-yaml returns as floats: they are written with their own digits, the
+// same number in JSON, so that errors about them show what was written.
+func appendYAML(b []byte, v any, src []byte) ([]byte, error) {
 	var err error
 	switch v := v.(type) {
 	case nil:
@@ -162,6 +253,11 @@ func appendYAML(b []byte, v any) ([]byte, error) {
 		if math.IsInf(v, 0) || math.IsNaN(v) {
 			return nil, fmt.Errorf("the value %v cannot be represented in JSON", v)
 		}
+		if v == math.Trunc(v) && math.Abs(v) >= 1<<63 {
+			if digits, ok := integerText(src, v); ok {
+				return append(b, digits...), nil
+			}
+		}
 		f, err := json.Marshal(v)
 		if err != nil {
 			return nil, err
@@ -175,7 +271,7 @@ func appendYAML(b []byte, v any) ([]byte, error) {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			if b, err = appendYAML(b, e); err != nil {
+			if b, err = appendYAML(b, e, src); err != nil {
 				return nil, err
 			}
 		}
@@ -192,7 +288,7 @@ func appendYAML(b []byte, v any) ([]byte, error) {
 			}
 			b = appendString(b, k)
 			b = append(b, ':')
-			if b, err = appendYAML(b, item.Value); err != nil {
+			if b, err = appendYAML(b, item.Value, src); err != nil {
 				return nil, err
 			}
 		}
@@ -217,13 +313,13 @@ func appendYAML(b []byte, v any) ([]byte, error) {
 			}
 			b = appendString(b, k)
 			b = append(b, ':')
-			if b, err = appendYAML(b, vals[k]); err != nil {
+			if b, err = appendYAML(b, vals[k], src); err != nil {
 				return nil, err
 			}
 		}
 		return append(b, '}'), nil
 	default:
-		return nil, fmt.Errorf("unsupported YAML value of type %T", v)
+		return nil, fmt.Errorf("unsupported YAML value %v", v)
 	}
 }
 
@@ -252,8 +348,14 @@ func yamlKey(k any) (string, error) {
 		return s, nil
 	case bool:
 		return strconv.FormatBool(k), nil
+	case yaml.MapSlice, map[any]any:
+		return "", errors.New("a mapping key is itself a mapping; keys must be strings")
+	case []any:
+		return "", errors.New("a mapping key is a sequence; keys must be strings")
+	case nil:
+		return "", errors.New("a mapping key is null; keys must be strings")
 	default:
-		return "", fmt.Errorf("unsupported mapping key %v of type %T; keys must be strings", k, k)
+		return "", fmt.Errorf("a mapping key (%v) is not a string; keys must be strings", k)
 	}
 }
 

@@ -1,6 +1,6 @@
 // Package pool groups ResourceSlices into resource pools and checks the
 // pool-level rules that admission cannot check because they span slices
-// (KEP-4815, seed 001 "Validation").
+// (KEP-4815, KEP-4815 "Validation").
 package pool
 
 import (
@@ -43,7 +43,7 @@ func NewSlice(s *api.ResourceSlice) *Slice {
 type Pool struct {
 	ID
 	// Generation is the highest generation seen; only slices of this
-	// generation count (seed 003, "pool.generation").
+	// generation count (resource.k8s.io/v1 API reference, pool.generation).
 	Generation int64
 	// SliceCount is the resourceSliceCount the pool's slices declare. When
 	// they disagree, it is the largest and Problems says so.

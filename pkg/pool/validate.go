@@ -21,7 +21,7 @@ func (p Problem) String() string {
 }
 
 // InvalidError reports every problem of one pool. The allocator never uses
-// part of an invalid pool (seed 001); it reports the pool in the
+// part of an invalid pool (KEP-4815); it reports the pool in the
 // explanation of a node that does not fit, and as a fatal error only when
 // an "All" request would have had to take its devices.
 type InvalidError struct {
@@ -67,7 +67,7 @@ func (p *Pool) CounterSets() map[string]CounterSet {
 	return out
 }
 
-// Validate checks the rules of seed 001 "Validation" that span slices:
+// Validate checks the rules of KEP-4815 "Validation" that span slices:
 // device names unique in the pool, counter set names unique in the pool,
 // every consumed counter set exists, every consumed counter exists in its
 // set. It also reports slices of one generation that disagree on

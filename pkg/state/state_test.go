@@ -183,3 +183,20 @@ func TestUnfitExplains(t *testing.T) {
 		t.Errorf("%d partitions rejected for exhausted counters, want 4", n)
 	}
 }
+
+func TestNodePools(t *testing.T) {
+	st := state.New(state.Options{})
+	partitioned(st, t)
+	must(t, st.SetMixinSlice(at.Slice("other").Driver(driver).Pool("node-2").Node("node-2").Device(at.Device("gpu-9")).Obj()))
+	for node, want := range map[string]string{"node-1": driver + "/node-1", "node-2": driver + "/node-2", "node-3": ""} {
+		ids, err := st.Snapshot().NodePools(at.Node(node))
+		must(t, err)
+		got := ""
+		for _, id := range ids {
+			got += id.String()
+		}
+		if got != want {
+			t.Errorf("%s sees %q, want %q", node, got, want)
+		}
+	}
+}

@@ -16,7 +16,7 @@ import (
 	"github.com/dractl/dractl/pkg/api"
 )
 
-// semverRe is semver.org 2.0.0 (003 attributes{}.version).
+// semverRe is semver.org 2.0.0 (v1 API reference: attributes{}.version).
 var semverRe = regexp.MustCompile(`^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)` +
 	`(-(0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(\.(0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*)?` +
 	`(\+[0-9a-zA-Z-]+(\.[0-9a-zA-Z-]+)*)?$`)
@@ -35,7 +35,7 @@ func attributes(attrs map[api.QualifiedName]api.DeviceAttribute, p *field.Path) 
 }
 
 // attribute: exactly one value field; string and version values at most 64
-// characters; versions are semver; list values non-empty (003
+// characters; versions are semver; list values non-empty (v1 API reference
 // attributes{}; v1 DeviceAttribute).
 func attribute(a *api.DeviceAttribute, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
@@ -332,7 +332,7 @@ var taintEffects = []resourcev1.DeviceTaintEffect{
 }
 
 // taint: key a label name, value a label value, effect one of None,
-// NoSchedule, NoExecute (003 .spec.devices[].taints[]).
+// NoSchedule, NoExecute (v1 API reference: .spec.devices[].taints[]).
 func taint(t *api.DeviceTaint, p *field.Path) field.ErrorList {
 	errs := labelName(t.Key, p.Child("key"))
 	if t.Value != "" {

@@ -7,8 +7,8 @@
 //
 // A ResourceSlice that sets no KEP-5234 field is accepted exactly when
 // kube-apiserver 1.37 with all DRA feature gates enabled (including
-// DRAFractionalCapacityRange) accepts it: the rules of the v1 API (seed
-// 003, k8s.io/api/resource/v1 v0.37.2 field docs, declarative markers and
+// DRAFractionalCapacityRange) accepts it: the rules of the v1 API (the
+// resource.k8s.io/v1 API reference, k8s.io/api/resource/v1 v0.37.2 field docs, declarative markers and
 // zz_generated.validations.go) and the apiserver's handwritten validation.
 // Error types and field paths follow the apiserver where it has a rule,
 // including its quirks: a validRange default problem is reported at
@@ -18,9 +18,9 @@
 // Rules of the seeds that the apiserver does not enforce are warnings
 // (ResourceSliceWarnings), never errors:
 //
-//   - more than 2048 counters consumed by the devices of a slice (seed 001
+//   - more than 2048 counters consumed by the devices of a slice (KEP-4815
 //     "Limits"; kube-apiserver dropped the check after 1.33);
-//   - a device nodeSelector with more than one term (003 says exactly one;
+//   - a device nodeSelector with more than one term (the v1 API reference says exactly one;
 //     the apiserver requires that only of the slice's own selector);
 //   - a negative validRange.min, unless the apiserver rejects it: it does
 //     when a step is set and no bound is fractional, because then every
@@ -51,7 +51,7 @@
 // # Slices with mixins
 //
 // A slice that uses mixins (api.ResourceSlice.UsesMixins) follows KEP-5234,
-// seed 002 "Limits", which replaces per-object limits by slice-wide ones:
+// KEP-5234 "Limits", which replaces per-object limits by slice-wide ones:
 //
 //	                               plain slice        with mixins
 //	devices                        128 (64 advanced)  128

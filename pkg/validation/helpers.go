@@ -201,7 +201,7 @@ func dnsSubdomain(value string, fldPath *field.Path) field.ErrorList {
 
 // driverName follows kube-apiserver, which validates driver names like CSI
 // driver names: the docs say they "should" be lower case, but the check runs
-// on the lower-cased name, so upper case letters are accepted (003 .spec.driver).
+// on the lower-cased name, so upper case letters are accepted (v1 API reference: .spec.driver).
 func driverName(name string, fldPath *field.Path) field.ErrorList {
 	if name == "" {
 		return field.ErrorList{field.Required(fldPath, "")}
@@ -220,7 +220,7 @@ func driverName(name string, fldPath *field.Path) field.ErrorList {
 }
 
 // poolName: at most 253 characters, DNS subdomains separated by '/'
-// (003 .spec.pool.name).
+// (v1 API reference: .spec.pool.name).
 func poolName(name string, fldPath *field.Path) field.ErrorList {
 	if name == "" {
 		return field.ErrorList{field.Required(fldPath, "")}
@@ -319,7 +319,7 @@ func nodeName(name string, fldPath *field.Path) field.ErrorList {
 // (pkg/apis/core/validation): at least one term, label keys,
 // operator/value-count rules, and for matchFields only metadata.name with
 // In/NotIn and a single valid node name. A slice's own selector must in
-// addition have exactly one term (003 .spec.nodeSelector), which the
+// addition have exactly one term (v1 API reference: .spec.nodeSelector), which the
 // apiserver reports next to the missing-terms error.
 func nodeSelector(ns *corev1.NodeSelector, exactlyOne bool, fldPath *field.Path) field.ErrorList {
 	var errs field.ErrorList

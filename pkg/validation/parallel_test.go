@@ -1,4 +1,4 @@
-package validation
+package validation_test
 
 import (
 	"math/rand/v2"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/dractl/dractl/internal/testgen"
 	"github.com/dractl/dractl/pkg/api"
+	. "github.com/dractl/dractl/pkg/validation"
 )
 
 // TestResourceSlicesMatchesResourceSlice: the parallel entry point gives,
@@ -42,7 +43,7 @@ func TestResourceSlicesMatchesResourceSlice(t *testing.T) {
 		}
 		slices = append(slices, s, nil)
 	}
-	slices = append(slices, migSlice(false), migSlice(true))
+	slices = append(slices, MigSlice(false), MigSlice(true))
 	got := ResourceSlices(slices)
 	if len(got) != len(slices) {
 		t.Fatalf("%d results for %d slices", len(got), len(slices))

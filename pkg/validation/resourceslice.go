@@ -47,7 +47,7 @@ func ResourceSlices(slices []*api.ResourceSlice) []field.ErrorList {
 // A slice that sets no KEP-5234 field is accepted exactly when kube-apiserver
 // 1.37 with all DRA feature gates enabled accepts it; seed rules that the
 // apiserver does not enforce are left to ResourceSliceWarnings. A slice that uses mixins is validated against
-// the slice-wide limits of KEP-5234 (seed 002, "Limits") instead of the
+// the slice-wide limits of KEP-5234 (KEP-5234 "Limits") instead of the
 // per-object limits they replace.
 //
 // The result is deterministic: map entries are visited in key order.
@@ -63,7 +63,7 @@ func ResourceSlice(s *api.ResourceSlice) field.ErrorList {
 
 // sliceLimits are the limits that differ between plain and mixin slices.
 // A zero per-object counter limit means "none": with mixins only the
-// slice-wide totals bound counters (seed 002, "Limits").
+// slice-wide totals bound counters (KEP-5234 "Limits").
 type sliceLimits struct {
 	devices                int
 	counterSets            int
@@ -96,7 +96,7 @@ var mixinLimits = sliceLimits{
 }
 
 // usesAdvancedFeatures reports taints, counter consumption or list-typed
-// attributes on any device, which lower the device limit to 64 (003
+// attributes on any device, which lower the device limit to 64 (v1 API reference
 // .spec.devices; v1 ResourceSliceMaxDevicesWithAdvancedFeatures).
 func usesAdvancedFeatures(spec *api.ResourceSliceSpec) bool {
 	for i := range spec.Devices {
@@ -250,7 +250,7 @@ func (v *sliceValidator) validateDevice(i int, d *api.Device, p *field.Path) {
 	}
 	v.views[i], v.ok[i] = view, resolved
 
-	// The 32-entry limit applies to the flattened device (seed 002,
+	// The 32-entry limit applies to the flattened device (KEP-5234,
 	// "Limits"); without mixins that is the device itself.
 	if resolved {
 		if n := view.NumAttributesAndCapacities(); n > MaxAttributesAndCapacitiesPerDevice {
@@ -361,7 +361,7 @@ func mixinsHaveRequestPolicy(mixins []*api.DeviceMixin) bool {
 
 // mixinRequestPolicies rejects consumable capacity that reaches a device
 // through a mixin when the device does not allow multiple allocations: the
-// rule of 003 (requestPolicy needs allowMultipleAllocations) holds for the
+// rule of the v1 API reference (requestPolicy needs allowMultipleAllocations) holds for the
 // flattened device. The error points at the include that contributes it.
 func mixinRequestPolicies(view api.DeviceView, includesPath *field.Path) field.ErrorList {
 	var errs field.ErrorList
@@ -460,7 +460,7 @@ func (v *sliceValidator) validateConsumptionAt(c *api.DeviceCounterConsumption, 
 		v.add(counterNames(c.Counters, p.Child("counters"))...)
 	}
 	// Counters may come only from mixins; the requirement holds for the
-	// flattened consumption (seed 002, "API").
+	// flattened consumption (KEP-5234 "API").
 	if resolved && view.NumCounters() == 0 {
 		v.add(field.Required(p.Child("counters"), requiredCountersDetail(v.mixins)))
 	}
@@ -502,7 +502,7 @@ func (v *sliceValidator) validateCounterSet(cs *api.CounterSet, p *field.Path) {
 	}
 }
 
-// counterNames checks counter names, which must be DNS labels (003
+// counterNames checks counter names, which must be DNS labels (v1 API reference
 // .spec.sharedCounters[].counters). Any parsed quantity is a valid value,
 // as in kube-apiserver.
 func counterNames(counters map[string]api.Counter, p *field.Path) field.ErrorList {
@@ -551,8 +551,8 @@ func (v *sliceValidator) validateMixins(m *api.ResourceSliceMixins, p *field.Pat
 	}
 }
 
-// counterMixin: counters are +required on both counter mixin kinds (seed
-// 002, "API").
+// counterMixin: counters are +required on both counter mixin kinds (KEP-5234
+// "API").
 func counterMixin(name string, counters map[string]api.Counter, p *field.Path) field.ErrorList {
 	errs := dnsLabel(name, p.Child("name"))
 	if len(counters) == 0 {
@@ -563,12 +563,12 @@ func counterMixin(name string, counters map[string]api.Counter, p *field.Path) f
 
 // validateTotals enforces the slice-wide limits. Entries are counted where
 // they are defined, not per flattened object: the totals exist to bound
-// the size of the stored object (seed 002, "Limits").
+// the size of the stored object (KEP-5234 "Limits").
 func (v *sliceValidator) validateTotals(p *field.Path) {
 	if !v.mixins {
 		// kube-apiserver 1.37 has no slice-wide limits for plain slices;
 		// ResourceSliceWarnings reports the 2048 consumed counters of
-		// seeds 001/002.
+		// KEP-4815 and KEP-5234.
 		return
 	}
 	spec := v.spec

@@ -30,8 +30,8 @@ func (ws *warnings) add(p *field.Path, format string, args ...any) {
 // kube-apiserver does, although the seeds advise against it:
 //
 //   - more than 2048 counters consumed by the devices of a plain slice
-//     (seed 001 "Limits"; with mixins it is an error, seed 002);
-//   - a device nodeSelector with more than one term (003 says "must use
+//     (KEP-4815 "Limits"; with mixins it is an error, KEP-5234);
+//   - a device nodeSelector with more than one term (the v1 API reference says "must use
 //     exactly one term", the apiserver only checks the slice's selector);
 //   - a negative validRange.min where the apiserver does not reject it
 //     (it does only when a step is set and no bound is fractional);

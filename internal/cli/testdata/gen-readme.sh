@@ -48,10 +48,19 @@ change (review the diff). CI runs `bash .ci/run`, which does `make test` and
 
 Every verb reads its inputs with `-f`: a file, a directory (its `.yaml`,
 `.yml` and `.json` files; with `-R` also those in directories below it) or
-`-` for stdin; `-f` may be repeated. Files hold YAML documents separated by `---`, JSON values, or
+`-` for stdin (once); `-f` may be repeated. Files are split into documents
+exactly as kubectl splits them: YAML documents separated by `---`, JSON
+values (a JSON stream that meets a `---` line goes on as YAML), or
 `kind: List` documents. Decoding is strict, like `kubectl apply` with
 server-side field validation: unknown and duplicate fields, wrong types and
-malformed quantities are errors. Every error names where it is
+malformed quantities are errors, and so are two objects of one kind,
+namespace and name (the error names both places). `resource.k8s.io/v1beta1`
+and `v1beta2` objects are read and converted to v1 as kube-apiserver does
+(`pkg/convert`). Objects of kinds dractl has no rules for (Namespace,
+Deployment, CRDs, ...) are read with only apiVersion, kind and metadata.name
+required, counted, and otherwise left alone. An object larger than
+kube-apiserver's 3 MiB request limit is an error without being parsed
+(`--max-object-size 10Mi` raises the limit). Every error names where it is
 (`file#document`, `Kind/name`, field path), what was expected and what was
 found. `-o yaml` (default) or `-o json` selects the output format of the verbs
 that print objects.
@@ -59,20 +68,36 @@ that print objects.
 ### validate
 
 Checks every object against admission rules (ResourceSlice with and without
-mixins, DeviceClass, ResourceClaim, ResourceClaimTemplate; other kinds such
-as Node and Pod are only decoded), then groups the ResourceSlices into pools
+mixins, DeviceClass, ResourceClaim, ResourceClaimTemplate; Node and Pod are
+only decoded, other kinds only read), then groups the ResourceSlices into pools
 (driver + pool name, highest generation) and checks the rules that span
 slices: device and counter set names unique in the pool, every consumed
 counter set and counter exists, one `resourceSliceCount`. Errors go to
 stdout, one per line, followed by a summary. A pool with fewer (or more)
 slices than its `resourceSliceCount` is a warning: the scheduler skips it
-until it is complete, which is normal while a driver publishes.
+until it is complete, which is normal while a driver publishes; so is a
+reference such a pool cannot resolve yet.
 
 EOF
 echo '```console'
 run dractl validate -f examples/dgx-h100-mixins
 echo
+echo '$ grep "^kind:" internal/cli/testdata/input/namespace-demo.yaml   # a demo file as drivers ship them'
+grep "^kind:" internal/cli/testdata/input/namespace-demo.yaml
+run dractl validate -f internal/cli/testdata/input/namespace-demo.yaml
+echo
 run dractl validate -f internal/cli/testdata/bad
+echo '```'
+cat <<'EOF'
+
+For CI pipelines, `-o json` prints one `ValidationReport` with every problem
+as an object (file, document, line, kind, name, namespace, pool, field path,
+type, message, severity) and a summary; the schema is documented and stable
+([docs/output.md](docs/output.md)):
+
+EOF
+echo '```console'
+run dractl validate -o json -f internal/cli/testdata/bad/missing-counter-set.yaml
 echo '```'
 cat <<'EOF'
 
@@ -140,24 +165,40 @@ cat <<'EOF'
 
 ### allocate and explain
 
-`allocate` reads Nodes, DeviceClasses, ResourceSlices and ResourceClaims.
-Claims that already have `status.allocation` are in use (their devices,
-counters and consumed capacity); all other claims are allocated together, as
-kube-scheduler does for the claims of one pod, on the node given with
-`--node` or on the first node of the input on which they fit. It prints the
-claims with `status.allocation` filled in, so the output can be fed back in
-or applied. `--strategy first-fit` (the default) picks exactly the devices
+`allocate` reads Nodes, DeviceClasses, ResourceSlices, ResourceClaims,
+ResourceClaimTemplates and Pods. Claims that already have `status.allocation`
+are in use (their devices, counters and consumed capacity). Each pod's claims
+(named ones, and ones made from templates exactly as the resourceclaim
+controller makes them) are allocated together, on a node the pod may use
+(its `nodeName`, `nodeSelector` and required node affinity), one pod after
+the other; pending claims that no pod uses are allocated together first, as
+for one pod. The node is the one given with `--node` or the first node of
+the input on which the claims fit; without Node objects, the nodes are those
+the ResourceSlices name. It prints the claims with `status.allocation` filled
+in, so the output can be fed back in or applied. `--strategy first-fit` (the default) picks exactly the devices
 kube-scheduler 1.37 picks; `--strategy best-fit` prefers devices whose
 counters leave the most other devices allocatable. Exit 0: allocated; 1: the
 claims do not fit (the explanation goes to stderr); 2: invalid input or a
 fatal error (a CEL runtime error, an invalid pool when no node fits).
 
-Seed 001's four-request MIG claim gets four partitions of one GPU that share
+KEP-4815's four-request MIG claim gets four partitions of one GPU that share
 no memory slice:
 
 EOF
 echo '```console'
 run dractl allocate -f examples/a100-mig-mixins '|' grep -A20 '"^status:"'
+echo '```'
+cat <<'EOF'
+
+Where would a pod's devices come from? The pod in
+[pod.yaml](internal/cli/testdata/input/pod.yaml) asks for a MIG partition
+through a ResourceClaimTemplate and shares a named claim; its nodeSelector
+wants an H100 node. The claim made from the template is named and owned as
+the resourceclaim controller would make it:
+
+EOF
+echo '```console'
+run dractl allocate -f internal/cli/testdata/input/pod.yaml -f examples/dgx-h100-mixins '|' grep -A12 '"^  name: trainer-mig\|^      - device"'
 echo '```'
 cat <<'EOF'
 
@@ -175,6 +216,26 @@ run dractl explain -f examples/tpu-multihost --node node-1
 echo '```'
 cat <<'EOF'
 
+### describe
+
+`describe pool NAME` (a pool name or `DRIVER/POOL`) and `describe node NAME`
+(every pool an allocation on the node may use) show how full pools are.
+Each shared counter set is drawn the way KEP-4815 draws a MIG GPU: one
+column per memory slice (generally, per counter that partitions take
+whole, such as a host's TPU chips; otherwise per unit of the most used
+counter), one row per partition size. A partition shows the claim that
+holds it, `X` when an overlapping allocation took counters it needs, or
+its size when it is free. On a terminal claims are coloured; `-o svg`
+writes the same picture as SVG. Here KEP-4815's four-partition MIG claim
+is allocated and the result piped into describe:
+
+EOF
+echo '```console'
+echo '$ dractl allocate -f examples/a100-mig-mixins | dractl describe pool a100-node -f examples/a100-mig-mixins/resourceslices.yaml -f - | head -n 24'
+$B allocate -f examples/a100-mig-mixins 2>/dev/null | $B describe pool a100-node -f examples/a100-mig-mixins/resourceslices.yaml -f - | head -n 24
+echo '```'
+cat <<'EOF'
+
 ### version
 
 EOF
@@ -183,8 +244,8 @@ run dractl version
 echo '```'
 cat <<'EOF'
 
-`-o json` and `-o yaml` print the version, commit, Go version and platform as
-an object. Release builds set the version with
+`-o json` and `-o yaml` print the version, commit (empty when the build
+recorded none), Go version and platform as an object. Release builds set the version with
 `-ldflags "-X github.com/dractl/dractl/internal/cli.version=v1.2.3"`.
 
 ## Exit codes
@@ -196,8 +257,9 @@ an object. Release builds set the version with
 | 2 | usage error (unknown verb or flag, bad flag value, no `-f`) or an input that cannot be read (missing file, permission denied); nothing was checked |
 
 `allocate` and `explain` differ: for them 1 means the claims do not fit
-(allocate only), and invalid input or a fatal allocator error (an invalid
-pool) is 2.
+(allocate only, `ExitNoFit`), and invalid input or a fatal allocator error
+(an invalid pool) is 2 (`ExitCannotAnswer`). `explain -o json` prints an
+`ExplainReport` ([docs/output.md](docs/output.md)).
 
 ## Examples
 
