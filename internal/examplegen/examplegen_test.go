@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-
 )
 
 var update = flag.Bool("update", false, "rewrite the generated files under examples/")
