@@ -11,11 +11,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/klog/v2"
 
@@ -56,11 +54,9 @@ type Options struct {
 // Driver is a kubelet plugin: the Kit behind kubeletplugin's gRPC
 // services, publishing through its resourceslice controller.
 type Driver struct {
-	kit      *Kit
-	opts     Options
-	helper   *kubeletplugin.Helper
-	events   record.EventBroadcaster
-	recorder record.EventRecorder
+	kit    *Kit
+	opts   Options
+	helper *kubeletplugin.Helper
 }
 
 var _ kubeletplugin.DRAPlugin = (*Driver)(nil)
@@ -84,9 +80,7 @@ func Start(ctx context.Context, opts Options, pool []*api.ResourceSlice) (*Drive
 	if err != nil {
 		return nil, err
 	}
-	d := &Driver{kit: kit, opts: opts, events: record.NewBroadcaster(record.WithContext(ctx))}
-	d.events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: opts.KubeClient.CoreV1().Events("")})
-	d.recorder = d.events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: opts.DriverName, Host: opts.NodeName})
+	d := &Driver{kit: kit, opts: opts}
 
 	if opts.Mixins == PublishCompactIfAccepted {
 		accepts, err := ServerAcceptsMixins(opts.KubeClient.Discovery())
@@ -100,14 +94,12 @@ func Start(ctx context.Context, opts Options, pool []*api.ResourceSlice) (*Drive
 		}
 	}
 
-	published, err := d.build(pool)
+	published, err := d.build(ctx, pool)
 	if err != nil {
-		d.events.Shutdown()
 		return nil, err
 	}
 	kit.SetPublished(published)
 	if _, err := kit.Reconcile(ctx); err != nil {
-		d.events.Shutdown()
 		return nil, fmt.Errorf("reconcile: %w", err)
 	}
 
@@ -129,7 +121,6 @@ func Start(ctx context.Context, opts Options, pool []*api.ResourceSlice) (*Drive
 	}
 	helper, err := kubeletplugin.Start(ctx, d, append(hopts, opts.HelperOptions...)...)
 	if err != nil {
-		d.events.Shutdown()
 		return nil, fmt.Errorf("start kubelet plugin: %w", err)
 	}
 	d.helper = helper
@@ -142,21 +133,40 @@ func Start(ctx context.Context, opts Options, pool []*api.ResourceSlice) (*Drive
 
 // build validates a pool description; a refusal is also an Event on the
 // Node, where an operator looking at the node sees why its devices are
-// missing.
-func (d *Driver) build(pool []*api.ResourceSlice) (*Published, error) {
+// missing. The event is written before build returns (not through a
+// broadcaster that a failing Start would shut down with it queued).
+func (d *Driver) build(ctx context.Context, pool []*api.ResourceSlice) (*Published, error) {
 	published, err := Build(d.opts.DriverName, d.opts.NodeName, pool)
 	if err != nil {
-		d.recorder.Eventf(&corev1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: d.opts.NodeName},
-			corev1.EventTypeWarning, EventReasonInvalidPool, "%s: %v", d.opts.DriverName, err)
+		now := metav1.Now()
+		ev := &corev1.Event{
+			ObjectMeta:     metav1.ObjectMeta{GenerateName: d.opts.NodeName + ".", Namespace: metav1.NamespaceDefault},
+			InvolvedObject: corev1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: d.opts.NodeName},
+			Type:           corev1.EventTypeWarning, Reason: EventReasonInvalidPool,
+			Message:        truncate(fmt.Sprintf("%s: %v", d.opts.DriverName, err), 1024),
+			Source:         corev1.EventSource{Component: d.opts.DriverName, Host: d.opts.NodeName},
+			FirstTimestamp: now, LastTimestamp: now, Count: 1,
+		}
+		if _, evErr := d.opts.KubeClient.CoreV1().Events(metav1.NamespaceDefault).Create(ctx, ev, metav1.CreateOptions{}); evErr != nil {
+			klog.FromContext(ctx).Error(evErr, "Recording the refused pool on the Node")
+		}
 		return nil, err
 	}
 	return published, nil
 }
 
+// truncate keeps an event message within what kube-apiserver stores.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-3] + "..."
+}
+
 // Publish replaces the published pool. An invalid description is refused
 // and the previous pool stays published.
 func (d *Driver) Publish(ctx context.Context, pool []*api.ResourceSlice) error {
-	published, err := d.build(pool)
+	published, err := d.build(ctx, pool)
 	if err != nil {
 		return err
 	}
@@ -174,7 +184,6 @@ func (d *Driver) Helper() *kubeletplugin.Helper { return d.helper }
 // slices stay; prepared claims stay prepared.
 func (d *Driver) Stop() {
 	d.helper.Stop()
-	d.events.Shutdown()
 }
 
 // PrepareResourceClaims implements kubeletplugin.DRAPlugin.

@@ -14,10 +14,10 @@ import (
 
 	oci "github.com/opencontainers/runtime-spec/specs-go"
 	resourcev1 "k8s.io/api/resource/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
 
+	at "github.com/dractl/dractl/pkg/allocator/allocatortest"
 	"github.com/dractl/dractl/pkg/driverkit"
 	"github.com/dractl/dractl/pkg/mig"
 	"github.com/dractl/dractl/pkg/mockgpu"
@@ -80,16 +80,11 @@ func (e *env) restart() *driverkit.ReconcileReport {
 
 // claim is an allocated claim of the given MIG devices of this node.
 func claim(name string, devices ...string) *resourcev1.ResourceClaim {
-	c := &resourcev1.ResourceClaim{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, UID: types.UID("uid-" + name)},
-		Status:     resourcev1.ResourceClaimStatus{Allocation: &resourcev1.AllocationResult{}},
-	}
+	var rs []resourcev1.DeviceRequestAllocationResult
 	for i, d := range devices {
-		c.Status.Allocation.Devices.Results = append(c.Status.Allocation.Devices.Results, resourcev1.DeviceRequestAllocationResult{
-			Request: fmt.Sprintf("r%d", i), Driver: driver, Pool: node, Device: d,
-		})
+		rs = append(rs, at.Result(fmt.Sprintf("r%d", i), driver, node, d))
 	}
-	return c
+	return at.Claim(name).Allocated(rs...).Obj()
 }
 
 func migDev(gpu int, profile string, start int) string { return mig.MIGDeviceName(gpu, profile, start) }

@@ -21,10 +21,10 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	drapbv1 "k8s.io/kubelet/pkg/apis/dra/v1"
 
+	at "github.com/dractl/dractl/pkg/allocator/allocatortest"
 	"github.com/dractl/dractl/pkg/driverkit"
 	"github.com/dractl/dractl/pkg/mig"
 	"github.com/dractl/dractl/pkg/mockgpu"
@@ -232,16 +232,11 @@ func (n *node) state() (partitions, specs, checkpoints []string) {
 }
 
 func gpuClaim(name string, devices ...string) *resourcev1.ResourceClaim {
-	c := &resourcev1.ResourceClaim{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, UID: types.UID("uid-" + name)},
-		Status:     resourcev1.ResourceClaimStatus{Allocation: &resourcev1.AllocationResult{}},
-	}
+	var rs []resourcev1.DeviceRequestAllocationResult
 	for i, d := range devices {
-		c.Status.Allocation.Devices.Results = append(c.Status.Allocation.Devices.Results, resourcev1.DeviceRequestAllocationResult{
-			Request: fmt.Sprintf("r%d", i), Driver: mockgpu.DriverName, Pool: "node-1", Device: d,
-		})
+		rs = append(rs, at.Result(fmt.Sprintf("r%d", i), mockgpu.DriverName, "node-1", d))
 	}
-	return c
+	return at.Claim(name).Allocated(rs...).Obj()
 }
 
 // TestCrashDuringPrepare kills the driver after each step of preparing a
