@@ -5,7 +5,7 @@ FUZZTIME_SHORT ?= 5s
 FUZZTIME ?= 30s
 EXAMPLES := $(sort $(wildcard examples/*/))
 
-.PHONY: all build driver test demo fmt-check vet tidy-check unit fuzz fuzz-short golden readme conformance conformance-test bench
+.PHONY: all build driver test demo fmt-check vet tidy-check unit fuzz fuzz-short golden readme conformance conformance-test bench chromium report-screenshot
 
 all: build
 
@@ -32,7 +32,7 @@ vet:
 unit:
 	$(GO) test -race -count=1 ./...
 
-test: fmt-check vet tidy-check unit fuzz-short
+test: fmt-check vet tidy-check chromium unit fuzz-short
 
 # Every module's go.mod and go.sum must be tidy: `go mod tidy -diff` prints
 # what tidy would change and fails if anything would.
@@ -42,6 +42,15 @@ tidy-check:
 		(cd $$dir && $(GO) mod tidy -diff) || exit 1; \
 	done
 
+# The HTML report of `dractl simulate` is checked in headless Chromium
+# (Debian's chromium package), installed here when missing.
+CHROMIUM_FLAGS := --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
+	--disable-background-networking --disable-component-update --disable-sync
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { echo "installing Debian's chromium for the HTML report test"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; }
+	@command -v chromium >/dev/null 2>&1 || { echo "error: chromium is not installed (apt-get install chromium)" >&2; exit 1; }
+
 # Rewrites internal/cli/testdata/*.golden from the current behaviour; review
 # the diff before committing it.
 golden:
@@ -50,14 +59,28 @@ golden:
 # Fuzz targets are discovered rather than listed so that a new Fuzz function
 # is fuzzed without touching this file. `go test -list` prints a package's
 # targets followed by its "ok <package>" line, which is what the awk pairs up.
+#
+# Minimization is off: the engine minimizes every input that finds new
+# coverage, for up to 60 s each by default, without counting those runs,
+# and early in a run nearly every mutation finds new coverage, so a short
+# run did nothing but minimize (about 15 counted executions in 5 s). A run
+# that counts fewer than FUZZ_MIN_EXECS executions fails: the target is no
+# longer fuzzing in its budget.
+FUZZ_MIN_EXECS ?= 100
 define run-fuzz
 	@targets=$$($(GO) test -list '^Fuzz' ./pkg/... ./internal/... | \
 		awk '/^Fuzz/ { t[n++] = $$1 } /^ok/ { for (i = 0; i < n; i++) print $$2 "," t[i]; n = 0 }'); \
 	if [ -z "$$targets" ]; then echo "no fuzz targets"; fi; \
+	log=$$(mktemp); trap 'rm -f $$log' EXIT; \
 	for pt in $$targets; do \
 		pkg=$${pt%%,*}; t=$${pt#*,}; \
 		echo "fuzz $$pkg $$t ($(1))"; \
-		$(GO) test -run='^$$' -fuzz="^$$t\$$" -fuzztime=$(1) $$pkg || exit 1; \
+		$(GO) test -run='^$$' -fuzz="^$$t\$$" -fuzztime=$(1) -fuzzminimizetime=0 $$pkg > $$log 2>&1; rc=$$?; \
+		cat $$log; [ $$rc -eq 0 ] || exit 1; \
+		execs=$$(sed -n 's/.*execs: \([0-9]*\).*/\1/p' $$log | tail -n 1); \
+		if [ "$${execs:-0}" -lt $(FUZZ_MIN_EXECS) ]; then \
+			echo "fuzz $$t: $${execs:-0} executions in $(1), fewer than FUZZ_MIN_EXECS=$(FUZZ_MIN_EXECS)"; exit 1; \
+		fi; \
 	done
 endef
 
@@ -83,8 +106,10 @@ demo: build
 	@rm -f $(BIN).flat.yaml
 	@echo; echo '$$ dractl compact -f examples/a100-mig-flat > /dev/null'
 	@$(BIN) compact -f examples/a100-mig-flat > /dev/null
-	@echo; echo '$$ dractl compact $(addprefix -f ,$(EXAMPLES)) > /dev/null'
-	@$(BIN) compact $(addprefix -f ,$(EXAMPLES)) > /dev/null
+	@# One example at a time: the two A100 examples are one pool written twice.
+	@for ex in $(EXAMPLES); do \
+		echo; echo "\$$ dractl compact -f $$ex > /dev/null"; $(BIN) compact -f $$ex > /dev/null || exit 1; \
+	done
 	@echo; echo '$$ dractl compact -f examples/a100-mig-flat | dractl validate -f -'
 	@$(BIN) compact -f examples/a100-mig-flat 2>/dev/null | $(BIN) validate -f -
 	@echo; echo '$$ dractl allocate -f examples/a100-mig-mixins > /dev/null'
@@ -94,6 +119,9 @@ demo: build
 	@echo; echo '$$ dractl allocate -f examples/a100-mig-mixins | dractl describe pool a100-node -f examples/a100-mig-mixins/resourceslices.yaml -f - | head -n 24'
 	@$(BIN) allocate -f examples/a100-mig-mixins 2>/dev/null | $(BIN) describe pool a100-node -f examples/a100-mig-mixins/resourceslices.yaml -f - > $(BIN).describe.txt
 	@head -n 24 $(BIN).describe.txt; rm -f $(BIN).describe.txt
+	@echo; echo '$$ dractl simulate -f examples/dgx-h100-mixins --workload examples/dgx-h100-mixins/workload --html bin/simulate-report.html'
+	@$(BIN) simulate -f examples/dgx-h100-mixins --workload examples/dgx-h100-mixins/workload --html bin/simulate-report.html
+	@echo; echo "the HTML report is bin/simulate-report.html"
 
 # README.md shows real output; regenerate it after changing a verb or an
 # example, and review the diff.
@@ -104,14 +132,23 @@ readme:
 	bash internal/cli/testdata/gen-readme.sh > README.md.tmp && mv README.md.tmp README.md
 	$(MAKE) build
 
+# docs/simulate-report.png is the picture of the simulate report that
+# README.md shows.
+report-screenshot: build chromium
+	$(BIN) simulate -f examples/dgx-h100-mixins --workload examples/dgx-h100-mixins/workload --html $(BIN).report.html > /dev/null
+	chromium $(CHROMIUM_FLAGS) --user-data-dir=$$(mktemp -d) --hide-scrollbars --window-size=1300,1600 \
+		--screenshot=docs/simulate-report.png file://$(abspath $(BIN).report.html) 2>/dev/null
+	rm -f $(BIN).report.html
+
 # Side by side with upstream k8s.io/dynamic-resource-allocation: the
 # conformance/ module (its own go.mod, so the main module never depends on
 # upstream's allocator) generates N seeded scenarios and compares outcomes
 # and first-fit devices; disagreements are shrunk into
-# conformance/testdata/regressions/. Last line: "N passed, M failed".
+# pkg/allocator/testdata/regressions/. Last line: "N passed, M failed".
 N ?= 2000
 SEED ?= 1
 conformance: conformance-test
+	$(MAKE) -C conformance upstream-suite
 	$(MAKE) -C conformance conformance N=$(N) SEED=$(SEED)
 
 conformance-test:

@@ -30,11 +30,15 @@ func TestGenerateReproducibleAndRoundTrip(t *testing.T) {
 	}
 }
 
+// regressions is the one directory of stored scenarios; pkg/allocator
+// replays them too, without upstream.
+const regressions = "../../pkg/allocator/testdata/regressions"
+
 // TestRegressions replays every stored disagreement. Each file fails until
 // pkg/allocator (or this harness) is fixed; its header says what upstream
 // expects.
 func TestRegressions(t *testing.T) {
-	files, _ := filepath.Glob("../testdata/regressions/*.yaml")
+	files, _ := filepath.Glob(regressions + "/*.yaml")
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			sc, err := scenario.ReadFile(f)

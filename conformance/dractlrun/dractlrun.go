@@ -15,32 +15,12 @@ import (
 
 	"github.com/dractl/dractl/conformance/scenario"
 	"github.com/dractl/dractl/pkg/allocator"
-	"github.com/dractl/dractl/pkg/api"
-	dcel "github.com/dractl/dractl/pkg/cel"
 	"github.com/dractl/dractl/pkg/pool"
 )
 
 // SharedCompiler compiles selectors with pkg/cel's process-wide compiler
-// and cache, the counterpart of the CEL cache kube-scheduler shares across
-// scheduling cycles. (allocator.Options{Compiler: nil} builds a fresh
-// compiler per allocator.New, which costs ~30 ms per cold call.)
-var SharedCompiler allocator.SelectorCompiler = sharedCompiler{}
-
-type sharedCompiler struct{}
-
-func (sharedCompiler) CompileSelector(expr string) (allocator.Selector, error) {
-	p, err := dcel.Default().Compile(expr)
-	if err != nil {
-		return nil, err
-	}
-	return program{p}, nil
-}
-
-type program struct{ p *dcel.Program }
-
-func (p program) Matches(ctx context.Context, driver string, view api.DeviceView) (bool, error) {
-	return p.p.Matches(ctx, dcel.Device{Driver: driver, View: view})
-}
+// and cache, as kube-scheduler shares its CEL cache across cycles.
+var SharedCompiler = allocator.SharedCompiler()
 
 // Available reports whether pkg/allocator was compiled in.
 const Available = true

@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sort"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -35,9 +36,12 @@ type pool struct {
 	driver, name string
 	gen          int64
 	slices       []*resourcev1.ResourceSlice
-	problem      string // incomplete or invalid
-	devices      map[string]*device
-	sets         map[string]map[string]resource.Quantity
+	problem      string // incomplete or invalid, whatever the node
+	// dups are the devices of names that occur more than once. Upstream
+	// checks names only among the slices a node sees (problemFor).
+	dups    map[string][]*device
+	devices map[string]*device
+	sets    map[string]map[string]resource.Quantity
 }
 
 // Verifier holds the scenario in the form needed for checks.
@@ -105,10 +109,18 @@ func New(sc *scenario.Scenario) (*Verifier, error) {
 		for _, s := range p.slices {
 			for i := range s.Spec.Devices {
 				d := &s.Spec.Devices[i]
-				if _, dup := p.devices[d.Name]; dup {
-					probs = append(probs, "duplicate device "+d.Name)
+				dev := &device{Device: d, slice: s, pool: p}
+				if first, dup := p.devices[d.Name]; dup {
+					if p.dups == nil {
+						p.dups = map[string][]*device{}
+					}
+					if len(p.dups[d.Name]) == 0 {
+						p.dups[d.Name] = []*device{first}
+					}
+					p.dups[d.Name] = append(p.dups[d.Name], dev)
+				} else {
+					p.devices[d.Name] = dev
 				}
-				p.devices[d.Name] = &device{Device: d, slice: s, pool: p}
 				for _, c := range d.ConsumesCounters {
 					set, ok := p.sets[c.CounterSet]
 					if !ok {
@@ -126,6 +138,63 @@ func New(sc *scenario.Scenario) (*Verifier, error) {
 		p.problem = strings.Join(probs, "; ")
 	}
 	return v, nil
+}
+
+// problemFor is why the pool cannot be used on the node: its own problem,
+// or two devices of one name in slices the node sees.
+func (p *pool) problemFor(node *corev1.Node) string {
+	probs := []string{}
+	if p.problem != "" {
+		probs = append(probs, p.problem)
+	}
+	names := make([]string, 0, len(p.dups))
+	for n := range p.dups {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		seen := 0
+		for _, d := range p.dups[n] {
+			if sliceVisible(d.slice, node) {
+				seen++
+			}
+		}
+		if seen > 1 {
+			probs = append(probs, "duplicate device "+n)
+		}
+	}
+	return strings.Join(probs, "; ")
+}
+
+// sliceVisible: the slice targets the node, by its own node selection or,
+// with per-device node selection, through any of its devices.
+func sliceVisible(s *resourcev1.ResourceSlice, node *corev1.Node) bool {
+	if ptr.Deref(s.Spec.PerDeviceNodeSelection, false) {
+		for i := range s.Spec.Devices {
+			d := &s.Spec.Devices[i]
+			if ok, _ := nodeMatches(node, d.NodeName, d.AllNodes, d.NodeSelector); ok {
+				return true
+			}
+		}
+		return false
+	}
+	ok, _ := nodeMatches(node, s.Spec.NodeName, s.Spec.AllNodes, s.Spec.NodeSelector)
+	return ok
+}
+
+// lookupFor is lookup, preferring among devices of one name the one the
+// node sees.
+func (v *Verifier) lookupFor(node *corev1.Node, driver, poolName, dev string) *device {
+	d := v.lookup(driver, poolName, dev)
+	if d == nil {
+		return nil
+	}
+	for _, x := range d.pool.dups[dev] {
+		if x.visible(node) {
+			return x
+		}
+	}
+	return d
 }
 
 func nodeMatches(node *corev1.Node, name *string, all *bool, sel *corev1.NodeSelector) (bool, error) {
@@ -335,14 +404,14 @@ func (v *Verifier) Check(ctx context.Context, node *corev1.Node, claims []*resou
 			}
 			chosenSub[rq.parent] = rq.name
 			k := devKey{r.Driver, r.Pool, r.Device}
-			d := v.lookup(r.Driver, r.Pool, r.Device)
+			d := v.lookupFor(node, r.Driver, r.Pool, r.Device)
 			if d == nil {
 				fail("%s: device does not exist in the current generation", where)
 				continue
 			}
 			perReq[rq.name] = append(perReq[rq.name], d)
-			if d.pool.problem != "" {
-				fail("%s: pool is unusable (%s)", where, d.pool.problem)
+			if prob := d.pool.problemFor(node); prob != "" {
+				fail("%s: pool is unusable (%s)", where, prob)
 			}
 			if !d.visible(node) {
 				fail("%s: device not accessible from node %s", where, node.Name)
@@ -461,7 +530,7 @@ func (v *Verifier) Check(ctx context.Context, node *corev1.Node, claims []*resou
 
 	// Capacity of shared devices.
 	for k, used := range usedCap {
-		d := v.lookup(k.driver, k.pool, k.device)
+		d := v.lookupFor(node, k.driver, k.pool, k.device)
 		if d == nil {
 			continue
 		}
@@ -478,7 +547,7 @@ func (v *Verifier) Check(ctx context.Context, node *corev1.Node, claims []*resou
 	// Shared counters.
 	sums := map[[2]string]map[string]map[string]resource.Quantity{}
 	for k := range counted {
-		d := v.lookup(k.driver, k.pool, k.device)
+		d := v.lookupFor(node, k.driver, k.pool, k.device)
 		if d == nil {
 			continue
 		}
@@ -521,7 +590,7 @@ func (v *Verifier) countAll(ctx context.Context, node *corev1.Node, rq *req) int
 	n := 0
 	for _, id := range v.order {
 		p := v.pools[id]
-		if p.problem != "" {
+		if p.problemFor(node) != "" {
 			continue
 		}
 		for _, s := range p.slices {

@@ -40,7 +40,9 @@ claims are printed (status.allocation filled, and for a pod's claims
 status.reservedFor), ready to be fed back in or applied.
 
 first-fit picks the devices kube-scheduler 1.37 picks; best-fit prefers the
-devices that leave the most other devices allocatable.
+devices that leave the most other devices allocatable. Every DRA feature
+gate is on; --feature-gates turns gates off as a cluster would
+(--feature-gates DRAConsumableCapacity=false,DRAFractionalCapacityRange=false).
 
 Exit codes: 0 allocated; 1 the claims do not fit (the explanation is
 printed to stderr); 2 invalid input, or a fatal error such as an invalid
@@ -53,6 +55,7 @@ resource pool when no node fits.`,
 	}
 	cmd.Flags().StringVar(&o.node, "node", "", "allocate on this node only (default: the first node that fits)")
 	cmd.Flags().StringVar(&o.strategy, "strategy", "first-fit", "device choice: first-fit or best-fit")
+	addFeatureGatesFlag(cmd, &o.featureGates)
 	addOutputFlag(cmd, &o.output)
 	return cmd
 }

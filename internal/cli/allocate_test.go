@@ -48,6 +48,15 @@ func TestAllocateCommands(t *testing.T) {
 		{"explain-tpu-both", []string{"explain", "-f", filepath.Join("examples", "tpu-multihost"), "--node", "node-1"}, ExitOK},
 		{"explain-dgx", []string{"explain", "-f", filepath.Join("examples", "dgx-h100-mixins"), "--claim", "mig-1g-10gb"}, ExitOK},
 		{"explain-unknown-claim", []string{"explain", "-f", filepath.Join("examples", "dgx-h100-mixins"), "--claim", "nope"}, ExitUsage},
+		// --feature-gates is read as kube-scheduler reads it.
+		{"allocate-feature-gates-unknown", []string{"allocate", "--feature-gates", "DRAFoo=true", "-f", filepath.Join("examples", "gpu-partitions")}, ExitUsage},
+		{"allocate-feature-gates-not-bool", []string{"allocate", "--feature-gates", "DRAAdminAccess=maybe", "-f", filepath.Join("examples", "gpu-partitions")}, ExitUsage},
+		{"allocate-feature-gates-dependency", []string{"allocate", "--feature-gates", "DRAConsumableCapacity=false", "-f", filepath.Join("examples", "gpu-partitions")}, ExitUsage},
+		// Without partitionable devices the MIG slices' counters are not
+		// used and no partition can be allocated.
+		{"explain-dgx-partitionable-off", []string{"explain", "--feature-gates", "DRAPartitionableDevices=false,DRADeviceCompatibilityGroups=false", "-f", filepath.Join("examples", "dgx-h100-mixins"), "--claim", "mig-1g-10gb"}, ExitOK},
+		// A counter too large to compute with ends at once, as an invalid pool.
+		{"allocate-huge-counter", []string{"allocate", "-f", allocTestdata("huge-counter.yaml")}, ExitCannotAnswer},
 		// A pod's claims, one made from a template, on a node its
 		// nodeSelector allows.
 		{"allocate-pod-template", []string{"allocate", "-f", inputFile("pod.yaml"), "-f", filepath.Join("examples", "dgx-h100-mixins")}, ExitOK},

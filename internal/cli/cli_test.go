@@ -96,3 +96,30 @@ func examples(t *testing.T) []string {
 	}
 	return names
 }
+
+// commandCase is one command line with its expected exit code.
+type commandCase struct {
+	name string
+	args []string
+	code int
+}
+
+// runCommandCases runs each case in parallel, checks its exit code and
+// compares its output with testdata/<name>.golden; check, if set, looks
+// further at the result.
+func runCommandCases(t *testing.T, cases []commandCase, check func(*testing.T, commandCase, result)) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := run(t, "", tc.args...)
+			if r.code != tc.code {
+				t.Errorf("dractl %s: exit %d, want %d\n%s", strings.Join(tc.args, " "), r.code, tc.code, r)
+			}
+			if check != nil {
+				check(t, tc, r)
+			}
+			golden(t, tc.name, "$ dractl "+strings.Join(tc.args, " ")+"\n"+r.String())
+		})
+	}
+}

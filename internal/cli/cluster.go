@@ -79,6 +79,10 @@ func printProblems(w io.Writer, problems []problem) {
 }
 
 func (o *globalOptions) readClusterInput(strategy allocator.Strategy) (*cluster, error) {
+	gates, err := parseFeatureGates(o.featureGates)
+	if err != nil {
+		return nil, err
+	}
 	in, err := o.read()
 	if err != nil {
 		return nil, err
@@ -92,7 +96,7 @@ func (o *globalOptions) readClusterInput(strategy allocator.Strategy) (*cluster,
 	if len(problems) > 0 {
 		return nil, &inputErrors{problems}
 	}
-	c := &cluster{set: decode.Group(in.objects), strategy: strategy, st: state.New(state.Options{})}
+	c := &cluster{set: decode.Group(in.objects), strategy: strategy, st: state.New(state.Options{Features: gates})}
 	for _, s := range c.set.Slices {
 		if err := c.st.SetMixinSlice(s); err != nil {
 			return nil, &exitError{code: ExitCannotAnswer, msg: err.Error()}

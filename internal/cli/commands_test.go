@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	sigsjson "sigs.k8s.io/json"
 
+	"github.com/dractl/dractl/internal/examplegen"
 	"github.com/dractl/dractl/pkg/api"
 	"github.com/dractl/dractl/pkg/decode"
 )
@@ -272,5 +273,52 @@ func TestFlattenIsPlainV1(t *testing.T) {
 				t.Errorf("flatten -f %s printed no ResourceSlice", dir)
 			}
 		})
+	}
+}
+
+// TestCompactRepack runs compact --repack on the flat DGX H100 pool as a
+// driver would publish it under the plain v1 limits: the pool moves into
+// fewer slices that flatten to the same devices and counter sets.
+func TestCompactRepack(t *testing.T) {
+	var in []any
+	for _, s := range examplegen.DGXH100Node.Slices(examplegen.Flat) {
+		in = append(in, s)
+	}
+	var buf bytes.Buffer
+	if err := decode.Encode(&buf, in, "json"); err != nil {
+		t.Fatal(err)
+	}
+	direct := run(t, buf.String(), "flatten", "-o", "json", "-f", "-")
+	compacted := run(t, buf.String(), "compact", "--repack", "-o", "json", "-f", "-")
+	if compacted.code != ExitOK {
+		t.Fatalf("compact --repack:\n%s", compacted)
+	}
+	if !strings.Contains(compacted.stderr, "5 slices in 3 slices") {
+		t.Errorf("compact --repack did not report 5 slices in 3:\n%s", compacted.stderr)
+	}
+	roundTrip := run(t, compacted.stdout, "flatten", "-o", "json", "-f", "-")
+	devices := func(manifest string) (map[string]api.Device, map[string]api.CounterSet, int) {
+		ds, cs := map[string]api.Device{}, map[string]api.CounterSet{}
+		slices := slicesByName(t, manifest)
+		for _, s := range slices {
+			for _, d := range s.Spec.Devices {
+				ds[d.Name] = d
+			}
+			for _, c := range s.Spec.SharedCounters {
+				cs[c.Name] = c
+			}
+		}
+		return ds, cs, len(slices)
+	}
+	wd, wc, wn := devices(direct.stdout)
+	gd, gc, gn := devices(roundTrip.stdout)
+	if wn != 5 || gn != 3 {
+		t.Errorf("slices: %d before, %d after; want 5 and 3", wn, gn)
+	}
+	if len(wd) != 152 || !equality.Semantic.DeepEqual(wd, gd) || !equality.Semantic.DeepEqual(wc, gc) {
+		t.Errorf("devices or counter sets changed: %d/%d devices, %d/%d counter sets", len(gd), len(wd), len(gc), len(wc))
+	}
+	if v := run(t, compacted.stdout, "validate", "-f", "-"); v.code != ExitOK {
+		t.Errorf("repacked pool does not validate:\n%s", v)
 	}
 }

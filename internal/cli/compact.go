@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/dractl/dractl/pkg/api"
 	"github.com/dractl/dractl/pkg/compact"
@@ -15,6 +16,7 @@ type compactOptions struct {
 	*globalOptions
 	output string
 	opts   compact.Options
+	repack bool
 }
 
 func newCompactCommand(g *globalOptions) *cobra.Command {
@@ -33,11 +35,19 @@ The compacted objects go to stdout; the size of each slice before and after
 rewrite would not be smaller than the input (a hand-tuned mixin form can be)
 is printed unchanged.
 
+With --repack, the slices of each complete pool may also exchange devices
+and counter sets: the pool is cut into as few slices as the KEP-5234 limits
+allow (128 devices or 32 counter sets per slice) when that is smaller, so
+each mixin is defined in fewer slices. The slices keep the input's names,
+in order; names no longer needed are dropped and resourceSliceCount is
+updated. Publish such a pool as a whole.
+
 Every object is first checked by admission (as validate does). Documents
 that do not decode and objects that admission rejects are reported on
 stderr and left out of the output; the exit code is then 1.`,
 		Example: `  dractl compact -f examples/a100-mig-flat
-  dractl compact -f slices.yaml | dractl flatten -f -`,
+  dractl compact -f slices.yaml | dractl flatten -f -
+  dractl compact --repack -f pool.yaml`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.requireInputs(); err != nil {
@@ -60,6 +70,7 @@ stderr and left out of the output; the exit code is then 1.`,
 	f.IntVar(&o.opts.MaxDeviceIncludes, "max-device-includes", 0, fmt.Sprintf("at most this many includes per device (0: %d)", compact.MaxDeviceIncludes))
 	f.IntVar(&o.opts.MaxConsumptionIncludes, "max-consumption-includes", 0, fmt.Sprintf("at most this many includes per counter consumption (0: %d)", compact.MaxConsumptionIncludes))
 	f.IntVar(&o.opts.MaxCounterSetIncludes, "max-counter-set-includes", 0, fmt.Sprintf("at most this many includes per counter set (0: %d)", compact.MaxCounterSetIncludes))
+	f.BoolVar(&o.repack, "repack", false, "let the slices of a complete pool exchange devices and counter sets, using fewer slices where that is smaller")
 	f.BoolVar(&o.opts.SkipDevices, "skip-devices", false, "leave device attributes and capacities flat")
 	f.BoolVar(&o.opts.SkipConsumptions, "skip-consumptions", false, "leave device counter consumptions flat")
 	f.BoolVar(&o.opts.SkipCounterSets, "skip-counter-sets", false, "leave shared counter sets flat")
@@ -95,6 +106,7 @@ func (o *compactOptions) run() error {
 		out           []any
 		n             int
 		before, after int
+		done          = map[string]bool{} // pools repacked
 	)
 	for i := range in.objects {
 		obj := &in.objects[i]
@@ -109,6 +121,30 @@ func (o *compactOptions) run() error {
 		if !ok {
 			// Printed as written: nothing added, not even defaults.
 			out = append(out, obj.Raw)
+			continue
+		}
+		if o.repack {
+			key := poolKey(s)
+			if done[key] {
+				continue
+			}
+			done[key] = true
+			pool := poolOf(in.objects, objErrs, key)
+			c, st, err := compact.Pool(pool, o.opts)
+			if err != nil {
+				fmt.Fprintf(o.Err, "error: %s: %s\n", where(obj), oneLine(err.Error()))
+				failed = true
+				continue
+			}
+			n += len(pool)
+			before += st.BytesBefore
+			after += st.BytesAfter
+			for _, s := range c {
+				out = append(out, s)
+			}
+			fmt.Fprintf(o.Err, "pool %s/%s: %s in %s, %s, mixins: %d device, %d consumption, %d counter set\n",
+				s.Spec.Driver, s.Spec.Pool.Name, plural(len(pool), "slice"), plural(len(c), "slice"),
+				savings(st.BytesBefore, st.BytesAfter), st.DeviceMixins, st.ConsumptionMixins, st.CounterSetMixins)
 			continue
 		}
 		c, st, err := compact.Compact(s, o.opts)
@@ -172,4 +208,17 @@ func thousands(n int) string {
 		return "-" + string(b)
 	}
 	return string(b)
+}
+
+func poolKey(s *api.ResourceSlice) string { return s.Spec.Driver + "/" + s.Spec.Pool.Name }
+
+// poolOf returns the valid slices of the pool key in input order.
+func poolOf(objs []decode.Object, errs []field.ErrorList, key string) []*api.ResourceSlice {
+	var out []*api.ResourceSlice
+	for i := range objs {
+		if s, ok := objs[i].Obj.(*api.ResourceSlice); ok && len(errs[i]) == 0 && poolKey(s) == key {
+			out = append(out, s)
+		}
+	}
+	return out
 }

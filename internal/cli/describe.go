@@ -165,5 +165,7 @@ func (c *cluster) node(name string) *corev1.Node {
 // (https://no-color.org).
 func colorful(w io.Writer) bool {
 	f, ok := w.(*os.File)
-	return ok && term.IsTerminal(int(f.Fd())) && os.Getenv("NO_COLOR") == ""
+	return ok && isTerminal(f) && os.Getenv("NO_COLOR") == ""
 }
+
+func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }

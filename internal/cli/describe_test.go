@@ -12,11 +12,7 @@ func TestDescribe(t *testing.T) {
 	td := func(name string) string { return filepath.Join("internal", "cli", "testdata", "describe", name) }
 	a100 := []string{"-f", filepath.Join("examples", "a100-mig-mixins", "resourceslices.yaml"), "-f", filepath.Join("examples", "a100-mig-mixins", "deviceclasses.yaml"), "-f", td("a100-allocated.yaml")}
 	tpu := []string{"-f", filepath.Join("examples", "tpu-multihost", "resourceslices.yaml"), "-f", filepath.Join("examples", "tpu-multihost", "nodes.yaml"), "-f", filepath.Join("examples", "tpu-multihost", "deviceclass.yaml"), "-f", td("tpu-allocated.yaml")}
-	cases := []struct {
-		name string
-		args []string
-		code int
-	}{
+	cases := []commandCase{
 		{"describe-pool-a100", append([]string{"describe", "pool", "a100-node"}, a100...), ExitOK},
 		{"describe-pool-a100-svg", append([]string{"describe", "pool", "gpu.nvidia.com/a100-node", "-o", "svg"}, a100...), ExitOK},
 		// node-5 sees the pool through the 4x4 device's node selector.
@@ -27,17 +23,9 @@ func TestDescribe(t *testing.T) {
 		{"describe-bad-kind", append([]string{"describe", "claim", "x"}, tpu...), ExitUsage},
 		{"describe-bad-output", append([]string{"describe", "pool", "tpu-pool", "-o", "png"}, tpu...), ExitUsage},
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			r := run(t, "", tc.args...)
-			if r.code != tc.code {
-				t.Errorf("dractl %s: exit %d, want %d\n%s", strings.Join(tc.args, " "), r.code, tc.code, r)
-			}
-			if strings.Contains(r.stdout, "\x1b") {
-				t.Error("colour escapes in output that is not a terminal")
-			}
-			golden(t, tc.name, "$ dractl "+strings.Join(tc.args, " ")+"\n"+r.String())
-		})
-	}
+	runCommandCases(t, cases, func(t *testing.T, _ commandCase, r result) {
+		if strings.Contains(r.stdout, "\x1b") {
+			t.Error("colour escapes in output that is not a terminal")
+		}
+	})
 }

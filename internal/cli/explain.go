@@ -46,6 +46,7 @@ Exit codes: 0 the explanation was printed; 2 invalid input or a fatal error.`,
 	cmd.Flags().StringVar(&o.node, "node", "", "explain for this node only (default: every node of the input)")
 	cmd.Flags().StringVar(&o.claim, "claim", "", "name of the pending ResourceClaim to explain (default: all pending claims)")
 	cmd.Flags().StringVarP(&o.output, "output", "o", "", "output format: json (default: text)")
+	addFeatureGatesFlag(cmd, &o.featureGates)
 	return cmd
 }
 

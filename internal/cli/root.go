@@ -25,6 +25,8 @@ type globalOptions struct {
 	filenames      []string
 	recursive      bool
 	maxObjectBytes string
+	// featureGates is --feature-gates of the verbs that allocate.
+	featureGates string
 }
 
 // Execute runs dractl with the process's arguments and streams and returns
@@ -94,6 +96,7 @@ input is 2 (see their --help).`,
 		newAllocateCommand(o),
 		newExplainCommand(o),
 		newDescribeCommand(o),
+		newSimulateCommand(o),
 	} {
 		o.addInputFlags(cmd)
 		root.AddCommand(cmd)

@@ -14,6 +14,7 @@ import (
 	"github.com/dractl/dractl/pkg/decode"
 	"github.com/dractl/dractl/pkg/pool"
 	"github.com/dractl/dractl/pkg/validation"
+	"github.com/dractl/dractl/pkg/workload"
 )
 
 func newValidateCommand(o *globalOptions) *cobra.Command {
@@ -335,6 +336,8 @@ func validateObject(obj *decode.Object) field.ErrorList {
 		return validation.ResourceClaim(o)
 	case *resourcev1.ResourceClaimTemplate:
 		return validation.ResourceClaimTemplate(o)
+	case *workload.Workload:
+		return workload.Validate(o)
 	}
 	return nil
 }

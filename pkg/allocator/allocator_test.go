@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	resourcev1 "k8s.io/api/resource/v1"
@@ -303,6 +304,42 @@ func TestContextCancel(t *testing.T) {
 	_, err := e.alloc(t).Allocate(ctx, node1, claims(at.Claim("c").Request(mig("r", "1g.10gb").Count(7)).MatchAttribute("gpu.example.com/parentUUID")))
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("want context.Canceled, got %v", err)
+	}
+}
+
+// cancelLater is a context that reports cancellation from its n-th Err
+// call on: cancellation arrives during the search at a point that does not
+// depend on timing.
+type cancelLater struct {
+	context.Context
+	calls atomic.Int64
+	n     int64
+}
+
+func (c *cancelLater) Err() error {
+	if c.calls.Add(1) >= c.n {
+		return context.Canceled
+	}
+	return nil
+}
+
+// The search must notice a cancellation while it runs, not only before it
+// starts: this scenario searches tens of thousands of nodes.
+func TestContextCancelDuringSearch(t *testing.T) {
+	f := "testdata/regressions/seed2-284-dractl-slow.yaml"
+	hdr := readHeader(t, f)
+	a, node, pending := loadRegression(t, f, hdr["expect-node"])
+	ctx := &cancelLater{Context: context.Background(), n: 2} // Allocate's own first check passes
+	_, err := a.Allocate(ctx, node, pending)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("want context.Canceled from inside the search, got %v", err)
+	}
+	full, _, _ := loadRegression(t, f, hdr["expect-node"])
+	if _, err := full.Allocate(context.Background(), node, pending); err == nil || errors.Is(err, context.Canceled) {
+		t.Fatalf("uncancelled run: want an unfit or fatal answer, got %v", err)
+	}
+	if stopped, all := a.Stats().SearchNodes, full.Stats().SearchNodes; stopped >= all/10 {
+		t.Errorf("cancelled after %d of %d search nodes; want it noticed early", stopped, all)
 	}
 }
 

@@ -15,12 +15,20 @@ import (
 // kinds never match.
 type attrVal struct {
 	kind uint8
+	// list: the value came from a list field. Without
+	// DRAListTypeAttributes upstream compares scalars only, and a list
+	// value matches nothing.
+	list bool
 	ints []int64  // int and bool (0/1) values, sorted
 	strs []string // string and version values, sorted
 }
 
 const (
-	kindInt uint8 = iota + 1
+	// kindNone is an attribute that is present with no value set. It
+	// matches nothing; without DRAListTypeAttributes it still counts as
+	// present.
+	kindNone uint8 = iota
+	kindInt
 	kindBool
 	kindString
 	kindVersion
@@ -73,12 +81,12 @@ func sortedOverlap[T interface{ ~string | ~int64 }](x, y []T) bool {
 }
 
 // newAttrVal follows upstream's precedence: list values before scalars, in
-// the order int, bool, string, version. An attribute without a value is
-// treated as absent.
+// the order int, bool, string, version. An attribute without a value (or
+// with only empty lists) is kindNone.
 func newAttrVal(a api.DeviceAttribute) *attrVal {
 	switch {
 	case len(a.IntValues) > 0:
-		return &attrVal{kind: kindInt, ints: sortedSet(a.IntValues)}
+		return &attrVal{kind: kindInt, list: true, ints: sortedSet(a.IntValues)}
 	case len(a.BoolValues) > 0:
 		b := make([]int64, len(a.BoolValues))
 		for i, x := range a.BoolValues {
@@ -86,11 +94,11 @@ func newAttrVal(a api.DeviceAttribute) *attrVal {
 				b[i] = 1
 			}
 		}
-		return &attrVal{kind: kindBool, ints: sortedSet(b)}
+		return &attrVal{kind: kindBool, list: true, ints: sortedSet(b)}
 	case len(a.StringValues) > 0:
-		return &attrVal{kind: kindString, strs: sortedSet(a.StringValues)}
+		return &attrVal{kind: kindString, list: true, strs: sortedSet(a.StringValues)}
 	case len(a.VersionValues) > 0:
-		return &attrVal{kind: kindVersion, strs: sortedSet(a.VersionValues)}
+		return &attrVal{kind: kindVersion, list: true, strs: sortedSet(a.VersionValues)}
 	case a.IntValue != nil:
 		return &attrVal{kind: kindInt, ints: []int64{*a.IntValue}}
 	case a.BoolValue != nil:
@@ -104,7 +112,7 @@ func newAttrVal(a api.DeviceAttribute) *attrVal {
 	case a.VersionValue != nil:
 		return &attrVal{kind: kindVersion, strs: []string{*a.VersionValue}}
 	}
-	return absentAttr
+	return &attrVal{kind: kindNone}
 }
 
 func sortedSet[T interface{ ~string | ~int64 }](in []T) []T {

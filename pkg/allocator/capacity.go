@@ -11,13 +11,15 @@ import (
 	"github.com/dractl/dractl/pkg/api"
 )
 
-// Consumable capacity (seed 003, "DeviceCapacity.requestPolicy"). Every
+// Consumable capacity (the ResourceSlice API reference,
+// "DeviceCapacity.requestPolicy"; KEP-5075). Every
 // capacity of a device is consumed by every allocation: what the request
 // asks for rounded up to the policy, or the policy default, or, when
 // neither, the whole capacity. A device fits when each consumed amount obeys
 // the policy and, added to what is consumed already, stays within the
-// capacity. Upstream applies this to every device, shared or not, with the
-// DRAFractionalCapacityRange arithmetic.
+// capacity. Upstream applies this to every device, shared or not, and only
+// with DRAConsumableCapacity on. frac selects the DRAFractionalCapacityRange
+// arithmetic: ranges with fractional bounds are rounded in milli units.
 
 var errNotRepresentable = errors.New("capacity request cannot be represented in the device's range arithmetic")
 
@@ -25,21 +27,26 @@ type capMap = map[api.QualifiedName]resource.Quantity
 
 // capacityFits reports whether req fits caps on top of the two consumed
 // maps (either may be nil).
-func capacityFits(req *resourcev1.CapacityRequirements, caps map[api.QualifiedName]api.DeviceCapacity, used1, used2 capMap) (bool, error) {
+func capacityFits(req *resourcev1.CapacityRequirements, caps map[api.QualifiedName]api.DeviceCapacity, used1, used2 capMap, frac bool) (bool, error) {
 	if req != nil {
-		for name := range req.Requests {
+		for name, q := range req.Requests {
 			if _, ok := caps[name]; !ok {
 				return false, nil
 			}
+			if !api.QuantityInRange(q) {
+				// Rounding it to the device's policy would compute with as
+				// many digits as its exponent (api.QuantityInRange).
+				return false, fmt.Errorf("capacity %q: %w: request magnitude beyond %g", name, errNotRepresentable, api.MaxQuantity)
+			}
 		}
 	}
-	consumed, err := consumption(req, caps)
+	consumed, err := consumption(req, caps, frac)
 	if err != nil {
 		return false, err
 	}
 	for name, c := range caps {
 		q := consumed[name]
-		if violatesPolicy(q, c.RequestPolicy) {
+		if violatesPolicy(q, c.RequestPolicy, frac) {
 			return false, nil
 		}
 		total := q.DeepCopy()
@@ -58,7 +65,7 @@ func capacityFits(req *resourcev1.CapacityRequirements, caps map[api.QualifiedNa
 
 // consumption is what one allocation of the device consumes of each of its
 // capacities.
-func consumption(req *resourcev1.CapacityRequirements, caps map[api.QualifiedName]api.DeviceCapacity) (capMap, error) {
+func consumption(req *resourcev1.CapacityRequirements, caps map[api.QualifiedName]api.DeviceCapacity, frac bool) (capMap, error) {
 	out := make(capMap, len(caps))
 	for name, c := range caps {
 		var asked *resource.Quantity
@@ -67,7 +74,7 @@ func consumption(req *resourcev1.CapacityRequirements, caps map[api.QualifiedNam
 				asked = &q
 			}
 		}
-		q, err := consumedAmount(asked, c)
+		q, err := consumedAmount(asked, c, frac)
 		if err != nil {
 			return nil, fmt.Errorf("capacity %q: %w", name, err)
 		}
@@ -79,7 +86,7 @@ func consumption(req *resourcev1.CapacityRequirements, caps map[api.QualifiedNam
 	return out, nil
 }
 
-func consumedAmount(asked *resource.Quantity, c api.DeviceCapacity) (resource.Quantity, error) {
+func consumedAmount(asked *resource.Quantity, c api.DeviceCapacity, frac bool) (resource.Quantity, error) {
 	p := c.RequestPolicy
 	if asked == nil {
 		if p != nil && p.Default != nil {
@@ -91,7 +98,7 @@ func consumedAmount(asked *resource.Quantity, c api.DeviceCapacity) (resource.Qu
 	case p == nil:
 		return asked.DeepCopy(), nil
 	case p.ValidRange != nil && p.ValidRange.Min != nil:
-		return roundUpRange(*asked, p.ValidRange)
+		return roundUpRange(*asked, p.ValidRange, frac)
 	case p.ValidValues != nil:
 		for _, v := range p.ValidValues {
 			if asked.Cmp(v) <= 0 {
@@ -105,14 +112,14 @@ func consumedAmount(asked *resource.Quantity, c api.DeviceCapacity) (resource.Qu
 // roundUpRange raises a request below min to min and otherwise rounds it up
 // to min plus a whole number of steps. With fractional ranges the step
 // arithmetic runs in milli units when every bound is representable there.
-func roundUpRange(asked resource.Quantity, r *resourcev1.CapacityRequestPolicyRange) (resource.Quantity, error) {
+func roundUpRange(asked resource.Quantity, r *resourcev1.CapacityRequestPolicyRange, frac bool) (resource.Quantity, error) {
 	if asked.Cmp(*r.Min) < 0 {
 		return r.Min.DeepCopy(), nil
 	}
 	if r.Step == nil {
 		return asked, nil
 	}
-	if useMilli(r) {
+	if useMilli(r, frac) {
 		req, err := exactMilli(asked)
 		if err != nil {
 			return resource.Quantity{}, fmt.Errorf("%w: request %s is not a representable milli value", errNotRepresentable, asked.String())
@@ -147,7 +154,7 @@ func ceilDiv(a, b int64) int64 {
 	return n
 }
 
-func violatesPolicy(q resource.Quantity, p *resourcev1.CapacityRequestPolicy) bool {
+func violatesPolicy(q resource.Quantity, p *resourcev1.CapacityRequestPolicy, frac bool) bool {
 	if p == nil {
 		return false
 	}
@@ -162,7 +169,7 @@ func violatesPolicy(q resource.Quantity, p *resourcev1.CapacityRequestPolicy) bo
 		}
 		if r.Step != nil {
 			var v, step, lo int64
-			if useMilli(r) {
+			if useMilli(r, frac) {
 				var err error
 				if v, err = exactMilli(q); err != nil {
 					return true
@@ -186,7 +193,10 @@ func violatesPolicy(q resource.Quantity, p *resourcev1.CapacityRequestPolicy) bo
 	return false
 }
 
-func useMilli(r *resourcev1.CapacityRequestPolicyRange) bool {
+func useMilli(r *resourcev1.CapacityRequestPolicyRange, frac bool) bool {
+	if !frac {
+		return false
+	}
 	for _, q := range []*resource.Quantity{r.Min, r.Max, r.Step} {
 		if q == nil {
 			continue

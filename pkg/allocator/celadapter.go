@@ -17,12 +17,28 @@ type celCompiler struct{ c *dcel.Compiler }
 
 func defaultCompiler() SelectorCompiler { return celCompiler{c: dcel.NewCompiler()} }
 
+// SharedCompiler compiles with pkg/cel's process-wide compiler and cache,
+// the counterpart of the CEL cache kube-scheduler keeps across scheduling
+// cycles. (Options{Compiler: nil} builds a fresh compiler per New, which
+// costs milliseconds per cold call.) It compiles derived attributes too.
+func SharedCompiler() SelectorCompiler { return celCompiler{c: dcel.Default()} }
+
+// NewSelectorCompiler returns the pkg/cel compiler an Allocator uses when
+// Options.Compiler is nil. Building one costs as much as a small
+// allocation (a CEL environment); callers that build an Allocator per
+// scheduling cycle share one instead.
+func NewSelectorCompiler() SelectorCompiler { return defaultCompiler() }
+
 func (c celCompiler) CompileSelector(expr string) (Selector, error) {
 	p, err := c.c.Compile(expr)
 	if err != nil {
 		return nil, err
 	}
 	return celProgram{p}, nil
+}
+
+func (c celCompiler) CompileDerived(expr string) (*dcel.Program, error) {
+	return c.c.CompileDerived(expr)
 }
 
 type celProgram struct{ p *dcel.Program }

@@ -8,6 +8,10 @@ import "slices"
 // keeps the values of the devices added.
 type constraintState struct {
 	match bool
+	// lists: DRAListTypeAttributes is on, values are sets that match when
+	// they intersect. Off, only scalars are compared, as upstream did
+	// before lists existed.
+	lists bool
 	col   *attrCol
 	names []string // requests it covers; empty covers all
 	stack []*attrVal
@@ -30,20 +34,38 @@ func (c *constraintState) admits(v *attrVal) bool {
 	if v == nil {
 		return false
 	}
+	if c.lists {
+		if v.kind == kindNone {
+			return false
+		}
+	} else if c.unknown(v) {
+		// Upstream's scalar comparison accepts anything as the first value
+		// and then finds nothing equal to it.
+		return len(c.stack) == 0
+	}
 	if c.match {
-		return len(c.stack) == 0 || c.stack[len(c.stack)-1].overlaps(v)
+		if len(c.stack) == 0 {
+			return true
+		}
+		top := c.stack[len(c.stack)-1]
+		return !c.unknown(top) && top.overlaps(v)
 	}
 	for _, x := range c.stack {
-		if x.overlaps(v) {
+		if !c.unknown(x) && x.overlaps(v) {
 			return false
 		}
 	}
 	return true
 }
 
+// unknown: without DRAListTypeAttributes, a value that is not a scalar.
+func (c *constraintState) unknown(v *attrVal) bool {
+	return !c.lists && (v.list || v.kind == kindNone)
+}
+
 // add admits and records v; the caller has checked admits.
 func (c *constraintState) add(v *attrVal) {
-	if c.match && len(c.stack) > 0 {
+	if c.match && len(c.stack) > 0 && !c.unknown(c.stack[len(c.stack)-1]) {
 		// Scalars (the common case) intersect to themselves.
 		if top := c.stack[len(c.stack)-1]; len(top.ints)+len(top.strs) != 1 || len(v.ints)+len(v.strs) != 1 {
 			v = top.intersect(v)

@@ -1,7 +1,8 @@
 // Package allocator finds devices for the ResourceClaims of one pod on one
-// node, the way kube-scheduler's structured allocator does with every DRA
-// feature enabled (k8s.io/dynamic-resource-allocation v0.37.2, "experimental"
-// variant), and explains why when they do not fit.
+// node, the way kube-scheduler's structured allocator does
+// (k8s.io/dynamic-resource-allocation v0.37.2) with the DRA feature gates of
+// Options.Features (all on by default; features.go says what each gate
+// changes), and explains why when they do not fit.
 //
 // An Allocator is built once per cluster state (pools, classes, allocated
 // claims) and then answers Allocate for many nodes, from several goroutines
@@ -16,10 +17,14 @@
 // plus the slices that do not name any node, so it does not grow with the
 // size of the cluster.
 //
+// Pools are judged as each node sees them (node.go): the generation the
+// node's slices have, complete and valid by upstream's rules for that view.
+//
 // First-fit search visits candidates in upstream's order (pools by driver
 // then pool, pools with binding conditions last; slices by name; devices in
 // slice order; claims, requests and firstAvailable subrequests in listed
 // order; devices of one request as increasing combinations). The search only
-// adds pruning that removes branches which cannot succeed (counter and
-// constraint bounds), so its first success is upstream's first success.
+// adds pruning that removes branches which cannot succeed (counter,
+// constraint and claim-limit bounds), so its first success is upstream's
+// first success.
 package allocator

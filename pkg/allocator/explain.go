@@ -40,12 +40,15 @@ const (
 	// ReasonConstraint: usable alone, but no combination satisfies the
 	// claim's constraints together with the other requests.
 	ReasonConstraint
+	// ReasonFeatureGate: the device needs a feature gate that is off
+	// (binding conditions, counters, node operations).
+	ReasonFeatureGate
 	numReasons
 )
 
 var reasonNames = [numReasons]string{
 	"IncompletePool", "InvalidPool", "Allocated", "DriverOrClass", "Selector", "Node",
-	"NodeOperations", "Capacity", "Taint", "CounterExhausted", "Constraint",
+	"NodeOperations", "Capacity", "Taint", "CounterExhausted", "Constraint", "FeatureGate",
 }
 
 func (r Reason) String() string {
@@ -90,6 +93,15 @@ type RequestExplanation struct {
 	// the node if it were the only request (its claim's constraints that
 	// name only it still apply).
 	SatisfiableAlone bool
+}
+
+// invalidPoolNames lists the invalid pools, comma-separated.
+func (e *Explanation) invalidPoolNames() string {
+	names := make([]string, len(e.InvalidPools))
+	for i, p := range e.InvalidPools {
+		names[i] = p.Pool.String()
+	}
+	return strings.Join(names, ", ")
 }
 
 // Summary is a one-line digest naming the requests that cannot be satisfied.

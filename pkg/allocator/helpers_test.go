@@ -17,7 +17,7 @@ func qs(q resource.Quantity) string { return q.String() }
 // for tests that check results against the whole cluster.
 type flatView struct {
 	devs     []*devInfo
-	avail    []int64
+	avail    []uint64
 	ctrStart []int32 // per pool: index of its first counter in avail
 }
 

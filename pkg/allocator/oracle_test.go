@@ -82,7 +82,7 @@ func oracle(t *testing.T, e *env, c *resourcev1.ResourceClaim) bool {
 	var rec func(i int) bool
 	rec = func(i int) bool {
 		if i == len(slots) {
-			mem := int64(0)
+			mem := uint64(0)
 			for _, g := range pick {
 				for _, u := range fv.devs[g].uses {
 					mem += u.amt

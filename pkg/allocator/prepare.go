@@ -21,18 +21,24 @@ const nodeOperationsFeature = "DRAOptionalNodeOperations"
 // alt is one way to satisfy a request: the request itself, or one
 // subrequest of a firstAvailable request.
 type alt struct {
-	claim   int
-	name    string // as written into results: "req" or "req/sub"
-	parent  string // request name when this is a subrequest
-	short   string // request or subrequest name
-	class   *resourcev1.DeviceClass
-	exprs   []*exprEntry // class selectors, then request selectors
-	nClass  int
-	admin   bool
-	all     bool
-	count   int
-	tols    []resourcev1.DeviceToleration
-	capReq  *resourcev1.CapacityRequirements
+	claim  int
+	name   string // as written into results: "req" or "req/sub"
+	parent string // request name when this is a subrequest
+	short  string // request or subrequest name
+	class  *resourcev1.DeviceClass
+	exprs  []*exprEntry // class selectors, then request selectors
+	nClass int
+	admin  bool
+	all    bool
+	count  int
+	tols   []resourcev1.DeviceToleration
+	capReq *resourcev1.CapacityRequirements
+	// want is the count as the request states it, for messages; count is
+	// capped just above the claim limit.
+	want int64
+	// derived are the request's derived attributes by name: constraints
+	// read these instead of the device's own attributes.
+	derived map[string]*derivedEntry
 	applies []int // indices of the claim's constraints that cover this alt
 	// mayFail: trying this alt can end in a fatal error (a candidate that
 	// failed evaluation, an "All" request, a shared device whose capacity
@@ -58,8 +64,10 @@ type cand struct {
 }
 
 type slot struct {
-	claim  int
-	alts   []*alt
+	claim int
+	alts  []*alt
+	// first: a firstAvailable request, whose subrequests are the alts.
+	first  bool
 	chosen int
 }
 
@@ -74,8 +82,10 @@ func (at *attempt) fatal(claim int, request string, err error) error {
 	return &FatalError{Claim: claimName(at.claims[claim]), Request: request, Err: err}
 }
 
-// prepare validates the claims like upstream's Allocate preamble and builds
-// one slot per request with its alts and their candidates.
+// prepare validates the claims like upstream's Allocate preamble, in its
+// order (per claim: per request the feature checks, then each alternative,
+// then the claim limit; then the constraints), and builds one slot per
+// request with its alts and their candidates.
 func (at *attempt) prepare() error {
 	a := at.a
 	at.cons = make([][]*constraintState, len(at.claims))
@@ -86,42 +96,47 @@ func (at *attempt) prepare() error {
 		minDevices := 0
 		for ri := range claim.Spec.Devices.Requests {
 			req := &claim.Spec.Devices.Requests[ri]
-			sl := slot{claim: ci}
+			if err := at.gateRequest(ci, req); err != nil {
+				return err
+			}
+			sl := slot{claim: ci, first: len(req.FirstAvailable) > 0}
+			least := -1
+			var want int64
 			if len(req.FirstAvailable) > 0 {
-				least := -1
 				for si := range req.FirstAvailable {
 					sub := &req.FirstAvailable[si]
 					al, err := at.newAlt(ci, req.Name+"/"+sub.Name, req.Name, sub.Name, sub.DeviceClassName, sub.Selectors,
-						sub.AllocationMode, sub.Count, nil, sub.Tolerations, sub.Capacity, len(sub.DerivedAttributes) > 0)
+						sub.AllocationMode, sub.Count, nil, sub.Tolerations, sub.Capacity, sub.DerivedAttributes)
 					if err != nil {
 						return err
 					}
 					sl.alts = append(sl.alts, al)
 					if least < 0 || al.count < least {
-						least = al.count
+						least, want = al.count, al.want
 					}
 				}
-				minDevices += least
 			} else {
 				ex := req.Exactly
 				if ex == nil {
 					return at.fatal(ci, req.Name, errors.New("neither exactly nor firstAvailable is set (unsupported request type?)"))
 				}
 				al, err := at.newAlt(ci, req.Name, "", req.Name, ex.DeviceClassName, ex.Selectors,
-					ex.AllocationMode, ex.Count, ex.AdminAccess, ex.Tolerations, ex.Capacity, len(ex.DerivedAttributes) > 0)
+					ex.AllocationMode, ex.Count, ex.AdminAccess, ex.Tolerations, ex.Capacity, ex.DerivedAttributes)
 				if err != nil {
 					return err
 				}
 				sl.alts = append(sl.alts, al)
-				minDevices += al.count
+				least, want = al.count, al.want
 			}
-			if minDevices > maxResults {
-				return at.fatal(ci, req.Name, fmt.Errorf("needs at least %d devices, more than the claim limit of %d", minDevices, maxResults))
+			// Upstream's words, with the request's own count.
+			if least > maxResults-minDevices {
+				return at.fatal(ci, req.Name, fmt.Errorf("adding %d devices exceeds the claim limit of %d, with %d already accounted for", want, maxResults, minDevices))
 			}
+			minDevices += least
 			at.slots = append(at.slots, sl)
 		}
 		for i, c := range claim.Spec.Devices.Constraints {
-			cs := &constraintState{names: c.Requests}
+			cs := &constraintState{names: c.Requests, lists: a.g.listAttrs}
 			switch {
 			case c.MatchAttribute != nil:
 				cs.match = true
@@ -139,6 +154,10 @@ func (at *attempt) prepare() error {
 			for i, cs := range at.cons[al.claim] {
 				if cs.covers(al) {
 					al.applies = append(al.applies, i)
+					if al.derived[cs.col.name] != nil {
+						// Evaluating the attribute can fail fatally.
+						al.mayFail = true
+					}
 				}
 			}
 			if al.all && len(al.applies) > 0 {
@@ -149,19 +168,51 @@ func (at *attempt) prepare() error {
 	return nil
 }
 
+// gateRequest rejects a request that uses a feature whose gate is off, as
+// upstream does before looking at the request: silently ignoring the
+// fields would allocate something the claim did not ask for.
+func (at *attempt) gateRequest(ci int, req *resourcev1.DeviceRequest) error {
+	g := &at.a.g
+	if !g.prioritizedList && len(req.FirstAvailable) > 0 {
+		return at.fatal(ci, req.Name, errors.New("has subrequests, but the DRAPrioritizedList feature is disabled"))
+	}
+	if g.consumable {
+		return nil
+	}
+	if req.Exactly != nil && req.Exactly.Capacity != nil {
+		return at.fatal(ci, req.Name, errors.New("has capacity requests, but the DRAConsumableCapacity feature is disabled"))
+	}
+	for _, sub := range req.FirstAvailable {
+		if sub.Capacity != nil {
+			return &FatalError{Claim: claimName(at.claims[ci]), Request: req.Name + "/" + sub.Name, Subrequest: sub.Name,
+				Err: errors.New("has capacity requests, but the DRAConsumableCapacity feature is disabled")}
+		}
+	}
+	return nil
+}
+
 func (at *attempt) newAlt(ci int, name, parent, short, class string, sels []resourcev1.DeviceSelector,
 	mode resourcev1.DeviceAllocationMode, count int64, admin *bool, tols []resourcev1.DeviceToleration,
-	capReq *resourcev1.CapacityRequirements, derived bool) (*alt, error) {
+	capReq *resourcev1.CapacityRequirements, derived []resourcev1.DeviceDerivedAttribute) (*alt, error) {
 	a := at.a
 	al := &alt{claim: ci, name: name, parent: parent, short: short, admin: ptr.Deref(admin, false),
 		tols: tols, capReq: capReq}
-	if derived {
-		return nil, at.fatal(ci, name, errors.New("derived attributes are not supported by dractl"))
+	if len(derived) > 0 {
+		if !a.g.derived {
+			return nil, at.fatal(ci, name, errors.New("cannot handle request with derived attributes, the feature is disabled"))
+		}
+		al.derived = make(map[string]*derivedEntry, len(derived))
+		for _, d := range derived {
+			al.derived[string(d.Name)] = a.derivedExpr(d.Expression)
+		}
 	}
 	for i, s := range sels {
 		if s.CEL == nil {
 			return nil, at.fatal(ci, name, fmt.Errorf("selector #%d: CEL expression empty (unsupported selector type?)", i))
 		}
+	}
+	if al.admin && !a.g.adminAccess {
+		return nil, at.fatal(ci, name, errors.New("admin access is requested, but the feature is disabled"))
 	}
 	if class == "" {
 		return nil, at.fatal(ci, name, errors.New("missing device class name (unsupported request type?)"))
@@ -182,7 +233,7 @@ func (at *attempt) newAlt(ci int, name, parent, short, class string, sels []reso
 	}
 	switch mode {
 	case resourcev1.DeviceAllocationModeExactCount:
-		al.count = int(count)
+		al.count, al.want = int(count), count
 		if count > maxResults {
 			// Larger than any claim may hold; the claim-size check reports it.
 			al.count = maxResults + 1
@@ -197,8 +248,9 @@ func (at *attempt) newAlt(ci int, name, parent, short, class string, sels []reso
 			return nil, err
 		}
 		al.count = len(al.cands)
+		al.want = int64(al.count)
 	default:
-		return nil, at.fatal(ci, name, fmt.Errorf("unsupported count mode %q", mode))
+		return nil, at.fatal(ci, name, fmt.Errorf("unsupported count mode %s", mode))
 	}
 	at.finishAlt(al)
 	return al, nil
@@ -224,9 +276,13 @@ func (at *attempt) finishAlt(al *alt) {
 }
 
 // selectable runs the class selectors, the request selectors and the
-// per-device node selection, in upstream's order.
+// per-device node selection, in upstream's order. With binding conditions
+// off, a device that has them is never selectable.
 func (at *attempt) selectable(al *alt, d *devInfo) (bool, Reason, error) {
 	a := at.a
+	if !a.g.bindingConditions && len(d.d.BindingConditions) > 0 {
+		return false, ReasonFeatureGate, nil
+	}
 	for i, e := range al.exprs {
 		ok, err := a.eval(at.ctx, e, d)
 		if err != nil {
@@ -254,16 +310,41 @@ func (at *attempt) selectable(al *alt, d *devInfo) (bool, Reason, error) {
 	return true, 0, nil
 }
 
-func (at *attempt) nodeOpsOK(d *devInfo) bool {
-	s := at.a.slices[d.slice].s
-	return len(s.Spec.SkipNodeOperations) == 0 || slices.Contains(at.node.Status.DeclaredFeatures, nodeOperationsFeature)
+// usable are upstream's per-device checks of allocateDevice that do not
+// depend on what else is picked: node operations and, with
+// DRAPartitionableDevices off, counter consumption.
+func (at *attempt) usable(d *devInfo) (bool, Reason) {
+	g := &at.a.g
+	if len(at.a.slices[d.slice].s.Spec.SkipNodeOperations) > 0 {
+		if !g.nodeOps {
+			return false, ReasonFeatureGate
+		}
+		if !slices.Contains(at.node.Status.DeclaredFeatures, nodeOperationsFeature) {
+			return false, ReasonNodeOperations
+		}
+	}
+	if !g.partitionable && len(d.d.ConsumesCounters) > 0 {
+		return false, ReasonFeatureGate
+	}
+	return true, 0
 }
 
-func staticCapacity(al *alt, d *devInfo, used capMap) (bool, error) {
+// staticCapacity checks the request's capacity against the device on top
+// of used; without DRAConsumableCapacity capacity is not looked at.
+func (at *attempt) staticCapacity(al *alt, d *devInfo, used capMap) (bool, error) {
+	if !at.a.g.consumable {
+		return true, nil
+	}
 	if d.cap == nil {
 		return al.capReq == nil || len(al.capReq.Requests) == 0, nil
 	}
-	return capacityFits(al.capReq, d.cap, used, nil)
+	return capacityFits(al.capReq, d.cap, used, nil, at.a.g.fractional)
+}
+
+// blockedByTaint: with DRADeviceTaints on, an untolerated NoSchedule or
+// NoExecute taint prevents allocation.
+func (at *attempt) blockedByTaint(al *alt, d *devInfo) bool {
+	return at.a.g.taints && taintBlocks(d.d.Taints, al.tols)
 }
 
 // buildCands lists, in upstream's visiting order, the devices that can serve
@@ -313,9 +394,9 @@ func (at *attempt) scanOne(al *alt, explainOnly bool) bool {
 		if !cur.begun {
 			cur.dev, cur.begun = s.devStart, true
 		}
-		if np.incomplete || np.invalid {
+		if np.incomplete || np.invalid != nil {
 			r := ReasonIncompletePool
-			if np.invalid {
+			if np.invalid != nil {
 				r = ReasonInvalidPool
 			}
 			al.rej[r] += int(s.devEnd - s.devStart)
@@ -354,11 +435,7 @@ func (at *attempt) scanDev(al *alt, np *nodePool, npi, i int32, explainOnly bool
 		al.rej[reason]++
 		return
 	}
-	if !at.nodeOpsOK(d) {
-		al.rej[ReasonNodeOperations]++
-		return
-	}
-	fits, err := staticCapacity(al, d, d.aggCap)
+	fits, err := at.staticCapacity(al, d, d.aggCap)
 	if err != nil {
 		if !explainOnly {
 			c.err = at.fatal(al.claim, al.name, fmt.Errorf("checking capacity for device %s: %w", a.devID(d), err))
@@ -370,11 +447,15 @@ func (at *attempt) scanDev(al *alt, np *nodePool, npi, i int32, explainOnly bool
 		al.rej[ReasonCapacity]++
 		return
 	}
-	if taintBlocks(d.d.Taints, al.tols) {
+	if ok, reason := at.usable(d); !ok {
+		al.rej[reason]++
+		return
+	}
+	if at.blockedByTaint(al, d) {
 		al.rej[ReasonTaint]++
 		return
 	}
-	if bad := counterMisfitAlone(d, np.t); bad >= 0 {
+	if bad := at.counterMisfitAlone(d, np.t); bad >= 0 {
 		al.rej[ReasonCounterExhausted]++
 		if explainOnly {
 			if al.ctrRej == nil {
@@ -391,7 +472,7 @@ func (at *attempt) scanDev(al *alt, np *nodePool, npi, i int32, explainOnly bool
 
 // counterMisfitAlone returns the pool-relative index of the first counter
 // the device cannot get even if nothing else were picked, -1 when it fits.
-func counterMisfitAlone(d *devInfo, t *poolTable) int32 {
+func (at *attempt) counterMisfitAlone(d *devInfo, t *poolTable) int32 {
 	if len(d.uses) == 0 || (d.multi && d.shareInUse) {
 		return -1
 	}
@@ -401,11 +482,7 @@ func counterMisfitAlone(d *devInfo, t *poolTable) int32 {
 		}
 	}
 	if t.overcommitted {
-		for c, v := range t.avail {
-			if v < 0 {
-				return int32(c)
-			}
-		}
+		return t.over[0]
 	}
 	return -1
 }
@@ -420,8 +497,8 @@ func (at *attempt) buildAll(al *alt) error {
 		if np.incomplete {
 			return at.fatal(al.claim, al.name, fmt.Errorf("asks for all devices, but resource pool %s is currently being updated", id))
 		}
-		if np.invalid {
-			return at.fatal(al.claim, al.name, fmt.Errorf("asks for all devices, but resource pool %s is currently invalid: %w", id, np.t.invalid))
+		if np.invalid != nil {
+			return at.fatal(al.claim, al.name, fmt.Errorf("asks for all devices, but resource pool %s is currently invalid: %w", id, np.invalid))
 		}
 	}
 	for npi := range at.pools {
@@ -437,7 +514,7 @@ func (at *attempt) buildAll(al *alt) error {
 				if !ok {
 					continue
 				}
-				fits, err := staticCapacity(al, d, nil)
+				fits, err := at.staticCapacity(al, d, nil)
 				if err != nil {
 					return at.fatal(al.claim, al.name, fmt.Errorf("checking capacity for device %s: %w", a.devID(d), err))
 				}

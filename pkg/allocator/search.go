@@ -22,7 +22,7 @@ type attempt struct {
 	cons   [][]*constraintState // per claim
 
 	// Dense per-attempt state, indexed by attempt-local indices.
-	used   []int64       // per counter: consumed by picks of this attempt
+	used   []uint64      // per counter: consumed by picks of this attempt; never above avail
 	inUse  []int32       // per device: dedicated picks of this attempt
 	compat []compatState // per counter set: running group intersection
 	shares map[int32]*shareState
@@ -30,6 +30,9 @@ type attempt struct {
 	picks      []pick
 	claimCount []int
 	steps      int
+	// nodes counts the nodes of the search tree in the units of upstream's
+	// allocateOne calls (see Stats).
+	nodes int64
 	// lazy: the first pass, which builds candidates only as far as the
 	// search reaches and does not prune, exactly like upstream. It gives up
 	// after lazyBudget steps; the second pass builds every candidate list
@@ -44,7 +47,7 @@ type attempt struct {
 	// Scratch for the counter bound.
 	cntSet  []int32
 	cntCtr  []int32
-	minAmt  []int64
+	minAmt  []uint64
 	touched []touchedSet
 	groups  map[scalarKey]int32
 	// Scratch for jointBound: devices seen in this epoch.
@@ -87,9 +90,9 @@ func (at *attempt) size() {
 		nc += int32(len(np.t.avail))
 		ns += int32(len(np.t.sets))
 	}
-	at.used = make([]int64, nc)
+	at.used = make([]uint64, nc)
 	at.cntCtr = make([]int32, nc)
-	at.minAmt = make([]int64, nc)
+	at.minAmt = make([]uint64, nc)
 	at.inUse = make([]int32, nd)
 	at.cntSet = make([]int32, ns)
 	at.compat = make([]compatState, ns)
@@ -138,7 +141,7 @@ func (at *attempt) tryAdd(al *alt, c cand) (bool, error) {
 	}
 	sh := at.shares[c.l]
 	if !c.full && d.multi && sh != nil {
-		fits, err := capacityFits(al.capReq, d.cap, d.aggCap, sh.used)
+		fits, err := capacityFits(al.capReq, d.cap, d.aggCap, sh.used, a.g.fractional)
 		if err != nil {
 			return false, at.fatal(al.claim, al.name, fmt.Errorf("checking capacity for device %s: %w", a.devID(d), err))
 		}
@@ -146,14 +149,16 @@ func (at *attempt) tryAdd(al *alt, c cand) (bool, error) {
 			return false, nil
 		}
 	}
-	if c.full && !at.nodeOpsOK(d) {
-		return false, nil
+	if c.full {
+		if ok, _ := at.usable(d); !ok {
+			return false, nil
+		}
 	}
 	np := &at.pools[c.np]
 	t := np.t
 	pk := pick{al: al, c: c}
 	if !at.skipCounters(c, d) && len(d.uses) > 0 {
-		if t.usesCompat {
+		if t.usesCompat && a.g.compat {
 			for _, cu := range d.compat {
 				ls := np.setBase + cu.set
 				if !at.compat[ls].admits(cu.groups) {
@@ -169,7 +174,8 @@ func (at *attempt) tryAdd(al *alt, c cand) (bool, error) {
 			return false, nil
 		}
 		for _, u := range d.uses {
-			if at.used[np.ctrBase+u.rel]+u.amt > t.avail[u.rel] {
+			// Never overflows: used never exceeds avail.
+			if u.amt > t.avail[u.rel]-at.used[np.ctrBase+u.rel] {
 				at.rollback(&pk)
 				return false, nil
 			}
@@ -179,13 +185,17 @@ func (at *attempt) tryAdd(al *alt, c cand) (bool, error) {
 		}
 		pk.counters = true
 	}
-	if c.full && taintBlocks(d.d.Taints, al.tols) {
+	if c.full && at.blockedByTaint(al, d) {
 		at.rollback(&pk)
 		return false, nil
 	}
 	for _, i := range al.applies {
 		cs := at.cons[al.claim][i]
-		v := a.attr(cs.col, d)
+		v, err := at.attrFor(al, cs, d)
+		if err != nil {
+			at.rollback(&pk)
+			return false, at.fatal(al.claim, al.name, err)
+		}
 		if !cs.admits(v) {
 			at.rollback(&pk)
 			if c.full {
@@ -203,7 +213,7 @@ func (at *attempt) tryAdd(al *alt, c cand) (bool, error) {
 		if sh != nil {
 			shared = sh.used
 		}
-		fits, err := staticCapacity(al, d, addCap(addCap(nil, d.aggCap), shared))
+		fits, err := at.staticCapacity(al, d, addCap(addCap(nil, d.aggCap), shared))
 		if err != nil || !fits {
 			at.rollback(&pk)
 			if err != nil {
@@ -213,7 +223,7 @@ func (at *attempt) tryAdd(al *alt, c cand) (bool, error) {
 		}
 	}
 	if d.multi {
-		consumed, err := consumption(al.capReq, d.cap)
+		consumed, err := consumption(al.capReq, d.cap, a.g.fractional)
 		if err != nil {
 			at.rollback(&pk)
 			return false, at.fatal(al.claim, al.name, fmt.Errorf("computing consumed capacity for device %s: %w", a.devID(d), err))
@@ -277,18 +287,45 @@ func (at *attempt) rollback(pk *pick) {
 	}
 }
 
+// errClaimLimit: every way to satisfy a request breaks the limit of
+// results per claim. Picks only add results, so no other choice of
+// devices for the requests before it helps; only another firstAvailable
+// subrequest of the same claim can. Like upstream's
+// errAllocationResultMaxSizeExceeded it unwinds the search to that choice,
+// and at a claim boundary it becomes a plain failure.
+var errClaimLimit = errors.New("claim limit exceeded")
+
 // solve satisfies slots si.. in order. For a firstAvailable request the
 // subrequests are tried in preference order, each with everything after it.
 func (at *attempt) solve(si int) (bool, error) {
+	at.nodes++
+	if si > 0 && (si == len(at.slots) || at.slots[si].claim != at.slots[si-1].claim) {
+		// Upstream passes through a node for the end of the claim.
+		at.nodes++
+	}
 	if si == len(at.slots) {
 		return true, nil
+	}
+	sl := &at.slots[si]
+	if at.overLimit(sl) {
+		if sl.first {
+			at.nodes += int64(len(sl.alts))
+		}
+		return false, errClaimLimit
+	}
+	if at.limitDoomed(si) {
+		return false, errClaimLimit
 	}
 	if !at.lazy && !at.lookahead(si) {
 		return false, nil
 	}
-	sl := &at.slots[si]
+	allOver := true
 	for ai, al := range sl.alts {
+		if sl.first {
+			at.nodes++ // each subrequest is a node of its own
+		}
 		if al.all && len(al.cands) == 0 {
+			allOver = false
 			continue
 		}
 		if at.claimCount[al.claim]+al.count > maxResults {
@@ -299,6 +336,10 @@ func (at *attempt) solve(si int) (bool, error) {
 			order = at.bestFitOrder(al)
 		}
 		ok, err := at.fill(si, al, order, 0, 0)
+		if errors.Is(err, errClaimLimit) {
+			continue
+		}
+		allOver = false
 		if err != nil {
 			return false, err
 		}
@@ -307,13 +348,60 @@ func (at *attempt) solve(si int) (bool, error) {
 			return true, nil
 		}
 	}
+	if allOver {
+		return false, errClaimLimit
+	}
 	return false, nil
+}
+
+// overLimit: every alt of the slot asks for more devices than the claim
+// has room for.
+func (at *attempt) overLimit(sl *slot) bool {
+	for _, al := range sl.alts {
+		if (al.all && len(al.cands) == 0) || at.claimCount[al.claim]+al.count <= maxResults {
+			return false
+		}
+	}
+	return true
+}
+
+// limitDoomed: some later request of the same claim breaks the claim limit
+// even if every request up to it takes its smallest alternative. Only
+// decided when none of the claim's requests can fail fatally, so that no
+// error upstream would meet while trying other devices is skipped.
+func (at *attempt) limitDoomed(si int) bool {
+	c := at.slots[si].claim
+	for sj := si - 1; sj >= 0 && at.slots[sj].claim == c; sj-- {
+		if slices.ContainsFunc(at.slots[sj].alts, func(al *alt) bool { return al.mayFail }) {
+			return false
+		}
+	}
+	n := at.claimCount[c]
+	for sj := si; sj < len(at.slots) && at.slots[sj].claim == c; sj++ {
+		least := -1
+		for _, al := range at.slots[sj].alts {
+			if al.mayFail || (al.all && len(al.cands) == 0) {
+				return false
+			}
+			if least < 0 || al.count < least {
+				least = al.count
+			}
+		}
+		if n+least > maxResults {
+			return true
+		}
+		n += least
+	}
+	return false
 }
 
 // fill picks device k of the alt from order[pos:]. Devices of one request
 // are tried as increasing combinations, as upstream does, so that no set of
 // devices is tried twice.
 func (at *attempt) fill(si int, al *alt, order []cand, k, pos int) (bool, error) {
+	if k > 0 {
+		at.nodes++
+	}
 	at.steps++
 	if at.steps&63 == 0 {
 		if err := at.ctx.Err(); err != nil {
@@ -324,7 +412,11 @@ func (at *attempt) fill(si int, al *alt, order []cand, k, pos int) (bool, error)
 		return false, errProbeBudget
 	}
 	if k == al.count {
-		return at.solve(si + 1)
+		ok, err := at.solve(si + 1)
+		if errors.Is(err, errClaimLimit) && si+1 < len(at.slots) && at.slots[si+1].claim != al.claim {
+			return false, nil
+		}
+		return ok, err
 	}
 	if at.lazy && !al.all {
 		return at.fillLazy(si, al, k, pos)
@@ -549,6 +641,10 @@ func (at *attempt) suffixes() error {
 			slots: slices.Clone(at.slots[sj:]), limit: probeBudget}
 		probe.size()
 		ok, err := probe.solve(0)
+		at.a.probeNodes.Add(probe.nodes)
+		if errors.Is(err, errClaimLimit) {
+			ok, err = false, nil
+		}
 		for _, css := range at.cons {
 			for _, cs := range css {
 				cs.stack = cs.stack[:0]
@@ -631,7 +727,10 @@ func (at *attempt) valueBound(al *alt, cs *constraintState, rest []cand, need in
 			if at.busy(al, c, c.d) || !at.admitted(al, c) {
 				continue
 			}
-			v := at.a.attr(cs.col, c.d)
+			v, err := at.attrFor(al, cs, c.d)
+			if err != nil {
+				return true
+			}
 			var k scalarKey
 			switch {
 			case len(v.ints) == 1 && len(v.strs) == 0:
@@ -721,7 +820,9 @@ func (at *attempt) countBound(al *alt, rest []cand, need int) bool {
 			rel := si.ctrStart + int32(j)
 			lc := np.ctrBase + rel
 			if at.cntCtr[lc] == at.cntSet[t.local] && at.minAmt[lc] > 0 {
-				room = min(room, (np.t.avail[rel]-at.used[lc])/at.minAmt[lc])
+				if q := (np.t.avail[rel] - at.used[lc]) / at.minAmt[lc]; q < uint64(room) {
+					room = int64(q)
+				}
 			}
 		}
 		total += int(room)
@@ -730,10 +831,14 @@ func (at *attempt) countBound(al *alt, rest []cand, need int) bool {
 	return total >= need
 }
 
+// admitted: the active constraints admit the candidate. A derived
+// attribute that fails to evaluate admits it: the search reports the
+// error when it reaches the device.
 func (at *attempt) admitted(al *alt, c cand) bool {
 	for _, i := range al.applies {
 		cs := at.cons[al.claim][i]
-		if !cs.admits(at.a.attr(cs.col, c.d)) {
+		v, err := at.attrFor(al, cs, c.d)
+		if err == nil && !cs.admits(v) {
 			return false
 		}
 	}
@@ -742,7 +847,7 @@ func (at *attempt) admitted(al *alt, c cand) bool {
 
 func (at *attempt) countersFit(np *nodePool, d *devInfo) bool {
 	for _, u := range d.uses {
-		if at.used[np.ctrBase+u.rel]+u.amt > np.t.avail[u.rel] {
+		if u.amt > np.t.avail[u.rel]-at.used[np.ctrBase+u.rel] {
 			return false
 		}
 	}

@@ -88,6 +88,9 @@ func (a *Allocator) eval(ctx context.Context, e *exprEntry, d *devInfo) (bool, e
 	if d.viewErr != nil {
 		return false, d.viewErr
 	}
+	if d.attrErr != nil {
+		return false, d.attrErr
+	}
 	ok, err := e.sel.Matches(ctx, a.pools[d.pool].p.Driver, d.view)
 	if err != nil {
 		return false, err

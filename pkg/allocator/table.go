@@ -3,10 +3,12 @@ package allocator
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
 
+	"gopkg.in/inf.v0"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -14,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/dractl/dractl/pkg/api"
+	dcel "github.com/dractl/dractl/pkg/cel"
 	"github.com/dractl/dractl/pkg/pool"
 )
 
@@ -25,6 +28,7 @@ import (
 // (sync.Once) or with values every goroutine computes the same.
 type Allocator struct {
 	opts    Options
+	g       gates
 	pools   []poolInfo
 	slices  []sliceInfo
 	classes map[string]*resourcev1.DeviceClass
@@ -40,16 +44,23 @@ type Allocator struct {
 	shared []int32
 	// held are the results of allocated claims by pool, applied when the
 	// pool's table is built.
-	held  map[pool.ID][]*resourcev1.DeviceRequestAllocationResult
-	sel   *selectorCache
-	attrs *attrCache
+	held    map[pool.ID][]*resourcev1.DeviceRequestAllocationResult
+	sel     *selectorCache
+	attrs   *attrCache
+	derived derivedCache
 	// seq is the Allocator's sequence number in opts.Cache, if any.
 	seq uint64
+	// nodes, probeNodes: search work of every Allocate call (Stats).
+	nodes      atomic.Int64
+	probeNodes atomic.Int64
 }
 
+// poolInfo is one generation of a pool. Older generations are kept because
+// a node that sees only them allocates from them (see poolView).
 type poolInfo struct {
-	p        *pool.Pool
-	complete bool
+	p *pool.Pool
+	// newer: the pool has a newer generation.
+	newer bool
 	// firstSlice is the index in Allocator.slices of the pool's first
 	// slice; the pool's slices are contiguous there.
 	firstSlice int32
@@ -61,9 +72,16 @@ type poolInfo struct {
 // poolTable is everything about one pool that takes looking at its
 // devices. Device, counter and counter set indices are pool-local.
 type poolTable struct {
-	a       *Allocator
-	pool    int32
-	invalid *pool.InvalidError
+	a    *Allocator
+	pool int32
+	// dupNames: two devices of the generation share a name.
+	dupNames bool
+	// Validity of the views nodes have of the generation (see poolView):
+	// every slice, or a subset by key.
+	fullOnce    sync.Once
+	fullInvalid *pool.InvalidError
+	viewMu      sync.Mutex
+	views       map[string]*pool.InvalidError
 	// devs are built on first use (dev); ready says which are.
 	devs  []devInfo
 	ready []atomic.Bool
@@ -75,7 +93,7 @@ type poolTable struct {
 	setByName map[string]int32
 	ctrByName map[string]map[string]int32
 	sets      []setInfo
-	avail     []int64 // per counter: set amount minus what allocated devices consume
+	avail     []uint64 // per counter: set amount minus what allocated devices consume
 	// bindingConds per slice of the pool: it offers devices with binding
 	// conditions.
 	bindingConds []bool
@@ -83,11 +101,17 @@ type poolTable struct {
 	// rejects every counter-consuming device of the pool, because it checks
 	// all counters of the pool after adding a device.
 	overcommitted bool
+	// over are the counters allocated devices consume beyond their value
+	// (kept at 0 in avail), sorted.
+	over []int32
 	// usesCompat: some device of the pool declares compatibility groups;
 	// without any, the group check always admits and is skipped.
 	usesCompat bool
 	// badRefs: some device's mixins or consumed counters do not resolve.
 	badRefs bool
+	// badRange: some counter, consumption or capacity is out of
+	// api.QuantityInRange.
+	badRange bool
 }
 
 type sliceInfo struct {
@@ -95,6 +119,9 @@ type sliceInfo struct {
 	s         *pool.Slice
 	node      nodeSelection
 	perDevice bool
+	// perDeviceSet: perDeviceNodeSelection is set at all, even to false;
+	// upstream ignores such slices without DRAPartitionableDevices.
+	perDeviceSet bool
 	// counters: the slice defines shared counters, so upstream treats it
 	// as a counter slice and never offers its devices.
 	counters bool
@@ -148,7 +175,7 @@ func (ns *nodeSelection) matches(node *corev1.Node) (bool, error) {
 
 type counterUse struct {
 	rel int32 // counter index relative to the pool's first counter
-	amt int64
+	amt uint64
 }
 
 type compatUse struct {
@@ -163,6 +190,9 @@ type devInfo struct {
 	d       *api.Device
 	view    api.DeviceView
 	viewErr error
+	// attrErr: an attribute upstream cannot hand to CEL, which fails every
+	// selector evaluated on the device (cel.CheckAttributes).
+	attrErr error
 	node    nodeSelection // only with perDeviceNodeSelection
 	uses    []counterUse
 	// bucket is the (pool-local) counter set of the first counter the
@@ -203,6 +233,7 @@ type setInfo struct {
 func New(in Input, opts Options) (*Allocator, error) {
 	a := &Allocator{
 		opts:    opts,
+		g:       newGates(opts.Features),
 		classes: make(map[string]*resourcev1.DeviceClass, len(in.Classes)),
 		held:    make(map[pool.ID][]*resourcev1.DeviceRequestAllocationResult),
 	}
@@ -226,10 +257,20 @@ func New(in Input, opts Options) (*Allocator, error) {
 		nSlices += len(p.Slices)
 	}
 	slices.SortStableFunc(pools, func(x, y *pool.Pool) int { return x.ID.Compare(y.ID) })
-	a.pools = make([]poolInfo, len(pools))
+	var gens []*pool.Pool
+	for _, p := range pools {
+		nSlices += len(p.Older)
+		if len(p.Older) == 0 {
+			gens = append(gens, p)
+			continue
+		}
+		gens = append(gens, p.Generations()...)
+	}
+	a.pools = make([]poolInfo, len(gens))
 	a.slices = make([]sliceInfo, 0, nSlices)
-	for pi, p := range pools {
+	for pi, p := range gens {
 		a.addPool(int32(pi), p)
+		a.pools[pi].newer = pi > 0 && gens[pi-1].ID == p.ID
 	}
 	a.addAllocated(in.Allocated)
 	if a.opts.Cache != nil {
@@ -242,10 +283,11 @@ func New(in Input, opts Options) (*Allocator, error) {
 
 func (a *Allocator) addPool(pi int32, p *pool.Pool) {
 	info := &a.pools[pi]
-	info.p, info.complete, info.firstSlice = p, p.Complete(), int32(len(a.slices))
+	info.p, info.firstSlice = p, int32(len(a.slices))
 	for k, s := range p.Slices {
 		sl := sliceInfo{pool: pi, s: s, perDevice: ptr.Deref(s.Spec.PerDeviceNodeSelection, false),
-			counters: len(s.Spec.SharedCounters) > 0, local: int32(k), devStart: info.nDevs}
+			perDeviceSet: s.Spec.PerDeviceNodeSelection != nil,
+			counters:     len(s.Spec.SharedCounters) > 0, local: int32(k), devStart: info.nDevs}
 		sl.node = newNodeSelection(s.Spec.NodeName, s.Spec.AllNodes, s.Spec.NodeSelector)
 		info.nDevs += int32(len(s.Spec.Devices))
 		sl.devEnd = info.nDevs
@@ -342,9 +384,13 @@ func (a *Allocator) buildTable(pi int32) *poolTable {
 		for j, c := range ctrs {
 			v, _ := cs.Counter(c)
 			byCtr[c] = int32(len(t.avail))
+			if !api.CounterInRange(v.Value) {
+				// The view's validation reports it; the pool is not used.
+				t.badRange = true
+			}
 			// Milli units keep fractional counters exact; counters too large
-			// for that (beyond ~9 PB of bytes) fall back to whole units.
-			milli := v.Value.CmpInt64(1<<50) < 0
+			// for that (beyond ~1 PB of bytes) fall back to whole units.
+			milli := api.CounterInRange(v.Value) && v.Value.CmpInt64(1<<50) < 0
 			si.milli[j] = milli
 			t.avail = append(t.avail, scaled(v.Value, milli))
 		}
@@ -352,7 +398,6 @@ func (a *Allocator) buildTable(pi int32) *poolTable {
 		t.ctrByName[n] = byCtr
 		t.sets = append(t.sets, si)
 	}
-	dup := false
 	names = make([]string, 0, info.nDevs)
 	for k, s := range p.Slices {
 		counters := a.slices[info.firstSlice+int32(k)].counters
@@ -367,12 +412,7 @@ func (a *Allocator) buildTable(pi int32) *poolTable {
 	}
 	if len(names) > 1 {
 		slices.Sort(names)
-		dup = len(slices.Compact(names)) != len(names)
-	}
-	// Pool.Validate builds field paths for every device; the table already
-	// sees everything it checks, so it runs only to describe a problem.
-	if info.complete && (dup || t.suspect(p, len(sets))) {
-		t.invalid = p.Validate()
+		t.dupNames = len(slices.Compact(names)) != len(names)
 	}
 	t.applyHeld(a.held[p.ID])
 	t.finishCounters(a.slices)
@@ -384,10 +424,21 @@ func (a *Allocator) buildTable(pi int32) *poolTable {
 // resolve (pool validity) and whether it declares compatibility groups. It
 // allocates nothing, so seeing a pool costs little more than its size.
 func (t *poolTable) scanRefs(s *pool.Slice, d *api.Device) {
+	for _, c := range d.Capacity {
+		if !api.QuantityInRange(c.Value) {
+			t.badRange = true
+		}
+	}
 	for _, n := range d.Includes {
-		if _, ok := s.Mixins.DeviceMixin(n); !ok {
+		m, ok := s.Mixins.DeviceMixin(n)
+		if !ok {
 			t.badRefs = true
 			return
+		}
+		for _, c := range m.Capacity {
+			if !api.QuantityInRange(c.Value) {
+				t.badRange = true
+			}
 		}
 	}
 	for i := range d.ConsumesCounters {
@@ -406,7 +457,10 @@ func (t *poolTable) scanRefs(s *pool.Slice, d *api.Device) {
 			t.badRefs = true
 			return
 		}
-		for name := range c.Counters {
+		for name, q := range c.Counters {
+			if !api.CounterInRange(q.Value) {
+				t.badRange = true
+			}
 			if _, ok := byCtr[name]; !ok {
 				t.badRefs = true
 				return
@@ -414,7 +468,10 @@ func (t *poolTable) scanRefs(s *pool.Slice, d *api.Device) {
 		}
 		for _, n := range c.Includes {
 			m, _ := s.Mixins.ConsumptionMixin(n)
-			for name := range m.Counters {
+			for name, q := range m.Counters {
+				if !api.CounterInRange(q.Value) {
+					t.badRange = true
+				}
 				if _, ok := byCtr[name]; !ok {
 					t.badRefs = true
 					return
@@ -424,20 +481,18 @@ func (t *poolTable) scanRefs(s *pool.Slice, d *api.Device) {
 	}
 }
 
-// suspect reports whether Pool.Validate could find a problem: slices that
-// disagree on resourceSliceCount, counter sets that are duplicated or do not
+// suspect reports whether validating every slice of the generation could
+// find a counter problem: counter sets that are duplicated or do not
 // resolve, device mixins that do not resolve, and consumption of unknown
 // counter sets or counters (scanRefs flags those). Duplicate device names
-// are checked by the caller.
+// are checked by the caller. Building field paths for every device costs
+// more than the table; this way it is done only to describe a problem.
 func (t *poolTable) suspect(p *pool.Pool, nSets int) bool {
 	if t.badRefs {
 		return true
 	}
 	declared := 0
 	for _, s := range p.Slices {
-		if s.Spec.Pool.ResourceSliceCount != p.SliceCount {
-			return true
-		}
 		declared += len(s.Spec.SharedCounters)
 	}
 	return declared != nSets
@@ -496,7 +551,8 @@ func (t *poolTable) newDev(slIdx int32, s *pool.Slice, d *api.Device, i int32) {
 	dev := &t.devs[i]
 	// allocated, shareInUse and aggCap were set by applyHeld already.
 	dev.pool, dev.slice, dev.idx, dev.d, dev.bucket = t.pool, slIdx, i, d, -1
-	dev.multi = ptr.Deref(d.AllowMultipleAllocations, false)
+	// Without DRAConsumableCapacity every device is allocated whole.
+	dev.multi = t.a.g.consumable && ptr.Deref(d.AllowMultipleAllocations, false)
 	dev.view, dev.viewErr = s.Mixins.Device(d)
 	if ptr.Deref(s.Spec.PerDeviceNodeSelection, false) {
 		dev.node = newNodeSelection(d.NodeName, d.AllNodes, d.NodeSelector)
@@ -504,6 +560,7 @@ func (t *poolTable) newDev(slIdx int32, s *pool.Slice, d *api.Device, i int32) {
 	if dev.viewErr != nil {
 		return
 	}
+	dev.attrErr = dcel.CheckAttributes(dev.view)
 	if len(dev.view.Mixins) == 0 {
 		if len(d.Capacity) > 0 {
 			dev.cap = d.Capacity
@@ -561,11 +618,21 @@ func (t *poolTable) newDev(slIdx int32, s *pool.Slice, d *api.Device, i int32) {
 	}
 }
 
-func scaled(q resource.Quantity, milli bool) int64 {
-	if milli {
-		return q.MilliValue()
+// scaled is q in milli or whole units, rounded up. A quantity out of
+// range (which makes its pool invalid) is 0 rather than computed, which
+// could take minutes.
+func scaled(q resource.Quantity, milli bool) uint64 {
+	switch {
+	case !api.CounterInRange(q):
+		return 0
+	case milli:
+		return uint64(q.MilliValue())
+	case q.CmpInt64(math.MaxInt64) <= 0:
+		return uint64(q.Value())
 	}
-	return q.Value()
+	// Between 2^63 and 2^64: exact on a copy (AsDec converts in place).
+	c := q.DeepCopy()
+	return new(inf.Dec).Round(c.AsDec(), 0, inf.RoundCeil).UnscaledBig().Uint64()
 }
 
 func sortedUnique(in []string) []string {
@@ -585,52 +652,57 @@ func (t *poolTable) applyHeld(held []*resourcev1.DeviceRequestAllocationResult) 
 		return
 	}
 	// Only the held names are indexed: a pool is usually much larger than
-	// what its allocated claims hold.
+	// what its allocated claims hold. A result names a device by name, so
+	// every device of that name is held: with duplicate names in slices a
+	// node does not see, the pool is still valid for the node.
 	type place struct {
 		idx      int32
 		counters bool
 	}
-	byName := make(map[string]place, len(held))
+	byName := make(map[string][]place, len(held))
 	for _, r := range held {
-		byName[r.Device] = place{idx: -1}
+		byName[r.Device] = nil
 	}
 	p := &t.a.pools[t.pool]
 	n := int32(0)
 	for _, sl := range p.p.Slices {
 		for i := range sl.Spec.Devices {
 			d := &sl.Spec.Devices[i]
-			// The first device of a name wins, as in a pool with duplicate
-			// names (which is invalid and never allocated from anyway).
-			if pl, ok := byName[d.Name]; ok && pl.idx < 0 {
-				byName[d.Name] = place{idx: n, counters: len(d.ConsumesCounters) > 0}
+			if pls, ok := byName[d.Name]; ok {
+				byName[d.Name] = append(pls, place{idx: n, counters: len(d.ConsumesCounters) > 0})
 			}
 			n++
 		}
 	}
 	for _, r := range held {
-		pl := byName[r.Device]
-		if pl.idx < 0 {
-			continue
+		for _, pl := range byName[r.Device] {
+			t.hold(r, pl.idx, pl.counters)
 		}
-		// The entry itself is built lazily; these fields survive that.
-		d := &t.devs[pl.idx]
-		if !d.allocated && !d.shareInUse && pl.counters {
-			t.heldCtr = append(t.heldCtr, pl.idx)
+	}
+}
+
+// hold marks device idx as held by result r: results with a shareID are
+// shares (their consumed capacity adds up per device); everything else
+// holds the device whole. The entry itself is built lazily; these fields
+// survive that.
+func (t *poolTable) hold(r *resourcev1.DeviceRequestAllocationResult, idx int32, counters bool) {
+	d := &t.devs[idx]
+	if !d.allocated && !d.shareInUse && counters {
+		t.heldCtr = append(t.heldCtr, idx)
+	}
+	if r.ShareID == nil {
+		d.allocated = true
+		return
+	}
+	d.shareInUse = true
+	if r.ConsumedCapacity != nil {
+		if d.aggCap == nil {
+			d.aggCap = map[api.QualifiedName]resource.Quantity{}
 		}
-		if r.ShareID == nil {
-			d.allocated = true
-			continue
-		}
-		d.shareInUse = true
-		if r.ConsumedCapacity != nil {
-			if d.aggCap == nil {
-				d.aggCap = map[api.QualifiedName]resource.Quantity{}
-			}
-			for name, q := range r.ConsumedCapacity {
-				cur := d.aggCap[name]
-				cur.Add(q)
-				d.aggCap[name] = cur
-			}
+		for name, q := range r.ConsumedCapacity {
+			cur := d.aggCap[name]
+			cur.Add(q)
+			d.aggCap[name] = cur
 		}
 	}
 }
@@ -647,16 +719,21 @@ func (t *poolTable) finishCounters(all []sliceInfo) {
 			continue
 		}
 		for _, u := range d.uses {
+			if u.amt > t.avail[u.rel] {
+				// Allocated devices consume more than there is.
+				t.over = append(t.over, u.rel)
+				t.avail[u.rel] = 0
+				continue
+			}
 			t.avail[u.rel] -= u.amt
 		}
 		for _, cu := range d.compat {
 			t.sets[cu.set].baseline = t.sets[cu.set].baseline.add(cu.groups)
 		}
 	}
-	for _, v := range t.avail {
-		if v < 0 {
-			t.overcommitted = true
-		}
+	if len(t.over) > 0 {
+		t.overcommitted = true
+		slices.Sort(t.over)
 	}
 }
 

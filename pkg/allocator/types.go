@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/dractl/dractl/pkg/api"
+	"github.com/dractl/dractl/pkg/features"
 	"github.com/dractl/dractl/pkg/pool"
 )
 
@@ -48,9 +49,14 @@ func (s Strategy) String() string {
 	return fmt.Sprintf("Strategy(%d)", int(s))
 }
 
-// Options tune an Allocator. The zero value is first-fit with pkg/cel.
+// Options tune an Allocator. The zero value is first-fit with pkg/cel and
+// every feature gate on.
 type Options struct {
 	Strategy Strategy
+	// Features are the DRA feature gates in effect. With a gate off the
+	// allocator answers as upstream's does with that gate off. The zero
+	// value enables every gate.
+	Features features.Set
 	// Compiler compiles CEL selectors. Nil means pkg/cel.
 	Compiler SelectorCompiler
 	// NewShareID returns the shareID recorded for each allocation of a
@@ -85,6 +91,11 @@ type UnfitError struct {
 }
 
 func (e *UnfitError) Error() string {
+	if len(e.Explanation.InvalidPools) > 0 {
+		// Upstream's words for this case, which its users search for.
+		return fmt.Sprintf("claims do not fit on node %s: invalid resource pools were encountered (%s): %s",
+			e.Node, e.Explanation.invalidPoolNames(), e.Explanation.Summary())
+	}
 	return fmt.Sprintf("claims do not fit on node %s: %s", e.Node, e.Explanation.Summary())
 }
 
@@ -97,11 +108,17 @@ type FatalError struct {
 	Claim string
 	// Request is the request or request/subrequest, if any.
 	Request string
-	Err     error
+	// Subrequest is the subrequest's own name when the problem is one
+	// subrequest's that upstream names alone; Error then says
+	// "subrequest <name>" the way upstream does.
+	Subrequest string
+	Err        error
 }
 
 func (e *FatalError) Error() string {
 	switch {
+	case e.Claim != "" && e.Subrequest != "":
+		return fmt.Sprintf("claim %s, subrequest %s: %v", e.Claim, e.Subrequest, e.Err)
 	case e.Claim != "" && e.Request != "":
 		return fmt.Sprintf("claim %s, request %s: %v", e.Claim, e.Request, e.Err)
 	case e.Claim != "":

@@ -23,7 +23,7 @@ func verify(t testing.TB, e *env, node *corev1.Node, cls []*resourcev1.ResourceC
 		p := a.pools[d.pool].p
 		byKey[devKey(p.Driver, p.Pool, d.d.Name)] = int32(g)
 	}
-	used := make([]int64, len(fv.avail))
+	used := make([]uint64, len(fv.avail))
 	taken := map[int32]bool{}
 	sharedSeen := map[int32]bool{}
 	for g := range fv.devs {

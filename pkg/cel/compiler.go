@@ -8,8 +8,10 @@ import (
 	"sync"
 
 	"github.com/google/cel-go/cel"
+	celast "github.com/google/cel-go/common/ast"
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apiserver/pkg/cel/library"
 	"k8s.io/utils/keymutex"
@@ -90,6 +92,10 @@ type Program struct {
 	prog    cel.Program
 	maxCost uint64
 	c       *Compiler
+	// rangeErr: the expression has a quantity literal outside
+	// api.QuantityInRange; comparing it could run for minutes, so every
+	// evaluation fails with this instead.
+	rangeErr error
 }
 
 // Expression is the source of the selector.
@@ -103,23 +109,29 @@ func (p *Program) EstimatedCost() uint64 { return p.maxCost }
 // expression was compiled before. Concurrent calls for one expression
 // compile it once. The error is a *CompileError.
 func (c *Compiler) Compile(expr string) (*Program, error) {
-	if v, ok := c.cache.Get(expr); ok {
+	return c.cached(expr, expr, c.compile)
+}
+
+// cached returns the program cached under key, or compiles expr and caches
+// it.
+func (c *Compiler) cached(key, expr string, compile func(string) (*Program, error)) (*Program, error) {
+	if v, ok := c.cache.Get(key); ok {
 		return v.(*cached).get()
 	}
 	// Compiling takes far longer than waiting for a concurrent compile
 	// of the same expression, so serialise per expression.
-	c.compiling.LockKey(expr)
-	defer func() { _ = c.compiling.UnlockKey(expr) }()
-	if v, ok := c.cache.Get(expr); ok {
+	c.compiling.LockKey(key)
+	defer func() { _ = c.compiling.UnlockKey(key) }()
+	if v, ok := c.cache.Get(key); ok {
 		return v.(*cached).get()
 	}
-	p, err := c.compile(expr)
+	p, err := compile(expr)
 	// Failures are cached too: compiling is deterministic, and an
 	// invalid selector in a class is otherwise recompiled for every claim.
 	// Internal errors are not, in case they are transient.
 	var ce *CompileError
 	if err == nil || (errors.As(err, &ce) && ce.Kind != KindInternal) {
-		c.cache.Add(expr, &cached{p: p, err: err})
+		c.cache.Add(key, &cached{p: p, err: err})
 	}
 	return p, err
 }
@@ -132,6 +144,21 @@ type cached struct {
 func (e *cached) get() (*Program, error) { return e.p, e.err }
 
 func (c *Compiler) compile(expr string) (*Program, error) {
+	// Attribute values are dyn, so `device.attributes["d"].flag` alone is a
+	// valid selector whose bool-ness is only known at run time; upstream
+	// accepts it and so do we. Everything statically typed must be bool.
+	return c.compileAs(expr, c.costLimit, func(out *cel.Type) string {
+		if out.IsExactType(cel.BoolType) || out.IsExactType(c.types.attributeType.CelType()) {
+			return ""
+		}
+		return fmt.Sprintf("must evaluate to %s or the unknown type, not %s", cel.BoolType, out)
+	})
+}
+
+// compileAs compiles expr in the DRA environment; resultType says what is
+// wrong with the result type ("" when nothing), and the estimated cost
+// must stay within costLimit.
+func (c *Compiler) compileAs(expr string, costLimit uint64, resultType func(*cel.Type) string) (*Program, error) {
 	fail := func(kind ErrorKind, format string, args ...any) (*Program, error) {
 		return nil, &CompileError{Expression: expr, Kind: kind, Detail: fmt.Sprintf(format, args...)}
 	}
@@ -142,27 +169,48 @@ func (c *Compiler) compile(expr string) (*Program, error) {
 	if iss.Err() != nil {
 		return fail(KindInvalid, "compilation failed: %s", iss.String())
 	}
-	// Attribute values are dyn, so `device.attributes["d"].flag` alone is a
-	// valid selector whose bool-ness is only known at run time; upstream
-	// accepts it and so do we. Everything statically typed must be bool.
-	if out := ast.OutputType(); !out.IsExactType(cel.BoolType) && !out.IsExactType(c.types.attributeType.CelType()) {
-		return fail(KindInvalid, "must evaluate to %s or the unknown type, not %s", cel.BoolType, out)
+	if msg := resultType(ast.OutputType()); msg != "" {
+		return fail(KindInvalid, "%s", msg)
 	}
 	est, err := c.env.EstimateCost(ast, &library.CostEstimator{SizeEstimator: &sizeEstimator{types: c.types}})
 	if err != nil {
 		return fail(KindInternal, "cost estimation failed: %v", err)
 	}
-	if est.Max > c.costLimit {
+	if est.Max > costLimit {
 		return nil, &CompileError{
 			Expression: expr, Kind: KindTooComplex, EstimatedCost: est.Max,
-			Detail: fmt.Sprintf("too complex, exceeds cost limit: estimated worst-case cost %d, limit %d", est.Max, c.costLimit),
+			Detail: fmt.Sprintf("too complex, exceeds cost limit: estimated worst-case cost %d, limit %d", est.Max, costLimit),
 		}
 	}
 	prog, err := c.env.Program(ast, cel.CostLimit(c.runtimeCostLimit))
 	if err != nil {
 		return fail(KindInternal, "program instantiation failed: %v", err)
 	}
-	return &Program{expr: expr, prog: prog, maxCost: est.Max, c: c}, nil
+	return &Program{expr: expr, prog: prog, maxCost: est.Max, c: c, rangeErr: quantityLiterals(ast)}, nil
+}
+
+// quantityLiterals checks the string literals given to quantity(). It does
+// not make the expression invalid (kube-apiserver accepts it), only
+// impossible to evaluate in bounded time.
+func quantityLiterals(a *cel.Ast) error {
+	var err error
+	celast.PreOrderVisit(a.NativeRep().Expr(), celast.NewExprVisitor(func(e celast.Expr) {
+		if err != nil || e.Kind() != celast.CallKind || e.AsCall().FunctionName() != "quantity" || len(e.AsCall().Args()) != 1 {
+			return
+		}
+		arg := e.AsCall().Args()[0]
+		if arg.Kind() != celast.LiteralKind {
+			return
+		}
+		lit, ok := arg.AsLiteral().(types.String)
+		if !ok {
+			return
+		}
+		if q, perr := resource.ParseQuantity(string(lit)); perr == nil && !api.QuantityInRange(q) {
+			err = fmt.Errorf("quantity(%.40q): magnitude must be zero or between %g and %g to be compared", string(lit), api.MinQuantity, api.MaxQuantity)
+		}
+	}))
+	return err
 }
 
 // Matches evaluates the selector on one device. Any runtime failure (a
@@ -172,6 +220,9 @@ func (c *Compiler) compile(expr string) (*Program, error) {
 func (p *Program) Matches(ctx context.Context, d Device) (bool, error) {
 	if d.View.Device == nil {
 		return false, &EvalError{Expression: p.expr, Err: errors.New("device view has no device")}
+	}
+	if p.rangeErr != nil {
+		return false, &EvalError{Expression: p.expr, Err: p.rangeErr}
 	}
 	dv := p.c.values.Get().(*deviceValue)
 	dv.reset(p.c.env.CELTypeAdapter(), d)

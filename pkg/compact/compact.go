@@ -13,6 +13,7 @@ package compact
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -193,6 +194,9 @@ const (
 
 func compactDevices(s *api.ResourceSlice, opts Options, firstOfAll *bool) ([]api.DeviceMixin, error) {
 	devs := s.Spec.Devices
+	// Mixins may overlap, so an entry may already be gone from a member
+	// when a later mixin takes its value: read values from a copy.
+	orig := s.DeepCopy().Spec.Devices
 	var entries []rawEntry
 	for i := range devs {
 		for k, v := range devs[i].Attributes {
@@ -221,7 +225,7 @@ func compactDevices(s *api.ResourceSlice, opts Options, firstOfAll *bool) ([]api
 	out := make([]api.DeviceMixin, 0, len(groups))
 	for gi, g := range groups {
 		name := "d" + strconv.Itoa(gi)
-		src := &devs[g.members[0]]
+		src := &orig[g.members[0]]
 		m := api.DeviceMixin{Name: name}
 		for _, it := range g.items {
 			k := api.QualifiedName(items[it].key)
@@ -265,6 +269,7 @@ func compactDevices(s *api.ResourceSlice, opts Options, firstOfAll *bool) ([]api
 
 func compactConsumptions(s *api.ResourceSlice, opts Options, firstOfAll *bool) ([]api.DeviceCounterConsumptionMixin, error) {
 	var refs []*api.DeviceCounterConsumption
+	var orig []map[string]api.Counter
 	var entries []rawEntry
 	for i := range s.Spec.Devices {
 		for j := range s.Spec.Devices[i].ConsumesCounters {
@@ -277,6 +282,7 @@ func compactConsumptions(s *api.ResourceSlice, opts Options, firstOfAll *bool) (
 				entries = append(entries, rawEntry{len(refs), mapCounters, k, js})
 			}
 			refs = append(refs, c)
+			orig = append(orig, maps.Clone(c.Counters))
 		}
 	}
 	items, owners := intern(entries, len(refs))
@@ -290,7 +296,7 @@ func compactConsumptions(s *api.ResourceSlice, opts Options, firstOfAll *bool) (
 	out := make([]api.DeviceCounterConsumptionMixin, 0, len(groups))
 	for gi, g := range groups {
 		name := "c" + strconv.Itoa(gi)
-		m := api.DeviceCounterConsumptionMixin{Name: name, Counters: takeCounters(items, g, refs[g.members[0]].Counters)}
+		m := api.DeviceCounterConsumptionMixin{Name: name, Counters: takeCounters(items, g, orig[g.members[0]])}
 		for _, o := range g.members {
 			refs[o].Counters = dropCounters(items, g, refs[o].Counters)
 			refs[o].Includes = append(refs[o].Includes, name)
@@ -302,6 +308,7 @@ func compactConsumptions(s *api.ResourceSlice, opts Options, firstOfAll *bool) (
 
 func compactCounterSets(s *api.ResourceSlice, opts Options, firstOfAll *bool) ([]api.CounterSetMixin, error) {
 	sets := s.Spec.SharedCounters
+	orig := s.DeepCopy().Spec.SharedCounters
 	var entries []rawEntry
 	for i := range sets {
 		for k, v := range sets[i].Counters {
@@ -323,7 +330,7 @@ func compactCounterSets(s *api.ResourceSlice, opts Options, firstOfAll *bool) ([
 	out := make([]api.CounterSetMixin, 0, len(groups))
 	for gi, g := range groups {
 		name := "s" + strconv.Itoa(gi)
-		m := api.CounterSetMixin{Name: name, Counters: takeCounters(items, g, sets[g.members[0]].Counters)}
+		m := api.CounterSetMixin{Name: name, Counters: takeCounters(items, g, orig[g.members[0]].Counters)}
 		for _, o := range g.members {
 			sets[o].Counters = dropCounters(items, g, sets[o].Counters)
 			sets[o].Includes = append(sets[o].Includes, name)

@@ -2,23 +2,30 @@ package compact
 
 import (
 	"container/heap"
-	"encoding/binary"
+	"slices"
 	"strconv"
+	"strings"
 )
 
 // The planner is shared by the three mixin kinds. It sees a list of
 // "owners" (devices, counter consumptions or counter sets), each holding a
 // set of "items" (one map entry: which map, key and encoded value), and
-// decides which groups of items become mixins and which owners include
-// them.
+// decides which sets of items become mixins and which owners include them.
 //
-// Candidate groups are the classes of items that have exactly the same
-// set of owners. Within a class every owner has every item, so a mixin made
-// of the class is a subset of each including owner's entries and no
-// precedence question arises: the owner simply no longer states those
-// entries itself. Classes are disjoint, so an owner may include any
-// combination of them in any order. Picking the classes greedily by bytes
-// saved factors the largest shared groups out first.
+// A mixin only ever holds items that every including owner has itself,
+// with the same encoded value. Mixins included by one owner may therefore
+// overlap: whichever of them wins under KEP-5234's "later includes win"
+// rule, the value is the owner's own, so the include order is free and no
+// owner has to override anything.
+//
+// Candidates are closed item sets: the items two owners share, and the
+// items shared by all owners of an item. A candidate thus grows to the
+// largest set its owners have in common (a MIG profile's attributes,
+// capacities and common attributes in one mixin) while smaller candidates
+// still factor out what crosses those groups (a GPU's parent attributes, a
+// placement). Greedy selection by bytes saved, counting only items an owner
+// does not already get from a mixin it includes, layers them: the most
+// widely shared set first, then what is left.
 
 // item is one map entry of an owner.
 type item struct {
@@ -32,6 +39,7 @@ type owner struct {
 	items    []int // item ids, ascending
 	includes int
 	left     [maxMaps]int // entries still stated directly, per map
+	covered  []bool       // by item id: a mixin included so far provides it
 }
 
 const maxMaps = 2
@@ -49,51 +57,154 @@ type costs struct {
 	maxMixins   int
 }
 
+// group is a candidate mixin: its items and, once scored, the owners that
+// gain from including it.
 type group struct {
 	items   []int
+	holders []int // every owner that has all items, ascending
 	members []int // owner indexes, ascending
 	score   int
-	index   int // position among candidate classes: the tie-breaker
+	index   int // position among candidates: the tie-breaker
 }
 
-// plan returns the accepted groups in acceptance order. Each group's
-// members are the owners that include it.
-func plan(items []item, owners []owner, c costs, firstOfAll *bool) []group {
-	// Group items by the exact list of owners that hold them.
-	support := make([][]int, len(items))
+// maxPairOwners bounds the pairwise candidate search, which is quadratic
+// in the owners. KEP-5234 caps a slice at 128 devices with 4 consumptions
+// each; beyond this bound only the per-item candidates are used.
+const maxPairOwners = 1024
+
+// candidates returns the distinct closed item sets worth scoring, in a
+// deterministic order.
+func candidates(nItems int, owners []owner) []*group {
+	support := make([][]int, nItems)
 	for o := range owners {
 		for _, it := range owners[o].items {
 			support[it] = append(support[it], o)
 		}
 	}
-	byKey := map[string]int{}
-	var cands []*group
-	var buf []byte
-	for it, sup := range support {
+	seen := map[string]bool{}
+	var sets [][]int
+	add := func(set []int) {
+		if len(set) == 0 {
+			return
+		}
+		var b strings.Builder
+		for _, it := range set {
+			b.WriteString(strconv.Itoa(it))
+			b.WriteByte(',')
+		}
+		if k := b.String(); !seen[k] {
+			seen[k] = true
+			sets = append(sets, set)
+		}
+	}
+	// The items shared by all owners of an item.
+	for _, sup := range support {
 		if len(sup) < 2 {
 			continue
 		}
-		buf = buf[:0]
-		for _, o := range sup {
-			buf = binary.AppendUvarint(buf, uint64(o))
+		set := slices.Clone(owners[sup[0]].items)
+		for _, o := range sup[1:] {
+			set = intersect(set, owners[o].items)
 		}
-		if gi, ok := byKey[string(buf)]; ok {
-			cands[gi].items = append(cands[gi].items, it)
-			continue
-		}
-		byKey[string(buf)] = len(cands)
-		cands = append(cands, &group{items: []int{it}, members: sup, index: len(cands)})
+		add(set)
 	}
+	// The items two owners share.
+	if len(owners) <= maxPairOwners {
+		for a := range owners {
+			for b := a + 1; b < len(owners); b++ {
+				add(intersect(slices.Clone(owners[a].items), owners[b].items))
+			}
+		}
+	}
+	slices.SortFunc(sets, slices.Compare)
+	out := make([]*group, len(sets))
+	for i, set := range sets {
+		holders := support[set[0]]
+		for _, it := range set[1:] {
+			holders = intersect(slices.Clone(holders), support[it])
+		}
+		out[i] = &group{items: set, holders: holders, index: i}
+	}
+	return out
+}
 
+// intersect keeps the elements of a (ascending) that are in b (ascending),
+// reusing a's storage.
+func intersect(a, b []int) []int {
+	out := a[:0]
+	j := 0
+	for _, x := range a {
+		for j < len(b) && b[j] < x {
+			j++
+		}
+		if j < len(b) && b[j] == x {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// plan returns the accepted groups in acceptance order. Each group's items
+// are what its mixin holds and its members the owners that include it.
+func plan(items []item, owners []owner, c costs, firstOfAll *bool) []group {
+	for o := range owners {
+		owners[o].covered = make([]bool, len(items))
+	}
 	var accepted []group
 	firstOfKind := true
-	score := func(g *group) (int, []int) {
+	// score returns the bytes saved by making g a mixin now, the owners
+	// that include it and the items it needs to hold.
+	score := func(g *group) (int, []int, []int) {
 		name := len(c.prefix) + len(strconv.Itoa(len(accepted)))
-		var per [maxMaps]int
-		var entries [maxMaps]int
+		var members []int
+		need := make([]bool, len(items))
+		gain := 0
+		for _, o := range g.holders {
+			ow := &owners[o]
+			if ow.includes >= c.maxIncludes {
+				continue
+			}
+			var per, entries [maxMaps]int
+			for _, it := range g.items {
+				if !ow.covered[it] {
+					per[items[it].m] += items[it].cost
+					entries[items[it].m]++
+				}
+			}
+			og := 0
+			for m := range maxMaps {
+				og += per[m]
+				if entries[m] > 0 && ow.left[m] == entries[m] {
+					og += c.mapKey[m] // the owner's map disappears
+				}
+			}
+			if ow.includes == 0 {
+				og -= len(`,"includes":[""]`) + name
+			} else {
+				og -= len(`,""`) + name
+			}
+			if og <= 0 {
+				continue
+			}
+			gain += og
+			members = append(members, o)
+			for _, it := range g.items {
+				if !ow.covered[it] {
+					need[it] = true
+				}
+			}
+		}
+		if len(members) < 2 {
+			return 0, nil, nil
+		}
+		var held []int
+		var per, entries [maxMaps]int
 		for _, it := range g.items {
-			per[items[it].m] += items[it].cost
-			entries[items[it].m]++
+			if need[it] {
+				held = append(held, it)
+				per[items[it].m] += items[it].cost
+				entries[items[it].m]++
+			}
 		}
 		// The mixin's own definition: {"name":"x", maps...},
 		def := len(`{"name":""},`) + name
@@ -108,63 +219,41 @@ func plan(items []item, owners []owner, c costs, firstOfAll *bool) []group {
 				def += len(`,"mixins":{}`)
 			}
 		}
-		gain := -def
-		var members []int
-		for _, o := range g.members {
-			ow := &owners[o]
-			if ow.includes >= c.maxIncludes {
-				continue
-			}
-			members = append(members, o)
-			for m := range maxMaps {
-				gain += per[m]
-				if entries[m] > 0 && ow.left[m] == entries[m] {
-					gain += c.mapKey[m] // the owner's map disappears
-				}
-			}
-			if ow.includes == 0 {
-				gain -= len(`,"includes":[""]`) + name
-			} else {
-				gain -= len(`,""`) + name
-			}
-		}
-		if len(members) < 2 {
-			return 0, nil
-		}
-		return gain, members
+		return gain - def, members, held
 	}
 
 	h := &groupHeap{}
-	for _, g := range cands {
+	for _, g := range candidates(len(items), owners) {
 		// Scores may still rise (the kind's fixed overhead is paid by the
-		// first mixin only), so even unprofitable classes are queued.
-		g.score, _ = score(g)
+		// first mixin only), so even unprofitable candidates are queued.
+		g.score, _, _ = score(g)
 		heap.Push(h, g)
 	}
 	for h.Len() > 0 && len(accepted) < c.maxMixins {
 		g := heap.Pop(h).(*group)
-		s, members := score(g)
+		s, members, held := score(g)
 		if s <= 0 {
 			continue
 		}
 		if s != g.score {
-			// The state changed since it was scored (owners filled up their
-			// includes, maps shrank): requeue with the fresh score.
+			// The state changed since it was scored (owners gained
+			// mixins, filled up their includes, maps shrank): requeue with
+			// the fresh score.
 			g.score = s
 			heap.Push(h, g)
 			continue
 		}
-		per := [maxMaps]int{}
-		for _, it := range g.items {
-			per[items[it].m]++
-		}
 		for _, o := range members {
-			owners[o].includes++
-			for m := range maxMaps {
-				owners[o].left[m] -= per[m]
+			ow := &owners[o]
+			ow.includes++
+			for _, it := range held {
+				if !ow.covered[it] {
+					ow.covered[it] = true
+					ow.left[items[it].m]--
+				}
 			}
 		}
-		accepted = append(accepted, group{items: g.items, members: members, score: s, index: g.index})
+		accepted = append(accepted, group{items: held, members: members, score: s, index: g.index})
 		firstOfKind = false
 		*firstOfAll = false
 	}
@@ -172,7 +261,7 @@ func plan(items []item, owners []owner, c costs, firstOfAll *bool) []group {
 }
 
 // groupHeap pops the highest score first and, among equal scores, the
-// earliest class, so the plan is deterministic.
+// earliest candidate, so the plan is deterministic.
 type groupHeap []*group
 
 func (h groupHeap) Len() int { return len(h) }

@@ -691,13 +691,7 @@ func byteSize(n int) string {
 // line at the top level says kind: ...List. A document that cannot be is
 // judged by its size without being parsed.
 func mayBeList(data []byte) bool {
-	for len(data) > 0 {
-		line := data
-		if nl := bytes.IndexByte(data, '\n'); nl >= 0 {
-			line, data = data[:nl], data[nl+1:]
-		} else {
-			data = nil
-		}
+	for line := range bytes.Lines(data) {
 		rest, ok := bytes.CutPrefix(line, []byte("kind:"))
 		if !ok {
 			continue

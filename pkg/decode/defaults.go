@@ -2,6 +2,7 @@ package decode
 
 import (
 	"github.com/dractl/dractl/pkg/api"
+	"github.com/dractl/dractl/pkg/workload"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 )
@@ -28,6 +29,8 @@ func SetDefaults(obj any) bool {
 		defaultNode(o)
 	case *corev1.Pod:
 		defaultPod(o)
+	case *workload.Workload:
+		workload.SetDefaults(o)
 	default:
 		return false
 	}

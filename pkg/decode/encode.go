@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"unicode/utf8"
 
 	"github.com/dractl/dractl/pkg/api"
 	corev1 "k8s.io/api/core/v1"
@@ -29,13 +30,14 @@ func Encode(w io.Writer, objs []any, format string) error {
 	switch format {
 	case "yaml":
 		for i, o := range typed {
-			var b []byte
-			var err error
-			if raw, ok := o.(json.RawMessage); ok {
-				b, err = yaml.JSONToYAML(raw)
-			} else {
-				b, err = yaml.Marshal(o)
+			j, ok := o.(json.RawMessage)
+			if !ok {
+				var err error
+				if j, err = json.Marshal(o); err != nil {
+					return fmt.Errorf("encode object %d: %w", i, err)
+				}
 			}
+			b, err := yaml.JSONToYAML(escapeNonPrintable(j))
 			if err != nil {
 				return fmt.Errorf("encode object %d: %w", i, err)
 			}
@@ -67,6 +69,45 @@ func Encode(w io.Writer, objs []any, format string) error {
 	default:
 		return fmt.Errorf("unknown output format %q; expected yaml or json", format)
 	}
+}
+
+// escapeNonPrintable writes as \u escapes the characters that JSON allows
+// unescaped in strings but YAML 1.1 reads differently: DEL, the C1
+// controls, U+FFFE and U+FFFF are not allowed in a stream at all, and NEL,
+// U+2028 and U+2029 are line breaks. JSONToYAML reads JSON as YAML and would
+// reject or fold them. Outside strings valid JSON has
+// none of them, so every occurrence is inside a string. The YAML written
+// then quotes and escapes them, and reads back as the same string.
+func escapeNonPrintable(j []byte) []byte {
+	var out []byte
+	start := 0
+	for i := 0; i < len(j); i++ {
+		// Byte patterns of U+007F, U+0080..U+009F, U+2028/U+2029 and
+		// U+FFFE/U+FFFF; lead
+		// bytes never occur inside another character's encoding.
+		n := 0
+		switch c := j[i]; {
+		case c == 0x7f:
+			n = 1
+		case c == 0xc2 && i+1 < len(j) && j[i+1] >= 0x80 && j[i+1] <= 0x9f:
+			n = 2
+		case c == 0xe2 && i+2 < len(j) && j[i+1] == 0x80 && (j[i+2] == 0xa8 || j[i+2] == 0xa9):
+			n = 3
+		case c == 0xef && i+2 < len(j) && j[i+1] == 0xbf && j[i+2] >= 0xbe:
+			n = 3
+		default:
+			continue
+		}
+		r, _ := utf8.DecodeRune(j[i : i+n])
+		out = append(out, j[start:i]...)
+		out = append(out, '\\', 'u', hexDigits[r>>12&0xf], hexDigits[r>>8&0xf], hexDigits[r>>4&0xf], hexDigits[r&0xf])
+		i += n - 1
+		start = i + 1
+	}
+	if out == nil {
+		return j
+	}
+	return append(out, j[start:]...)
 }
 
 // withTypeMeta returns a shallow copy of o with apiVersion and kind set.

@@ -2,6 +2,7 @@ package decode
 
 import (
 	"bytes"
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -125,5 +126,31 @@ func TestGroup(t *testing.T) {
 	}
 	if _, ok := s.Source(&api.ResourceSlice{}); ok {
 		t.Error("unknown object has a source")
+	}
+}
+
+// TestEncodeYAMLNonPrintable: strings may hold characters that YAML does
+// not allow unescaped (DEL, C1 controls, U+FFFE); the YAML written must
+// escape them and read back as the same strings.
+func TestEncodeYAMLNonPrintable(t *testing.T) {
+	for _, s := range []string{"\x7f", "a\u0080b", "\u009f", "\u0085", "\ufffe\uffff", "\u2028\u2029", "ok é \u00a0"} {
+		slice := &api.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: "s", Labels: map[string]string{"k": s}, Annotations: map[string]string{s: "v"}}}
+		for _, obj := range []any{slice, json.RawMessage(`{"apiVersion":"v1","kind":"Node","metadata":{"name":"n","labels":{"k":"` + s + `"}}}`)} {
+			var buf bytes.Buffer
+			if err := Encode(&buf, []any{obj}, "yaml"); err != nil {
+				t.Fatalf("%q: %v", s, err)
+			}
+			again, err := Bytes("out.yaml", buf.Bytes())
+			if err != nil || len(again) != 1 {
+				t.Fatalf("%q: re-decode: %v\n%s", s, err, buf.String())
+			}
+			o := again[0].Obj.(metav1.Object)
+			if o.GetLabels()["k"] != s {
+				t.Errorf("%q: label read back as %q\n%s", s, o.GetLabels()["k"], buf.String())
+			}
+			if _, ok := obj.(*api.ResourceSlice); ok && o.GetAnnotations()[s] != "v" {
+				t.Errorf("%q: annotation key read back as %q", s, o.GetAnnotations())
+			}
+		}
 	}
 }

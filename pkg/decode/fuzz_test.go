@@ -26,6 +26,7 @@ func FuzzDecode(f *testing.F) {
 		sliceHead + "  mixins: {counterSet: [{name: m, counters: {c: {value: '1'}}}]}\n  sharedCounters: [{name: s, includes: [m]}]\n",
 		"apiVersion: v1\nkind: List\nitems: [{apiVersion: v1, kind: Node, metadata: {name: x}}]\n",
 		`{"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice","metadata":{"name":"s","managedFields":[{"fieldsV1":{"f:spec":{}}}]},"spec":{}}`,
+		"{\"apiVersion\":\"resource.k8s.io/v1\",\"kind\":\"ResourceSlice\",\"metadata\":{\"name\":\"s\",\"labels\":{\"k\":\"\x7f\u0085\"}},\"spec\":{}}",
 		"a: &a [*a]\n",
 		"---\n---\n",
 	} {

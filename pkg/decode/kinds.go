@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/dractl/dractl/pkg/api"
+	"github.com/dractl/dractl/pkg/workload"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	resourcev1beta1 "k8s.io/api/resource/v1beta1"
@@ -48,6 +49,7 @@ var kinds = []kindInfo{
 	{v1beta1, "ResourceClaimTemplate", true, reflect.TypeFor[resourcev1beta1.ResourceClaimTemplate](), true},
 	{"v1", "Node", false, reflect.TypeFor[corev1.Node](), false},
 	{"v1", "Pod", true, reflect.TypeFor[corev1.Pod](), false},
+	{workload.APIVersion, workload.Kind, true, reflect.TypeFor[workload.Workload](), false},
 }
 
 func lookupKind(apiVersion, kind string) *kindInfo {

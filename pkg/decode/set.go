@@ -2,6 +2,7 @@ package decode
 
 import (
 	"github.com/dractl/dractl/pkg/api"
+	"github.com/dractl/dractl/pkg/workload"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 )
@@ -14,6 +15,7 @@ type Set struct {
 	ClaimTemplates []*resourcev1.ResourceClaimTemplate
 	Nodes          []*corev1.Node
 	Pods           []*corev1.Pod
+	Workloads      []*workload.Workload
 	// Sources maps each object pointer above to where it was read.
 	Sources map[any]Source
 }
@@ -36,6 +38,8 @@ func Group(objs []Object) *Set {
 			s.Nodes = append(s.Nodes, v)
 		case *corev1.Pod:
 			s.Pods = append(s.Pods, v)
+		case *workload.Workload:
+			s.Workloads = append(s.Workloads, v)
 		default:
 			continue
 		}

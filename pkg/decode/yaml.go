@@ -39,17 +39,14 @@ func splitYAML(data []byte, firstLine int) []chunk {
 			out = append(out, chunk{data: data[start:end], line: startLine})
 		}
 	}
-	for i := 0; i < len(data); {
-		nl := bytes.IndexByte(data[i:], '\n')
-		next := len(data)
-		if nl >= 0 {
-			next = i + nl + 1
-		}
-		if sep, bad := separator(data[i:next]); sep {
+	i := 0
+	for l := range bytes.Lines(data) {
+		next := i + len(l)
+		if sep, bad := separator(l); sep {
 			flush(i)
 			if bad != "" {
-				out = append(out, chunk{data: data[i:next], line: line,
-					err: fmt.Sprintf("line %d: invalid YAML document separator %q: only blanks or a comment may follow \"---\"", line, bytes.TrimRight(data[i:next], "\r\n"))})
+				out = append(out, chunk{data: l, line: line,
+					err: fmt.Sprintf("line %d: invalid YAML document separator %q: only blanks or a comment may follow \"---\"", line, bytes.TrimRight(l, "\r\n"))})
 			}
 			start, startLine = next, line+1
 		}
@@ -85,13 +82,7 @@ func blankButInvalid(b []byte) bool {
 
 // blankYAML reports whether a chunk holds only blank and comment lines.
 func blankYAML(b []byte) bool {
-	for len(b) > 0 {
-		line := b
-		if nl := bytes.IndexByte(b, '\n'); nl >= 0 {
-			line, b = b[:nl], b[nl+1:]
-		} else {
-			b = nil
-		}
+	for line := range bytes.Lines(b) {
 		line = bytes.TrimSpace(line)
 		if len(line) > 0 && line[0] != '#' {
 			return false
@@ -177,13 +168,7 @@ func yamlToJSON(c chunk) ([]byte, error) {
 // sequence: its first line that is not blank, a comment or a directive
 // starts with "[" or is a "-" entry.
 func isSequence(data []byte) bool {
-	for len(data) > 0 {
-		line := data
-		if nl := bytes.IndexByte(data, '\n'); nl >= 0 {
-			line, data = data[:nl], data[nl+1:]
-		} else {
-			data = nil
-		}
+	for line := range bytes.Lines(data) {
 		t := bytes.TrimSpace(line)
 		if len(t) == 0 || t[0] == '#' || t[0] == '%' {
 			continue

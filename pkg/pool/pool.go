@@ -1,6 +1,6 @@
 // Package pool groups ResourceSlices into resource pools and checks the
 // pool-level rules that admission cannot check because they span slices
-// (KEP-4815, KEP-4815 "Validation").
+// (KEP-4815 §"Validation").
 package pool
 
 import (
@@ -43,15 +43,39 @@ func NewSlice(s *api.ResourceSlice) *Slice {
 type Pool struct {
 	ID
 	// Generation is the highest generation seen; only slices of this
-	// generation count (resource.k8s.io/v1 API reference, pool.generation).
+	// generation count (ResourceSlice API, "pool.generation").
 	Generation int64
 	// SliceCount is the resourceSliceCount the pool's slices declare. When
 	// they disagree, it is the largest and Problems says so.
 	SliceCount int64
 	// Slices are the slices of Generation, sorted by name.
 	Slices []*Slice
-	// Obsolete counts the slices of older generations that were ignored.
+	// Obsolete counts the slices of older generations.
 	Obsolete int
+	// Older are the slices of older generations, sorted by generation
+	// (newest first), then name. A node that sees a complete older
+	// generation and none of the newest still allocates from the one it
+	// sees, as upstream's allocator does.
+	Older []*Slice
+}
+
+// Generations returns the pool's generations, newest first, each with its
+// slices sorted by name and the resourceSliceCount they declare (the
+// largest, if they disagree).
+func (p *Pool) Generations() []*Pool {
+	out := []*Pool{{ID: p.ID, Generation: p.Generation, SliceCount: p.SliceCount, Slices: p.Slices}}
+	for i := 0; i < len(p.Older); {
+		g := &Pool{ID: p.ID, Generation: p.Older[i].Spec.Pool.Generation}
+		j := i
+		for j < len(p.Older) && p.Older[j].Spec.Pool.Generation == g.Generation {
+			g.SliceCount = max(g.SliceCount, p.Older[j].Spec.Pool.ResourceSliceCount)
+			j++
+		}
+		g.Slices = p.Older[i:j:j]
+		out = append(out, g)
+		i = j
+	}
+	return out
 }
 
 // Complete reports whether every slice of the pool has been seen. Incomplete
@@ -110,10 +134,6 @@ func Assemble(in []*api.ResourceSlice) []*Pool {
 		start := len(ptrs)
 		for _, k := range order[i:j] {
 			s := in[k]
-			if s.Spec.Pool.Generation < p.Generation {
-				p.Obsolete++
-				continue
-			}
 			w := &wrapped[k]
 			w.ResourceSlice = s
 			if s.Spec.Mixins == nil {
@@ -121,10 +141,25 @@ func Assemble(in []*api.ResourceSlice) []*Pool {
 			} else {
 				w.Mixins = api.NewMixinIndex(&s.Spec)
 			}
+			if s.Spec.Pool.Generation < p.Generation {
+				p.Obsolete++
+				continue
+			}
 			ptrs = append(ptrs, w)
 			p.SliceCount = max(p.SliceCount, s.Spec.Pool.ResourceSliceCount)
 		}
 		p.Slices = ptrs[start:len(ptrs):len(ptrs)]
+		if p.Obsolete > 0 {
+			for _, k := range order[i:j] {
+				if in[k].Spec.Pool.Generation < p.Generation {
+					p.Older = append(p.Older, &wrapped[k])
+				}
+			}
+			// Stable: within a generation the name order stays.
+			slices.SortStableFunc(p.Older, func(x, y *Slice) int {
+				return cmp.Compare(y.Spec.Pool.Generation, x.Spec.Pool.Generation)
+			})
+		}
 		pools = append(pools, p)
 		out = append(out, &pools[len(pools)-1])
 		i = j

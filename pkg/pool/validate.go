@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/dractl/dractl/pkg/api"
@@ -21,7 +22,7 @@ func (p Problem) String() string {
 }
 
 // InvalidError reports every problem of one pool. The allocator never uses
-// part of an invalid pool (KEP-4815); it reports the pool in the
+// part of an invalid pool (KEP-4815 §"Validation"); it reports the pool in the
 // explanation of a node that does not fit, and as a fatal error only when
 // an "All" request would have had to take its devices.
 type InvalidError struct {
@@ -67,7 +68,7 @@ func (p *Pool) CounterSets() map[string]CounterSet {
 	return out
 }
 
-// Validate checks the rules of KEP-4815 "Validation" that span slices:
+// Validate checks the rules of KEP-4815 §"Validation" that span slices:
 // device names unique in the pool, counter set names unique in the pool,
 // every consumed counter set exists, every consumed counter exists in its
 // set. It also reports slices of one generation that disagree on
@@ -75,21 +76,64 @@ func (p *Pool) CounterSets() map[string]CounterSet {
 // either cannot be read consistently. It returns nil for a valid pool.
 func (p *Pool) Validate() *InvalidError {
 	var probs []Problem
-	add := func(s *Slice, err *field.Error) { probs = append(probs, Problem{Slice: s.Name, Err: err}) }
-
 	for _, s := range p.Slices {
 		if c := s.Spec.Pool.ResourceSliceCount; c != p.SliceCount {
-			add(s, field.Invalid(field.NewPath("spec", "pool", "resourceSliceCount"), c,
-				fmt.Sprintf("other slices of pool %s generation %d declare %d", p.ID, p.Generation, p.SliceCount)))
+			probs = append(probs, Problem{Slice: s.Name, Err: field.Invalid(field.NewPath("spec", "pool", "resourceSliceCount"), c,
+				fmt.Sprintf("other slices of pool %s generation %d declare %d", p.ID, p.Generation, p.SliceCount))})
 		}
 	}
+	v := View{ID: p.ID, Devices: p.Slices, Counters: p.Slices}
+	probs = append(probs, v.problems()...)
+	if len(probs) == 0 {
+		return nil
+	}
+	return &InvalidError{Pool: p.ID, Problems: probs}
+}
+
+// View is one generation of a pool as the allocator sees it for one node.
+// Upstream's allocator judges a pool by the slices the node sees, not by the
+// whole pool: a problem in a slice the node cannot see does not stop
+// allocation on the node.
+type View struct {
+	ID ID
+	// Devices are the device slices the node sees; their device names must
+	// be unique among them.
+	Devices []*Slice
+	// Counters are the slices whose counter sets the devices may consume;
+	// set names must be unique among them.
+	Counters []*Slice
+	// Others are device slices the node does not see whose counter
+	// consumption must still resolve: upstream checks them when it had to
+	// look beyond the node's slices to find the pool complete.
+	Others []*Slice
+	// NoCounters: counters are not in use (DRAPartitionableDevices off),
+	// so only device names and mixins are checked.
+	NoCounters bool
+}
+
+// Validate checks the view the way upstream's allocator checks a pool
+// before using it. It returns nil for a valid view.
+func (v *View) Validate() *InvalidError {
+	if probs := v.problems(); len(probs) > 0 {
+		return &InvalidError{Pool: v.ID, Problems: probs}
+	}
+	return nil
+}
+
+func (v *View) problems() []Problem {
+	var probs []Problem
+	add := func(s *Slice, err *field.Error) { probs = append(probs, Problem{Slice: s.Name, Err: err}) }
 
 	type place struct {
 		slice string
 		index int
 	}
 	setAt := make(map[string]place)
-	for _, s := range p.Slices {
+	sets := make(map[string]api.CounterSetView)
+	for _, s := range v.Counters {
+		if v.NoCounters {
+			break
+		}
 		for i := range s.Spec.SharedCounters {
 			cs := &s.Spec.SharedCounters[i]
 			path := field.NewPath("spec", "sharedCounters").Index(i)
@@ -98,30 +142,49 @@ func (p *Pool) Validate() *InvalidError {
 				continue
 			}
 			setAt[cs.Name] = place{s.Name, i}
-			if _, err := s.Mixins.CounterSet(cs); err != nil {
-				add(s, err.(*api.UnknownMixinError).FieldError(path))
-			}
-		}
-	}
-	sets := p.CounterSets()
-
-	deviceAt := make(map[string]place)
-	for _, s := range p.Slices {
-		for i := range s.Spec.Devices {
-			d := &s.Spec.Devices[i]
-			path := field.NewPath("spec", "devices").Index(i)
-			if first, dup := deviceAt[d.Name]; dup {
-				add(s, field.Duplicate(path.Child("name"), fmt.Sprintf("%s (also in ResourceSlice %s spec.devices[%d])", d.Name, first.slice, first.index)))
-			} else {
-				deviceAt[d.Name] = place{s.Name, i}
-			}
-			v, err := s.Mixins.Device(d)
+			view, err := s.Mixins.CounterSet(cs)
 			if err != nil {
 				add(s, err.(*api.UnknownMixinError).FieldError(path))
 				continue
 			}
-			for j, c := range v.Consumptions {
+			for name, c := range view.Counters() {
+				if !api.CounterInRange(c.Value) {
+					add(s, counterOutOfRange(path.Child("counters").Key(name).Child("value"), c.Value))
+				}
+			}
+			sets[cs.Name] = view
+		}
+	}
+	deviceAt := make(map[string]place)
+	check := func(s *Slice, unique bool) {
+		for i := range s.Spec.Devices {
+			d := &s.Spec.Devices[i]
+			path := field.NewPath("spec", "devices").Index(i)
+			if first, dup := deviceAt[d.Name]; dup && unique {
+				add(s, field.Duplicate(path.Child("name"), fmt.Sprintf("%s (also in ResourceSlice %s spec.devices[%d])", d.Name, first.slice, first.index)))
+			} else if unique {
+				deviceAt[d.Name] = place{s.Name, i}
+			}
+			dv, err := s.Mixins.Device(d)
+			if err != nil {
+				add(s, err.(*api.UnknownMixinError).FieldError(path))
+				continue
+			}
+			for name, c := range dv.Capacities() {
+				if !api.QuantityInRange(c.Value) {
+					add(s, outOfRange(path.Child("capacity").Key(string(name)).Child("value"), c.Value))
+				}
+			}
+			if v.NoCounters {
+				continue
+			}
+			for j, c := range dv.Consumptions {
 				cpath := path.Child("consumesCounters").Index(j)
+				for name, q := range c.Counters() {
+					if !api.CounterInRange(q.Value) {
+						add(s, counterOutOfRange(cpath.Child("counters").Key(name).Child("value"), q.Value))
+					}
+				}
 				set, ok := sets[c.CounterSet()]
 				if !ok {
 					add(s, field.NotFound(cpath.Child("counterSet"), c.CounterSet()))
@@ -136,8 +199,26 @@ func (p *Pool) Validate() *InvalidError {
 			}
 		}
 	}
-	if len(probs) == 0 {
-		return nil
+	for _, s := range v.Devices {
+		check(s, true)
 	}
-	return &InvalidError{Pool: p.ID, Problems: probs}
+	for _, s := range v.Others {
+		check(s, false)
+	}
+	return probs
+}
+
+// outOfRange reports a quantity the allocator does not compute with (see
+// api.QuantityInRange). Its digits are not printed: formatting such a
+// value takes as long as computing with it.
+func outOfRange(path *field.Path, q resource.Quantity) *field.Error {
+	return field.Invalid(path, "<out of range>", fmt.Sprintf("magnitude must be zero or between %g and %g to be allocated (approximately %g)",
+		api.MinQuantity, api.MaxQuantity, q.AsApproximateFloat64()))
+}
+
+func counterOutOfRange(path *field.Path, q resource.Quantity) *field.Error {
+	if !api.QuantityInRange(q) {
+		return outOfRange(path, q)
+	}
+	return field.Invalid(path, q.String(), "counters must be between 0 and 18446744073709551615 (2^64-1) to be allocated")
 }

@@ -240,8 +240,8 @@ func positionalFamily(cs *state.CounterSetUsage, cons []consumer) (string, []str
 		if !ok {
 			continue
 		}
-		stem := strings.TrimRightFunc(name, func(r rune) bool { return r >= '0' && r <= '9' })
-		if stem == name || stem == "" {
+		stem := numberedStem(name)
+		if stem == "" {
 			continue
 		}
 		families[stem] = append(families[stem], name)
@@ -487,4 +487,25 @@ func commonName(devs []*state.DeviceUsage) string {
 		prefix = prefix[:n]
 	}
 	return prefix + "*"
+}
+
+// numberedStem is what precedes a counter name's trailing number
+// ("memory-slice-" of "memory-slice-3"), or "" when it has none.
+func numberedStem(name string) string {
+	stem := strings.TrimRightFunc(name, func(r rune) bool { return r >= '0' && r <= '9' })
+	if stem == name {
+		return ""
+	}
+	return stem
+}
+
+// CounterFamily names the family a counter belongs to: counters numbered
+// alike ("memory-slice-0" ... "memory-slice-7") are one family,
+// "memory-slice"; any other counter is a family of its own. Reports sum
+// counters by family across counter sets.
+func CounterFamily(name string) string {
+	if f := strings.TrimRight(numberedStem(name), "-_."); f != "" {
+		return f
+	}
+	return name
 }

@@ -21,6 +21,15 @@ var palette = []swatch{
 	{"#bc80bd", 139}, {"#ccebc5", 194}, {"#ffed6f", 227},
 }
 
+// ClaimColors are the colours claims are drawn in, as #rrggbb.
+func ClaimColors() []string {
+	out := make([]string, len(palette))
+	for i, s := range palette {
+		out[i] = s.hex
+	}
+	return out
+}
+
 const (
 	blockedFill = "#d9d9d9"
 	freeFill    = "#ffffff"

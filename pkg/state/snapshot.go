@@ -120,7 +120,8 @@ func (s *Snapshot) allocator(strategy allocator.Strategy) (*allocator.Allocator,
 			Pools:     s.Pools(),
 			Classes:   s.classes,
 			Allocated: s.allocated(),
-		}, allocator.Options{Strategy: strategy, Compiler: s.opts.Compiler, NewShareID: s.opts.NewShareID, Cache: s.cache})
+		}, allocator.Options{Strategy: strategy, Compiler: s.opts.Compiler, NewShareID: s.opts.NewShareID,
+			Features: s.opts.Features, Cache: s.cache})
 	})
 	return s.alloc[i], s.allocErr[i]
 }

@@ -12,16 +12,20 @@ import (
 
 	"github.com/dractl/dractl/pkg/allocator"
 	"github.com/dractl/dractl/pkg/api"
+	"github.com/dractl/dractl/pkg/features"
 )
 
-// Options configure a State. The zero value uses pkg/cel and random share
-// IDs.
+// Options configure a State. The zero value uses pkg/cel, random share
+// IDs and every feature gate.
 type Options struct {
 	// Compiler compiles CEL selectors for every snapshot's allocators. Nil
 	// means pkg/cel.
 	Compiler allocator.SelectorCompiler
 	// NewShareID is passed on to the allocators (see allocator.Options).
 	NewShareID func() types.UID
+	// Features are the DRA feature gates the allocators honour (see
+	// allocator.Options). The zero value enables every gate.
+	Features features.Set
 }
 
 // DeviceID names one device of one pool.
@@ -62,8 +66,12 @@ type State struct {
 	last *Snapshot
 }
 
-// New returns an empty State.
+// New returns an empty State. Its snapshots share one selector compiler
+// (a new one when opts.Compiler is nil) rather than each building its own.
 func New(opts Options) *State {
+	if opts.Compiler == nil {
+		opts.Compiler = allocator.NewSelectorCompiler()
+	}
 	return &State{
 		opts:    opts,
 		cache:   allocator.NewCache(),

@@ -10,6 +10,7 @@ import (
 
 	"github.com/dractl/dractl/pkg/allocator"
 	at "github.com/dractl/dractl/pkg/allocator/allocatortest"
+	"github.com/dractl/dractl/pkg/features"
 	"github.com/dractl/dractl/pkg/pool"
 	"github.com/dractl/dractl/pkg/state"
 )
@@ -181,6 +182,28 @@ func TestUnfitExplains(t *testing.T) {
 	}
 	if n := unfit.Explanation.Claims[0].Requests[0].Rejected[allocator.ReasonCounterExhausted]; n != 4 {
 		t.Errorf("%d partitions rejected for exhausted counters, want 4", n)
+	}
+}
+
+// The State hands its feature gates to every allocator it builds: with
+// DRAPartitionableDevices off, no partition (all consume counters) can be
+// allocated.
+func TestFeatureGatesReachTheAllocator(t *testing.T) {
+	for _, tc := range []struct {
+		gates features.Set
+		fit   bool
+	}{
+		{features.All(), true},
+		{features.All().With(features.PartitionableDevices, false).With(features.DeviceCompatibilityGroups, false), false},
+	} {
+		st := state.New(state.Options{Features: tc.gates})
+		partitioned(st, t)
+		claim := pending("b")
+		must(t, st.SetClaim(claim))
+		_, err := st.Snapshot().Cycle([]*resourcev1.ResourceClaim{claim}, state.CycleOptions{}).Allocate(context.Background(), at.Node("node-1"))
+		if fit := err == nil; fit != tc.fit || (!fit && !allocator.IsUnfit(err)) {
+			t.Errorf("gates %s: err %v, want fit=%v", tc.gates, err, tc.fit)
+		}
 	}
 }
 

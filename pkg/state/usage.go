@@ -152,7 +152,9 @@ func (s *Snapshot) computeUsage(p *pool.Pool) *PoolUsage {
 		}
 		for _, cv := range d.View.Consumptions {
 			for name, c := range cv.Counters() {
-				if q := consumed[cv.CounterSet()][name]; q != nil {
+				// An amount out of range (which makes the pool invalid)
+				// would take minutes to add.
+				if q := consumed[cv.CounterSet()][name]; q != nil && api.QuantityInRange(c.Value) {
 					q.Add(c.Value)
 				}
 			}
@@ -182,6 +184,9 @@ func fits(v api.DeviceView, u *PoolUsage, consumed map[string]map[string]*resour
 				return false
 			}
 			capacity := u.counter(cv.CounterSet(), name)
+			if !api.QuantityInRange(capacity) || !api.QuantityInRange(c.Value) {
+				return false
+			}
 			left := capacity.DeepCopy()
 			left.Sub(*q)
 			if left.Cmp(c.Value) < 0 {

@@ -165,13 +165,16 @@ func requestRefs(refs []string, names requestNames, p *field.Path) field.ErrorLi
 
 func deviceClaim(dc *resourcev1.DeviceClaim, names requestNames, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
-	used := constraintAttributes(dc.Constraints)
+	cc := &claimCheck{used: constraintAttributes(dc.Constraints)}
 	reqPath := p.Child("requests")
 	if e := tooMany(reqPath, len(dc.Requests), MaxRequests); e != nil {
 		errs = append(errs, e...)
 	} else {
 		for i := range dc.Requests {
-			errs = append(errs, deviceRequest(&dc.Requests[i], used, reqPath.Index(i))...)
+			errs = append(errs, deviceRequest(&dc.Requests[i], cc, reqPath.Index(i))...)
+		}
+		if cc.derivedCost > MaxDerivedAttributesCost {
+			errs = append(errs, field.Forbidden(p, "too complex, total cost of derived attribute CEL expressions in the claim exceeds cost limit"))
 		}
 		errs = append(errs, duplicates(dc.Requests, func(r *resourcev1.DeviceRequest) string { return r.Name }, reqPath)...)
 	}
@@ -196,7 +199,15 @@ func deviceClaim(dc *resourcev1.DeviceClaim, names requestNames, p *field.Path) 
 	return errs
 }
 
-func deviceRequest(r *resourcev1.DeviceRequest, used constraintUse, p *field.Path) field.ErrorList {
+// claimCheck is what the checks of one claim's requests share.
+type claimCheck struct {
+	used constraintUse
+	// derivedCost adds up the estimated cost of every derived attribute
+	// expression of the claim.
+	derivedCost uint64
+}
+
+func deviceRequest(r *resourcev1.DeviceRequest, cc *claimCheck, p *field.Path) field.ErrorList {
 	errs := dnsLabel(r.Name, p.Child("name"))
 	const detail = "exactly one of `exactly` or `firstAvailable` is required"
 	hasExactly, hasFirst := r.Exactly != nil, len(r.FirstAvailable) > 0
@@ -209,7 +220,7 @@ func deviceRequest(r *resourcev1.DeviceRequest, used constraintUse, p *field.Pat
 		e := r.Exactly
 		ep := p.Child("exactly")
 		errs = append(errs, requestCommon(e.DeviceClassName, e.Selectors, e.AllocationMode, e.Count, e.Tolerations, ep)...)
-		errs = append(errs, derivedAttributes(e.DerivedAttributes, used, r.Name, ep.Child("derivedAttributes"))...)
+		errs = append(errs, derivedAttributes(e.DerivedAttributes, cc, r.Name, ep.Child("derivedAttributes"))...)
 	default:
 		fp := p.Child("firstAvailable")
 		if e := tooMany(fp, len(r.FirstAvailable), MaxSubRequests); e != nil {
@@ -220,7 +231,7 @@ func deviceRequest(r *resourcev1.DeviceRequest, used constraintUse, p *field.Pat
 			sp := fp.Index(i)
 			errs = append(errs, dnsLabel(s.Name, sp.Child("name"))...)
 			errs = append(errs, requestCommon(s.DeviceClassName, s.Selectors, s.AllocationMode, s.Count, s.Tolerations, sp)...)
-			errs = append(errs, derivedAttributes(s.DerivedAttributes, used, r.Name+"/"+s.Name, sp.Child("derivedAttributes"))...)
+			errs = append(errs, derivedAttributes(s.DerivedAttributes, cc, r.Name+"/"+s.Name, sp.Child("derivedAttributes"))...)
 		}
 		errs = append(errs, duplicates(r.FirstAvailable, func(s *resourcev1.DeviceSubRequest) string { return s.Name }, fp)...)
 	}
@@ -365,10 +376,10 @@ func (u constraintUse) uses(attr, request string) bool {
 }
 
 // derivedAttributes: at most 32, unique fully qualified names, each used by
-// a constraint on this request, non-empty expression. The expression is
-// not compiled: it yields a value rather than a bool, which the selector
-// environment of pkg/cel does not accept.
-func derivedAttributes(attrs []resourcev1.DeviceDerivedAttribute, used constraintUse, request string, p *field.Path) field.ErrorList {
+// a constraint on this request, and an expression that compiles to a value
+// an attribute can hold within the cost limit, as kube-apiserver 1.37
+// checks them; the estimated costs add up to the claim's limit.
+func derivedAttributes(attrs []resourcev1.DeviceDerivedAttribute, cc *claimCheck, request string, p *field.Path) field.ErrorList {
 	if e := tooMany(p, len(attrs), MaxDerivedAttributes); e != nil {
 		return e
 	}
@@ -377,7 +388,7 @@ func derivedAttributes(attrs []resourcev1.DeviceDerivedAttribute, used constrain
 		ap := p.Index(i)
 		name := string(attrs[i].Name)
 		errs = append(errs, fullyQualifiedName(name, ap.Child("name"))...)
-		if name != "" && !used.uses(name, request) {
+		if name != "" && !cc.used.uses(name, request) {
 			errs = append(errs, field.Invalid(ap.Child("name"), name, "must be referenced by at least one matchAttribute or distinctAttribute constraint targeting this request"))
 		}
 		switch expr := attrs[i].Expression; {
@@ -385,6 +396,21 @@ func derivedAttributes(attrs []resourcev1.DeviceDerivedAttribute, used constrain
 			errs = append(errs, field.Required(ap.Child("expression"), ""))
 		case len(expr) > CELExpressionMaxLength:
 			errs = append(errs, field.TooLong(ap.Child("expression"), expr, CELExpressionMaxLength))
+		default:
+			prog, err := dracel.Default().CompileDerived(expr)
+			var ce *dracel.CompileError
+			switch {
+			case err == nil:
+				cc.derivedCost += prog.EstimatedCost()
+			case errors.As(err, &ce):
+				if ce.Kind == dracel.KindTooComplex {
+					// kube-apiserver counts it towards the claim's total too.
+					cc.derivedCost += ce.EstimatedCost
+				}
+				errs = append(errs, ce.FieldError(ap.Child("expression")))
+			default:
+				errs = append(errs, field.InternalError(ap.Child("expression"), err))
+			}
 		}
 	}
 	return append(errs, duplicates(attrs, func(a *resourcev1.DeviceDerivedAttribute) string { return string(a.Name) }, p)...)

@@ -30,6 +30,10 @@ func opaque(driver, params string) resourcev1.DeviceConfiguration {
 		Driver: driver, Parameters: runtime.RawExtension{Raw: []byte(params)}}}
 }
 
+// costly is a derived attribute expression estimated at about 70 % of the
+// claim-wide cost limit: one is allowed, two are not.
+const costly = `device.attributes.map(d, device.attributes[d].map(k, device.attributes[d].map(j, j+k).size()).size())`
+
 func validClaim() *resourcev1.ResourceClaim {
 	return &resourcev1.ResourceClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: "ml"},
@@ -208,6 +212,23 @@ func TestResourceClaim(t *testing.T) {
 		{name: "derived attribute without expression", mutate: func(c *resourcev1.ResourceClaim) {
 			exactly(c).DerivedAttributes = []resourcev1.DeviceDerivedAttribute{{Name: "example.com/numa"}}
 		}, want: []want{eReq(r0x + ".derivedAttributes[0].expression")}},
+		{name: "derived attribute that does not compile", mutate: func(c *resourcev1.ResourceClaim) {
+			exactly(c).DerivedAttributes = []resourcev1.DeviceDerivedAttribute{{Name: "example.com/numa", Expression: `device.attributes[`}}
+		}, want: []want{eInv(r0x + ".derivedAttributes[0].expression")}},
+		{name: "derived attribute that an attribute cannot hold", mutate: func(c *resourcev1.ResourceClaim) {
+			exactly(c).DerivedAttributes = []resourcev1.DeviceDerivedAttribute{{Name: "example.com/numa", Expression: `{"a": 1}`}}
+		}, want: []want{eInv(r0x + ".derivedAttributes[0].expression")}},
+		{name: "derived attribute as a list", mutate: func(c *resourcev1.ResourceClaim) {
+			exactly(c).DerivedAttributes = []resourcev1.DeviceDerivedAttribute{{Name: "example.com/numa", Expression: `["a", "b"]`}}
+		}},
+		{name: "derived attribute too complex", mutate: func(c *resourcev1.ResourceClaim) {
+			exactly(c).DerivedAttributes = []resourcev1.DeviceDerivedAttribute{{Name: "example.com/numa", Expression: `device.attributes.map(d, ` + costly + `.size())`}}
+			// kube-apiserver adds its cost to the claim's total as well.
+		}, want: []want{eForb(r0x + ".derivedAttributes[0].expression"), eForb("spec.devices")}},
+		{name: "derived attributes of a claim too complex together", mutate: func(c *resourcev1.ResourceClaim) {
+			exactly(c).DerivedAttributes = []resourcev1.DeviceDerivedAttribute{{Name: "example.com/numa", Expression: costly}}
+			c.Spec.Devices.Requests[1].FirstAvailable[0].DerivedAttributes = []resourcev1.DeviceDerivedAttribute{{Name: "example.com/numa", Expression: costly}}
+		}, want: []want{eForb("spec.devices")}},
 		// config
 		{name: "33 configs", mutate: func(c *resourcev1.ResourceClaim) {
 			for range 32 {

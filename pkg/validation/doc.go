@@ -36,9 +36,7 @@
 // (the apiserver drops the status on create). An unset toleration operator
 // is accepted as its default, Equal.
 //
-// Known gaps, where dractl is looser: derived attribute expressions are not
-// compiled or costed (the selector environment of pkg/cel rejects
-// non-boolean expressions), and node allocatable resource names are checked
+// Known gaps, where dractl is looser: node allocatable resource names are checked
 // against cpu, memory, ephemeral-storage and hugepages-<size> as read from
 // the v1 field docs rather than from the apiserver's helper.
 //

@@ -200,6 +200,7 @@ func TestLimitsMatchUpstream(t *testing.T) {
 		{"MaxConfigs", MaxConfigs, resourcev1.DeviceConfigMaxSize},
 		{"MaxTolerations", MaxTolerations, resourcev1.DeviceTolerationsMaxLength},
 		{"MaxDerivedAttributes", MaxDerivedAttributes, resourcev1.DeviceDerivedAttributesMaxSize},
+		{"MaxDerivedAttributesCost", MaxDerivedAttributesCost, resourcev1.DeviceClaimDerivedAttributeCELMaxCost},
 		{"MaxAllocationResults", MaxAllocationResults, resourcev1.AllocationResultsMaxSize},
 		{"CELExpressionMaxLength", CELExpressionMaxLength, resourcev1.CELSelectorExpressionMaxLength},
 		{"CELExpressionMaxCost", CELExpressionMaxCost, resourcev1.CELSelectorExpressionMaxCost},

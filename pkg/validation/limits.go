@@ -58,13 +58,16 @@ const (
 
 // Limits of DeviceClass, ResourceClaim and ResourceClaimTemplate.
 const (
-	MaxRequests               = 32        // v1 DeviceRequestsMaxSize
-	MaxSubRequests            = 8         // v1 FirstAvailableDeviceRequestMaxSize
-	MaxSelectors              = 32        // v1 DeviceSelectorsMaxSize
-	MaxConstraints            = 32        // v1 DeviceConstraintsMaxSize
-	MaxConfigs                = 32        // v1 DeviceConfigMaxSize
-	MaxTolerations            = 16        // v1 DeviceTolerationsMaxLength
-	MaxDerivedAttributes      = 32        // v1 DeviceDerivedAttributesMaxSize
+	MaxRequests          = 32 // v1 DeviceRequestsMaxSize
+	MaxSubRequests       = 8  // v1 FirstAvailableDeviceRequestMaxSize
+	MaxSelectors         = 32 // v1 DeviceSelectorsMaxSize
+	MaxConstraints       = 32 // v1 DeviceConstraintsMaxSize
+	MaxConfigs           = 32 // v1 DeviceConfigMaxSize
+	MaxTolerations       = 16 // v1 DeviceTolerationsMaxLength
+	MaxDerivedAttributes = 32 // v1 DeviceDerivedAttributesMaxSize
+	// MaxDerivedAttributesCost bounds the estimated cost of all derived
+	// attribute expressions of one claim together.
+	MaxDerivedAttributesCost  = 1000000   // v1 DeviceClaimDerivedAttributeCELMaxCost
 	MaxAllocationResults      = 32        // v1 AllocationResultsMaxSize
 	CELExpressionMaxLength    = 10 * 1024 // v1 CELSelectorExpressionMaxLength
 	CELExpressionMaxCost      = 1000000   // v1 CELSelectorExpressionMaxCost

@@ -132,6 +132,13 @@ func (b *DeviceBuilder) Str(k, v string) *DeviceBuilder {
 	b.attrs()[api.QualifiedName(k)] = api.DeviceAttribute{StringValue: ptr.To(v)}
 	return b
 }
+
+// NoValue adds an attribute with no value set, which admission rejects
+// but an in-memory caller can still hand over.
+func (b *DeviceBuilder) NoValue(k string) *DeviceBuilder {
+	b.attrs()[api.QualifiedName(k)] = api.DeviceAttribute{}
+	return b
+}
 func (b *DeviceBuilder) Int(k string, v int64) *DeviceBuilder {
 	b.attrs()[api.QualifiedName(k)] = api.DeviceAttribute{IntValue: ptr.To(v)}
 	return b
@@ -158,6 +165,12 @@ func (b *DeviceBuilder) CapacityPolicy(k, v string, p *resourcev1.CapacityReques
 // Consumes adds a counter consumption (name, quantity pairs).
 func (b *DeviceBuilder) Consumes(set string, kv ...string) *DeviceBuilder {
 	b.d.ConsumesCounters = append(b.d.ConsumesCounters, api.DeviceCounterConsumption{CounterSet: set, Counters: counters(kv)})
+	return b
+}
+
+// ConsumesGroups adds a counter consumption with compatibility groups.
+func (b *DeviceBuilder) ConsumesGroups(set string, groups []string, kv ...string) *DeviceBuilder {
+	b.d.ConsumesCounters = append(b.d.ConsumesCounters, api.DeviceCounterConsumption{CounterSet: set, Counters: counters(kv), CompatibilityGroups: groups})
 	return b
 }
 
@@ -224,7 +237,8 @@ func (b *ClaimBuilder) FirstAvailable(name string, subs ...*RequestBuilder) *Cla
 	for _, s := range subs {
 		req.FirstAvailable = append(req.FirstAvailable, resourcev1.DeviceSubRequest{
 			Name: s.name, DeviceClassName: s.r.DeviceClassName, Selectors: s.r.Selectors,
-			AllocationMode: s.r.AllocationMode, Count: s.r.Count, Tolerations: s.r.Tolerations, Capacity: s.r.Capacity})
+			AllocationMode: s.r.AllocationMode, Count: s.r.Count, Tolerations: s.r.Tolerations, Capacity: s.r.Capacity,
+			DerivedAttributes: s.r.DerivedAttributes})
 	}
 	b.c.Spec.Devices.Requests = append(b.c.Spec.Devices.Requests, req)
 	return b
@@ -276,6 +290,13 @@ func (b *RequestBuilder) All() *RequestBuilder {
 	return b
 }
 func (b *RequestBuilder) Admin() *RequestBuilder { b.r.AdminAccess = ptr.To(true); return b }
+
+// Derived adds a derived attribute computed by a CEL expression.
+func (b *RequestBuilder) Derived(name, expr string) *RequestBuilder {
+	b.r.DerivedAttributes = append(b.r.DerivedAttributes, resourcev1.DeviceDerivedAttribute{
+		Name: resourcev1.FullyQualifiedName(name), Expression: expr})
+	return b
+}
 func (b *RequestBuilder) Selector(exprs ...string) *RequestBuilder {
 	for _, e := range exprs {
 		b.r.Selectors = append(b.r.Selectors, resourcev1.DeviceSelector{CEL: &resourcev1.CELDeviceSelector{Expression: e}})

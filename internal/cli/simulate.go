@@ -1,0 +1,233 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/dractl/dractl/internal/simulate"
+	"github.com/dractl/dractl/pkg/allocator"
+	"github.com/dractl/dractl/pkg/decode"
+)
+
+type simulateOptions struct {
+	*globalOptions
+	workloads   []string
+	strategies  []string
+	output      string
+	html        string
+	samples     int
+	maxEvents   int
+	reportNodes int
+}
+
+func newSimulateCommand(g *globalOptions) *cobra.Command {
+	o := &simulateOptions{globalOptions: g}
+	cmd := &cobra.Command{
+		Use:   "simulate -f CLUSTER ... --workload FILE ... [--strategy first-fit,best-fit] [-o text|json|html]",
+		Short: "Run a stream of pods through a cluster, placement strategies side by side",
+		Long: `simulate reads a cluster with -f (ResourceSlices, DeviceClasses, Nodes and
+the ResourceClaims already allocated) and a workload with --workload, and
+places the workload's pods one at a time as a scheduler would: nodes in
+input order, the first node on which all of a pod's claims can be allocated
+together wins, the strategy picks the devices. A pod that fits nowhere
+fails (it is not retried); a pod with a lifetime leaves and frees its
+devices.
+
+A workload file holds ResourceClaimTemplates plus
+  - a Workload (apiVersion simulate.dractl.dev/v1alpha1): a mix of pod
+    kinds with weights, a seed, the mean time between arrivals and the
+    mean lifetime; pods are generated from it, the same seed giving the
+    same stream; and/or
+  - Pods (their spec.resourceClaims name templates or pending claims) and
+    pending ResourceClaims (each a pod of its own), arriving in input order
+    a second apart unless annotated simulate.dractl.dev/arrival, leaving
+    after simulate.dractl.dev/lifetime if annotated.
+
+Each strategy runs on its own copy of the cluster. Reported per strategy:
+pods placed and failed, the first failure with its explanation, the use of
+every counter (summed by family, such as memory-slice) and the stranded
+share (free, but consumed by no device that can still be allocated) at the
+first failure and at the end, and failures by reason. -o html writes a
+self-contained page with charts over time and the occupancy picture of each
+node at the first failure and at the end; --html FILE writes it besides
+the -o output. A progress bar goes to stderr when it is a terminal.
+
+Exit codes: 0 simulated (pods that do not fit are results, not errors);
+2 invalid input or a fatal allocation error.`,
+		Example: `  dractl simulate -f examples/dgx-h100-mixins --workload examples/simulate/mig-inference.yaml
+  dractl simulate -f examples/dgx-h100-mixins --workload examples/simulate/mig-inference.yaml -o html > report.html`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.Context()) },
+	}
+	cmd.Flags().StringArrayVar(&o.workloads, "workload", nil, "file or directory with the workload; repeatable")
+	cmd.Flags().StringSliceVar(&o.strategies, "strategy", []string{"first-fit", "best-fit"}, "strategies to compare, comma-separated: first-fit, best-fit")
+	cmd.Flags().StringVarP(&o.output, "output", "o", "text", "output format: text, json or html")
+	cmd.Flags().StringVar(&o.html, "html", "", "also write the HTML report to this file")
+	cmd.Flags().IntVar(&o.samples, "samples", 200, "about how many points the time series get")
+	cmd.Flags().IntVar(&o.maxEvents, "max-events", 0, "stop after this many arrivals and departures (0: the whole workload)")
+	cmd.Flags().IntVar(&o.reportNodes, "report-nodes", 16, "nodes drawn in the HTML report at each moment")
+	return cmd
+}
+
+func (o *simulateOptions) run(ctx context.Context) error {
+	if err := o.requireInputs(); err != nil {
+		return err
+	}
+	if len(o.workloads) == 0 {
+		return usageErrorf("no workload: pass --workload FILE")
+	}
+	switch o.output {
+	case "text", "json", "html":
+	default:
+		return usageErrorf("--output: expected text, json or html, found %q", o.output)
+	}
+	if o.samples <= 0 || o.maxEvents < 0 || o.reportNodes <= 0 {
+		return usageErrorf("--samples and --report-nodes must be positive, --max-events not negative")
+	}
+	var strategies []allocator.Strategy
+	for _, s := range o.strategies {
+		st, err := parseStrategy(strings.TrimSpace(s))
+		if err != nil {
+			return err
+		}
+		strategies = append(strategies, st)
+	}
+	c, problems, err := o.readCluster(allocator.FirstFit)
+	if err != nil {
+		printProblems(o.Err, problems)
+		return err
+	}
+	cl := &simulate.Cluster{Slices: c.set.Slices, Classes: c.set.Classes, Nodes: c.nodeList}
+	pending := 0
+	for _, claim := range c.set.Claims {
+		if claim.Status.Allocation != nil {
+			cl.Allocated = append(cl.Allocated, claim)
+		} else {
+			pending++
+		}
+	}
+	if pending > 0 {
+		fmt.Fprintf(o.Err, "note: %s without status.allocation in the cluster input; the workload is only what --workload gives\n", plural(pending, "ResourceClaim"))
+	}
+	wl := &globalOptions{Streams: o.Streams, filenames: o.workloads, recursive: o.recursive, maxObjectBytes: o.maxObjectBytes}
+	in, err := wl.read()
+	if err != nil {
+		return err
+	}
+	problems = nil
+	for _, p := range runValidate(in).Problems {
+		if p.Severity == "error" {
+			problems = append(problems, p)
+		}
+	}
+	if len(problems) > 0 {
+		printProblems(o.Err, problems)
+		return &exitError{code: ExitCannotAnswer, msg: fmt.Sprintf("%s in the workload; nothing was simulated", plural(len(problems), "error"))}
+	}
+	stream, err := simulate.NewStream(decode.Group(in.objects))
+	var se *simulate.StreamError
+	if errors.As(err, &se) {
+		for _, line := range se.Lines {
+			fmt.Fprintln(o.Err, line)
+		}
+		return &exitError{code: ExitCannotAnswer, msg: fmt.Sprintf("%s in the workload; nothing was simulated", plural(len(se.Lines), "error"))}
+	}
+	if err != nil {
+		return usageErrorf("%v", err)
+	}
+	if len(stream.Pods) == 0 {
+		return usageErrorf("the workload has no pods: give a Workload, Pods or pending ResourceClaims with --workload")
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	report := &simulate.Report{Cluster: simulate.Summarize(cl), Workload: stream.Name, Pods: len(stream.Pods)}
+	for _, st := range strategies {
+		opts := simulate.Options{Strategy: st, Samples: o.samples, MaxEvents: o.maxEvents}
+		bar := newProgressBar(o.Err, strategyLabel(st))
+		if bar != nil {
+			opts.Progress = bar.update
+		}
+		res, err := simulate.Run(ctx, cl, stream, opts)
+		if bar != nil {
+			bar.done()
+		}
+		if err != nil {
+			return &exitError{code: ExitCannotAnswer, msg: err.Error()}
+		}
+		report.Results = append(report.Results, res)
+	}
+	htmlOpts := simulate.HTMLOptions{MaxNodes: o.reportNodes}
+	if o.html != "" {
+		f, err := os.Create(o.html)
+		if err != nil {
+			return usageErrorf("--html: %v", err)
+		}
+		err = report.WriteHTML(f, htmlOpts)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return writeError(err)
+		}
+	}
+	switch o.output {
+	case "json":
+		err = report.WriteJSON(o.Out)
+	case "html":
+		err = report.WriteHTML(o.Out, htmlOpts)
+	default:
+		err = report.WriteText(o.Out)
+	}
+	if err != nil {
+		return writeError(err)
+	}
+	return nil
+}
+
+func strategyLabel(s allocator.Strategy) string {
+	if s == allocator.BestFit {
+		return "best-fit"
+	}
+	return "first-fit"
+}
+
+// progressBar draws one line on a terminal, redrawn in place.
+type progressBar struct {
+	w     io.Writer
+	label string
+	last  int
+}
+
+// newProgressBar returns nil unless w is a terminal: a log or a pipe gets
+// no progress lines.
+func newProgressBar(w io.Writer, label string) *progressBar {
+	f, ok := w.(*os.File)
+	if !ok || !isTerminal(f) {
+		return nil
+	}
+	return &progressBar{w: w, label: label, last: -1}
+}
+
+const progressWidth = 30
+
+func (p *progressBar) update(done, total int) {
+	pct := 100
+	if total > 0 {
+		pct = done * 100 / total
+	}
+	if pct == p.last {
+		return
+	}
+	p.last = pct
+	filled := pct * progressWidth / 100
+	fmt.Fprintf(p.w, "\r%-10s [%s%s] %3d%% %s events", p.label, strings.Repeat("#", filled), strings.Repeat(".", progressWidth-filled), pct, thousands(done))
+}
+
+func (p *progressBar) done() { fmt.Fprintln(p.w) }

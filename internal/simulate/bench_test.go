@@ -1,0 +1,83 @@
+package simulate
+
+import (
+	"context"
+	"runtime"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/dractl/dractl/pkg/allocator"
+)
+
+// BenchmarkSimulate1000DGX runs 100,000 claim events (arrivals and
+// departures) of the MIG mix on 1,000 DGX H100 nodes (8,000 GPUs,
+// 152,000 devices) per strategy. Pods arrive every 10ms on average and
+// run 10 minutes on average: the cluster fills, then runs near full, so
+// that most arrivals search many nodes. Reported: ns per run (wall), the
+// CPU seconds of the run, and the live heap at the end (MB).
+func BenchmarkSimulate1000DGX(b *testing.B) {
+	c := dgxCluster(1000)
+	s := mustStream(b, migWorkload(1, 90_000, 10*time.Millisecond, 10*time.Minute))
+	for _, strategy := range []allocator.Strategy{allocator.FirstFit, allocator.BestFit} {
+		b.Run(strategyName(strategy), func(b *testing.B) {
+			for b.Loop() {
+				cpu0 := cpuTime()
+				res, err := Run(context.Background(), c, s, Options{Strategy: strategy, MaxEvents: 100_000})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if res.Events != 100_000 {
+					b.Fatalf("%d events, want 100000", res.Events)
+				}
+				b.ReportMetric(float64(cpuTime()-cpu0)/1e9, "cpu-s")
+				runtime.GC()
+				var ms runtime.MemStats
+				runtime.ReadMemStats(&ms)
+				b.ReportMetric(float64(ms.HeapAlloc)/1e6, "live-MB")
+				b.ReportMetric(float64(res.Placed), "placed")
+				b.ReportMetric(float64(res.Failed), "failed")
+				runtime.KeepAlive(res)
+			}
+		})
+	}
+}
+
+// cpuTime is the process's CPU time: on a shared machine it says more
+// about the work done than the wall time does.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkPacking500DGX is the packing claim at cluster scale: the MIG
+// mix, nobody leaving, on 500 DGX H100 nodes (4,000 GPUs) until the
+// stream ends, per strategy. Reported: pods placed before the first
+// failure and in all, and the stranded share of memory slices and of
+// multiprocessors at the end.
+func BenchmarkPacking500DGX(b *testing.B) {
+	c := dgxCluster(500)
+	s := mustStream(b, migWorkload(2, 30_000, time.Second, 0))
+	for _, strategy := range []allocator.Strategy{allocator.FirstFit, allocator.BestFit} {
+		b.Run(strategyName(strategy), func(b *testing.B) {
+			for b.Loop() {
+				res, err := Run(context.Background(), c, s, Options{Strategy: strategy, Samples: 20})
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.ReportMetric(float64(res.PlacedBeforeFirstFailure), "placed-before-failure")
+				b.ReportMetric(float64(res.Placed), "placed")
+				for i, f := range res.Counters {
+					switch f.Name {
+					case "memory-slice", "multiprocessors":
+						b.ReportMetric(100*res.End.Stranded[i], f.Name+"-stranded-%")
+						b.ReportMetric(100*res.End.Utilisation[i], f.Name+"-used-%")
+					}
+				}
+			}
+		})
+	}
+}

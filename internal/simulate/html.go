@@ -1,0 +1,193 @@
+package simulate
+
+import (
+	"bytes"
+	"fmt"
+	"html/template"
+	"io"
+
+	"github.com/dractl/dractl/pkg/render"
+	"github.com/dractl/dractl/pkg/state"
+)
+
+// HTMLOptions tune the HTML report.
+type HTMLOptions struct {
+	// MaxNodes bounds the nodes drawn in full at each moment; the others
+	// are counted. Zero: 16.
+	MaxNodes int
+}
+
+type htmlChart struct {
+	Title string
+	SVG   template.HTML
+}
+
+type htmlPicture struct {
+	Node string
+	SVG  template.HTML
+}
+
+type htmlMoment struct {
+	Title    string
+	Pictures []htmlPicture
+	Omitted  int
+}
+
+type htmlStrategy struct {
+	Name    string
+	Charts  []htmlChart
+	Moments []htmlMoment
+}
+
+type htmlPage struct {
+	Summary    string
+	Workload   string
+	Comparison []htmlChart
+	Strategies []htmlStrategy
+}
+
+// WriteHTML writes the report as one self-contained HTML page: the
+// terminal summary, charts of running pods, utilisation and stranded
+// capacity over time, and the occupancy picture of every node (up to
+// MaxNodes) at the first failure and at the end, per strategy. It loads
+// nothing: no scripts, fonts, styles or images from elsewhere.
+func (r *Report) WriteHTML(w io.Writer, opts HTMLOptions) error {
+	if opts.MaxNodes <= 0 {
+		opts.MaxNodes = 16
+	}
+	var summary bytes.Buffer
+	if err := r.WriteText(&summary); err != nil {
+		return err
+	}
+	page := htmlPage{Summary: summary.String(), Workload: r.Workload}
+	running := render.Chart{Title: "Running pods", XLabel: "time (s)", YLabel: "pods"}
+	placed := render.Chart{Title: "Pods placed (cumulative)", XLabel: "time (s)", YLabel: "pods"}
+	for _, res := range r.Results {
+		var run, pl render.Series
+		run.Name, pl.Name = res.Strategy, res.Strategy
+		for _, s := range res.Samples {
+			run.Points = append(run.Points, render.Point{X: s.Time, Y: float64(s.Running)})
+			pl.Points = append(pl.Points, render.Point{X: s.Time, Y: float64(s.Placed)})
+		}
+		running.Series = append(running.Series, run)
+		placed.Series = append(placed.Series, pl)
+	}
+	for _, c := range []render.Chart{running, placed} {
+		svg, err := chartSVG(c)
+		if err != nil {
+			return err
+		}
+		page.Comparison = append(page.Comparison, svg)
+	}
+	for _, res := range r.Results {
+		st := htmlStrategy{Name: res.Strategy}
+		for _, c := range []render.Chart{
+			familyChart(res, "Utilisation by counter, "+res.Strategy, func(s Sample) []float64 { return s.Utilisation }),
+			familyChart(res, "Stranded capacity by counter, "+res.Strategy, func(s Sample) []float64 { return s.Stranded }),
+		} {
+			svg, err := chartSVG(c)
+			if err != nil {
+				return err
+			}
+			st.Charts = append(st.Charts, svg)
+		}
+		if res.FirstFailureView != nil {
+			m, err := moment(fmt.Sprintf("At the first failure (pod %s, arrival %s)", res.FirstFailure.Pod, thousands(res.FirstFailure.Arrival)), res.FirstFailureView, opts.MaxNodes)
+			if err != nil {
+				return err
+			}
+			st.Moments = append(st.Moments, m)
+		}
+		if res.EndView != nil {
+			m, err := moment("At the end", res.EndView, opts.MaxNodes)
+			if err != nil {
+				return err
+			}
+			st.Moments = append(st.Moments, m)
+		}
+		page.Strategies = append(page.Strategies, st)
+	}
+	return pageTemplate.Execute(w, page)
+}
+
+func familyChart(res *Result, title string, pick func(Sample) []float64) render.Chart {
+	c := render.Chart{Title: title, XLabel: "time (s)", YLabel: "share of capacity", Percent: true}
+	for i, f := range res.Counters {
+		s := render.Series{Name: f.Name}
+		for _, smp := range res.Samples {
+			s.Points = append(s.Points, render.Point{X: smp.Time, Y: pick(smp)[i]})
+		}
+		c.Series = append(c.Series, s)
+	}
+	return c
+}
+
+func chartSVG(c render.Chart) (htmlChart, error) {
+	var b bytes.Buffer
+	if err := render.LineChart(&b, c); err != nil {
+		return htmlChart{}, err
+	}
+	// The SVG is generated here, with every text escaped.
+	return htmlChart{Title: c.Title, SVG: template.HTML(b.String())}, nil //nolint:gosec
+}
+
+func moment(title string, v *View, maxNodes int) (htmlMoment, error) {
+	m := htmlMoment{Title: title}
+	for i, n := range v.Nodes() {
+		if len(m.Pictures) == maxNodes {
+			m.Omitted = len(v.Nodes()) - i
+			break
+		}
+		us := v.NodePools(i)
+		if len(us) == 0 {
+			continue
+		}
+		var b bytes.Buffer
+		if err := render.PoolsSVG(&b, us, render.Options{}); err != nil {
+			return m, err
+		}
+		m.Pictures = append(m.Pictures, htmlPicture{Node: n.Name, SVG: template.HTML(b.String())}) //nolint:gosec
+	}
+	return m, nil
+}
+
+func defaultStateOptions() state.Options { return state.Options{} }
+
+var pageTemplate = template.Must(template.New("report").Parse(`<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>dractl simulate: {{.Workload}}</title>
+<style>
+body { font-family: sans-serif; margin: 1.5em; color: #222; }
+pre { background: #f6f6f6; padding: 1em; overflow-x: auto; }
+h2 { border-bottom: 1px solid #ccc; padding-bottom: 0.2em; }
+.charts { display: flex; flex-wrap: wrap; gap: 1em; }
+figure { margin: 0; }
+.node { margin: 0.5em 0 1.5em 0; overflow-x: auto; }
+details > summary { cursor: pointer; font-weight: bold; margin: 0.5em 0; }
+</style>
+</head>
+<body>
+<h1>dractl simulate</h1>
+<p>Workload: {{.Workload}}</p>
+<h2>Summary</h2>
+<pre id="summary">{{.Summary}}</pre>
+<h2>Strategies compared</h2>
+<div class="charts">
+{{range .Comparison}}<figure class="chart-figure">{{.SVG}}</figure>
+{{end}}</div>
+{{range .Strategies}}<section class="strategy" id="strategy-{{.Name}}">
+<h2>{{.Name}}</h2>
+<div class="charts">
+{{range .Charts}}<figure class="chart-figure">{{.SVG}}</figure>
+{{end}}</div>
+{{range .Moments}}<details open class="moment">
+<summary>{{.Title}}</summary>
+{{range .Pictures}}<div class="node"><h3>node {{.Node}}</h3>{{.SVG}}</div>
+{{end}}{{if .Omitted}}<p>{{.Omitted}} more nodes are not drawn (see --report-nodes).</p>{{end}}
+</details>
+{{end}}</section>
+{{end}}</body>
+</html>
+`))

@@ -1,0 +1,453 @@
+package simulate
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/dractl/dractl/pkg/allocator"
+	"github.com/dractl/dractl/pkg/state"
+)
+
+// Options tune one run.
+type Options struct {
+	Strategy allocator.Strategy
+	// Samples is about how many points the time series get. Zero: 200.
+	Samples int
+	// MaxEvents stops the run after this many events (arrivals and
+	// departures). Zero: run the whole stream.
+	MaxEvents int
+	// Progress, if set, is called every few hundred events with the events
+	// done and the most the run can have.
+	Progress func(done, total int)
+	// State configures every State of the run; tests fix NewShareID.
+	State state.Options
+}
+
+// Reasons a pod fails that are not an allocator.Reason.
+const (
+	// ReasonNoMatchingDevice: no device of any node matches the requests'
+	// classes and selectors.
+	ReasonNoMatchingDevice = "NoMatchingDevice"
+	// ReasonTogether: every request fits alone, not all together
+	// (constraints, or counters shared between the requests).
+	ReasonTogether = "Together"
+	// ReasonNoPools: no node of the cluster sees any pool.
+	ReasonNoPools = "NoPools"
+	// ReasonError: the allocator failed (an invalid pool, a CEL error).
+	ReasonError = "Error"
+)
+
+// Result is one strategy's run.
+type Result struct {
+	Strategy string `json:"strategy"`
+	// Arrived, Placed and Failed count pods; Departed counts placed pods
+	// that left; Running is Placed - Departed at the end.
+	Arrived  int `json:"arrived"`
+	Placed   int `json:"placed"`
+	Failed   int `json:"failed"`
+	Departed int `json:"departed"`
+	Running  int `json:"running"`
+	Events   int `json:"events"`
+	// PlacedBeforeFirstFailure is how many pods were placed before the
+	// first one that did not fit: the packing measure.
+	PlacedBeforeFirstFailure int             `json:"placedBeforeFirstFailure"`
+	FirstFailure             *Failure        `json:"firstFailure,omitempty"`
+	FailuresByReason         map[string]int  `json:"failuresByReason"`
+	Counters                 []CounterFamily `json:"counters"`
+	Samples                  []Sample        `json:"samples"`
+	AtFirstFailure           *Sample         `json:"atFirstFailure,omitempty"`
+	End                      Sample          `json:"end"`
+	// FirstFailureView and EndView are the cluster at the first failure
+	// and at the end, for pictures.
+	FirstFailureView *View `json:"-"`
+	EndView          *View `json:"-"`
+	byReasonOrder    []string
+	// placed is the island of each pod of the stream that was placed, -1
+	// for the others.
+	placed []int32
+}
+
+// CounterFamily is one family of counters summed over the cluster (see
+// render.CounterFamily), with its total capacity.
+type CounterFamily struct {
+	Name     string  `json:"name"`
+	Capacity float64 `json:"capacity"`
+}
+
+// Sample is the cluster at one moment.
+type Sample struct {
+	// Time is seconds since the start.
+	Time    float64 `json:"time"`
+	Event   int     `json:"event"`
+	Running int     `json:"running"`
+	Placed  int     `json:"placed"`
+	Failed  int     `json:"failed"`
+	// Utilisation is, per counter family (Result.Counters), the consumed
+	// fraction of the capacity.
+	Utilisation []float64 `json:"utilisation"`
+	// Stranded is, per counter family, the fraction of the capacity that
+	// is free but that no device still allocatable consumes: capacity no
+	// request, of any size, can use any more.
+	Stranded []float64 `json:"stranded"`
+}
+
+// Failure is a pod that fit on no node.
+type Failure struct {
+	// Arrival is the pod's place in the stream, from 1.
+	Arrival int     `json:"arrival"`
+	Time    float64 `json:"time"`
+	Pod     string  `json:"pod"`
+	Kind    string  `json:"kind,omitempty"`
+	Reason  string  `json:"reason"`
+	// Summary is one line in kube-scheduler's style: "0/8 nodes fit: ...".
+	Summary string `json:"summary"`
+	// Explanation is the allocator's explanation for the first nodes.
+	Explanation string `json:"explanation"`
+}
+
+// explainedNodes bounds the node explanations kept for a failure.
+const explainedNodes = 3
+
+type departure struct {
+	at  time.Duration
+	pod int
+}
+
+type departures []departure
+
+func (d departures) Len() int { return len(d) }
+func (d departures) Less(i, j int) bool {
+	return d[i].at < d[j].at || d[i].at == d[j].at && d[i].pod < d[j].pod
+}
+func (d departures) Swap(i, j int) { d[i], d[j] = d[j], d[i] }
+func (d *departures) Push(x any)   { *d = append(*d, x.(departure)) }
+func (d *departures) Pop() any {
+	old := *d
+	x := old[len(old)-1]
+	*d = old[:len(old)-1]
+	return x
+}
+
+// cacheEntry remembers that a shape did not fit on a node while the
+// node's island was at epoch-1.
+type cacheEntry struct {
+	epoch uint32
+	expl  *allocator.Explanation
+}
+
+type run struct {
+	ctx     context.Context
+	opts    Options
+	w       *world
+	s       *Stream
+	res     *Result
+	meter   *meter
+	shapes  map[string]int
+	unfit   [][]cacheEntry // [shape][node]
+	placed  []int32        // island of each placed pod, -1 otherwise
+	pending departures
+	now     time.Duration
+}
+
+// Run places the stream's pods on the cluster one at a time, as a
+// scheduler would: nodes in the cluster's order, the first node on which
+// the pod's claims can be allocated together wins, the strategy chooses
+// the devices. A pod that fits nowhere fails and is not retried; a placed
+// pod with a lifetime leaves after it and frees its devices. Departures
+// due at an arrival's time happen first. The run ends with the last
+// arrival (or after MaxEvents events).
+func Run(ctx context.Context, c *Cluster, s *Stream, opts Options) (*Result, error) {
+	if opts.State.Compiler == nil {
+		// One compiler for every island: CEL environments are costly.
+		opts.State.Compiler = allocator.NewSelectorCompiler()
+	}
+	w, err := newWorld(c, opts.State)
+	if err != nil {
+		return nil, err
+	}
+	r := &run{
+		ctx: ctx, opts: opts, w: w, s: s,
+		res:    &Result{Strategy: strategyName(opts.Strategy), FailuresByReason: map[string]int{}},
+		shapes: map[string]int{},
+		placed: make([]int32, len(s.Pods)),
+	}
+	for i := range r.placed {
+		r.placed[i] = -1
+	}
+	r.meter = newMeter(w)
+	r.res.Counters = r.meter.families
+	total := len(s.Pods)
+	for _, p := range s.Pods {
+		if p.Lifetime > 0 {
+			total++
+		}
+	}
+	if opts.MaxEvents > 0 {
+		total = min(total, opts.MaxEvents)
+	}
+	samples := opts.Samples
+	if samples <= 0 {
+		samples = 200
+	}
+	every := max(1, total/samples)
+	r.sample()
+	next := 0
+	// The run ends with the last arrival: the departures still pending
+	// then would only drain the cluster.
+	for next < len(s.Pods) {
+		if opts.MaxEvents > 0 && r.res.Events >= opts.MaxEvents {
+			break
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if r.pending.Len() > 0 && r.pending[0].at <= s.Pods[next].Arrive {
+			d := heap.Pop(&r.pending).(departure)
+			r.now = d.at
+			if err := r.depart(d.pod); err != nil {
+				return nil, err
+			}
+		} else {
+			r.now = s.Pods[next].Arrive
+			if err := r.arrive(next); err != nil {
+				return nil, err
+			}
+			next++
+		}
+		r.res.Events++
+		if r.res.Events%every == 0 {
+			r.sample()
+		}
+		if opts.Progress != nil && r.res.Events%256 == 0 {
+			opts.Progress(r.res.Events, total)
+		}
+	}
+	if opts.Progress != nil {
+		opts.Progress(r.res.Events, total)
+	}
+	if n := len(r.res.Samples); n == 0 || r.res.Samples[n-1].Event != r.res.Events {
+		r.sample()
+	}
+	r.res.End = r.res.Samples[len(r.res.Samples)-1]
+	r.res.Running = r.res.Placed - r.res.Departed
+	r.res.EndView = r.view()
+	r.res.placed = r.placed
+	if r.res.FirstFailure == nil {
+		r.res.PlacedBeforeFirstFailure = r.res.Placed
+	}
+	return r.res, nil
+}
+
+func strategyName(s allocator.Strategy) string {
+	switch s {
+	case allocator.FirstFit:
+		return "first-fit"
+	case allocator.BestFit:
+		return "best-fit"
+	}
+	return s.String()
+}
+
+func (r *run) sample() {
+	util, stranded := r.meter.measure(r.w)
+	r.res.Samples = append(r.res.Samples, Sample{
+		Time: r.now.Seconds(), Event: r.res.Events, Running: r.res.Placed - r.res.Departed,
+		Placed: r.res.Placed, Failed: r.res.Failed, Utilisation: util, Stranded: stranded,
+	})
+}
+
+func (r *run) arrive(i int) error {
+	p := &r.s.Pods[i]
+	r.res.Arrived++
+	r.placed[i] = -1
+	shape, ok := r.shapes[p.shape]
+	if !ok {
+		shape = len(r.unfit)
+		r.shapes[p.shape] = shape
+		r.unfit = append(r.unfit, make([]cacheEntry, len(r.w.c.Nodes)))
+	}
+	cache := r.unfit[shape]
+	var expls []*allocator.Explanation
+	for ni, node := range r.w.c.Nodes {
+		ii := r.w.nodeIsland[ni]
+		if ii < 0 {
+			continue
+		}
+		isl := r.w.islands[ii]
+		if e := &cache[ni]; e.epoch == isl.epoch+1 {
+			expls = append(expls, e.expl)
+			continue
+		}
+		results, err := isl.st.Snapshot().Cycle(p.Claims, state.CycleOptions{Strategy: r.opts.Strategy}).Allocate(r.ctx, node)
+		var unfit *allocator.UnfitError
+		if errors.As(err, &unfit) {
+			cache[ni] = cacheEntry{epoch: isl.epoch + 1, expl: unfit.Explanation}
+			expls = append(expls, unfit.Explanation)
+			continue
+		}
+		if err != nil {
+			if ctxErr := r.ctx.Err(); ctxErr != nil {
+				return ctxErr
+			}
+			r.fail(p, ReasonError, fmt.Sprintf("0/%d nodes fit: node %s: %v", len(r.w.c.Nodes), node.Name, err), err.Error())
+			return nil
+		}
+		for k, claim := range p.Claims {
+			allocated := *claim
+			allocated.Status.Allocation = results[k]
+			if err := isl.st.SetClaim(&allocated); err != nil {
+				return fmt.Errorf("pod %s: recording the allocation on node %s: %w", p.Name, node.Name, err)
+			}
+		}
+		r.placed[i] = int32(ii)
+		r.res.Placed++
+		if p.Lifetime > 0 {
+			heap.Push(&r.pending, departure{at: p.Arrive + p.Lifetime, pod: i})
+		}
+		return nil
+	}
+	reason, summary := classify(expls, len(r.w.c.Nodes))
+	explanation := ""
+	if r.res.FirstFailure == nil {
+		explanation = r.explain(p, len(expls))
+	}
+	r.fail(p, reason, summary, explanation)
+	return nil
+}
+
+// explain explains the failure of p on the first nodes afresh: cached
+// explanations name the claims of an earlier pod of the same shape.
+func (r *run) explain(p *Pod, failed int) string {
+	var b strings.Builder
+	shown := 0
+	for ni, node := range r.w.c.Nodes {
+		if shown == explainedNodes {
+			break
+		}
+		ii := r.w.nodeIsland[ni]
+		if ii < 0 {
+			continue
+		}
+		_, err := r.w.islands[ii].st.Snapshot().Cycle(p.Claims, state.CycleOptions{Strategy: r.opts.Strategy}).Allocate(r.ctx, node)
+		var unfit *allocator.UnfitError
+		if errors.As(err, &unfit) {
+			b.WriteString(unfit.Explanation.String())
+			shown++
+		}
+	}
+	if failed > shown {
+		fmt.Fprintf(&b, "... and %d more nodes\n", failed-shown)
+	}
+	return b.String()
+}
+
+func (r *run) fail(p *Pod, reason, summary, explanation string) {
+	r.res.Failed++
+	if _, ok := r.res.FailuresByReason[reason]; !ok {
+		r.res.byReasonOrder = append(r.res.byReasonOrder, reason)
+	}
+	r.res.FailuresByReason[reason]++
+	if r.res.FirstFailure != nil {
+		return
+	}
+	r.res.PlacedBeforeFirstFailure = r.res.Placed
+	r.res.FirstFailure = &Failure{
+		Arrival: r.res.Arrived, Time: r.now.Seconds(), Pod: p.Name.String(), Kind: p.Kind,
+		Reason: reason, Summary: summary, Explanation: explanation,
+	}
+	r.sample()
+	at := r.res.Samples[len(r.res.Samples)-1]
+	r.res.AtFirstFailure = &at
+	r.res.FirstFailureView = r.view()
+}
+
+func (r *run) depart(i int) error {
+	p := &r.s.Pods[i]
+	isl := r.w.islands[r.placed[i]]
+	for _, c := range p.Claims {
+		if err := isl.st.DeleteClaim(c.Namespace, c.Name); err != nil {
+			return fmt.Errorf("pod %s leaves: %w", p.Name, err)
+		}
+	}
+	isl.epoch++
+	r.res.Departed++
+	return nil
+}
+
+// classify names why a pod fit on no node: each node's explanation gets
+// the reason that rejected most devices of a request that cannot be
+// satisfied there (class and selector mismatches aside: they only say the
+// device is of another kind), and the pod gets the most common one.
+func classify(expls []*allocator.Explanation, nodes int) (string, string) {
+	if len(expls) == 0 {
+		return ReasonNoPools, fmt.Sprintf("0/%d nodes fit: no node sees any resource pool", nodes)
+	}
+	count := map[string]int{}
+	for _, e := range expls {
+		count[nodeReason(e)]++
+	}
+	reasons := make([]string, 0, len(count))
+	for k := range count {
+		reasons = append(reasons, k)
+	}
+	slices.SortFunc(reasons, func(a, b string) int {
+		if count[a] != count[b] {
+			return count[b] - count[a]
+		}
+		return strings.Compare(a, b)
+	})
+	parts := make([]string, len(reasons))
+	for i, k := range reasons {
+		parts[i] = fmt.Sprintf("%d %s", count[k], k)
+	}
+	return reasons[0], fmt.Sprintf("0/%d nodes fit: %s", nodes, strings.Join(parts, ", "))
+}
+
+func nodeReason(e *allocator.Explanation) string {
+	counts := map[allocator.Reason]int{}
+	unsatisfiable := false
+	for _, c := range e.Claims {
+		for _, rq := range c.Requests {
+			if rq.SatisfiableAlone {
+				continue
+			}
+			unsatisfiable = true
+			for reason, n := range rq.Rejected {
+				if reason != allocator.ReasonDriverOrClass && reason != allocator.ReasonSelector {
+					counts[reason] += n
+				}
+			}
+		}
+	}
+	if !unsatisfiable {
+		return ReasonTogether
+	}
+	// Allocated is checked before the selectors, so it counts held
+	// devices of every kind; it is the reason only when nothing else
+	// rejected a device that matched.
+	best, bestN := allocator.Reason(0), 0
+	for reason, n := range counts {
+		if reason != allocator.ReasonAllocated && (n > bestN || n == bestN && reason < best) {
+			best, bestN = reason, n
+		}
+	}
+	switch {
+	case bestN > 0:
+		return best.String()
+	case counts[allocator.ReasonAllocated] > 0:
+		return allocator.ReasonAllocated.String()
+	}
+	return ReasonNoMatchingDevice
+}
+
+// Reasons lists the failure reasons of the run, most frequent first.
+func (r *Result) Reasons() []string {
+	out := slices.Clone(r.byReasonOrder)
+	slices.SortStableFunc(out, func(a, b string) int { return r.FailuresByReason[b] - r.FailuresByReason[a] })
+	return out
+}

@@ -1,0 +1,76 @@
+package simulate
+
+import (
+	"testing"
+	"time"
+
+	"github.com/dractl/dractl/pkg/allocator"
+)
+
+func TestGeneratedStream(t *testing.T) {
+	a := mustStream(t, migWorkload(5, 2000, 10*time.Second, time.Hour))
+	b := mustStream(t, migWorkload(5, 2000, 10*time.Second, time.Hour))
+	c := mustStream(t, migWorkload(6, 2000, 10*time.Second, time.Hour))
+	same, differ := true, false
+	kinds := map[string]int{}
+	var lifetime time.Duration
+	for i := range a.Pods {
+		x, y, z := a.Pods[i], b.Pods[i], c.Pods[i]
+		same = same && x.Name == y.Name && x.Arrive == y.Arrive && x.Lifetime == y.Lifetime
+		differ = differ || x.Kind != z.Kind || x.Arrive != z.Arrive
+		if i > 0 && x.Arrive < a.Pods[i-1].Arrive {
+			t.Fatalf("pod %d arrives before pod %d", i, i-1)
+		}
+		kinds[x.Kind]++
+		lifetime += x.Lifetime
+		if len(x.Claims) != 1 || x.Claims[0].Name != x.Name.Name+"-"+x.Kind {
+			t.Fatalf("pod %s has claims %v", x.Name, x.Claims)
+		}
+	}
+	if !same || !differ {
+		t.Fatalf("same seed same stream: %v; other seed other stream: %v", same, differ)
+	}
+	// Weights 6:3:3:2:1:1 of 2,000 pods; means 10s apart and 1h long.
+	if n := kinds["1g-10gb"]; n < 650 || n > 850 {
+		t.Errorf("%d pods of weight 6/16, want about 750", n)
+	}
+	if n := kinds["7g-80gb"]; n < 80 || n > 170 {
+		t.Errorf("%d pods of weight 1/16, want about 125", n)
+	}
+	if mean := a.Pods[len(a.Pods)-1].Arrive / time.Duration(len(a.Pods)); mean < 9*time.Second || mean > 11*time.Second {
+		t.Errorf("mean gap %v, want about 10s", mean)
+	}
+	if mean := lifetime / time.Duration(len(a.Pods)); mean < 54*time.Minute || mean > 66*time.Minute {
+		t.Errorf("mean lifetime %v, want about 1h", mean)
+	}
+}
+
+func TestClassify(t *testing.T) {
+	req := func(alone bool, rejected map[allocator.Reason]int) *allocator.Explanation {
+		return &allocator.Explanation{Claims: []allocator.ClaimExplanation{{Requests: []allocator.RequestExplanation{{SatisfiableAlone: alone, Rejected: rejected}}}}}
+	}
+	for name, tc := range map[string]struct {
+		expls   []*allocator.Explanation
+		reason  string
+		summary string
+	}{
+		"no pools": {nil, ReasonNoPools, "0/3 nodes fit: no node sees any resource pool"},
+		"overlap": {[]*allocator.Explanation{req(false, map[allocator.Reason]int{allocator.ReasonAllocated: 30, allocator.ReasonSelector: 100, allocator.ReasonCounterExhausted: 2})},
+			"CounterExhausted", "0/3 nodes fit: 1 CounterExhausted"},
+		"all taken": {[]*allocator.Explanation{req(false, map[allocator.Reason]int{allocator.ReasonAllocated: 30, allocator.ReasonSelector: 100})},
+			"Allocated", "0/3 nodes fit: 1 Allocated"},
+		"nothing matches": {[]*allocator.Explanation{req(false, map[allocator.Reason]int{allocator.ReasonDriverOrClass: 5, allocator.ReasonSelector: 9})},
+			ReasonNoMatchingDevice, "0/3 nodes fit: 1 NoMatchingDevice"},
+		"together": {[]*allocator.Explanation{req(true, nil)}, ReasonTogether, "0/3 nodes fit: 1 Together"},
+		"most nodes win": {[]*allocator.Explanation{
+			req(false, map[allocator.Reason]int{allocator.ReasonTaint: 1}),
+			req(false, map[allocator.Reason]int{allocator.ReasonCounterExhausted: 1}),
+			req(false, map[allocator.Reason]int{allocator.ReasonCounterExhausted: 4}),
+		}, "CounterExhausted", "0/3 nodes fit: 2 CounterExhausted, 1 Taint"},
+	} {
+		reason, summary := classify(tc.expls, 3)
+		if reason != tc.reason || summary != tc.summary {
+			t.Errorf("%s: %s %q, want %s %q", name, reason, summary, tc.reason, tc.summary)
+		}
+	}
+}
