@@ -5,7 +5,7 @@ FUZZTIME_SHORT ?= 5s
 FUZZTIME ?= 30s
 EXAMPLES := $(sort $(wildcard examples/*/))
 
-.PHONY: all build driver test demo fmt-check vet tidy-check unit fuzz fuzz-short golden readme conformance conformance-test bench chromium report-screenshot
+.PHONY: all build driver test demo fmt-check vet tidy-check unit fuzz fuzz-short golden readme conformance conformance-test bench chromium report-screenshot e2e e2e-golden bench-e2e scheduler
 
 all: build
 
@@ -22,6 +22,11 @@ build:
 driver:
 	$(GO) build -o bin/dractl-gpu-driver ./cmd/dractl-gpu-driver
 
+# kube-scheduler with dractl's DRA plugin; its own module (scheduler/), which
+# requires k8s.io/kubernetes.
+scheduler:
+	$(GO) -C scheduler build -o ../bin/dractl-scheduler .
+
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
@@ -32,7 +37,7 @@ vet:
 unit:
 	$(GO) test -race -count=1 ./...
 
-test: fmt-check vet tidy-check chromium unit fuzz-short
+test: fmt-check vet tidy-check chromium unit fuzz-short e2e
 
 # Every module's go.mod and go.sum must be tidy: `go mod tidy -diff` prints
 # what tidy would change and fails if anything would.
@@ -160,3 +165,30 @@ conformance-test:
 bench:
 	$(MAKE) -C conformance benchtable
 	@cat docs/performance.md
+
+# The real control plane in-process (e2e/, its own module on
+# k8s.io/kubernetes): kube-apiserver on an embedded etcd with every DRA
+# feature gate, the resourceclaim controller, and the live verbs and the
+# monitor against them. The first build of the test binary compiles
+# kube-apiserver (about 20 minutes on 2 cores); later runs reuse the build
+# cache. Without -race: a race build of kube-apiserver takes twice as
+# long and several GiB more memory, and the code under test is raced in
+# `make unit`.
+E2E_TIMEOUT ?= 60m
+e2e:
+	$(GO) -C e2e vet ./...
+	$(GO) -C e2e test -count=1 -timeout $(E2E_TIMEOUT) ./...
+
+# Rewrites e2e/testdata from the current behaviour; review the diff.
+e2e-golden:
+	$(GO) -C e2e test -count=1 -run TestLiveVerbs -update .
+
+# get pools, describe node and the monitor on E2E_BENCH_NODES (default
+# 1,000) DGX H100 nodes' slices through the real apiserver.
+bench-e2e: scheduler
+	$(GO) -C e2e test -count=1 -run '^$$' -bench BenchmarkLive1000Nodes -benchtime 5x -timeout $(E2E_TIMEOUT) .
+	@# The race: stock DynamicResources against dractl's plugin in one
+	@# dractl-scheduler process (e2e/race_test.go); rewrites its section of
+	@# docs/performance.md and prints the table.
+	$(GO) -C e2e test -count=1 -run '^$$' -bench BenchmarkRace -benchtime 1x -timeout 4h . \
+		-args -scheduler ../bin/dractl-scheduler -race-docs ../docs/performance.md

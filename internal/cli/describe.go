@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -9,8 +10,11 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/fields"
 
 	"github.com/dractl/dractl/pkg/allocator"
+	"github.com/dractl/dractl/pkg/live"
 	"github.com/dractl/dractl/pkg/pool"
 	"github.com/dractl/dractl/pkg/render"
 	"github.com/dractl/dractl/pkg/state"
@@ -18,13 +22,14 @@ import (
 
 type describeOptions struct {
 	*globalOptions
-	output string
+	cluster *clusterOptions
+	output  string
 }
 
 func newDescribeCommand(g *globalOptions) *cobra.Command {
 	o := &describeOptions{globalOptions: g}
 	cmd := &cobra.Command{
-		Use:   "describe pool|node NAME -f FILE|DIR|- ... [-o text|svg]",
+		Use:   "describe pool|node NAME [-f FILE|DIR|- ...] [-o text|svg]",
 		Short: "Show how full a resource pool or a node's pools are, partition by partition",
 		Long: `describe reads ResourceSlices, DeviceClasses, Nodes and ResourceClaims and
 shows a pool (describe pool NAME, where NAME is a pool name or
@@ -39,22 +44,81 @@ overlapping partition took what it needs, or its size when it is free.
 On a terminal, claims are coloured (NO_COLOR turns this off). -o svg
 writes the same picture as SVG.
 
-Exit codes: 0 described; 2 invalid input or no such pool or node.`,
+Without -f, describe reads the cluster (kubectl's flags: --kubeconfig,
+--context, ...): for a node, only the ResourceSlices that name it or no
+node at all (field selectors), so it stays fast on large clusters.
+
+Exit codes: 0 described; 2 invalid input, no such pool or node, or a
+cluster that could not be read.`,
 		Example: `  dractl describe pool a100-node -f examples/a100-mig-mixins
   dractl describe node dgx-h100-node -f examples/dgx-h100-mixins -o svg > node.svg`,
 		Args: cobra.ExactArgs(2),
-		RunE: func(cmd *cobra.Command, args []string) error { return o.run(args[0], args[1]) },
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(o.filenames) == 0 {
+				return o.runLive(cmd.Context(), args[0], args[1])
+			}
+			return o.run(args[0], args[1])
+		},
 	}
+	o.cluster = addClusterFlags(cmd)
 	cmd.Flags().StringVarP(&o.output, "output", "o", "text", "output format: text or svg")
 	return cmd
 }
 
-func (o *describeOptions) run(kind, name string) error {
+func (o *describeOptions) check(kind string) error {
 	if kind != "pool" && kind != "node" {
 		return usageErrorf("describe: expected pool or node, found %q", kind)
 	}
 	if o.output != "text" && o.output != "svg" {
 		return usageErrorf("--output: expected text or svg, found %q", o.output)
+	}
+	return nil
+}
+
+// runLive describes a pool or node of the cluster.
+func (o *describeOptions) runLive(ctx context.Context, kind, name string) error {
+	if err := o.check(kind); err != nil {
+		return err
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	c, err := o.cluster.client()
+	if err != nil {
+		return err
+	}
+	var node *corev1.Node
+	var slices []*resourcev1.ResourceSlice
+	if kind == "node" {
+		if node, err = c.Node(ctx, name); err != nil {
+			return clusterError(err)
+		}
+		slices, err = c.NodeSlices(ctx, name)
+	} else {
+		selector := fields.OneTermEqualSelector("spec.pool.name", name)
+		if driver, poolName, ok := strings.Cut(name, "/"); ok {
+			selector = fields.AndSelectors(fields.OneTermEqualSelector("spec.driver", driver),
+				fields.OneTermEqualSelector("spec.pool.name", poolName))
+		}
+		slices, err = c.Slices(ctx, selector.String())
+	}
+	if err != nil {
+		return clusterError(err)
+	}
+	claims, err := c.Claims(ctx, "")
+	if err != nil {
+		return clusterError(err)
+	}
+	st, err := (&live.Objects{Slices: slices, Claims: claims}).State()
+	if err != nil {
+		return clusterError(err)
+	}
+	return o.write(st.Snapshot(), kind, name, func() *corev1.Node { return node })
+}
+
+func (o *describeOptions) run(kind, name string) error {
+	if err := o.check(kind); err != nil {
+		return err
 	}
 	if err := o.requireInputs(); err != nil {
 		return err
@@ -64,11 +128,17 @@ func (o *describeOptions) run(kind, name string) error {
 		printProblems(o.Err, problems)
 		return err
 	}
+	return o.write(c.snap, kind, name, func() *corev1.Node { return c.node(name) })
+}
+
+// write describes from a snapshot, whatever its source.
+func (o *describeOptions) write(snap *state.Snapshot, kind, name string, node func() *corev1.Node) error {
+	var err error
 	opts := describeFormat{svg: o.output == "svg", render: render.Options{Color: colorful(o.Out)}}
 	if kind == "pool" {
-		err = describePool(o.Out, c.snap, name, opts)
+		err = describePool(o.Out, snap, name, opts)
 	} else {
-		err = describeNode(o.Out, c.snap, c.node(name), opts)
+		err = describeNode(o.Out, snap, node(), opts)
 	}
 	if _, ok := err.(*exitError); ok || err == nil {
 		return err

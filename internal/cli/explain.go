@@ -15,15 +15,16 @@ import (
 
 type explainOptions struct {
 	*globalOptions
-	node   string
-	claim  string
-	output string
+	cluster *clusterOptions
+	node    string
+	claim   string
+	output  string
 }
 
 func newExplainCommand(g *globalOptions) *cobra.Command {
 	o := &explainOptions{globalOptions: g}
 	cmd := &cobra.Command{
-		Use:   "explain -f FILE|DIR|- ... [--claim NAME] [--node NAME] [-o json]",
+		Use:   "explain (-f FILE|DIR|- ... [--claim NAME] [-o json] | pod/NAME) [--node NAME]",
 		Short: "Explain, per node and request, why a ResourceClaim does or does not fit",
 		Long: `explain tries the pending claims on each node (or the one named) and
 prints, for every request, how many devices were candidates and how many
@@ -37,12 +38,30 @@ pending claim.
 
 -o json prints one ExplainReport object (schema in docs/output.md).
 
-Exit codes: 0 the explanation was printed; 2 invalid input or a fatal error.`,
+explain pod/NAME explains one pod's claims, named and from templates: for
+a pending pod, per node, why its pending claims do or do not fit (a node
+outside the node selector of an already allocated claim of the pod does
+not fit either); for a scheduled pod, which devices its claims hold. It
+reads the cluster (kubectl's flags: --kubeconfig, --context, -n, ...), or,
+with -f, files such as those dractl snapshot writes. Only DRA is
+considered: kube-scheduler's other filters (resources, taints, affinity)
+are not.
+
+Exit codes: 0 the explanation was printed; 2 invalid input, a fatal error,
+or a cluster that could not be read.`,
 		Example: `  dractl explain -f examples/dgx-h100-mixins --claim mig-1g-10gb
-  dractl explain -f pod.yaml -f cluster/ -o json`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.Context()) },
+  dractl explain -f pod.yaml -f cluster/ -o json
+  dractl explain pod/trainer -n ml
+  kubectl dra explain pod/trainer --node gpu-node-7`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				return o.runPod(cmd.Context(), args[0])
+			}
+			return o.run(cmd.Context())
+		},
 	}
+	o.cluster = addClusterFlags(cmd)
 	cmd.Flags().StringVar(&o.node, "node", "", "explain for this node only (default: every node of the input)")
 	cmd.Flags().StringVar(&o.claim, "claim", "", "name of the pending ResourceClaim to explain (default: all pending claims)")
 	cmd.Flags().StringVarP(&o.output, "output", "o", "", "output format: json (default: text)")

@@ -4,9 +4,11 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 )
@@ -32,15 +34,27 @@ type globalOptions struct {
 // Execute runs dractl with the process's arguments and streams and returns
 // the exit code.
 func Execute() int {
-	return Run(os.Args[1:], Streams{In: os.Stdin, Out: os.Stdout, Err: os.Stderr})
+	return RunAs(context.Background(), filepath.Base(os.Args[0]), os.Args[1:], Streams{In: os.Stdin, Out: os.Stdout, Err: os.Stderr})
 }
+
+// PluginName is the executable name under which kubectl runs dractl as a
+// plugin: `kubectl dra ...` executes kubectl-dra from $PATH.
+const PluginName = "kubectl-dra"
 
 // Run runs dractl with args and returns the exit code. It never calls
 // os.Exit, so tests can run any command line in-process.
-func Run(args []string, s Streams) int {
+func Run(args []string, s Streams) int { return RunAs(context.Background(), "dractl", args, s) }
+
+// RunAs is Run for an executable called name (as PluginName, help and
+// errors speak of "kubectl dra"); ctx ends long-running verbs such as
+// monitor.
+func RunAs(ctx context.Context, name string, args []string, s Streams) int {
 	root := newRootCommand(s)
+	if name == PluginName {
+		root.Annotations = map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl dra"}
+	}
 	root.SetArgs(args)
-	err := root.Execute()
+	err := root.ExecuteContext(ctx)
 	if err != nil && err.Error() != "" {
 		if ee, ok := err.(*exitError); !ok || ee.msg != "" {
 			fmt.Fprintf(s.Err, "error: %s\n", err)
@@ -101,7 +115,8 @@ input is 2 (see their --help).`,
 		o.addInputFlags(cmd)
 		root.AddCommand(cmd)
 	}
-	root.AddCommand(newVersionCommand(o))
+	// The verbs that only read a cluster take no -f.
+	root.AddCommand(newVersionCommand(o), newGetCommand(o), newSnapshotCommand(o), newMonitorCommand(o))
 	return root
 }
 

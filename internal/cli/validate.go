@@ -19,8 +19,10 @@ import (
 
 func newValidateCommand(o *globalOptions) *cobra.Command {
 	var output string
+	var liveFlag bool
+	var cluster *clusterOptions
 	cmd := &cobra.Command{
-		Use:   "validate -f FILE|DIR|- ...",
+		Use:   "validate (-f FILE|DIR|- ... | --live)",
 		Short: "Check objects against admission rules and pools against KEP-4815",
 		Long: `validate decodes every input strictly (unknown and duplicate fields are
 errors), checks each object as kube-apiserver admission would, then groups
@@ -44,19 +46,38 @@ API reference get
 lines; warnings never change the exit code.
 
 -o json prints one ValidationReport object instead, for CI pipelines; its
-schema is in docs/output.md.`,
+schema is in docs/output.md.
+
+With --live, validate reads every ResourceSlice, DeviceClass,
+ResourceClaim and ResourceClaimTemplate of the cluster (kubectl's flags:
+--kubeconfig, --context, ...) instead of files; objects are located as
+"cluster <Kind>/<name>". The API server has admitted them, so what is
+left to find is mostly what spans slices: invalid and incomplete pools.
+A cluster that cannot be read exits 2.`,
 		Example: `  dractl validate -f examples/a100-mig-mixins
   kubectl get resourceslices -o yaml | dractl validate -f -
-  dractl validate -f manifests/ -o json | jq '.problems[] | select(.severity == "error")'`,
+  dractl validate -f manifests/ -o json | jq '.problems[] | select(.severity == "error")'
+  dractl validate --live --context prod`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.requireInputs(); err != nil {
-				return err
+			if liveFlag && len(o.filenames) > 0 {
+				return usageErrorf("--live: not with -f; validate reads either the cluster or files")
+			}
+			if !liveFlag {
+				if err := o.requireInputs(); err != nil {
+					return err
+				}
 			}
 			if output != "" && output != "json" {
 				return usageErrorf("--output: expected json, found %q", output)
 			}
-			in, err := o.read()
+			var in *input
+			var err error
+			if liveFlag {
+				in, err = readLive(cmd.Context(), cluster)
+			} else {
+				in, err = o.read()
+			}
 			if err != nil {
 				return err
 			}
@@ -75,6 +96,8 @@ schema is in docs/output.md.`,
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: json (default: one line per problem and a summary)")
+	cmd.Flags().BoolVar(&liveFlag, "live", false, "validate the DRA objects of the cluster instead of files")
+	cluster = addClusterFlags(cmd)
 	return cmd
 }
 

@@ -67,8 +67,8 @@ func (s *Snapshot) Claims() []*resourcev1.ResourceClaim { return s.claims }
 
 // Claim returns a claim (with its assumed allocation, if any).
 func (s *Snapshot) Claim(key ClaimKey) (*resourcev1.ResourceClaim, bool) {
-	i, ok := slices.BinarySearchFunc(s.claims, key.String(), func(c *resourcev1.ResourceClaim, k string) int {
-		return strings.Compare(KeyOf(c).String(), k)
+	i, ok := slices.BinarySearchFunc(s.claims, key, func(c *resourcev1.ResourceClaim, k ClaimKey) int {
+		return compareKeys(KeyOf(c), k)
 	})
 	if !ok {
 		return nil, false

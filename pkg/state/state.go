@@ -332,8 +332,18 @@ func (s *State) Snapshot() *Snapshot {
 		snap.claims = append(snap.claims, c)
 	}
 	slices.SortFunc(snap.claims, func(x, y *resourcev1.ResourceClaim) int {
-		return strings.Compare(KeyOf(x).String(), KeyOf(y).String())
+		return compareKeys(KeyOf(x), KeyOf(y))
 	})
 	s.last = snap
 	return snap
+}
+
+// compareKeys orders claims by namespace, then name: the order of
+// namespace/name strings, without building them (a snapshot sorts every
+// claim of the cluster).
+func compareKeys(x, y ClaimKey) int {
+	if c := strings.Compare(x.Namespace, y.Namespace); c != 0 {
+		return c
+	}
+	return strings.Compare(x.Name, y.Name)
 }

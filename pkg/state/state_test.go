@@ -185,6 +185,51 @@ func TestUnfitExplains(t *testing.T) {
 	}
 }
 
+func TestPoolCondition(t *testing.T) {
+	id := pool.ID{Driver: driver, Pool: "node-1"}
+	for _, tc := range []struct {
+		name  string
+		setup func(*state.State)
+		want  state.Condition
+		why   string
+		inUse int
+	}{{
+		name:  "complete and valid",
+		setup: func(st *state.State) { partitioned(st, t); must(t, st.SetClaim(allocated("a", "part-0", "part-1"))) },
+		want:  state.PoolOK,
+		inUse: 2,
+	}, {
+		name: "one slice of two",
+		setup: func(st *state.State) {
+			must(t, st.SetMixinSlice(at.Slice("counters").Driver(driver).Pool("node-1").Node("node-1").Count(2).
+				Counters("gpu-0", "memory", "40Gi").Obj()))
+		},
+		want: state.PoolIncomplete,
+		why:  "1 of 2 slices of generation 1",
+	}, {
+		name: "consumes a counter set nobody publishes",
+		setup: func(st *state.State) {
+			must(t, st.SetMixinSlice(at.Slice("devices").Driver(driver).Pool("node-1").Node("node-1").Count(1).
+				Device(at.Device("part-0").Consumes("gpu-9", "memory", "10Gi")).Obj()))
+		},
+		want: state.PoolInvalid,
+		why:  `ResourceSlice devices: spec.devices[0].consumesCounters[0].counterSet: Not found: "gpu-9"`,
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := state.New(state.Options{})
+			tc.setup(st)
+			u := st.Snapshot().Usage(id)
+			got, why := u.Condition()
+			if got != tc.want || why != tc.why {
+				t.Errorf("condition %q %q, want %q %q", got, why, tc.want, tc.why)
+			}
+			if n := u.Allocated(); n != tc.inUse {
+				t.Errorf("%d devices in use, want %d", n, tc.inUse)
+			}
+		})
+	}
+}
+
 // The State hands its feature gates to every allocator it builds: with
 // DRAPartitionableDevices off, no partition (all consume counters) can be
 // allocated.

@@ -37,8 +37,13 @@ dractl needs Go 1.26 and nothing else.
 ## Set up and check
 
     make demo    # builds bin/dractl and runs every verb on the examples; ends with a simulate run writing bin/simulate-report.html
-    make test    # gofmt check, go vet, go test -race ./..., 5s of each fuzz target (installs Debian's chromium if missing)
+    make test    # gofmt check, go vet, go test -race ./..., 5s of each fuzz target, make e2e (installs Debian's chromium if missing)
 
+`make e2e` runs the tests that need a cluster against a real
+kube-apiserver, embedded etcd and resourceclaim controller started in the
+test process ([e2e/README.md](e2e/README.md)); its first build compiles
+kube-apiserver from source, about 20 minutes on 2 idle cores, and later
+runs take a few minutes. `make unit` is the quick loop without it.
 `make fuzz` runs each fuzz target for 30s (`FUZZTIME=2m make fuzz` for
 longer); `make golden` rewrites the CLI's golden files after an intended
 change (review the diff). CI runs `bash .ci/run`, which does `make test` and
@@ -238,6 +243,92 @@ $B allocate -f examples/a100-mig-mixins 2>/dev/null | $B describe pool a100-node
 echo '```'
 cat <<'EOF'
 
+### On a live cluster: get pools, describe, explain pod/…, validate --live, snapshot
+
+These verbs read a cluster with client-go and take kubectl's connection
+flags (`--kubeconfig`, `--context`, `-n`, `--as`, `--request-timeout`, ...);
+lists are paged (`--chunk-size`, default 100 objects per request), so they
+work on clusters of thousands of nodes. Installed as `kubectl-dra` on
+`$PATH`, dractl is a kubectl plugin:
+
+    go build -o ~/bin/kubectl-dra ./cmd/dractl    # or: ln -s "$(command -v dractl)" ~/bin/kubectl-dra
+    kubectl dra get pools
+
+- `get pools [POOL...]` (`-o wide|json|yaml`): one row per pool: its
+  node(s), slices published / `resourceSliceCount`, generation, devices
+  in use / published, the most consumed shared counter (all of them with
+  `-o wide`), and its state: `ok`, `incomplete` or `invalid` with the
+  reason.
+- `describe pool|node NAME` without `-f`: the pictures above, from the
+  cluster (`-o svg` too); a node's slices are listed by field selector.
+- `explain pod/NAME`: the pod's claims, named and from templates; for a
+  pending pod, per node, why they do or do not fit, with the reasons of
+  offline `explain`; for a scheduled pod, the devices it holds.
+  kube-scheduler itself only says "cannot allocate all claims".
+- `validate --live`: every DRA object of the cluster, pool checks included.
+- `snapshot DIR`: the cluster's DRA objects, Nodes and pending Pods as
+  files that every offline verb reads with `-f DIR` (`explain pod/NAME -f DIR`
+  too).
+
+A cluster that cannot be read is exit 2 with the request that failed:
+`cannot list resourceslices.resource.k8s.io: ... cannot list resource
+"resourceslices" ...` when RBAC forbids it, `... the API server at URL
+cannot be reached: ...` when it is down (`--request-timeout` bounds every
+request; without it dractl gives up after 60s).
+
+The output below is real: the e2e tests (`make e2e`) publish the examples
+through a real kube-apiserver, allocate `mig-1g-10gb` on the DGX node and
+`gpu-partition-10gi` for a running pod, and create a pending pod `trainer`
+whose template asks for eight 7g.80gb MIG devices. These are their golden
+files ([e2e/testdata](e2e/testdata)):
+
+EOF
+echo '```console'
+echo '$ dractl get pools'
+cat e2e/testdata/get-pools.golden
+echo
+echo '$ dractl describe node dgx-h100-node | head -n 30'
+head -n 30 e2e/testdata/describe-node-dgx.golden
+echo '...'
+echo
+echo '$ dractl explain pod/trainer --node dgx-h100-node'
+cat e2e/testdata/explain-pod-pending-one-node.golden
+echo
+echo '$ dractl explain pod/partition-user'
+cat e2e/testdata/explain-pod-scheduled.golden
+echo '```'
+cat <<'EOF'
+
+`dractl describe node dgx-h100-node -o svg`:
+
+![describe node -o svg](e2e/testdata/describe-node-dgx.svg)
+
+### monitor
+
+`dractl monitor` is a controller (client-go informers on ResourceSlices and
+ResourceClaims). When a pool becomes invalid, or stays incomplete longer
+than `--incomplete-grace` (5m), it records an events.k8s.io/v1 Event
+(`PoolInvalid`, `PoolIncomplete`) on the offending ResourceSlices, with
+their Node as the related object, and `PoolRecovered` when the pool is
+whole again. It serves `/metrics` (`dractl_pools{condition}`,
+`dractl_pool_condition`, `dractl_pool_devices`,
+`dractl_pool_devices_allocated`, `dractl_pool_counter_capacity` and
+`dractl_pool_counter_consumed` per counter set and counter,
+`dractl_pool_validation_errors{reason}`), `/healthz` and `/readyz` on
+`--metrics-bind-address` (`:8080`). Replicas elect a leader through a
+Lease (`--leader-elect`, on by default); only the leader records Events,
+every replica serves metrics.
+
+    dractl monitor --kubeconfig ~/.kube/config --leader-elect=false   # from a workstation
+    kubectl apply -f deploy/monitor/                                  # in a cluster (set the image first)
+    kubectl events --for resourceslice/NAME                           # what it reported
+
+[deploy/monitor](deploy/monitor) has the Namespace, the ServiceAccount,
+least-privilege RBAC (list/watch ResourceSlices and ResourceClaims,
+create/patch Events in `default`, its own Lease), a Deployment of two
+replicas with probes, and a Service. The e2e tests apply it to the real
+apiserver and run the monitor with that ServiceAccount's token.
+
 ### simulate
 
 `simulate` answers a capacity planner's questions offline: with this
@@ -377,6 +468,40 @@ and kill it with SIGKILL at every step of prepare and unprepare
 partition per prepared claim exists and the answer is unchanged:
 
     go test ./pkg/driverkit/... ./pkg/mockgpu/...
+
+## In kube-scheduler: dractl-scheduler
+
+`dractl-scheduler` is kube-scheduler v1.37 with dractl's DRA plugin
+(`DractlDynamicResources`, package `pkg/schedplugin`) registered; every
+other plugin (node resources, affinity, taints, preemption) is stock. It is
+its own Go module, [scheduler/](scheduler/), so that the main module never
+depends on `k8s.io/kubernetes`. Build it and run it against a cluster with
+any kubeconfig that may act as the scheduler:
+
+    make scheduler      # builds bin/dractl-scheduler (k8s.io/kubernetes: a long first build)
+    # With --config, kube-scheduler takes the kubeconfig from the file only.
+    { cat deploy/scheduler/config-two-profiles.yaml
+      printf 'clientConnection:\n  kubeconfig: %s\n' "$HOME/.kube/config"; } > /tmp/dractl-scheduler.yaml
+    bin/dractl-scheduler --config /tmp/dractl-scheduler.yaml --leader-elect=false
+
+[deploy/scheduler/](deploy/scheduler/) holds two configurations:
+`config.yaml` replaces DynamicResources in the default profile (run it in
+place of kube-scheduler), `config-two-profiles.yaml` keeps the stock
+profile and adds `schedulerName: dractl`, which pods opt into. Both plugins
+then share the scheduler's claim tracker and never hand out a device twice;
+run one scheduler process for DRA pods, since two processes cannot see each
+other's allocations in flight. `kubectl apply -k deploy/scheduler` installs
+RBAC, the configuration and a Deployment (image built with
+`scheduler/Dockerfile`). When no node fits, the pod's `PodScheduled`
+condition and `FailedScheduling` event say per claim what stopped the
+nodes: per node (the scheduler's count of nodes per reason), then dractl's
+summary. From the e2e test of a pod asking for an A100 MIG device in a
+cluster of one DGX H100 node and two nodes without devices:
+
+    0/3 nodes are available: 1 claim gpu: selector matched 0 devices, 2 claim gpu:
+    no devices. preemption: 0/3 nodes are available: 3 Preemption is not helpful
+    for scheduling., dractl: claim gpu: no devices on 2 nodes; selector matched 0
+    devices on 1 node
 
 ## Conformance and performance
 

@@ -1,0 +1,197 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/dractl/dractl/e2e/framework"
+	"github.com/dractl/dractl/pkg/api"
+	"github.com/dractl/dractl/pkg/decode"
+	"github.com/dractl/dractl/pkg/monitor"
+)
+
+// benchNodes is how many DGX H100 nodes the benchmarks publish;
+// E2E_BENCH_NODES overrides the 1,000 of the target.
+func benchNodes(b *testing.B) int {
+	n := 1000
+	if s := os.Getenv("E2E_BENCH_NODES"); s != "" {
+		var err error
+		if n, err = strconv.Atoi(s); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return n
+}
+
+// publishDGX publishes n copies of the DGX H100 example (flattened: 5
+// slices, 152 devices, 8 counter sets each) as nodes dgx-0000, dgx-0001,
+// ... through the API server, with 8 writers in parallel.
+func publishDGX(b *testing.B, cp *framework.ControlPlane, n int) {
+	objs, err := decode.Paths([]string{filepath.Join(repo, "examples", "dgx-h100-mixins", "resourceslices.yaml")}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var flat []*resourcev1.ResourceSlice
+	for _, s := range decode.Group(objs).Slices {
+		v1, err := api.ToV1(s)
+		if err != nil {
+			b.Fatal(err)
+		}
+		flat = append(flat, v1)
+	}
+	const original = "dgx-h100-node"
+	work := make(chan int)
+	errs := make(chan error, 8)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				node := fmt.Sprintf("dgx-%04d", i)
+				n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node, Labels: map[string]string{corev1.LabelHostname: node}}}
+				if _, err := cp.Client.CoreV1().Nodes().Create(cp.Context(), n, metav1.CreateOptions{}); err != nil {
+					errs <- err
+					return
+				}
+				for _, s := range flat {
+					c := s.DeepCopy()
+					c.Name = strings.Replace(c.Name, original, node, 1)
+					c.Spec.Pool.Name = node
+					c.Spec.NodeName = ptr.To(node)
+					if _, err := cp.Client.ResourceV1().ResourceSlices().Create(cp.Context(), c, metav1.CreateOptions{}); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}
+		}()
+	}
+	for i := range n {
+		select {
+		case work <- i:
+		case err := <-errs:
+			b.Fatal(err)
+		}
+	}
+	close(work)
+	wg.Wait()
+	select {
+	case err := <-errs:
+		b.Fatal(err)
+	default:
+	}
+}
+
+// BenchmarkLive1000Nodes measures what a user waits for on a cluster of
+// DGX H100 nodes (E2E_BENCH_NODES, default 1,000) through the real API
+// server: get pools and describe node end to end (kubeconfig, paged
+// protobuf lists, State, output), the monitor's memory, and how long a
+// slice change takes to show in the monitor's metrics.
+func BenchmarkLive1000Nodes(b *testing.B) {
+	n := benchNodes(b)
+	cp := framework.StartControlPlane(b, framework.Options{})
+	publishDGX(b, cp, n)
+	kc := cp.Kubeconfig(nil)
+
+	// The verbs run as the user runs them: the dractl binary in its own
+	// process (its own heap and GC, not the API server's).
+	bin := filepath.Join(b.TempDir(), "dractl")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/dractl")
+	build.Dir = repo
+	if out, err := build.CombinedOutput(); err != nil {
+		b.Fatalf("go build: %v\n%s", err, out)
+	}
+	// run runs dractl once and returns the CPU time its process used: on
+	// a shared machine the wall time also counts other processes.
+	run := func(b *testing.B, want string, args ...string) time.Duration {
+		cmd := exec.Command(bin, append(args, "--kubeconfig", kc)...)
+		out, err := cmd.Output()
+		if err != nil || !strings.Contains(string(out), want) {
+			b.Fatalf("dractl %v: %v\n%.2000s", args, err, out)
+		}
+		return cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	}
+	b.Run("get-pools", func(b *testing.B) {
+		var cpu time.Duration
+		for b.Loop() {
+			cpu += run(b, fmt.Sprintf("dgx-%04d", n-1), "get", "pools")
+		}
+		b.ReportMetric(cpu.Seconds()/float64(b.N), "dractl-cpu-s/op")
+	})
+	b.Run("describe-node", func(b *testing.B) {
+		var cpu time.Duration
+		for b.Loop() {
+			cpu += run(b, "gpu.nvidia.com/dgx-0000", "describe", "node", "dgx-0000")
+		}
+		b.ReportMetric(cpu.Seconds()/float64(b.N), "dractl-cpu-s/op")
+	})
+	b.Run("monitor-slice-to-metric", func(b *testing.B) {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		m := monitor.New(monitor.Options{Client: cp.Client})
+		m.SetLeading(true)
+		ctx, cancel := context.WithCancel(cp.Context())
+		defer cancel()
+		go func() { _ = m.Run(ctx) }()
+		for !m.Ready() {
+			runtime.Gosched()
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		heap := float64(after.HeapAlloc-before.HeapAlloc) / float64(1<<20) * 1000 / float64(n)
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			b.Fatal(err)
+		}
+		srv := &http.Server{Handler: m.Handler()}
+		go func() { _ = srv.Serve(ln) }()
+		defer srv.Close()
+		base := "http://" + ln.Addr().String()
+		slices := cp.Client.ResourceV1().ResourceSlices()
+		name := "dgx-0001-gpu-0-1"
+		labels := `driver="gpu.nvidia.com",pool="dgx-0001"`
+		i := 0
+		for b.Loop() {
+			// Drop the slice's last device, or put it back: the pool's
+			// device count alternates between 151 and 152.
+			s, err := slices.Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			want := "151"
+			if i%2 == 0 {
+				s.Spec.Devices = s.Spec.Devices[:len(s.Spec.Devices)-1]
+			} else {
+				s.Spec.Devices = append(s.Spec.Devices, resourcev1.Device{Name: "extra"})
+				want = "152"
+			}
+			i++
+			if _, err := slices.Update(ctx, s, metav1.UpdateOptions{}); err != nil {
+				b.Fatal(err)
+			}
+			for metric(b, base, monitor.MetricDevices, labels) != want {
+				runtime.Gosched()
+			}
+		}
+		// After the loop: b.Loop clears what was reported before it.
+		b.ReportMetric(heap, "MiB-heap/1000nodes")
+	})
+}

@@ -1,0 +1,182 @@
+package framework
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+	"k8s.io/utils/ptr"
+)
+
+// CheckAllocations reads every ResourceClaim, ResourceSlice and Pod and
+// returns what is wrong with the allocations, independently of any
+// allocator: a device held by two claims, a counter set or a device's
+// consumable capacity given out beyond what the current generation of its
+// pool offers, a pod bound to a node its claims' allocations exclude, a
+// bound pod whose claims are not allocated and reserved for it. Devices
+// no longer published (a pool's new generation dropped them) still count
+// as held.
+func CheckAllocations(ctx context.Context, client kubernetes.Interface) ([]string, error) {
+	claims, err := client.ResourceV1().ResourceClaims("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	sl, err := client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	pods, err := client.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	var problems []string
+	type devID struct{ driver, pool, device string }
+	// The current generation of every pool.
+	gen := map[[2]string]int64{}
+	for _, s := range sl.Items {
+		k := [2]string{s.Spec.Driver, s.Spec.Pool.Name}
+		gen[k] = max(gen[k], s.Spec.Pool.Generation)
+	}
+	devices := map[devID]*resourcev1.Device{}
+	sets := map[[3]string]map[string]resource.Quantity{} // driver, pool, set -> counters
+	for i := range sl.Items {
+		s := &sl.Items[i]
+		if s.Spec.Pool.Generation != gen[[2]string{s.Spec.Driver, s.Spec.Pool.Name}] {
+			continue
+		}
+		for j := range s.Spec.Devices {
+			devices[devID{s.Spec.Driver, s.Spec.Pool.Name, s.Spec.Devices[j].Name}] = &s.Spec.Devices[j]
+		}
+		for _, cs := range s.Spec.SharedCounters {
+			m := map[string]resource.Quantity{}
+			for n, c := range cs.Counters {
+				m[n] = c.Value
+			}
+			sets[[3]string{s.Spec.Driver, s.Spec.Pool.Name, cs.Name}] = m
+		}
+	}
+	holder := map[devID]string{}
+	consumed := map[[3]string]map[string]resource.Quantity{}
+	capUsed := map[devID]map[resourcev1.QualifiedName]resource.Quantity{}
+	byName := map[string]*resourcev1.ResourceClaim{}
+	for i := range claims.Items {
+		c := &claims.Items[i]
+		key := c.Namespace + "/" + c.Name
+		byName[key] = c
+		if c.Status.Allocation == nil {
+			continue
+		}
+		for _, r := range c.Status.Allocation.Devices.Results {
+			id := devID{r.Driver, r.Pool, r.Device}
+			admin := ptr.Deref(r.AdminAccess, false)
+			if !admin && r.ShareID == nil {
+				if h, ok := holder[id]; ok {
+					problems = append(problems, fmt.Sprintf("device %s/%s/%s held by %s and %s", r.Driver, r.Pool, r.Device, h, key))
+				}
+				holder[id] = key
+			}
+			for n, q := range r.ConsumedCapacity {
+				if capUsed[id] == nil {
+					capUsed[id] = map[resourcev1.QualifiedName]resource.Quantity{}
+				}
+				sum := capUsed[id][n]
+				sum.Add(q)
+				capUsed[id][n] = sum
+			}
+			d := devices[id]
+			if d == nil || admin {
+				continue
+			}
+			if r.ShareID != nil && len(d.ConsumesCounters) > 0 {
+				// Counters of a shared device are consumed once, by the
+				// first share; CheckAllocations does not model sharing.
+				continue
+			}
+			for _, cc := range d.ConsumesCounters {
+				k := [3]string{r.Driver, r.Pool, cc.CounterSet}
+				if consumed[k] == nil {
+					consumed[k] = map[string]resource.Quantity{}
+				}
+				for n, v := range cc.Counters {
+					sum := consumed[k][n]
+					sum.Add(v.Value)
+					consumed[k][n] = sum
+				}
+			}
+		}
+	}
+	for k, byCounter := range consumed {
+		for n, used := range byCounter {
+			capacity, ok := sets[k][n]
+			if !ok || used.Cmp(capacity) > 0 {
+				problems = append(problems, fmt.Sprintf("counter %s of %s/%s/%s: %s used, %s available", n, k[0], k[1], k[2], used.String(), capacity.String()))
+			}
+		}
+	}
+	for id, byName := range capUsed {
+		d := devices[id]
+		if d == nil {
+			continue
+		}
+		for n, used := range byName {
+			if c, ok := d.Capacity[n]; ok && used.Cmp(c.Value) > 0 {
+				problems = append(problems, fmt.Sprintf("capacity %s of %s/%s/%s: %s used, %s available", n, id.driver, id.pool, id.device, used.String(), c.Value.String()))
+			}
+		}
+	}
+	nodeByName := map[string]*corev1.Node{}
+	for i := range nodes.Items {
+		nodeByName[nodes.Items[i].Name] = &nodes.Items[i]
+	}
+	for _, p := range pods.Items {
+		if p.Spec.NodeName == "" {
+			continue
+		}
+		for _, pc := range p.Spec.ResourceClaims {
+			name := ptr.Deref(pc.ResourceClaimName, "")
+			for _, st := range p.Status.ResourceClaimStatuses {
+				if st.Name == pc.Name {
+					name = ptr.Deref(st.ResourceClaimName, "")
+				}
+			}
+			c := byName[p.Namespace+"/"+name]
+			switch {
+			case c == nil || c.Status.Allocation == nil:
+				problems = append(problems, fmt.Sprintf("pod %s/%s bound to %s, claim %s not allocated", p.Namespace, p.Name, p.Spec.NodeName, pc.Name))
+				continue
+			case !slices.ContainsFunc(c.Status.ReservedFor, func(r resourcev1.ResourceClaimConsumerReference) bool { return r.UID == p.UID }):
+				problems = append(problems, fmt.Sprintf("pod %s/%s bound, claim %s not reserved for it", p.Namespace, p.Name, name))
+			}
+			if ns := c.Status.Allocation.NodeSelector; ns != nil {
+				sel, err := nodeaffinity.NewNodeSelector(ns)
+				if err != nil {
+					return nil, err
+				}
+				if n := nodeByName[p.Spec.NodeName]; n == nil || !sel.Match(n) {
+					problems = append(problems, fmt.Sprintf("pod %s/%s bound to %s outside claim %s's node selector", p.Namespace, p.Name, p.Spec.NodeName, name))
+				}
+			}
+		}
+	}
+	slices.Sort(problems)
+	return problems, nil
+}
+
+// FormatProblems joins CheckAllocations' findings for a test failure.
+func FormatProblems(ps []string) string {
+	if len(ps) > 20 {
+		ps = append(ps[:20:20], fmt.Sprintf("... and %d more", len(ps)-20))
+	}
+	return strings.Join(ps, "\n")
+}

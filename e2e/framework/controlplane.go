@@ -1,0 +1,228 @@
+// Package framework runs a real Kubernetes control plane inside the test
+// process, on loopback: an embedded etcd, kube-apiserver built from
+// k8s.io/kubernetes with every DRA feature gate on, and the controllers a
+// test asks for (Components), started against it the way their own
+// binaries start them.
+//
+// A test gets one with StartControlPlane and tears it down through
+// t.Cleanup. Components are added in Options.Components or later with
+// ControlPlane.Start; each gets a context that ends at teardown, before
+// the apiserver stops. To add one (kube-scheduler, the kubelet DRA
+// manager, a driver), implement Component in this package, in its own
+// file, and let tests list it in Options.Components.
+package framework
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apiserver/pkg/storage/etcd3/testserver"
+	"k8s.io/apiserver/pkg/storage/storagebackend"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/component-base/featuregate"
+	apiservertesting "k8s.io/kubernetes/cmd/kube-apiserver/app/testing"
+)
+
+// Component is something that runs against the control plane: a
+// controller, a scheduler, a kubelet part. Start must return once the
+// component runs (its informers synced, say) and keep it running until
+// ctx ends; the control plane waits for nothing else at teardown, so a
+// component that needs to finish work must do so before Start's goroutines
+// return on ctx.Done.
+type Component interface {
+	// Name is used in logs and errors.
+	Name() string
+	Start(ctx context.Context, cp *ControlPlane) error
+}
+
+// Options configure a control plane. The zero value is what most tests
+// want: every DRA feature on, RBAC authorization, and no components but
+// the serviceaccount controller, which every control plane runs because
+// pods cannot be created without it.
+type Options struct {
+	// FeatureGates override DRAFeatureGates (and may set any other gate).
+	FeatureGates map[string]bool
+	// APIServerFlags are extra kube-apiserver flags, e.g.
+	// "--runtime-config=...". They are applied after the framework's.
+	APIServerFlags []string
+	// Components are started in order once the apiserver is ready.
+	Components []Component
+}
+
+// DRAFeatureGates lists the DRA features the control plane turns on:
+// every DRA gate kube-apiserver 1.37 knows (GA ones included: setting a
+// locked gate to its locked value is allowed), except those that depend
+// on a feature outside DRA that is off by default (DRAWorkloadResourceClaims
+// needs the alpha workload API), which tests that need them enable with
+// Options.FeatureGates together with their dependencies.
+func DRAFeatureGates() map[string]bool {
+	fg := utilfeature.DefaultMutableFeatureGate
+	all := fg.GetAll()
+	deps := fg.Dependencies()
+	isDRA := func(n featuregate.Feature) bool {
+		return strings.HasPrefix(string(n), "DRA") || n == "DynamicResourceAllocation"
+	}
+	gates := map[string]bool{}
+	for name, spec := range all {
+		if !isDRA(name) || (spec.LockToDefault && !spec.Default) {
+			continue
+		}
+		if slices.ContainsFunc(deps[name], func(d featuregate.Feature) bool { return !isDRA(d) && !all[d].Default }) {
+			continue
+		}
+		gates[string(name)] = true
+	}
+	return gates
+}
+
+// ControlPlane is a running control plane.
+type ControlPlane struct {
+	// Config is an administrator's (system:masters) client configuration.
+	// Copy it before changing it: rest.CopyConfig.
+	Config *rest.Config
+	// Client is an administrator's clientset.
+	Client kubernetes.Interface
+
+	tb      testing.TB
+	server  apiservertesting.TestServer
+	ctx     context.Context
+	cancel  context.CancelFunc
+	stopped bool
+}
+
+// StartControlPlane starts etcd, kube-apiserver and opts.Components and
+// registers their teardown with tb.Cleanup.
+func StartControlPlane(tb testing.TB, opts Options) *ControlPlane {
+	tb.Helper()
+	etcd := testserver.RunEtcd(tb, nil)
+	storage := storagebackend.NewDefaultConfig("/"+strings.ReplaceAll(tb.Name(), "/", "_"), nil)
+	storage.Transport.ServerList = etcd.Endpoints()
+
+	gates := DRAFeatureGates()
+	for k, v := range opts.FeatureGates {
+		gates[k] = v
+	}
+	flags := []string{
+		"--feature-gates=" + formatGates(gates),
+		// Alpha and beta versions of resource.k8s.io serve the objects of
+		// the alpha and beta features (DeviceTaintRule, pool status).
+		"--runtime-config=resource.k8s.io/v1alpha3=true,resource.k8s.io/v1beta1=true,resource.k8s.io/v1beta2=true",
+		"--authorization-mode=RBAC",
+	}
+	flags = append(flags, opts.APIServerFlags...)
+	instance := apiservertesting.NewDefaultTestServerOptions()
+	server, err := apiservertesting.StartTestServer(tb, instance, flags, storage)
+	if err != nil {
+		tb.Fatalf("starting kube-apiserver: %v", err)
+	}
+	cp := &ControlPlane{tb: tb, server: server, Config: rest.CopyConfig(server.ClientConfig)}
+	cp.ctx, cp.cancel = context.WithCancel(context.Background())
+	tb.Cleanup(cp.Stop)
+	cp.Client, err = kubernetes.NewForConfig(cp.Config)
+	if err != nil {
+		tb.Fatalf("client: %v", err)
+	}
+	cp.Start(ServiceAccountController{})
+	for _, c := range opts.Components {
+		cp.Start(c)
+	}
+	return cp
+}
+
+// Start starts a component against the running control plane.
+func (cp *ControlPlane) Start(c Component) {
+	cp.tb.Helper()
+	if err := c.Start(cp.ctx, cp); err != nil {
+		cp.tb.Fatalf("starting %s: %v", c.Name(), err)
+	}
+}
+
+// Context ends when the control plane is torn down.
+func (cp *ControlPlane) Context() context.Context { return cp.ctx }
+
+// ClientConfig returns a copy of the administrator's configuration with
+// the given user agent, the way each controller of kube-controller-manager
+// gets its own.
+func (cp *ControlPlane) ClientConfig(userAgent string) *rest.Config {
+	cfg := rest.CopyConfig(cp.Config)
+	cfg.UserAgent = userAgent
+	return cfg
+}
+
+// Stop stops the components, then kube-apiserver; etcd stops at the end of
+// the test. Calling it more than once is fine: tests of an unreachable
+// apiserver call it early.
+func (cp *ControlPlane) Stop() {
+	if cp.stopped {
+		return
+	}
+	cp.stopped = true
+	cp.cancel()
+	cp.server.TearDownFn()
+}
+
+// Kubeconfig writes a kubeconfig file for cfg (an administrator's when
+// nil) into the test's temporary directory and returns its path, so that
+// commands read it as they would in a real cluster (--kubeconfig).
+func (cp *ControlPlane) Kubeconfig(cfg *rest.Config) string {
+	cp.tb.Helper()
+	if cfg == nil {
+		cfg = cp.Config
+	}
+	user := &clientcmdapi.AuthInfo{
+		Token:                 cfg.BearerToken,
+		ClientCertificateData: cfg.CertData,
+		ClientKeyData:         cfg.KeyData,
+		Impersonate:           cfg.Impersonate.UserName,
+		ImpersonateGroups:     cfg.Impersonate.Groups,
+	}
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["e2e"] = &clientcmdapi.Cluster{
+		Server:                   cfg.Host,
+		CertificateAuthorityData: cfg.CAData,
+		TLSServerName:            cfg.ServerName,
+		InsecureSkipTLSVerify:    cfg.Insecure,
+	}
+	kc.AuthInfos["e2e"] = user
+	kc.Contexts["e2e"] = &clientcmdapi.Context{Cluster: "e2e", AuthInfo: "e2e", Namespace: "default"}
+	kc.CurrentContext = "e2e"
+	path := filepath.Join(cp.tb.TempDir(), fmt.Sprintf("kubeconfig-%d", time.Now().UnixNano()))
+	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+		cp.tb.Fatalf("writing kubeconfig: %v", err)
+	}
+	return path
+}
+
+func formatGates(gates map[string]bool) string {
+	names := make([]string, 0, len(gates))
+	for n := range gates {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	parts := make([]string, 0, len(names))
+	for _, n := range names {
+		parts = append(parts, fmt.Sprintf("%s=%t", n, gates[n]))
+	}
+	return strings.Join(parts, ",")
+}
+
+// Enabled reports whether the control plane runs with a feature gate on;
+// components in this process see the same gates as kube-apiserver.
+func Enabled(gate string) bool {
+	for name := range utilfeature.DefaultMutableFeatureGate.GetAll() {
+		if string(name) == gate {
+			return utilfeature.DefaultFeatureGate.Enabled(name)
+		}
+	}
+	return false
+}

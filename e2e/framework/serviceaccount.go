@@ -1,0 +1,45 @@
+package framework
+
+import (
+	"context"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+	"k8s.io/kubernetes/pkg/controller/serviceaccount"
+)
+
+// ServiceAccountController is kube-controller-manager's serviceaccount
+// controller: it creates the "default" ServiceAccount of every namespace,
+// without which the ServiceAccount admission plugin rejects pods. Every
+// control plane runs it; Start returns once default/default exists.
+type ServiceAccountController struct{}
+
+func (ServiceAccountController) Name() string { return "serviceaccount controller" }
+
+func (ServiceAccountController) Start(ctx context.Context, cp *ControlPlane) error {
+	client, err := kubernetes.NewForConfig(cp.ClientConfig("service-account-controller"))
+	if err != nil {
+		return err
+	}
+	factory := informers.NewSharedInformerFactory(client, 0)
+	ctrl, err := serviceaccount.NewServiceAccountsController(klog.FromContext(ctx),
+		factory.Core().V1().ServiceAccounts(), factory.Core().V1().Namespaces(),
+		client, serviceaccount.DefaultServiceAccountsControllerOptions())
+	if err != nil {
+		return fmt.Errorf("creating the controller: %w", err)
+	}
+	factory.Start(ctx.Done())
+	go ctrl.Run(ctx, 1)
+	return wait.PollUntilContextTimeout(ctx, 50e6, wait.ForeverTestTimeout, true, func(ctx context.Context) (bool, error) {
+		_, err := client.CoreV1().ServiceAccounts(metav1.NamespaceDefault).Get(ctx, "default", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return err == nil, err
+	})
+}

@@ -1,0 +1,510 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"github.com/dractl/dractl/e2e/framework"
+	"github.com/dractl/dractl/internal/examplegen"
+	"github.com/dractl/dractl/pkg/api"
+)
+
+// The scheduler's configurations and RBAC, as deployed.
+const (
+	twoProfiles = "../deploy/scheduler/config-two-profiles.yaml"
+	rbac        = "../deploy/scheduler/rbac.yaml"
+	// dractlProfile is the profile of config-two-profiles.yaml that runs
+	// dractl's plugin; the default profile runs the in-tree one.
+	dractlProfile = "dractl"
+	stockProfile  = "default-scheduler"
+)
+
+// startScheduling starts a control plane with the resourceclaim
+// controller and dractl-scheduler (stock and dractl profiles), which runs
+// as the ServiceAccount of deploy/scheduler with exactly its RBAC.
+func startScheduling(t *testing.T) *framework.ControlPlane {
+	t.Helper()
+	cp := framework.StartControlPlane(t, framework.Options{Components: []framework.Component{framework.ResourceClaimController{}}})
+	// The account first: it creates kube-system if the API server has
+	// not yet.
+	sa := cp.ServiceAccount(t, "kube-system", "dractl-scheduler")
+	cp.Apply(t, rbac)
+	cp.Start(framework.Scheduler{ConfigFile: twoProfiles, Client: sa})
+	return cp
+}
+
+// createNodes creates Nodes without kubelets and removes the not-ready
+// taint the API server adds to new Nodes, which a node's lifecycle
+// controller would remove once its kubelet reports.
+func createNodes(t testing.TB, cp *framework.ControlPlane, names ...string) {
+	t.Helper()
+	for _, name := range names {
+		if err := createNode(cp.Context(), cp.Client, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// createNode creates a Node that looks ready to the scheduler: room for
+// 110 pods and no not-ready taint, which the API server adds to new Nodes
+// and a node lifecycle controller would remove once the kubelet reports.
+func createNode(ctx context.Context, client kubernetes.Interface, name string) error {
+	room := corev1.ResourceList{corev1.ResourcePods: resource.MustParse("110"), corev1.ResourceCPU: resource.MustParse("64"), corev1.ResourceMemory: resource.MustParse("512Gi")}
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"kubernetes.io/hostname": name}}}
+	n, err := client.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{})
+	if err != nil {
+		return err
+	}
+	n.Status.Capacity, n.Status.Allocatable = room, room
+	if n, err = client.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
+		return err
+	}
+	n.Spec.Taints = nil
+	_, err = client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
+	return err
+}
+
+func untaint(t testing.TB, cp *framework.ControlPlane, n *corev1.Node) {
+	t.Helper()
+	if len(n.Spec.Taints) == 0 {
+		return
+	}
+	room := corev1.ResourceList{corev1.ResourcePods: resource.MustParse("110"), corev1.ResourceCPU: resource.MustParse("64"), corev1.ResourceMemory: resource.MustParse("512Gi")}
+	n = n.DeepCopy()
+	n.Status.Capacity, n.Status.Allocatable = room, room
+	n, err := cp.Client.CoreV1().Nodes().UpdateStatus(cp.Context(), n, metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Spec.Taints = nil
+	if _, err := cp.Client.CoreV1().Nodes().Update(cp.Context(), n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// untaintAll untaints every Node, for Nodes created from manifests.
+func untaintAll(t testing.TB, cp *framework.ControlPlane) {
+	t.Helper()
+	nodes, err := cp.Client.CoreV1().Nodes().List(cp.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range nodes.Items {
+		untaint(t, cp, &nodes.Items[i])
+	}
+}
+
+func createSlices(t testing.TB, cp *framework.ControlPlane, ss ...*api.ResourceSlice) {
+	t.Helper()
+	for _, s := range ss {
+		v, err := api.ToV1(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cp.Client.ResourceV1().ResourceSlices().Create(cp.Context(), v, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("slice %s: %v", s.Name, err)
+		}
+	}
+}
+
+// h100Nodes creates DGX H100 nodes (8 GPUs, 152 devices) and the NVIDIA
+// classes.
+func h100Nodes(t testing.TB, cp *framework.ControlPlane, names ...string) {
+	t.Helper()
+	createNodes(t, cp, names...)
+	for _, name := range names {
+		n := examplegen.DGXH100Node
+		n.Node = name
+		n.GPUsPerSlice = 0
+		createSlices(t, cp, n.Slices(examplegen.Flat)...)
+	}
+	for _, c := range examplegen.NVIDIAClasses() {
+		if _, err := cp.Client.ResourceV1().DeviceClasses().Create(cp.Context(), c.(*resourcev1.DeviceClass), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+const plainDriver = "plain.example.com"
+
+// plainPool publishes n devices dev-0..dev-(n-1) on node (generation
+// gen) and the class "plain".
+func plainSlice(node string, gen int64, devices ...string) *resourcev1.ResourceSlice {
+	s := &resourcev1.ResourceSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-plain-g%d", node, gen)},
+		Spec: resourcev1.ResourceSliceSpec{Driver: plainDriver, NodeName: ptr.To(node),
+			Pool: resourcev1.ResourcePool{Name: node, Generation: gen, ResourceSliceCount: 1}},
+	}
+	for _, d := range devices {
+		s.Spec.Devices = append(s.Spec.Devices, resourcev1.Device{Name: d})
+	}
+	return s
+}
+
+func devNames(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("dev-%d", i)
+	}
+	return out
+}
+
+func plainClass(t testing.TB, cp *framework.ControlPlane) {
+	t.Helper()
+	c := &resourcev1.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: "plain"}, Spec: resourcev1.DeviceClassSpec{
+		Selectors: []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{Expression: "device.driver == '" + plainDriver + "'"}}}}}
+	if _, err := cp.Client.ResourceV1().DeviceClasses().Create(cp.Context(), c, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func request(name, class string, count int64, selectors ...string) resourcev1.DeviceRequest {
+	r := resourcev1.DeviceRequest{Name: name, Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: class,
+		AllocationMode: resourcev1.DeviceAllocationModeExactCount, Count: count}}
+	for _, s := range selectors {
+		r.Exactly.Selectors = append(r.Exactly.Selectors, resourcev1.DeviceSelector{CEL: &resourcev1.CELDeviceSelector{Expression: s}})
+	}
+	return r
+}
+
+func mig(profile string) string {
+	return fmt.Sprintf("device.attributes['%s'].profile == '%s'", examplegen.NVIDIADriver, profile)
+}
+
+func createTemplate(t testing.TB, cp *framework.ControlPlane, name string, spec resourcev1.DeviceClaim) {
+	t.Helper()
+	tmpl := &resourcev1.ResourceClaimTemplate{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+		Spec: resourcev1.ResourceClaimTemplateSpec{Spec: resourcev1.ResourceClaimSpec{Devices: spec}}}
+	if _, err := cp.Client.ResourceV1().ResourceClaimTemplates("default").Create(cp.Context(), tmpl, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func createClaim(t testing.TB, cp *framework.ControlPlane, name string, spec resourcev1.DeviceClaim) {
+	t.Helper()
+	c := &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"}, Spec: resourcev1.ResourceClaimSpec{Devices: spec}}
+	if _, err := cp.Client.ResourceV1().ResourceClaims("default").Create(cp.Context(), c, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// createClaimPod creates a pod of profile whose claim "gpu" comes from the
+// template or names the claim (one of the two is empty).
+func createClaimPod(t testing.TB, cp *framework.ControlPlane, name, profile, template, claim string) {
+	t.Helper()
+	pc := corev1.PodResourceClaim{Name: "gpu"}
+	if template != "" {
+		pc.ResourceClaimTemplateName = ptr.To(template)
+	} else {
+		pc.ResourceClaimName = ptr.To(claim)
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+		Spec: corev1.PodSpec{
+			SchedulerName:  profile,
+			ResourceClaims: []corev1.PodResourceClaim{pc},
+			Containers: []corev1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10",
+				Resources: corev1.ResourceRequirements{Claims: []corev1.ResourceClaim{{Name: "gpu"}}}}},
+		},
+	}
+	if _, err := cp.Client.CoreV1().Pods("default").Create(cp.Context(), pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func waitFor(t testing.TB, timeout time.Duration, what string, cond func(ctx context.Context) (bool, error)) {
+	t.Helper()
+	if err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, timeout, true, cond); err != nil {
+		t.Fatalf("waiting for %s: %v", what, err)
+	}
+}
+
+func pods(t testing.TB, cp *framework.ControlPlane) []corev1.Pod {
+	t.Helper()
+	l, err := cp.Client.CoreV1().Pods("default").List(cp.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l.Items
+}
+
+func bound(ps []corev1.Pod) int {
+	n := 0
+	for _, p := range ps {
+		if p.Spec.NodeName != "" {
+			n++
+		}
+	}
+	return n
+}
+
+// waitBound waits until n pods are bound.
+func waitBound(t testing.TB, cp *framework.ControlPlane, n int, timeout time.Duration) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		return bound(pods(t, cp)) >= n, nil
+	})
+	if err != nil {
+		t.Fatalf("waiting for %d pods bound: %v\n%s", n, err, dump(t, cp))
+	}
+}
+
+// dump describes the pods and claims of "default" for a failure.
+func dump(t testing.TB, cp *framework.ControlPlane) string {
+	var b strings.Builder
+	for _, p := range pods(t, cp) {
+		fmt.Fprintf(&b, "pod %s: node %q claims %v\n", p.Name, p.Spec.NodeName, p.Status.ResourceClaimStatuses)
+		for _, c := range p.Status.Conditions {
+			fmt.Fprintf(&b, "  %s=%s %s: %s\n", c.Type, c.Status, c.Reason, c.Message)
+		}
+	}
+	claims, err := cp.Client.ResourceV1().ResourceClaims("default").List(cp.Context(), metav1.ListOptions{})
+	if err == nil {
+		for _, c := range claims.Items {
+			fmt.Fprintf(&b, "claim %s: allocated %t reservedFor %v\n", c.Name, c.Status.Allocation != nil, c.Status.ReservedFor)
+		}
+	}
+	return b.String()
+}
+
+// waitSettled waits until no more pods get bound for quiet, and returns
+// how many are.
+func waitSettled(t testing.TB, cp *framework.ControlPlane, quiet, timeout time.Duration) int {
+	t.Helper()
+	last, since := -1, time.Now()
+	waitFor(t, timeout, "scheduling to settle", func(context.Context) (bool, error) {
+		if n := bound(pods(t, cp)); n != last {
+			last, since = n, time.Now()
+		}
+		return time.Since(since) >= quiet, nil
+	})
+	return last
+}
+
+// checkAllocations fails the test on any double use, overcommitted
+// counter or capacity, or invalid placement in the cluster.
+func checkAllocations(t testing.TB, cp *framework.ControlPlane) {
+	t.Helper()
+	problems, err := framework.CheckAllocations(cp.Context(), cp.Client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(problems) > 0 {
+		t.Fatalf("allocations are invalid:\n%s", framework.FormatProblems(problems))
+	}
+}
+
+func claimOf(t testing.TB, cp *framework.ControlPlane, pod string) *resourcev1.ResourceClaim {
+	t.Helper()
+	p, err := cp.Client.CoreV1().Pods("default").Get(cp.Context(), pod, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := ptr.Deref(p.Spec.ResourceClaims[0].ResourceClaimName, "")
+	for _, st := range p.Status.ResourceClaimStatuses {
+		name = ptr.Deref(st.ResourceClaimName, name)
+	}
+	c, err := cp.Client.ResourceV1().ResourceClaims("default").Get(cp.Context(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestSchedulerBindsTemplatePods(t *testing.T) {
+	cp := startScheduling(t)
+	h100Nodes(t, cp, "node-1", "node-2")
+	createTemplate(t, cp, "one-mig", resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{request("gpu", "mig.nvidia.com", 1, mig("1g.10gb"))}})
+	for i := range 6 {
+		createClaimPod(t, cp, fmt.Sprintf("pod-%d", i), dractlProfile, "one-mig", "")
+	}
+	waitBound(t, cp, 6, 40*time.Second)
+	for i := range 6 {
+		pod := fmt.Sprintf("pod-%d", i)
+		c := claimOf(t, cp, pod)
+		if !slices.Contains(c.Finalizers, resourcev1.Finalizer) {
+			t.Errorf("%s: claim %s has finalizers %v", pod, c.Name, c.Finalizers)
+		}
+		if c.Status.Allocation == nil || len(c.Status.Allocation.Devices.Results) != 1 {
+			t.Errorf("%s: claim %s allocation %v", pod, c.Name, c.Status.Allocation)
+		}
+		if len(c.Status.ReservedFor) != 1 || c.Status.ReservedFor[0].Name != pod {
+			t.Errorf("%s: claim %s reservedFor %v", pod, c.Name, c.Status.ReservedFor)
+		}
+	}
+	checkAllocations(t, cp)
+}
+
+// TestMIGClaimOnOneGPU: KEP-4815's claim for several MIG devices of one
+// GPU (matchAttribute on the parent GPU) gets them on one GPU, with memory
+// slices that do not overlap (checkAllocations adds up the counters).
+func TestMIGClaimOnOneGPU(t *testing.T) {
+	cp := startScheduling(t)
+	h100Nodes(t, cp, "node-1")
+	parent := examplegen.NVIDIADriver + "/parentUUID"
+	spec := resourcev1.DeviceClaim{
+		Requests: []resourcev1.DeviceRequest{
+			request("small", "mig.nvidia.com", 2, mig("1g.10gb")),
+			request("medium", "mig.nvidia.com", 1, mig("2g.20gb")),
+			request("large", "mig.nvidia.com", 1, mig("3g.40gb")),
+		},
+		Constraints: []resourcev1.DeviceConstraint{{MatchAttribute: ptr.To(resourcev1.FullyQualifiedName(parent))}},
+	}
+	for i := range 4 {
+		createClaim(t, cp, fmt.Sprintf("mig-%d", i), spec)
+		createClaimPod(t, cp, fmt.Sprintf("pod-%d", i), dractlProfile, "", fmt.Sprintf("mig-%d", i))
+	}
+	waitBound(t, cp, 4, 2*time.Minute)
+	gpus := map[string]bool{}
+	for i := range 4 {
+		c := claimOf(t, cp, fmt.Sprintf("pod-%d", i))
+		gpu := ""
+		for _, r := range c.Status.Allocation.Devices.Results {
+			g, _, _ := strings.Cut(r.Device, "-mig-")
+			if gpu != "" && g != gpu {
+				t.Errorf("claim %s spans %s and %s", c.Name, gpu, g)
+			}
+			gpu = g
+		}
+		if gpus[gpu] {
+			t.Errorf("two claims on %s, whose memory slices cannot hold both", gpu)
+		}
+		gpus[gpu] = true
+	}
+	checkAllocations(t, cp)
+}
+
+// TestMultiHostTPU: the 4x4 TPU device spans four hosts; the allocation
+// carries its node selector and the pod lands on one of them.
+func TestMultiHostTPU(t *testing.T) {
+	cp := startScheduling(t)
+	cp.Apply(t, "../examples/tpu-multihost")
+	untaintAll(t, cp)
+	createNodes(t, cp, "node-9")
+	createClaimPod(t, cp, "tpu", dractlProfile, "", "tpu-4x4")
+	waitBound(t, cp, 1, 2*time.Minute)
+	c := claimOf(t, cp, "tpu")
+	ns := c.Status.Allocation.NodeSelector
+	if ns == nil || len(ns.NodeSelectorTerms) != 1 {
+		t.Fatalf("allocation node selector %v, want the device's", ns)
+	}
+	p := pods(t, cp)[0]
+	if !slices.Contains([]string{"node-1", "node-2", "node-5", "node-6"}, p.Spec.NodeName) {
+		t.Errorf("pod on %s, want one of the 4x4 block's hosts", p.Spec.NodeName)
+	}
+	checkAllocations(t, cp)
+}
+
+// TestUnschedulableExplained: the pod's PodScheduled condition and its
+// FailedScheduling event say per claim what stopped the nodes.
+func TestUnschedulableExplained(t *testing.T) {
+	cp := startScheduling(t)
+	h100Nodes(t, cp, "gpu-node")
+	createNodes(t, cp, "cpu-node-1", "cpu-node-2")
+	createClaim(t, cp, "a100", resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{
+		request("gpu", "mig.nvidia.com", 1, fmt.Sprintf("device.attributes['%s'].productName == 'NVIDIA A100-SXM4-40GB'", examplegen.NVIDIADriver))}})
+	createClaimPod(t, cp, "pod", dractlProfile, "", "a100")
+	want := "dractl: claim gpu: no devices on 2 nodes; selector matched 0 devices on 1 node"
+	var msg string
+	waitFor(t, 2*time.Minute, "PodScheduled=False with dractl's explanation", func(ctx context.Context) (bool, error) {
+		p := pods(t, cp)[0]
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+				msg = c.Message
+			}
+		}
+		return strings.Contains(msg, want), nil
+	})
+	t.Logf("PodScheduled: %s", msg)
+	waitFor(t, time.Minute, "FailedScheduling event with dractl's explanation", func(ctx context.Context) (bool, error) {
+		evs, err := cp.Client.EventsV1().Events("default").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		return slices.ContainsFunc(evs.Items, func(e eventsv1.Event) bool {
+			return e.Reason == "FailedScheduling" && strings.Contains(e.Note, want)
+		}), nil
+	})
+}
+
+// TestSlicesUpdatedMidRun: while pods are being scheduled, the pool is
+// republished with a new generation that drops a device. No device may
+// be used twice and the new generation's devices all get used.
+func TestSlicesUpdatedMidRun(t *testing.T) {
+	cp := startScheduling(t)
+	createNodes(t, cp, "node-1")
+	plainClass(t, cp)
+	old := plainSlice("node-1", 1, devNames(10)...)
+	if _, err := cp.Client.ResourceV1().ResourceSlices().Create(cp.Context(), old, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	createTemplate(t, cp, "one", resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{request("gpu", "plain", 1)}})
+	for i := range 20 {
+		createClaimPod(t, cp, fmt.Sprintf("pod-%d", i), dractlProfile, "one", "")
+	}
+	waitBound(t, cp, 3, 2*time.Minute)
+	// Generation 2 without dev-9, then the old slice goes.
+	if _, err := cp.Client.ResourceV1().ResourceSlices().Create(cp.Context(), plainSlice("node-1", 2, devNames(9)...), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cp.Client.ResourceV1().ResourceSlices().Delete(cp.Context(), old.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	n := waitSettled(t, cp, 10*time.Second, 3*time.Minute)
+	// Every device of generation 2 is used; dev-9 only if it was taken
+	// before the update.
+	if n < 9 || n > 10 {
+		t.Errorf("%d pods bound, want 9 (10 if dev-9 went before the update)", n)
+	}
+	checkAllocations(t, cp)
+}
+
+// TestProfilesNeverDoubleAllocate: the stock and the dractl profile race
+// for the same devices in one scheduler; together they place exactly one
+// pod per device.
+func TestProfilesNeverDoubleAllocate(t *testing.T) {
+	cp := startScheduling(t)
+	createNodes(t, cp, "node-1", "node-2", "node-3")
+	plainClass(t, cp)
+	for _, n := range []string{"node-1", "node-2", "node-3"} {
+		if _, err := cp.Client.ResourceV1().ResourceSlices().Create(cp.Context(), plainSlice(n, 1, devNames(10)...), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	spec := resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{request("gpu", "plain", 1)}}
+	for i := range 60 {
+		profile := stockProfile
+		if i%2 == 1 {
+			profile = dractlProfile
+		}
+		createClaim(t, cp, fmt.Sprintf("claim-%d", i), spec)
+		createClaimPod(t, cp, fmt.Sprintf("pod-%d", i), profile, "", fmt.Sprintf("claim-%d", i))
+	}
+	waitBound(t, cp, 30, 3*time.Minute)
+	if n := waitSettled(t, cp, 10*time.Second, 3*time.Minute); n != 30 {
+		t.Errorf("%d pods bound for 30 devices", n)
+	}
+	byProfile := map[string]int{}
+	for _, p := range pods(t, cp) {
+		if p.Spec.NodeName != "" {
+			byProfile[p.Spec.SchedulerName]++
+		}
+	}
+	if byProfile[stockProfile] == 0 || byProfile[dractlProfile] == 0 {
+		t.Errorf("bound per profile %v: both profiles should have placed pods", byProfile)
+	}
+	checkAllocations(t, cp)
+}

@@ -1,0 +1,228 @@
+package live
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/pager"
+)
+
+// DefaultPageSize is how many objects one list request asks for. A
+// ResourceSlice can be large (up to 128 devices), so this is smaller than
+// kubectl's 500: a page of DGX H100 slices is then a few megabytes.
+const DefaultPageSize = 100
+
+// DefaultTimeout bounds each request when the caller set none, so that an
+// API server that accepts connections but never answers does not hang a
+// command.
+const DefaultTimeout = 60 * time.Second
+
+// Client reads DRA objects from one cluster.
+type Client struct {
+	cs   kubernetes.Interface
+	host string
+	// PageSize is the limit of each list request; 0 means DefaultPageSize,
+	// a negative value one unpaged request per list.
+	PageSize int64
+}
+
+// NewClient returns a Client for cfg. It asks for protobuf, which the API
+// server encodes and client-go decodes several times faster than JSON, and
+// sets DefaultTimeout when cfg has no timeout.
+func NewClient(cfg *rest.Config) (*Client, error) {
+	cfg = rest.CopyConfig(cfg)
+	cfg.ContentType = runtime.ContentTypeProtobuf
+	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	if cfg.Timeout == 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	if cfg.UserAgent == "" {
+		cfg.UserAgent = "dractl"
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{cs: cs, host: cfg.Host}, nil
+}
+
+// NewClientFor wraps an existing clientset (a fake one in unit tests of
+// error paths).
+func NewClientFor(cs kubernetes.Interface, host string) *Client {
+	return &Client{cs: cs, host: host}
+}
+
+// Clientset is the underlying clientset.
+func (c *Client) Clientset() kubernetes.Interface { return c.cs }
+
+// Error is a request that failed: which verb on which resource, and why.
+type Error struct {
+	Verb     string // list, get
+	Resource string // resourceslices.resource.k8s.io
+	Name     string // for get
+	Host     string
+	Err      error
+}
+
+func (e *Error) Error() string {
+	what := e.Resource
+	if e.Name != "" {
+		what += " " + e.Name
+	}
+	if Unreachable(e) {
+		return fmt.Sprintf("cannot %s %s: the API server at %s cannot be reached: %v", e.Verb, what, e.Host, rootCause(e.Err))
+	}
+	return fmt.Sprintf("cannot %s %s: %v", e.Verb, what, e.Err)
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Unreachable reports whether err means the API server did not answer:
+// refused or reset connections, DNS failures, timeouts.
+func Unreachable(err error) bool {
+	var ue *url.Error
+	var ne net.Error
+	var oe *net.OpError
+	switch {
+	case errors.As(err, &oe), errors.As(err, &ue):
+		return true
+	case errors.As(err, &ne) && ne.Timeout():
+		return true
+	case errors.Is(err, context.DeadlineExceeded):
+		return true
+	}
+	return apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err)
+}
+
+// Forbidden reports whether the API server refused the request for lack of
+// permission.
+func Forbidden(err error) bool { return apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) }
+
+// NotFound reports whether a get named an object that does not exist.
+func NotFound(err error) bool { return apierrors.IsNotFound(err) }
+
+func rootCause(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}
+
+func (c *Client) fail(verb, resource, name string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &Error{Verb: verb, Resource: resource, Name: name, Host: c.host, Err: err}
+}
+
+func (c *Client) pageSize() int64 {
+	switch {
+	case c.PageSize > 0:
+		return c.PageSize
+	case c.PageSize < 0:
+		return 0
+	}
+	return DefaultPageSize
+}
+
+// list lists a resource page by page.
+func list[T any](ctx context.Context, c *Client, resource, fieldSelector string,
+	page func(context.Context, metav1.ListOptions) (runtime.Object, error)) ([]*T, error) {
+	var out []*T
+	p := pager.New(pager.SimplePageFunc(func(o metav1.ListOptions) (runtime.Object, error) { return page(ctx, o) }))
+	p.PageSize = c.pageSize()
+	err := p.EachListItem(ctx, metav1.ListOptions{FieldSelector: fieldSelector}, func(obj runtime.Object) error {
+		item, ok := any(obj).(*T)
+		if !ok {
+			return fmt.Errorf("unexpected %T in a list of %s", obj, resource)
+		}
+		out = append(out, item)
+		return nil
+	})
+	return out, c.fail("list", resource, "", err)
+}
+
+// Resource names, as the API server and RBAC spell them.
+const (
+	ResourceSlices         = "resourceslices.resource.k8s.io"
+	DeviceClasses          = "deviceclasses.resource.k8s.io"
+	ResourceClaims         = "resourceclaims.resource.k8s.io"
+	ResourceClaimTemplates = "resourceclaimtemplates.resource.k8s.io"
+	Nodes                  = "nodes"
+	Pods                   = "pods"
+)
+
+// Slices lists ResourceSlices; fieldSelector may select by spec.nodeName,
+// spec.driver or spec.pool.name.
+func (c *Client) Slices(ctx context.Context, fieldSelector string) ([]*resourcev1.ResourceSlice, error) {
+	api := c.cs.ResourceV1().ResourceSlices()
+	return list[resourcev1.ResourceSlice](ctx, c, ResourceSlices, fieldSelector,
+		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return api.List(ctx, o) })
+}
+
+// Classes lists DeviceClasses.
+func (c *Client) Classes(ctx context.Context) ([]*resourcev1.DeviceClass, error) {
+	api := c.cs.ResourceV1().DeviceClasses()
+	return list[resourcev1.DeviceClass](ctx, c, DeviceClasses, "",
+		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return api.List(ctx, o) })
+}
+
+// Claims lists the ResourceClaims of a namespace ("" for all).
+func (c *Client) Claims(ctx context.Context, namespace string) ([]*resourcev1.ResourceClaim, error) {
+	api := c.cs.ResourceV1().ResourceClaims(namespace)
+	return list[resourcev1.ResourceClaim](ctx, c, ResourceClaims, "",
+		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return api.List(ctx, o) })
+}
+
+// ClaimTemplates lists the ResourceClaimTemplates of a namespace ("" for
+// all).
+func (c *Client) ClaimTemplates(ctx context.Context, namespace string) ([]*resourcev1.ResourceClaimTemplate, error) {
+	api := c.cs.ResourceV1().ResourceClaimTemplates(namespace)
+	return list[resourcev1.ResourceClaimTemplate](ctx, c, ResourceClaimTemplates, "",
+		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return api.List(ctx, o) })
+}
+
+// Nodes lists Nodes.
+func (c *Client) Nodes(ctx context.Context) ([]*corev1.Node, error) {
+	api := c.cs.CoreV1().Nodes()
+	return list[corev1.Node](ctx, c, Nodes, "",
+		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return api.List(ctx, o) })
+}
+
+// PendingPods lists the pods of a namespace ("" for all) that are not
+// bound to a node yet.
+func (c *Client) PendingPods(ctx context.Context, namespace string) ([]*corev1.Pod, error) {
+	api := c.cs.CoreV1().Pods(namespace)
+	return list[corev1.Pod](ctx, c, Pods, "spec.nodeName=",
+		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return api.List(ctx, o) })
+}
+
+// Node gets one Node.
+func (c *Client) Node(ctx context.Context, name string) (*corev1.Node, error) {
+	n, err := c.cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	return n, c.fail("get", Nodes, name, err)
+}
+
+// Pod gets one Pod.
+func (c *Client) Pod(ctx context.Context, namespace, name string) (*corev1.Pod, error) {
+	p, err := c.cs.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
+	return p, c.fail("get", Pods, namespace+"/"+name, err)
+}
+
+// ClaimTemplate gets one ResourceClaimTemplate.
+func (c *Client) ClaimTemplate(ctx context.Context, namespace, name string) (*resourcev1.ResourceClaimTemplate, error) {
+	t, err := c.cs.ResourceV1().ResourceClaimTemplates(namespace).Get(ctx, name, metav1.GetOptions{})
+	return t, c.fail("get", ResourceClaimTemplates, namespace+"/"+name, err)
+}

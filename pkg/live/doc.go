@@ -1,0 +1,11 @@
+// Package live reads the DRA objects of a running cluster with client-go:
+// ResourceSlices, DeviceClasses, ResourceClaims, ResourceClaimTemplates,
+// Nodes and Pods, listed in pages so that clusters of thousands of nodes
+// are read in bounded memory per request, and feeds them to a
+// state.State. It also writes what it read to files that the offline verbs
+// read back (Snapshot).
+//
+// Errors name the verb and resource that failed ("cannot list
+// resourceslices.resource.k8s.io: ...") and tell an unreachable API server
+// apart from a refusal (Unreachable, Forbidden).
+package live

@@ -1,0 +1,333 @@
+// Package monitor is the pool monitor: a controller that watches
+// ResourceSlices and ResourceClaims, checks every pool the way the
+// allocator would (KEP-4815 "Validation": a pool that breaks a rule
+// spanning its slices is unusable; an incomplete one is skipped), reports
+// pools that become invalid or stay incomplete past a grace period as
+// events.k8s.io/v1 Events on their slices and nodes, reports recovery the
+// same way, and serves Prometheus metrics of every pool's state, devices
+// and counters.
+//
+// Every replica watches and serves metrics; only the leader (see
+// RunWithLeaderElection) emits Events, so that a highly available
+// deployment reports each problem once.
+package monitor
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/dractl/dractl/pkg/pool"
+	"github.com/dractl/dractl/pkg/state"
+)
+
+// Component is the name the monitor reports Events and leases under.
+const Component = "dractl-monitor"
+
+// DefaultIncompleteGrace is how long a pool may stay incomplete before it
+// is reported: a driver publishing a new generation leaves its pool
+// incomplete for a moment, which is normal.
+const DefaultIncompleteGrace = 5 * time.Minute
+
+// Options configure a Monitor.
+type Options struct {
+	Client kubernetes.Interface
+	// IncompleteGrace defaults to DefaultIncompleteGrace.
+	IncompleteGrace time.Duration
+	// Clock defaults to the real clock.
+	Clock clock.WithTicker
+	// Recorder emits the Events; nil means events.k8s.io/v1 through Client.
+	Recorder events.EventRecorder
+}
+
+// Monitor watches pools. Create it with New, then call Run.
+type Monitor struct {
+	opts     Options
+	factory  informers.SharedInformerFactory
+	slices   cache.SharedIndexInformer
+	st       *state.State
+	changed  chan struct{}
+	recorder events.EventRecorder
+
+	leading atomic.Bool
+	// relead is set when leadership is gained: problems found before are
+	// reported again, since the previous leader may not have.
+	relead atomic.Bool
+	ready  atomic.Bool
+
+	mu      sync.RWMutex
+	current []poolStatus // the last sync's result, for the metrics
+
+	dirtyMu sync.Mutex
+	dirty   map[pool.ID]bool // pools changed since the last sync
+
+	tracked map[pool.ID]*tracked // sync goroutine only
+	metrics *metrics
+}
+
+// poolStatus is one pool as the last sync saw it.
+type poolStatus struct {
+	usage     *state.PoolUsage
+	condition state.Condition
+	reason    string
+}
+
+// tracked is what the monitor remembers of a pool between syncs.
+type tracked struct {
+	condition state.Condition
+	reason    string
+	since     time.Time // when the pool entered condition
+	// reported is the condition+reason an Event was emitted for; empty
+	// when nothing is reported (an ok pool, or a problem in its grace
+	// period).
+	reported string
+}
+
+// New creates a monitor; nothing runs until Run.
+func New(opts Options) *Monitor {
+	if opts.IncompleteGrace == 0 {
+		opts.IncompleteGrace = DefaultIncompleteGrace
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	m := &Monitor{
+		opts:    opts,
+		st:      state.New(state.Options{}),
+		changed: make(chan struct{}, 1),
+		tracked: map[pool.ID]*tracked{},
+		dirty:   map[pool.ID]bool{},
+	}
+	m.recorder = opts.Recorder
+	m.metrics = newMetrics(m)
+	// managedFields are most of a small object and nothing here reads
+	// them; dropping them before the informers store an object saves
+	// memory on large clusters.
+	m.factory = informers.NewSharedInformerFactoryWithOptions(opts.Client, 0,
+		informers.WithTransform(dropManagedFields))
+	m.slices = m.factory.Resource().V1().ResourceSlices().Informer()
+	claims := m.factory.Resource().V1().ResourceClaims().Informer()
+	_, _ = m.slices.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { m.setSlice(obj) },
+		UpdateFunc: func(old, obj any) { m.deleteSliceOf(old); m.setSlice(obj) },
+		DeleteFunc: func(obj any) { m.deleteSlice(obj) },
+	})
+	_, _ = claims.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { m.setClaim(obj) },
+		UpdateFunc: func(old, obj any) { m.markClaim(old); m.setClaim(obj) },
+		DeleteFunc: func(obj any) { m.deleteClaim(obj) },
+	})
+	return m
+}
+
+// Handler serves /metrics, /healthz and /readyz. /readyz fails until the
+// informers have synced and the first pools have been computed.
+func (m *Monitor) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", m.metrics.handler())
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !m.ready.Load() {
+			http.Error(w, "informers not synced", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	return mux
+}
+
+// Ready reports whether the monitor has synced and computed the pools.
+func (m *Monitor) Ready() bool { return m.ready.Load() }
+
+// SetLeading turns Event reporting on or off; RunWithLeaderElection calls
+// it. A monitor run without leader election should call SetLeading(true).
+func (m *Monitor) SetLeading(on bool) {
+	if on && !m.leading.Load() {
+		m.relead.Store(true)
+	}
+	m.leading.Store(on)
+	m.poke()
+}
+
+// Run starts the informers, waits for them to sync and keeps the pools
+// up to date until ctx ends.
+func (m *Monitor) Run(ctx context.Context) error {
+	logger := klog.FromContext(ctx)
+	if m.recorder == nil {
+		b := events.NewBroadcaster(&events.EventSinkImpl{Interface: m.opts.Client.EventsV1()})
+		b.StartRecordingToSink(ctx.Done())
+		defer b.Shutdown()
+		m.recorder = b.NewRecorder(clientgoscheme.Scheme, Component)
+	}
+	m.factory.Start(ctx.Done())
+	defer m.factory.Shutdown()
+	for typ, ok := range m.factory.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			return fmt.Errorf("informer for %v did not sync: %w", typ, ctx.Err())
+		}
+	}
+	logger.Info("Informers synced; watching pools")
+	m.sync()
+	m.ready.Store(true)
+	timer := m.opts.Clock.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		next := m.nextDeadline()
+		if !timer.Stop() {
+			select {
+			case <-timer.C():
+			default:
+			}
+		}
+		if !next.IsZero() {
+			timer.Reset(max(next.Sub(m.opts.Clock.Now()), 0))
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-m.changed:
+		case <-timer.C():
+		}
+		m.sync()
+	}
+}
+
+// poke asks the sync loop to run; signals arriving while it runs collapse
+// into one more run.
+func (m *Monitor) poke() {
+	select {
+	case m.changed <- struct{}{}:
+	default:
+	}
+}
+
+func (m *Monitor) setSlice(obj any) {
+	if s, ok := obj.(*resourcev1.ResourceSlice); ok {
+		_ = m.st.SetSlice(s)
+		m.mark(pool.ID{Driver: s.Spec.Driver, Pool: s.Spec.Pool.Name})
+		m.poke()
+	}
+}
+
+// deleteSliceOf marks the pool an updated slice belonged to before: an
+// update may move a slice to another pool.
+func (m *Monitor) deleteSliceOf(old any) {
+	if s, ok := old.(*resourcev1.ResourceSlice); ok {
+		m.mark(pool.ID{Driver: s.Spec.Driver, Pool: s.Spec.Pool.Name})
+	}
+}
+
+func (m *Monitor) deleteSlice(obj any) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	if s, ok := obj.(*resourcev1.ResourceSlice); ok {
+		_ = m.st.DeleteSlice(s.Name)
+		m.mark(pool.ID{Driver: s.Spec.Driver, Pool: s.Spec.Pool.Name})
+		m.poke()
+	}
+}
+
+func (m *Monitor) setClaim(obj any) {
+	if c, ok := obj.(*resourcev1.ResourceClaim); ok {
+		// A conflicting allocation (two claims on one device) cannot be
+		// stored; the claim's previous state stays until the API settles.
+		if err := m.st.SetClaim(c); err != nil {
+			klog.Background().V(2).Info("Claim not applied", "claim", klog.KObj(c), "err", err)
+		}
+		m.markClaim(c)
+		m.poke()
+	}
+}
+
+func (m *Monitor) deleteClaim(obj any) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	if c, ok := obj.(*resourcev1.ResourceClaim); ok {
+		_ = m.st.DeleteClaim(c.Namespace, c.Name)
+		m.markClaim(c)
+		m.poke()
+	}
+}
+
+// mark records that a pool changed since the last sync.
+func (m *Monitor) mark(id pool.ID) {
+	m.dirtyMu.Lock()
+	m.dirty[id] = true
+	m.dirtyMu.Unlock()
+}
+
+// markClaim marks the pools a claim's allocation takes devices from.
+func (m *Monitor) markClaim(obj any) {
+	c, ok := obj.(*resourcev1.ResourceClaim)
+	if !ok || c.Status.Allocation == nil {
+		return
+	}
+	for _, r := range c.Status.Allocation.Devices.Results {
+		m.mark(pool.ID{Driver: r.Driver, Pool: r.Pool})
+	}
+}
+
+// sync recomputes the pools that changed since the last sync (all of them
+// the first time), publishes the result to the metrics and reports what
+// changed. A pool nothing touched keeps its previous usage, so that a
+// slice change on a cluster of thousands of nodes costs one pool.
+func (m *Monitor) sync() {
+	m.dirtyMu.Lock()
+	dirty, all := m.dirty, m.current == nil
+	m.dirty = map[pool.ID]bool{}
+	m.dirtyMu.Unlock()
+	m.mu.RLock()
+	prev := make(map[pool.ID]*poolStatus, len(m.current))
+	for i := range m.current {
+		prev[m.current[i].usage.ID] = &m.current[i]
+	}
+	m.mu.RUnlock()
+	snap := m.st.Snapshot()
+	pools := snap.Pools()
+	statuses := make([]poolStatus, 0, len(pools))
+	for _, p := range pools {
+		if old := prev[p.ID]; old != nil && !all && !dirty[p.ID] {
+			statuses = append(statuses, *old)
+			continue
+		}
+		u := snap.Usage(p.ID)
+		c, why := u.Condition()
+		statuses = append(statuses, poolStatus{usage: u, condition: c, reason: why})
+	}
+	m.mu.Lock()
+	m.current = statuses
+	m.mu.Unlock()
+	m.metrics.syncs.Inc()
+	m.metrics.lastSync.Set(float64(m.opts.Clock.Now().UnixNano()) / 1e9)
+	m.report(statuses)
+}
+
+// nextDeadline is when the oldest unreported incomplete pool's grace
+// period ends, or zero.
+func (m *Monitor) nextDeadline() time.Time {
+	var next time.Time
+	for _, t := range m.tracked {
+		if t.condition != state.PoolIncomplete || t.reported != "" {
+			continue
+		}
+		d := t.since.Add(m.opts.IncompleteGrace)
+		if next.IsZero() || d.Before(next) {
+			next = d
+		}
+	}
+	return next
+}

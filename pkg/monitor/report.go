@@ -1,0 +1,115 @@
+package monitor
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/dractl/dractl/pkg/pool"
+	"github.com/dractl/dractl/pkg/state"
+)
+
+// Event reasons. They are part of the monitor's interface: alerts and
+// `kubectl events --for` filters use them.
+const (
+	// ReasonPoolInvalid (Warning): a complete pool breaks a rule spanning
+	// its slices; the scheduler will not allocate from any of it.
+	ReasonPoolInvalid = "PoolInvalid"
+	// ReasonPoolIncomplete (Warning): the pool has had fewer (or more)
+	// slices than its resourceSliceCount for longer than the grace period;
+	// the scheduler skips it.
+	ReasonPoolIncomplete = "PoolIncomplete"
+	// ReasonPoolRecovered (Normal): a pool reported before is complete and
+	// valid again.
+	ReasonPoolRecovered = "PoolRecovered"
+)
+
+// report compares each pool with what was seen before and emits the
+// Events due: a new problem (at once if invalid, after the grace period if
+// incomplete) and a recovery from a reported problem.
+func (m *Monitor) report(statuses []poolStatus) {
+	now := m.opts.Clock.Now()
+	relead := m.relead.Swap(false)
+	seen := make(map[pool.ID]bool, len(statuses))
+	for i := range statuses {
+		s := &statuses[i]
+		id := s.usage.ID
+		seen[id] = true
+		t := m.tracked[id]
+		if t == nil {
+			t = &tracked{condition: state.PoolOK, since: now}
+			m.tracked[id] = t
+		}
+		if t.condition != s.condition || t.reason != s.reason {
+			if t.condition != s.condition {
+				t.since = now
+			}
+			t.condition, t.reason = s.condition, s.reason
+		}
+		if relead {
+			t.reported = ""
+		}
+		key := string(s.condition) + ": " + s.reason
+		switch {
+		case s.condition == state.PoolOK:
+			if t.reported != "" {
+				m.emit(s, corev1.EventTypeNormal, ReasonPoolRecovered, fmt.Sprintf("pool %s is complete and valid again", id))
+			}
+			t.reported = ""
+		case t.reported == key:
+		case s.condition == state.PoolInvalid:
+			m.emit(s, corev1.EventTypeWarning, ReasonPoolInvalid, fmt.Sprintf("pool %s is invalid, the scheduler will not allocate from it: %s", id, s.reason))
+			t.reported = key
+		case s.condition == state.PoolIncomplete && now.Sub(t.since) >= m.opts.IncompleteGrace:
+			m.emit(s, corev1.EventTypeWarning, ReasonPoolIncomplete, fmt.Sprintf("pool %s has been incomplete for %s, the scheduler skips it: %s",
+				id, now.Sub(t.since).Round(1e9), s.reason))
+			t.reported = key
+		}
+	}
+	for id := range m.tracked {
+		if !seen[id] {
+			delete(m.tracked, id)
+		}
+	}
+}
+
+// emit records one Event on each offending slice (for an invalid pool,
+// the slices its problems name; otherwise every slice of the pool), with
+// the slice's node as the related object. Only the leader emits.
+func (m *Monitor) emit(s *poolStatus, eventType, reason, note string) {
+	if !m.leading.Load() {
+		return
+	}
+	names := map[string]bool{}
+	if s.condition == state.PoolInvalid && s.usage.Invalid != nil {
+		for _, p := range s.usage.Invalid.Problems {
+			names[p.Slice] = true
+		}
+	}
+	for _, sl := range s.usage.Slices {
+		if len(names) > 0 && !names[sl.Name] {
+			continue
+		}
+		delete(names, sl.Name)
+		regarding := &resourcev1.ResourceSlice{TypeMeta: sl.TypeMeta, ObjectMeta: sl.ObjectMeta}
+		regarding.APIVersion, regarding.Kind = resourcev1.SchemeGroupVersion.String(), "ResourceSlice"
+		var related runtime.Object
+		if sl.Spec.NodeName != nil && *sl.Spec.NodeName != "" {
+			related = &corev1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: *sl.Spec.NodeName}
+		}
+		m.recorder.Eventf(regarding, related, eventType, reason, "Validate", "%s", note)
+		m.metrics.events.WithLabelValues(reason).Inc()
+	}
+}
+
+// dropManagedFields is the informers' transform: managedFields are most of
+// a small object and the monitor never reads them.
+func dropManagedFields(obj any) (any, error) {
+	if a, err := meta.Accessor(obj); err == nil {
+		a.SetManagedFields(nil)
+	}
+	return obj, nil
+}

@@ -1,0 +1,115 @@
+package schedplugin
+
+import (
+	"bytes"
+	"fmt"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/json"
+	"sigs.k8s.io/yaml"
+
+	"github.com/dractl/dractl/pkg/allocator"
+)
+
+// Args are the plugin's arguments in a KubeSchedulerConfiguration
+// (pluginConfig[].args). Unknown fields are an error.
+type Args struct {
+	// Strategy picks devices on a node and ranks nodes: FirstFit (the
+	// default) picks what the in-tree plugin would pick and scores like it;
+	// BestFit packs partially used counter sets and prefers the nodes whose
+	// devices are already the most used.
+	Strategy string `json:"strategy,omitempty"`
+	// FilterTimeout bounds the search on one node (DRASchedulerFilterTimeout);
+	// zero disables it. Default 10s, as in-tree.
+	FilterTimeout *metav1.Duration `json:"filterTimeout,omitempty"`
+	// BindingTimeout is how long PreBind waits for binding conditions, and
+	// how old an allocation with unmet binding conditions may get before
+	// the claim is deallocated. Default 600s, as in-tree.
+	BindingTimeout *metav1.Duration `json:"bindingTimeout,omitempty"`
+}
+
+// Defaults are the in-tree DynamicResources plugin's.
+const (
+	DefaultFilterTimeout  = 10 * time.Second
+	DefaultBindingTimeout = 600 * time.Second
+)
+
+// config is Args, defaulted and validated.
+type config struct {
+	strategy       allocator.Strategy
+	filterTimeout  time.Duration
+	bindingTimeout time.Duration
+}
+
+// decodeArgs reads the plugin's args: nil (no pluginConfig entry), the
+// *runtime.Unknown kube-scheduler hands to out-of-tree plugins, or *Args.
+func decodeArgs(obj runtime.Object) (config, error) {
+	var args Args
+	switch a := obj.(type) {
+	case nil:
+	case *Args:
+		args = *a
+	case *runtime.Unknown:
+		if len(bytes.TrimSpace(a.Raw)) > 0 {
+			raw, err := yaml.YAMLToJSON(a.Raw)
+			if err != nil {
+				return config{}, fmt.Errorf("args: %w", err)
+			}
+			strict, err := json.UnmarshalStrict(raw, &args)
+			if err != nil {
+				return config{}, fmt.Errorf("args: %w", err)
+			}
+			if len(strict) > 0 {
+				return config{}, fmt.Errorf("args: %v", strict[0])
+			}
+		}
+	default:
+		return config{}, fmt.Errorf("args: got %T, want *runtime.Unknown or *schedplugin.Args", obj)
+	}
+	return args.complete()
+}
+
+func (a Args) complete() (config, error) {
+	c := config{filterTimeout: DefaultFilterTimeout, bindingTimeout: DefaultBindingTimeout}
+	switch a.Strategy {
+	case "", allocator.FirstFit.String():
+		c.strategy = allocator.FirstFit
+	case allocator.BestFit.String():
+		c.strategy = allocator.BestFit
+	default:
+		return config{}, fmt.Errorf("args.strategy: Unsupported value: %q: supported values: %q, %q", a.Strategy, allocator.FirstFit, allocator.BestFit)
+	}
+	if a.FilterTimeout != nil {
+		if a.FilterTimeout.Duration < 0 {
+			return config{}, fmt.Errorf("args.filterTimeout: Invalid value: %q: must be zero (no timeout) or positive", a.FilterTimeout.Duration)
+		}
+		c.filterTimeout = a.FilterTimeout.Duration
+	}
+	if a.BindingTimeout != nil {
+		if a.BindingTimeout.Duration <= 0 {
+			return config{}, fmt.Errorf("args.bindingTimeout: Invalid value: %q: must be positive", a.BindingTimeout.Duration)
+		}
+		c.bindingTimeout = a.BindingTimeout.Duration
+	}
+	return c, nil
+}
+
+// DeepCopyObject and GetObjectKind let *Args be passed where
+// kube-scheduler passes plugin args (a runtime.Object).
+func (a *Args) DeepCopyObject() runtime.Object {
+	out := *a
+	if a.FilterTimeout != nil {
+		d := *a.FilterTimeout
+		out.FilterTimeout = &d
+	}
+	if a.BindingTimeout != nil {
+		d := *a.BindingTimeout
+		out.BindingTimeout = &d
+	}
+	return &out
+}
+
+func (a *Args) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }

@@ -1,0 +1,384 @@
+package schedplugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/dynamic-resource-allocation/resourceclaim"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/dractl/dractl/pkg/state"
+)
+
+// Errors of the binding-conditions wait in PreBind.
+var (
+	ErrBindingTimeout = errors.New("device binding timeout")
+	ErrBindingFailed  = errors.New("device binding failed")
+)
+
+// bindingPollInterval is how often PreBind looks at the claims while it
+// waits for binding conditions (the in-tree plugin's interval).
+const bindingPollInterval = 5 * time.Second
+
+// PostFilter runs when no node fits. Like the in-tree plugin it
+// deallocates one allocated claim that some node could not use and that
+// no other pod holds, so that the next attempt can allocate it anew.
+// Otherwise it adds dractl's count, per claim, of what stopped the nodes.
+func (pl *Plugin) PostFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, _ fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
+	logger := klog.FromContext(ctx)
+	s, err := readState(cs)
+	if err != nil || len(s.claims) == 0 {
+		return nil, fwk.NewStatus(fwk.Unschedulable)
+	}
+	for i := range s.claims {
+		if !s.unavailable[i] {
+			continue
+		}
+		c := s.claims[i].claim
+		rf := c.Status.ReservedFor
+		if len(rf) > 1 || (len(rf) == 1 && rf[0].UID != pod.UID) {
+			continue
+		}
+		c = c.DeepCopy()
+		c.Status.ReservedFor = nil
+		c.Status.Allocation = nil
+		c.Status.Devices = nil
+		logger.V(5).Info("Deallocating ResourceClaim", "pod", klog.KObj(pod), "resourceclaim", klog.KObj(c))
+		if _, err := pl.clientset.ResourceV1().ResourceClaims(c.Namespace).UpdateStatus(ctx, c, metav1.UpdateOptions{}); err != nil {
+			return nil, asError(logger, err)
+		}
+		return nil, fwk.NewStatus(fwk.Unschedulable, "deallocation of ResourceClaim completed")
+	}
+	if len(s.rejected) == 0 {
+		return nil, fwk.NewStatus(fwk.Unschedulable)
+	}
+	order := make([]string, len(s.claims))
+	for i, pc := range s.claims {
+		order[i] = pc.name
+	}
+	return nil, fwk.NewStatus(fwk.Unschedulable, "dractl: "+summary(order, s.rejected, s.invalid))
+}
+
+// Reserve assumes the chosen node's allocations: in the State, and in the
+// framework's claim tracker where the other DRA plugins see them.
+func (pl *Plugin) Reserve(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
+	logger := klog.FromContext(ctx)
+	s, err := readState(cs)
+	if err != nil {
+		return asError(logger, err)
+	}
+	if s.cycle == nil {
+		return nil
+	}
+	s.mu.Lock()
+	res, ok := s.results[nodeName]
+	s.mu.Unlock()
+	if !ok {
+		return asError(logger, fmt.Errorf("no allocation for node %s", nodeName))
+	}
+	s.allocations = res
+	s.reserved = make([]bool, len(s.pending))
+	s.written = make([]bool, len(s.pending))
+	for j, i := range s.pending {
+		c := s.claims[i].claim.DeepCopy()
+		if !slices.Contains(c.Finalizers, resourcev1.Finalizer) {
+			c.Finalizers = append(c.Finalizers, resourcev1.Finalizer)
+		}
+		c.Status.Allocation = res[j]
+		if err := pl.feed.assume(c); err != nil {
+			return asError(logger, fmt.Errorf("assume allocation of claim %s: %w", klog.KObj(c), err))
+		}
+		s.reserved[j] = true
+		if err := pl.dra.ResourceClaims().SignalClaimPendingAllocation(c.UID, c); err != nil {
+			return asError(logger, fmt.Errorf("signal allocation of claim %s: %w", klog.KObj(c), err))
+		}
+		logger.V(5).Info("Reserved devices", "pod", klog.KObj(pod), "resourceclaim", klog.KObj(c), "node", nodeName)
+	}
+	return nil
+}
+
+// Unreserve undoes Reserve and the part of PreBind that succeeded: it
+// drops allocations that were not written and takes the pod out of the
+// claims' reservedFor. It is idempotent.
+func (pl *Plugin) Unreserve(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, _ string) {
+	logger := klog.FromContext(ctx)
+	s, err := readState(cs)
+	if err != nil || len(s.claims) == 0 {
+		return
+	}
+	for j, i := range s.pending {
+		if j >= len(s.reserved) || !s.reserved[j] {
+			continue
+		}
+		c := s.claims[i].claim
+		if pl.dra.ResourceClaims().MaybeRemoveClaimPendingAllocation(c.UID, false) {
+			pl.dra.ResourceClaims().AssumedClaimRestore(c.Namespace, c.Name)
+		}
+		if !s.written[j] {
+			pl.feed.forget(state.KeyOf(c))
+		}
+		s.reserved[j] = false
+	}
+	for _, pc := range s.claims {
+		c := pc.claim
+		if c.Status.Allocation == nil || !resourceclaim.IsReservedForPod(pod, c, false) {
+			continue
+		}
+		// A strategic merge patch removes the entry without needing the
+		// latest claim.
+		patch := fmt.Sprintf(`{"metadata":{"uid":%q},"status":{"reservedFor":[{"$patch":"delete","uid":%q}]}}`, c.UID, pod.UID)
+		if _, err := pl.clientset.ResourceV1().ResourceClaims(c.Namespace).Patch(ctx, c.Name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}, "status"); err != nil {
+			// The next attempt for the pod gets here again.
+			logger.Error(err, "Unreserve", "resourceclaim", klog.KObj(c))
+		}
+	}
+}
+
+// PreBindPreFlight implements fwk.PreBindPlugin: PreBind has work for
+// every pod with claims and may run in parallel with other plugins.
+func (pl *Plugin) PreBindPreFlight(ctx context.Context, cs fwk.CycleState, _ *v1.Pod, _ string) (*fwk.PreBindPreFlightResult, *fwk.Status) {
+	result := &fwk.PreBindPreFlightResult{AllowParallel: true}
+	s, err := readState(cs)
+	if err != nil {
+		return result, asError(klog.FromContext(ctx), err)
+	}
+	if len(s.claims) == 0 {
+		return result, fwk.NewStatus(fwk.Skip)
+	}
+	return result, nil
+}
+
+// PreBind writes what Reserve assumed: the finalizer, the allocation and
+// the pod in reservedFor; then, when devices have binding conditions, it
+// waits for them.
+func (pl *Plugin) PreBind(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
+	logger := klog.FromContext(ctx)
+	s, err := readState(cs)
+	if err != nil {
+		return asError(logger, err)
+	}
+	if len(s.claims) == 0 {
+		return nil
+	}
+	pendingAt := map[int]int{}
+	for j, i := range s.pending {
+		pendingAt[i] = j
+	}
+	for i, pc := range s.claims {
+		if resourceclaim.IsReservedForPod(pod, pc.claim, false) {
+			continue
+		}
+		var allocation *resourcev1.AllocationResult
+		j, pending := pendingAt[i]
+		if pending {
+			allocation = s.allocations[j]
+		}
+		c, err := pl.bindClaim(ctx, pc.claim, allocation, pod)
+		if err != nil {
+			return asError(logger, err)
+		}
+		s.claims[i].claim = c
+		if pending {
+			s.written[j] = true
+			pl.feed.written(state.KeyOf(c), c.ResourceVersion)
+		}
+	}
+	// Written: the allocations are no longer in flight.
+	for j, i := range s.pending {
+		pl.dra.ResourceClaims().MaybeRemoveClaimPendingAllocation(s.claims[i].claim.UID, true)
+		s.reserved[j] = false
+	}
+	if !pl.fts.BindingConditions || !hasBindingConditions(s) {
+		return nil
+	}
+	pl.fh.EventRecorder().Eventf(pod, nil, v1.EventTypeNormal, "BindingConditionsPending", "Scheduling", "waiting for binding conditions for device on node %s", nodeName)
+	err = wait.PollUntilContextTimeout(ctx, bindingPollInterval, pl.cfg.bindingTimeout, true, func(context.Context) (bool, error) {
+		return pl.readyForBinding(s)
+	})
+	if errors.Is(err, context.DeadlineExceeded) {
+		err = fmt.Errorf("%w: %w", ErrBindingTimeout, err)
+	}
+	if err != nil {
+		// The next attempt's Filter sees the failure or timeout and
+		// PostFilter deallocates.
+		return asError(logger, err)
+	}
+	return nil
+}
+
+// bindClaim records the allocation (if any) and the pod's reservation in
+// the claim, retrying on conflicts with a fresh claim.
+func (pl *Plugin) bindClaim(ctx context.Context, claim *resourcev1.ResourceClaim, allocation *resourcev1.AllocationResult, pod *v1.Pod) (*resourcev1.ResourceClaim, error) {
+	logger := klog.FromContext(ctx)
+	client := pl.clientset.ResourceV1().ResourceClaims(claim.Namespace)
+	consumer := resourcev1.ResourceClaimConsumerReference{Resource: "pods", Name: pod.Name, UID: pod.UID}
+	c := claim.DeepCopy()
+	modified := false
+	refresh := false
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if refresh {
+			latest, err := client.Get(ctx, c.Name, metav1.GetOptions{})
+			if err != nil {
+				return fmt.Errorf("get claim %s after conflict: %w", klog.KObj(c), err)
+			}
+			c = latest
+		}
+		refresh = true
+		if c.DeletionTimestamp != nil {
+			return fmt.Errorf("claim %s got deleted in the meantime", klog.KObj(c))
+		}
+		if allocation != nil {
+			if c.Status.Allocation != nil {
+				return fmt.Errorf("claim %s got allocated elsewhere in the meantime", klog.KObj(c))
+			}
+			// The finalizer goes in with a normal update, before the
+			// allocation that it protects.
+			if !slices.Contains(c.Finalizers, resourcev1.Finalizer) {
+				c.Finalizers = append(c.Finalizers, resourcev1.Finalizer)
+				updated, err := client.Update(ctx, c, metav1.UpdateOptions{})
+				if err != nil {
+					return fmt.Errorf("add finalizer to claim %s: %w", klog.KObj(c), err)
+				}
+				c = updated
+				modified = true
+			}
+			c.Status.Allocation = allocation
+		}
+		c.Status.ReservedFor = append(c.Status.ReservedFor, consumer)
+		if pl.fts.BindingConditions {
+			if c.Status.Allocation == nil {
+				return fmt.Errorf("claim %s got deallocated elsewhere in the meantime", klog.KObj(c))
+			}
+			if c.Status.Allocation.AllocationTimestamp == nil {
+				c.Status.Allocation.AllocationTimestamp = &metav1.Time{Time: time.Now()}
+			}
+		}
+		updated, err := client.UpdateStatus(ctx, c, metav1.UpdateOptions{})
+		if err != nil {
+			return fmt.Errorf("reserve claim %s for the pod: %w", klog.KObj(c), err)
+		}
+		c = updated
+		modified = true
+		return nil
+	})
+	if modified {
+		// Newer than the informer until it catches up.
+		if err := pl.dra.ResourceClaims().AssumeClaimAfterAPICall(c); err != nil {
+			logger.V(5).Info("Claim not stored in the assume cache", "resourceclaim", klog.KObj(c), "err", err)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func hasBindingConditions(s *cycleState) bool {
+	for _, pc := range s.claims {
+		if a := pc.claim.Status.Allocation; a != nil {
+			for _, r := range a.Devices.Results {
+				if len(r.BindingConditions) > 0 {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// readyForBinding re-reads the pod's claims and reports whether all of
+// their binding conditions hold.
+func (pl *Plugin) readyForBinding(s *cycleState) (bool, error) {
+	for i, pc := range s.claims {
+		c, err := pl.dra.ResourceClaims().Get(pc.claim.Namespace, pc.claim.Name)
+		if err != nil {
+			return false, err
+		}
+		s.claims[i].claim = c
+		ready, err := readyForBinding(c)
+		if err != nil {
+			return false, err
+		}
+		if !ready {
+			if pl.bindingTimedOut(c) {
+				return false, fmt.Errorf("%w: claim %s", ErrBindingTimeout, c.Name)
+			}
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// readyForBinding reports whether every binding condition of the claim's
+// devices is true; an error says that a binding failure condition is.
+func readyForBinding(c *resourcev1.ResourceClaim) (bool, error) {
+	if c.Status.Allocation == nil {
+		return false, nil
+	}
+	for _, r := range c.Status.Allocation.Devices.Results {
+		if len(r.BindingConditions) == 0 {
+			continue
+		}
+		ds := deviceStatus(c, &r)
+		if ds == nil {
+			return false, nil
+		}
+		for _, cond := range r.BindingFailureConditions {
+			if f := apimeta.FindStatusCondition(ds.Conditions, cond); f != nil && f.Status == metav1.ConditionTrue {
+				return false, fmt.Errorf("%w: claim %s, device %s: %s: %s", ErrBindingFailed, c.Name, r.Device, f.Reason, f.Message)
+			}
+		}
+		for _, cond := range r.BindingConditions {
+			if !apimeta.IsStatusConditionTrue(ds.Conditions, cond) {
+				return false, nil
+			}
+		}
+	}
+	return true, nil
+}
+
+// bindingTimedOut: the claim's devices have binding conditions and were
+// allocated longer than the binding timeout ago.
+func (pl *Plugin) bindingTimedOut(c *resourcev1.ResourceClaim) bool {
+	a := c.Status.Allocation
+	if !pl.fts.BindingConditions || a == nil || a.AllocationTimestamp == nil {
+		return false
+	}
+	for _, r := range a.Devices.Results {
+		if len(r.BindingConditions) > 0 {
+			return a.AllocationTimestamp.Add(pl.cfg.bindingTimeout).Before(time.Now())
+		}
+	}
+	return false
+}
+
+func deviceStatus(c *resourcev1.ResourceClaim, r *resourcev1.DeviceRequestAllocationResult) *resourcev1.AllocatedDeviceStatus {
+	for i := range c.Status.Devices {
+		d := &c.Status.Devices[i]
+		if d.Driver == r.Driver && d.Pool == r.Pool && d.Device == r.Device {
+			return d
+		}
+	}
+	return nil
+}
+
+// newerVersion reports whether resource version a is newer than b. The
+// API server's versions are integers (the assume cache compares them the
+// same way); anything else counts as not newer.
+func newerVersion(a, b string) bool {
+	x, err1 := strconv.ParseInt(a, 10, 64)
+	y, err2 := strconv.ParseInt(b, 10, 64)
+	return err1 == nil && err2 == nil && x > y
+}

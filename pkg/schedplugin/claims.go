@@ -1,0 +1,193 @@
+package schedplugin
+
+import (
+	"context"
+	"fmt"
+
+	v1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/dynamic-resource-allocation/resourceclaim"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+)
+
+// podClaim is one entry of pod.spec.resourceClaims and its claim.
+type podClaim struct {
+	// name is the entry's name, which is how users know the claim.
+	name  string
+	claim *resourcev1.ResourceClaim
+}
+
+// podClaims looks up every claim the pod references in the claim tracker.
+// An error means the pod cannot be scheduled yet: a claim is missing (not
+// generated yet, or not in the informer yet), is being deleted, or was
+// generated for another pod. Entries without a claim (a template that
+// produced none) are skipped.
+func (pl *Plugin) podClaims(pod *v1.Pod) ([]podClaim, error) {
+	out := make([]podClaim, 0, len(pod.Spec.ResourceClaims))
+	for i := range pod.Spec.ResourceClaims {
+		ref := &pod.Spec.ResourceClaims[i]
+		name, mustCheckOwner, err := resourceclaim.Name(pod, ref)
+		if err != nil {
+			return nil, err
+		}
+		if name == nil {
+			continue
+		}
+		claim, err := pl.dra.ResourceClaims().Get(pod.Namespace, *name)
+		if err != nil {
+			return nil, err
+		}
+		if claim.DeletionTimestamp != nil {
+			return nil, fmt.Errorf("resourceclaim %q is being deleted", claim.Name)
+		}
+		if mustCheckOwner {
+			if err := resourceclaim.IsForPod(pod, claim, false); err != nil {
+				return nil, err
+			}
+		}
+		out = append(out, podClaim{name: ref.Name, claim: claim})
+	}
+	return out, nil
+}
+
+// PreEnqueue keeps a pod out of the scheduling queue while one of its
+// claims does not exist or is not usable by it; a claim or pod event
+// brings it back (see EventsToRegister).
+func (pl *Plugin) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status {
+	if len(pod.Spec.ResourceClaims) == 0 {
+		return nil
+	}
+	if _, err := pl.podClaims(pod); err != nil {
+		return unresolvable(klog.FromContext(ctx), err.Error())
+	}
+	return nil
+}
+
+// EventsToRegister lists the events that can make a pod this plugin
+// rejected schedulable, with hints that skip events that cannot.
+func (pl *Plugin) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
+	return []fwk.ClusterEventWithHint{
+		// Node labels can satisfy a node selector of a device or allocation.
+		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeLabel | fwk.UpdateNodeAllocatable}},
+		// Claims: created for the pod, allocated or deallocated.
+		{Event: fwk.ClusterEvent{Resource: fwk.ResourceClaim, ActionType: fwk.Add | fwk.Update | fwk.Delete}, QueueingHintFn: pl.afterClaimChange},
+		// The resourceclaim controller records generated claims in the pod.
+		{Event: fwk.ClusterEvent{Resource: fwk.TargetPod, ActionType: fwk.UpdatePodGeneratedResourceClaim}, QueueingHintFn: pl.afterPodUpdate},
+		// A class the pod waits for appears, or its selectors change.
+		{Event: fwk.ClusterEvent{Resource: fwk.DeviceClass, ActionType: fwk.Add | fwk.Update}, QueueingHintFn: pl.afterClassChange},
+		// New devices, or devices that changed.
+		{Event: fwk.ClusterEvent{Resource: fwk.ResourceSlice, ActionType: fwk.Add | fwk.Update}, QueueingHintFn: afterSliceChange},
+	}, nil
+}
+
+// afterClaimChange: a deallocation or an allocated claim's deletion frees
+// devices for any pod; otherwise only a change to one of the pod's own
+// claims matters, and of those only creation and status changes (the
+// finalizer alone changes nothing).
+func (pl *Plugin) afterClaimChange(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
+	if newObj == nil {
+		if _, ok := oldObj.(cache.DeletedFinalStateUnknown); ok {
+			// The last state is unknown; it may have held devices.
+			return fwk.Queue, nil
+		}
+	}
+	old, _ := oldObj.(*resourcev1.ResourceClaim)
+	cur, _ := newObj.(*resourcev1.ResourceClaim)
+	switch {
+	case old == nil && cur == nil:
+		return fwk.Queue, fmt.Errorf("unexpected objects %T, %T in a ResourceClaim event", oldObj, newObj)
+	case cur == nil:
+		if old.Status.Allocation != nil {
+			return fwk.Queue, nil
+		}
+		return fwk.QueueSkip, nil
+	case old != nil && old.Status.Allocation != nil && cur.Status.Allocation == nil:
+		return fwk.Queue, nil
+	}
+	claims, err := pl.podClaims(pod)
+	if err != nil {
+		logger.V(6).Info("Pod still not schedulable after claim change", "pod", klog.KObj(pod), "claim", klog.KObj(cur), "reason", err.Error())
+		return fwk.QueueSkip, nil
+	}
+	uses := false
+	for _, pc := range claims {
+		uses = uses || pc.claim.UID == cur.UID
+	}
+	switch {
+	case !uses:
+		return fwk.QueueSkip, nil
+	case old == nil:
+		return fwk.Queue, nil
+	case apiequality.Semantic.DeepEqual(&old.Status, &cur.Status):
+		return fwk.QueueSkip, nil
+	}
+	return fwk.Queue, nil
+}
+
+// afterPodUpdate: the pod's generated claims were recorded; requeue once
+// all of them are there.
+func (pl *Plugin) afterPodUpdate(logger klog.Logger, pod *v1.Pod, _, newObj any) (fwk.QueueingHint, error) {
+	cur, ok := newObj.(*v1.Pod)
+	if !ok {
+		return fwk.Queue, fmt.Errorf("unexpected object %T in a Pod event", newObj)
+	}
+	if _, err := pl.podClaims(cur); err != nil {
+		logger.V(6).Info("Pod still not schedulable after update", "pod", klog.KObj(pod), "reason", err.Error())
+		return fwk.QueueSkip, nil
+	}
+	return fwk.Queue, nil
+}
+
+// afterClassChange: a class change matters to pods whose claims name the
+// class; pods whose claims the plugin cannot read are left to the claim
+// events.
+func (pl *Plugin) afterClassChange(logger klog.Logger, pod *v1.Pod, _, newObj any) (fwk.QueueingHint, error) {
+	class, ok := newObj.(*resourcev1.DeviceClass)
+	if !ok {
+		return fwk.Queue, fmt.Errorf("unexpected object %T in a DeviceClass event", newObj)
+	}
+	claims, err := pl.podClaims(pod)
+	if err != nil {
+		return fwk.QueueSkip, nil
+	}
+	for _, pc := range claims {
+		if usesClass(pc.claim, class.Name) {
+			return fwk.Queue, nil
+		}
+	}
+	logger.V(6).Info("DeviceClass unrelated to the pod", "pod", klog.KObj(pod), "class", class.Name)
+	return fwk.QueueSkip, nil
+}
+
+func usesClass(c *resourcev1.ResourceClaim, class string) bool {
+	for _, r := range c.Spec.Devices.Requests {
+		if r.Exactly != nil && r.Exactly.DeviceClassName == class {
+			return true
+		}
+		for _, s := range r.FirstAvailable {
+			if s.DeviceClassName == class {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// afterSliceChange: a new slice, or a slice whose spec changed, may offer
+// what was missing; an update that leaves the spec alone (labels, owner
+// references) cannot. The API server bumps metadata.generation exactly
+// when the spec changes, which is cheaper to compare than the spec for
+// every waiting pod.
+func afterSliceChange(_ klog.Logger, _ *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
+	cur, ok := newObj.(*resourcev1.ResourceSlice)
+	if !ok {
+		return fwk.Queue, fmt.Errorf("unexpected object %T in a ResourceSlice event", newObj)
+	}
+	if old, _ := oldObj.(*resourcev1.ResourceSlice); old != nil && old.Generation == cur.Generation {
+		return fwk.QueueSkip, nil
+	}
+	return fwk.Queue, nil
+}

@@ -1,0 +1,36 @@
+// Package schedplugin is dractl's DRA plugin for kube-scheduler: it takes
+// the place of the in-tree DynamicResources plugin and allocates devices
+// through pkg/state instead of rebuilding an allocator per pod.
+//
+// The plugin depends only on the kube-scheduler framework interfaces
+// (k8s.io/kube-scheduler/framework). Its phases follow the in-tree plugin:
+//
+//   - PreEnqueue: every claim the pod references exists, is not being
+//     deleted and, when generated from a template, belongs to the pod.
+//   - PreFilter: allocated claims may be used by the pod; pending claims
+//     have known classes and no allocation in flight; one state.Cycle is
+//     prepared for the pod's pending claims.
+//   - Filter: allocated claims must be available on the node (node
+//     selector, binding conditions that have not failed or timed out);
+//     pending claims are allocated on the node by the Cycle, results kept
+//     per node. A rejection names, per claim, what stopped it.
+//   - PostFilter: deallocates an allocated claim that is unavailable
+//     everywhere and reserved for nobody else; otherwise adds dractl's
+//     summary over all nodes to the pod's unschedulable message.
+//   - Score: the in-tree ranking of firstAvailable subrequests, or with
+//     the BestFit strategy the node whose devices are fullest.
+//   - Reserve/Unreserve: the chosen node's results become assumed
+//     allocations, both in the State and in the framework's shared claim
+//     tracker, which the in-tree plugin reads too, so both plugins can run
+//     in one scheduler (in different profiles) without handing out a
+//     device twice.
+//   - PreBind: finalizer, status.allocation and status.reservedFor are
+//     written; then the plugin waits for the devices' binding conditions
+//     until they are met, one fails, or the binding timeout passes.
+//
+// The State is fed by the scheduler's informers (ResourceSlices through
+// the DeviceTaintRule-aware slice tracker when that feature is on,
+// DeviceClasses, ResourceClaims). Allocations another plugin has made but
+// not written yet are read from the shared claim tracker at the start of
+// every cycle and assumed in the State until the API shows them.
+package schedplugin

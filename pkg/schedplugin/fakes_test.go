@@ -1,0 +1,197 @@
+package schedplugin
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/dynamic-resource-allocation/structured"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/dractl/dractl/pkg/state"
+)
+
+// The fakes stand in for kube-scheduler's framework, which lives in
+// k8s.io/kubernetes; the e2e tests run the plugin in the real scheduler.
+// Methods the plugin does not call are left to the embedded nil
+// interface and would panic.
+
+// fakeTracker is a claim tracker: claims by namespace/name plus
+// allocations in flight, as the scheduler's assume cache keeps them.
+type fakeTracker struct {
+	fwk.ResourceClaimTracker
+	mu       sync.Mutex
+	claims   map[string]*resourcev1.ResourceClaim
+	inFlight map[types.UID]*resourcev1.ResourceClaim
+}
+
+func newFakeTracker() *fakeTracker {
+	return &fakeTracker{claims: map[string]*resourcev1.ResourceClaim{}, inFlight: map[types.UID]*resourcev1.ResourceClaim{}}
+}
+
+func (t *fakeTracker) set(c *resourcev1.ResourceClaim) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.claims[c.Namespace+"/"+c.Name] = c
+}
+
+func (t *fakeTracker) Get(namespace, name string) (*resourcev1.ResourceClaim, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	c, ok := t.claims[namespace+"/"+name]
+	if !ok {
+		return nil, apierrors.NewNotFound(resourcev1.Resource("resourceclaims"), name)
+	}
+	return c, nil
+}
+
+func (t *fakeTracker) GetPendingAllocation(uid types.UID) *resourcev1.AllocationResult {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if c := t.inFlight[uid]; c != nil {
+		return c.Status.Allocation
+	}
+	return nil
+}
+
+func (t *fakeTracker) SignalClaimPendingAllocation(uid types.UID, c *resourcev1.ResourceClaim) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.inFlight[uid] = c
+	return nil
+}
+
+func (t *fakeTracker) MaybeRemoveClaimPendingAllocation(uid types.UID, _ bool) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	_, ok := t.inFlight[uid]
+	delete(t.inFlight, uid)
+	return ok
+}
+
+func (t *fakeTracker) AssumeClaimAfterAPICall(c *resourcev1.ResourceClaim) error {
+	t.set(c)
+	return nil
+}
+
+func (t *fakeTracker) AssumedClaimRestore(string, string) {}
+
+func (t *fakeTracker) ListAllAllocatedDevices() (sets.Set[structured.DeviceID], error) {
+	panic("the plugin keeps allocated devices in its State")
+}
+
+type fakeClasses struct {
+	classes map[string]*resourcev1.DeviceClass
+}
+
+func (l fakeClasses) Get(name string) (*resourcev1.DeviceClass, error) {
+	if c, ok := l.classes[name]; ok {
+		return c, nil
+	}
+	return nil, apierrors.NewNotFound(resourcev1.Resource("deviceclasses"), name)
+}
+
+func (l fakeClasses) List() ([]*resourcev1.DeviceClass, error) {
+	var out []*resourcev1.DeviceClass
+	for _, c := range l.classes {
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+type fakeDRA struct {
+	fwk.SharedDRAManager
+	tracker *fakeTracker
+	classes fakeClasses
+}
+
+func (d *fakeDRA) ResourceClaims() fwk.ResourceClaimTracker { return d.tracker }
+func (d *fakeDRA) DeviceClasses() fwk.DeviceClassLister     { return d.classes }
+
+type fakeHandle struct {
+	fwk.Handle
+	dra      *fakeDRA
+	client   kubernetes.Interface
+	informer informers.SharedInformerFactory
+	recorder *events.FakeRecorder
+}
+
+func (h *fakeHandle) SharedDRAManager() fwk.SharedDRAManager                 { return h.dra }
+func (h *fakeHandle) ClientSet() kubernetes.Interface                        { return h.client }
+func (h *fakeHandle) SharedInformerFactory() informers.SharedInformerFactory { return h.informer }
+func (h *fakeHandle) EventRecorder() events.EventRecorderLogger              { return h.recorder }
+
+type fakeCycleState struct {
+	fwk.CycleState
+	data map[fwk.StateKey]fwk.StateData
+}
+
+func newCycleState() *fakeCycleState {
+	return &fakeCycleState{data: map[fwk.StateKey]fwk.StateData{}}
+}
+
+func (s *fakeCycleState) Read(key fwk.StateKey) (fwk.StateData, error) {
+	if d, ok := s.data[key]; ok {
+		return d, nil
+	}
+	return nil, fwk.ErrNotFound
+}
+
+func (s *fakeCycleState) Write(key fwk.StateKey, d fwk.StateData) { s.data[key] = d }
+
+type fakeNodeInfo struct {
+	fwk.NodeInfo
+	node *v1.Node
+}
+
+func (n fakeNodeInfo) Node() *v1.Node { return n.node }
+
+// cluster is a plugin running against a fake API holding objs, whose
+// claims are also in the tracker (the scheduler's assume cache).
+type cluster struct {
+	pl      *Plugin
+	client  *fake.Clientset
+	tracker *fakeTracker
+}
+
+func newCluster(t testing.TB, args runtime.Object, objs ...runtime.Object) *cluster {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	client := fake.NewClientset(objs...)
+	tracker := newFakeTracker()
+	classes := fakeClasses{classes: map[string]*resourcev1.DeviceClass{}}
+	for _, o := range objs {
+		switch o := o.(type) {
+		case *resourcev1.ResourceClaim:
+			tracker.set(o)
+		case *resourcev1.DeviceClass:
+			classes.classes[o.Name] = o
+		}
+	}
+	h := &fakeHandle{dra: &fakeDRA{tracker: tracker, classes: classes}, client: client,
+		informer: informers.NewSharedInformerFactory(client, 0), recorder: events.NewFakeRecorder(10)}
+	fts := AllFeatures
+	fts.DeviceTaintRules = false // the fake API serves no DeviceTaintRules
+	pl, err := New(ctx, args, h, fts, state.Options{})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	h.informer.Start(ctx.Done())
+	h.informer.WaitForCacheSync(ctx.Done())
+	t.Cleanup(func() {
+		cancel()
+		h.informer.Shutdown()
+	})
+	return &cluster{pl: pl, client: client, tracker: tracker}
+}

@@ -1,0 +1,59 @@
+package schedplugin
+
+import (
+	"k8s.io/component-base/featuregate"
+
+	"github.com/dractl/dractl/pkg/features"
+)
+
+// Features are the kube-scheduler feature gates the plugin obeys: the
+// allocator's (Allocation, handed to the State) and the plugin's own.
+type Features struct {
+	// Allocation are the DRA gates of the allocator.
+	Allocation features.Set
+	// BindingConditions: DRADeviceBindingConditions and
+	// DRAResourceClaimDeviceStatus, both needed, as in-tree.
+	BindingConditions bool
+	// FilterTimeout: DRASchedulerFilterTimeout.
+	FilterTimeout bool
+	// PrioritizedList: DRAPrioritizedList, which the FirstFit score ranks.
+	PrioritizedList bool
+	// DeviceTaintRules: DRADeviceTaintRules, applied to slices before the
+	// State sees them.
+	DeviceTaintRules bool
+	// ConsumableCapacity: DRAConsumableCapacity, for the CEL of
+	// DeviceTaintRule selectors.
+	ConsumableCapacity bool
+}
+
+// AllFeatures is every feature on, which is what the plugin assumes
+// without a feature gate.
+var AllFeatures = Features{Allocation: features.All(), BindingConditions: true, FilterTimeout: true, PrioritizedList: true, DeviceTaintRules: true, ConsumableCapacity: true}
+
+// FeaturesFrom reads the gates from kube-scheduler's feature gate. A gate
+// fg does not know counts as on, so that a gate removed upstream after
+// graduating keeps its feature.
+func FeaturesFrom(fg featuregate.FeatureGate) Features {
+	if fg == nil {
+		return AllFeatures
+	}
+	known := fg.DeepCopy().GetAll()
+	on := func(g features.Gate) bool {
+		if _, ok := known[featuregate.Feature(g)]; !ok {
+			return true
+		}
+		return fg.Enabled(featuregate.Feature(g))
+	}
+	alloc := features.All()
+	for _, g := range features.Gates() {
+		alloc = alloc.With(g, on(g))
+	}
+	return Features{
+		Allocation:         alloc,
+		BindingConditions:  on(features.DeviceBindingConditions) && on(features.ResourceClaimDeviceStatus),
+		FilterTimeout:      on("DRASchedulerFilterTimeout"),
+		PrioritizedList:    on(features.PrioritizedList),
+		DeviceTaintRules:   on("DRADeviceTaintRules"),
+		ConsumableCapacity: on(features.ConsumableCapacity),
+	}
+}

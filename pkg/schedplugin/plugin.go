@@ -1,0 +1,148 @@
+package schedplugin
+
+import (
+	"context"
+	"fmt"
+
+	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	resourceslicetracker "k8s.io/dynamic-resource-allocation/resourceslice/tracker"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/dractl/dractl/pkg/state"
+)
+
+// Name is the plugin's name in a KubeSchedulerConfiguration.
+const Name = "DractlDynamicResources"
+
+// Plugin is dractl's DRA scheduler plugin. Make one with NewFactory.
+type Plugin struct {
+	cfg       config
+	fts       Features
+	fh        fwk.Handle
+	clientset kubernetes.Interface
+	dra       fwk.SharedDRAManager
+	st        *state.State
+	feed      *feed
+	// synced reports whether the State has seen every object the
+	// informers listed at start.
+	synced []cache.InformerSynced
+}
+
+var (
+	_ fwk.PreEnqueuePlugin  = &Plugin{}
+	_ fwk.PreFilterPlugin   = &Plugin{}
+	_ fwk.FilterPlugin      = &Plugin{}
+	_ fwk.PostFilterPlugin  = &Plugin{}
+	_ fwk.ScorePlugin       = &Plugin{}
+	_ fwk.ReservePlugin     = &Plugin{}
+	_ fwk.PreBindPlugin     = &Plugin{}
+	_ fwk.EnqueueExtensions = &Plugin{}
+)
+
+// Factory has the signature of kube-scheduler's PluginFactory
+// (k8s.io/kubernetes/pkg/scheduler/framework/runtime), which out-of-tree
+// plugins register with app.WithPlugin.
+type Factory = func(ctx context.Context, args runtime.Object, fh fwk.Handle) (fwk.Plugin, error)
+
+// NewFactory returns the plugin's factory. fts are the feature gates the
+// scheduler runs with (see FeaturesFrom); stateOpts configure the State
+// every instance allocates from, except for its feature set, which is
+// fts.Allocation.
+func NewFactory(fts Features, stateOpts state.Options) Factory {
+	return func(ctx context.Context, args runtime.Object, fh fwk.Handle) (fwk.Plugin, error) {
+		return New(ctx, args, fh, fts, stateOpts)
+	}
+}
+
+// New makes a plugin for one scheduling profile: its own State, fed by
+// the profile's shared informers, allocating with fts.Allocation.
+func New(ctx context.Context, args runtime.Object, fh fwk.Handle, fts Features, stateOpts state.Options) (*Plugin, error) {
+	cfg, err := decodeArgs(args)
+	if err != nil {
+		return nil, err
+	}
+	dra := fh.SharedDRAManager()
+	if dra == nil {
+		return nil, fmt.Errorf("%s needs the scheduler's DRA manager: enable the DynamicResourceAllocation feature", Name)
+	}
+	logger := klog.LoggerWithName(klog.FromContext(ctx), Name)
+	stateOpts.Features = fts.Allocation
+	st := state.New(stateOpts)
+	pl := &Plugin{cfg: cfg, fts: fts, fh: fh, clientset: fh.ClientSet(), dra: dra, st: st, feed: newFeed(st, logger)}
+	if err := pl.watch(ctx, logger); err != nil {
+		return nil, err
+	}
+	return pl, nil
+}
+
+// watch feeds the State from the scheduler's informers. Slices come
+// through the same tracker the scheduler uses for the in-tree plugin, so
+// that DeviceTaintRules are applied to them when that feature is on.
+func (pl *Plugin) watch(ctx context.Context, logger klog.Logger) error {
+	inf := pl.fh.SharedInformerFactory().Resource().V1()
+	opts := resourceslicetracker.Options{
+		EnableDeviceTaintRules:   pl.fts.DeviceTaintRules,
+		EnableConsumableCapacity: pl.fts.ConsumableCapacity,
+		SliceInformer:            inf.ResourceSlices(),
+		KubeClient:               pl.clientset,
+	}
+	if opts.EnableDeviceTaintRules {
+		// A tracker that applies taint rules indexes its slice informer,
+		// and the scheduler's own tracker already indexed the shared one
+		// under the same name: this one gets informers of its own.
+		own := informers.NewSharedInformerFactory(pl.clientset, 0)
+		opts.SliceInformer = own.Resource().V1().ResourceSlices()
+		opts.TaintInformer = own.Resource().V1().DeviceTaintRules()
+		defer own.Start(ctx.Done())
+	}
+	slices, err := resourceslicetracker.StartTracker(ctx, opts)
+	if err != nil {
+		return fmt.Errorf("start ResourceSlice tracker: %w", err)
+	}
+	logErr := func(what, name string, err error) {
+		if err != nil {
+			logger.Error(err, "Not applied to the allocation state", "kind", what, "name", name)
+		}
+	}
+	sliceReg, err := slices.AddEventHandler(handlers(
+		func(s *resourcev1.ResourceSlice) { logErr("ResourceSlice", s.Name, pl.st.SetSlice(s)) },
+		func(s *resourcev1.ResourceSlice) { logErr("ResourceSlice", s.Name, pl.st.DeleteSlice(s.Name)) }))
+	if err != nil {
+		return fmt.Errorf("watch ResourceSlices: %w", err)
+	}
+	classReg, err := inf.DeviceClasses().Informer().AddEventHandler(handlers(
+		func(c *resourcev1.DeviceClass) { logErr("DeviceClass", c.Name, pl.st.SetClass(c)) },
+		func(c *resourcev1.DeviceClass) { logErr("DeviceClass", c.Name, pl.st.DeleteClass(c.Name)) }))
+	if err != nil {
+		return fmt.Errorf("watch DeviceClasses: %w", err)
+	}
+	claimReg, err := inf.ResourceClaims().Informer().AddEventHandler(handlers(pl.feed.setClaim, pl.feed.deleteClaim))
+	if err != nil {
+		return fmt.Errorf("watch ResourceClaims: %w", err)
+	}
+	pl.synced = []cache.InformerSynced{slices.HasSynced, sliceReg.HasSynced, classReg.HasSynced, claimReg.HasSynced}
+	return nil
+}
+
+// Name implements fwk.Plugin.
+func (pl *Plugin) Name() string { return Name }
+
+// waitForSync blocks the first scheduling cycles until the State has
+// seen what the informers listed, so that no device held by an existing
+// allocation looks free.
+func (pl *Plugin) waitForSync(ctx context.Context) error {
+	for _, s := range pl.synced {
+		if !s() {
+			if !cache.WaitForCacheSync(ctx.Done(), pl.synced...) {
+				return fmt.Errorf("allocation state not synced: %w", context.Cause(ctx))
+			}
+			return nil
+		}
+	}
+	return nil
+}

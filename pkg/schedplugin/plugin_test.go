@@ -1,0 +1,284 @@
+package schedplugin
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	k8stesting "k8s.io/client-go/testing"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/utils/ptr"
+
+	at "github.com/dractl/dractl/pkg/allocator/allocatortest"
+	"github.com/dractl/dractl/pkg/api"
+)
+
+// gpuObjects are the API objects of gpuNode on node-1, a node without
+// devices (node-2) and the class "gpu".
+func gpuObjects(t *testing.T) []runtime.Object {
+	t.Helper()
+	var out []runtime.Object
+	for _, s := range []*api.ResourceSlice{
+		at.Slice("node-1-counters").Driver(driver).Pool("node-1").Node("node-1").Count(2).
+			Counters("gpu-0-counters", "memory", "40Gi").Obj(),
+		at.Slice("node-1-devices").Driver(driver).Pool("node-1").Node("node-1").Count(2).Device(
+			at.Device("gpu-0").Consumes("gpu-0-counters", "memory", "40Gi"),
+			at.Device("gpu-0-part-0").Consumes("gpu-0-counters", "memory", "20Gi"),
+			at.Device("gpu-0-part-1").Consumes("gpu-0-counters", "memory", "20Gi")).Obj(),
+	} {
+		v, err := api.ToV1(s)
+		must(t, err)
+		v.UID = types.UID("uid-" + v.Name)
+		out = append(out, v)
+	}
+	return append(out, at.Class("gpu", `device.driver == "`+driver+`"`))
+}
+
+// gpuPod is a pod named name whose claim "gpu" is the ResourceClaim claim.
+func gpuPod(name, claim string) *v1.Pod {
+	return &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID("uid-" + name)},
+		Spec:       v1.PodSpec{ResourceClaims: []v1.PodResourceClaim{{Name: "gpu", ResourceClaimName: ptr.To(claim)}}},
+	}
+}
+
+func gpuClaim(name string, count int64) *resourcev1.ResourceClaim {
+	c := at.Claim(name).Request(at.Request("gpu", "gpu").Count(count)).Obj()
+	c.ResourceVersion = "1"
+	return c
+}
+
+var (
+	node1 = fakeNodeInfo{node: at.Node("node-1")}
+	node2 = fakeNodeInfo{node: at.Node("node-2")}
+)
+
+// schedule runs a scheduling cycle for pod over nodes the way the
+// framework does, up to Reserve on the first node that fits. It returns
+// the cycle state and the node (empty when none fits, then with the
+// statuses of every node).
+func schedule(t *testing.T, c *cluster, pod *v1.Pod, nodes ...fakeNodeInfo) (*fakeCycleState, string, []*fwk.Status) {
+	t.Helper()
+	ctx := context.Background()
+	cs := newCycleState()
+	if _, st := c.pl.PreFilter(ctx, cs, pod, nil); !st.IsSuccess() {
+		return cs, "", []*fwk.Status{st}
+	}
+	var statuses []*fwk.Status
+	for _, n := range nodes {
+		st := c.pl.Filter(ctx, cs, pod, n)
+		if st.IsSuccess() {
+			if st := c.pl.Reserve(ctx, cs, pod, n.node.Name); !st.IsSuccess() {
+				t.Fatalf("Reserve on %s: %v", n.node.Name, st)
+			}
+			return cs, n.node.Name, nil
+		}
+		statuses = append(statuses, st)
+	}
+	return cs, "", statuses
+}
+
+func TestPhasesAllocateReserveAndBind(t *testing.T) {
+	objs := append(gpuObjects(t), gpuClaim("a", 1), gpuClaim("b", 1), gpuClaim("c", 1))
+	c := newCluster(t, nil, objs...)
+	ctx := context.Background()
+
+	podA := gpuPod("pod-a", "a")
+	cs, node, statuses := schedule(t, c, podA, node2, node1)
+	if node != "node-1" {
+		t.Fatalf("pod-a not placed: %v", statuses)
+	}
+	if got := c.tracker.GetPendingAllocation("uid-a"); got == nil || got.Devices.Results[0].Device != "gpu-0" {
+		t.Fatalf("tracker has no allocation in flight for claim a: %v", got)
+	}
+	// Before PreBind the next pod already sees gpu-0 as taken: its
+	// partitions consume the same counters.
+	if _, node, statuses := schedule(t, c, gpuPod("pod-b", "b"), node1); node != "" {
+		t.Fatalf("pod-b placed on %s while gpu-0 is reserved", node)
+	} else if msg := statuses[0].Message(); !strings.Contains(msg, "claim gpu: counter memory of gpu-0-counters exhausted") {
+		t.Errorf("pod-b rejected with %q, want the exhausted counter named", msg)
+	}
+
+	if st := c.pl.PreBind(ctx, cs, podA, node); !st.IsSuccess() {
+		t.Fatalf("PreBind: %v", st)
+	}
+	got, err := c.client.ResourceV1().ResourceClaims("default").Get(ctx, "a", metav1.GetOptions{})
+	must(t, err)
+	if !slices.Contains(got.Finalizers, resourcev1.Finalizer) {
+		t.Errorf("finalizers %v, want %s", got.Finalizers, resourcev1.Finalizer)
+	}
+	if got.Status.Allocation == nil || got.Status.Allocation.Devices.Results[0].Device != "gpu-0" {
+		t.Errorf("allocation %v, want gpu-0", got.Status.Allocation)
+	}
+	if len(got.Status.ReservedFor) != 1 || got.Status.ReservedFor[0].UID != podA.UID {
+		t.Errorf("reservedFor %v, want pod-a", got.Status.ReservedFor)
+	}
+	if c.tracker.GetPendingAllocation("uid-a") != nil {
+		t.Error("allocation still in flight after PreBind")
+	}
+	// The assumption holds until the informer shows the allocation, and
+	// is not dropped while the tracker has the written claim.
+	if _, node, _ := schedule(t, c, gpuPod("pod-c", "c"), node1); node != "" {
+		t.Fatalf("pod-c placed on %s after claim a was bound", node)
+	}
+}
+
+func TestUnreserveFreesDevices(t *testing.T) {
+	objs := append(gpuObjects(t), gpuClaim("a", 1), gpuClaim("b", 1))
+	c := newCluster(t, nil, objs...)
+	ctx := context.Background()
+	podA := gpuPod("pod-a", "a")
+	// Binding fails: the claim is being deleted when PreBind looks.
+	c.client.PrependReactor("update", "resourceclaims", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(resourcev1.Resource("resourceclaims"), "a", errors.New("claim is being deleted"))
+	})
+	cs, node, _ := schedule(t, c, podA, node1)
+	if node != "node-1" {
+		t.Fatal("pod-a not placed")
+	}
+	st := c.pl.PreBind(ctx, cs, podA, node)
+	if st.IsSuccess() || !strings.Contains(st.Message(), "claim is being deleted") {
+		t.Fatalf("PreBind: %v, want the API's error", st)
+	}
+	c.pl.Unreserve(ctx, cs, podA, node)
+	if c.tracker.GetPendingAllocation("uid-a") != nil {
+		t.Error("allocation still in flight after Unreserve")
+	}
+	if _, node, statuses := schedule(t, c, gpuPod("pod-b", "b"), node1); node != "node-1" {
+		t.Fatalf("pod-b not placed after pod-a's binding failed: %v", statuses)
+	}
+}
+
+func TestPreBindRetriesConflicts(t *testing.T) {
+	objs := append(gpuObjects(t), gpuClaim("a", 1))
+	c := newCluster(t, nil, objs...)
+	conflicts := 0
+	c.client.PrependReactor("update", "resourceclaims", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() == "status" && conflicts == 0 {
+			conflicts++
+			return true, nil, apierrors.NewConflict(resourcev1.Resource("resourceclaims"), "a", errors.New("stale"))
+		}
+		return false, nil, nil
+	})
+	podA := gpuPod("pod-a", "a")
+	cs, node, _ := schedule(t, c, podA, node1)
+	if st := c.pl.PreBind(context.Background(), cs, podA, node); !st.IsSuccess() {
+		t.Fatalf("PreBind: %v", st)
+	}
+	got, err := c.client.ResourceV1().ResourceClaims("default").Get(context.Background(), "a", metav1.GetOptions{})
+	must(t, err)
+	if conflicts != 1 || got.Status.Allocation == nil || len(got.Status.ReservedFor) != 1 {
+		t.Errorf("after %d conflicts: allocation %v, reservedFor %v", conflicts, got.Status.Allocation, got.Status.ReservedFor)
+	}
+}
+
+func TestForeignAllocationInFlight(t *testing.T) {
+	objs := append(gpuObjects(t), gpuClaim("stock", 1), gpuClaim("mine", 1))
+	c := newCluster(t, nil, objs...)
+	// Another plugin (the in-tree one, in another profile) reserved gpu-0
+	// for claim "stock" and has not written it yet.
+	stock := gpuClaim("stock", 1)
+	stock.Status.Allocation = &resourcev1.AllocationResult{Devices: resourcev1.DeviceAllocationResult{
+		Results: []resourcev1.DeviceRequestAllocationResult{at.Result("gpu", driver, "node-1", "gpu-0")}}}
+	must(t, c.tracker.SignalClaimPendingAllocation(stock.UID, stock))
+	if _, node, _ := schedule(t, c, gpuPod("pod-mine", "mine"), node1); node != "" {
+		t.Fatalf("placed on %s although gpu-0 is in flight for another plugin", node)
+	}
+	// Its binding failed: the allocation is no longer in flight and never
+	// reached the API, so the devices are free again.
+	c.tracker.MaybeRemoveClaimPendingAllocation(stock.UID, true)
+	if _, node, statuses := schedule(t, c, gpuPod("pod-mine", "mine"), node1); node != "node-1" {
+		t.Fatalf("not placed after the other plugin's binding failed: %v", statuses)
+	}
+}
+
+func TestPostFilter(t *testing.T) {
+	objs := append(gpuObjects(t), gpuClaim("big", 3))
+	c := newCluster(t, nil, objs...)
+	pod := gpuPod("pod", "big")
+	cs, node, statuses := schedule(t, c, pod, node1, node2)
+	if node != "" {
+		t.Fatalf("placed on %s", node)
+	}
+	for _, st := range statuses {
+		if st.Code() != fwk.UnschedulableAndUnresolvable {
+			t.Errorf("status %v, want UnschedulableAndUnresolvable", st)
+		}
+	}
+	_, st := c.pl.PostFilter(context.Background(), cs, pod, nil)
+	want := "dractl: claim gpu: enough devices one by one, but no combination satisfies the constraints and shared counters on 1 node; no devices on 1 node"
+	if st.Code() != fwk.Unschedulable || st.Message() != want {
+		t.Errorf("PostFilter: %v\nwant message %q", st, want)
+	}
+}
+
+func TestPostFilterDeallocatesUnusableClaim(t *testing.T) {
+	// Allocated on node-1 for nobody; the pod is limited to node-2 by
+	// another plugin, so dractl sees only node-2.
+	stale := gpuClaim("stale", 1)
+	stale.Status.Allocation = &resourcev1.AllocationResult{
+		Devices:      resourcev1.DeviceAllocationResult{Results: []resourcev1.DeviceRequestAllocationResult{at.Result("gpu", driver, "node-1", "gpu-0")}},
+		NodeSelector: at.Selector("kubernetes.io/hostname", "node-1"),
+	}
+	c := newCluster(t, nil, append(gpuObjects(t), stale)...)
+	pod := gpuPod("pod", "stale")
+	n2 := fakeNodeInfo{node: at.Node("node-2", "kubernetes.io/hostname", "node-2")}
+	cs, node, statuses := schedule(t, c, pod, n2)
+	if node != "" {
+		t.Fatalf("placed on %s", node)
+	}
+	if msg := statuses[0].Message(); msg != "claim gpu: "+whyElsewhere {
+		t.Errorf("Filter: %q", msg)
+	}
+	_, st := c.pl.PostFilter(context.Background(), cs, pod, nil)
+	if st.Message() != "deallocation of ResourceClaim completed" {
+		t.Fatalf("PostFilter: %v", st)
+	}
+	got, err := c.client.ResourceV1().ResourceClaims("default").Get(context.Background(), "stale", metav1.GetOptions{})
+	must(t, err)
+	if got.Status.Allocation != nil {
+		t.Errorf("allocation %v, want none", got.Status.Allocation)
+	}
+}
+
+func TestPreFilterRejects(t *testing.T) {
+	noClass := at.Claim("no-class").Request(at.Request("gpu", "tpu")).Obj()
+	deleting := gpuClaim("deleting", 1)
+	deleting.DeletionTimestamp = ptr.To(metav1.Now())
+	notMine := gpuClaim("pod-gpu", 1) // the name a template would give, but no owner
+	c := newCluster(t, nil, append(gpuObjects(t), noClass, deleting, notMine)...)
+
+	for _, tc := range []struct {
+		name string
+		pod  *v1.Pod
+		want string
+	}{
+		{"missing", gpuPod("pod", "missing"), `"missing" not found`},
+		{"class", gpuPod("pod", "no-class"), "request gpu: device class tpu does not exist"},
+		{"deleting", gpuPod("pod", "deleting"), `resourceclaim "deleting" is being deleted`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, st := c.pl.PreFilter(context.Background(), newCycleState(), tc.pod, nil)
+			if st.Code() != fwk.UnschedulableAndUnresolvable || !strings.Contains(st.Message(), tc.want) {
+				t.Errorf("PreFilter: %v, want UnschedulableAndUnresolvable with %q", st, tc.want)
+			}
+		})
+	}
+	templated := gpuPod("pod", "")
+	templated.Spec.ResourceClaims[0] = v1.PodResourceClaim{Name: "gpu", ResourceClaimTemplateName: ptr.To("tmpl")}
+	templated.Status.ResourceClaimStatuses = []v1.PodResourceClaimStatus{{Name: "gpu", ResourceClaimName: ptr.To("pod-gpu")}}
+	if st := c.pl.PreEnqueue(context.Background(), templated); st.IsSuccess() || !strings.Contains(st.Message(), "was not created for Pod") {
+		t.Errorf("PreEnqueue with another pod's generated claim: %v", st)
+	}
+	if st := c.pl.PreEnqueue(context.Background(), &v1.Pod{}); !st.IsSuccess() {
+		t.Errorf("PreEnqueue without claims: %v", st)
+	}
+}

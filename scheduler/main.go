@@ -1,0 +1,17 @@
+// Command dractl-scheduler is kube-scheduler with dractl's DRA plugin
+// registered. Its configuration decides where the plugin runs: in place
+// of DynamicResources in the default profile, or in a profile of its own
+// beside the stock one (see deploy/scheduler).
+package main
+
+import (
+	"os"
+
+	"k8s.io/component-base/cli"
+
+	"github.com/dractl/dractl/scheduler/app"
+)
+
+func main() {
+	os.Exit(cli.Run(app.NewCommand()))
+}
