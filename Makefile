@@ -7,7 +7,7 @@ FUZZTIME_SHORT ?= 500x
 FUZZTIME ?= 30s
 EXAMPLES := $(sort $(wildcard examples/*/))
 
-.PHONY: all build test demo fmt-check vet tidy-check unit fuzz fuzz-short golden readme conformance conformance-test bench chromium report-screenshot e2e e2e-golden bench-e2e scheduler
+.PHONY: all build driver test demo fmt-check vet tidy-check unit fuzz fuzz-short golden readme conformance conformance-test bench chromium report-screenshot e2e e2e-golden bench-e2e scheduler
 
 all: build
 
@@ -19,6 +19,10 @@ LDFLAGS := $(if $(VERSION),-X github.com/dractl/dractl/internal/cli.version=$(VE
 
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/dractl
+
+# The mock partitionable GPU driver (deploy/driver/ runs it as a DaemonSet).
+driver:
+	$(GO) build -o bin/dractl-gpu-driver ./cmd/dractl-gpu-driver
 
 # kube-scheduler with dractl's DRA plugin; its own module (scheduler/), which
 # requires k8s.io/kubernetes.

@@ -13,6 +13,7 @@ import (
 	"github.com/dractl/dractl/conformance/gen"
 	"github.com/dractl/dractl/conformance/scenario"
 	"github.com/dractl/dractl/pkg/api"
+	"github.com/dractl/dractl/pkg/mig"
 )
 
 // Workload is one benchmark row: a cluster state and the claims of one
@@ -62,7 +63,7 @@ func fill1g(node string, pct int) []*resourcev1.ResourceClaim {
 	n := 56 * pct / 100
 	var out []*resourcev1.ResourceClaim
 	for i := 0; i < n; i++ {
-		out = append(out, allocated(fmt.Sprintf("fill-%d", i), gen.GPUDriver, "gpu-"+node, fmt.Sprintf("gpu-%d-mig-1g.10gb-%d", i/7, i%7)))
+		out = append(out, allocated(fmt.Sprintf("fill-%d", i), gen.GPUDriver, "gpu-"+node, mig.MIGDeviceName(i/7, "1g.10gb", i%7)))
 	}
 	return out
 }
@@ -101,15 +102,15 @@ func MIG4Match(pct int) Workload {
 }
 
 // Backtrack: one request for count MIG devices (any profile) with
-// matchAttribute on the parent GPU; GPUs 0..6 have only count-1 compute
-// units left (their first memory slices hold 1g devices), so only GPU 7
+// matchAttribute on the parent GPU; GPUs 0..6 have room for only count-1
+// devices left (their first memory slices hold 1g devices), so only GPU 7
 // can hold the request and first-fit must exhaust GPUs 0..6 first.
 func Backtrack(count int) Workload {
 	n, slices := h100Node("node-0")
 	var alloc []*resourcev1.ResourceClaim
 	for g := 0; g < 7; g++ {
 		for s := 0; s < 8-count; s++ {
-			alloc = append(alloc, allocated(fmt.Sprintf("fill-%d-%d", g, s), gen.GPUDriver, "gpu-node-0", fmt.Sprintf("gpu-%d-mig-1g.10gb-%d", g, s)))
+			alloc = append(alloc, allocated(fmt.Sprintf("fill-%d-%d", g, s), gen.GPUDriver, "gpu-node-0", mig.MIGDeviceName(g, "1g.10gb", s)))
 		}
 	}
 	c := gen.Claim("c", gen.Exact("r", "mig", int64(count)))

@@ -19,6 +19,7 @@ import (
 	"github.com/dractl/dractl/conformance/scenario"
 	"github.com/dractl/dractl/conformance/upstream"
 	"github.com/dractl/dractl/pkg/api"
+	"github.com/dractl/dractl/pkg/mig"
 )
 
 type generator struct {
@@ -78,7 +79,7 @@ func (g *generator) pools() {
 				if !g.p(0.75) {
 					continue
 				}
-				var profs []Profile
+				var profs []*mig.Profile
 				for _, p := range Profiles {
 					if g.p(0.4) {
 						profs = append(profs, p)

@@ -3,62 +3,39 @@ package gen
 import (
 	"fmt"
 
-	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
 
 	"github.com/dractl/dractl/pkg/api"
+	"github.com/dractl/dractl/pkg/mig"
 )
 
-// Profile is a MIG-like partition shape of an H100-like GPU with 7 compute
-// units, 80 memory units and 8 memory slices.
-type Profile struct {
-	Name    string
-	Compute int
-	Memory  int
-	Slices  int   // memory slices used
-	Starts  []int // placements: first memory slice
-}
-
-// Profiles are the 18 placements of an H100 (7+4+3+2+1+1).
-var Profiles = []Profile{
-	{"1g.10gb", 1, 10, 1, []int{0, 1, 2, 3, 4, 5, 6}},
-	{"1g.20gb", 1, 20, 2, []int{0, 2, 4, 6}},
-	{"2g.20gb", 2, 20, 2, []int{0, 2, 4}},
-	{"3g.40gb", 3, 40, 4, []int{0, 4}},
-	{"4g.40gb", 4, 40, 4, []int{0}},
-	{"7g.80gb", 7, 80, 8, []int{0}},
-}
+// Profiles are the MIG profiles of an H100 80GB, smallest first: 18
+// placements (7+4+3+2+1+1).
+var Profiles = mig.H100.SmallestFirst()
 
 // GPUCounterSet is the counter set name of GPU i of a pool.
-func GPUCounterSet(i int) string { return fmt.Sprintf("gpu-%d-cs", i) }
+func GPUCounterSet(i int) string { return mig.CounterSetName(i) }
 
-func gpuCounters() map[string]api.Counter {
-	kv := []any{"compute", 7, "memory", 80}
-	for s := 0; s < 8; s++ {
-		kv = append(kv, fmt.Sprintf("mem-slice-%d", s), 1)
-	}
-	return counters(kv...)
-}
-
-// MIGPool builds a node-local pool "gpu-<node>" of nGPU GPUs: one slice
+// MIGPool builds a node-local pool "gpu-<node>" of nGPU H100s: one slice
 // with the counter sets and nSlices slices with the devices (each full GPU
 // followed by its MIG placements of the given profiles, in GPU order).
 // With mixins, the same devices are written with device, consumption and
-// counter-set mixins. model overrides nothing unless set.
-func MIGPool(node string, nGPU int, profiles []Profile, nSlices int, mixins bool) []*api.ResourceSlice {
+// counter-set mixins.
+func MIGPool(node string, nGPU int, profiles []*mig.Profile, nSlices int, mixins bool) []*api.ResourceSlice {
+	model := &mig.H100
 	pool := "gpu-" + node
 	count := int64(nSlices + 1)
 	cs := Slice(pool+"-counters", GPUDriver, pool, count)
 	cs.Spec.NodeName = ptr.To(node)
 	if mixins {
-		cs.Spec.Mixins = &api.ResourceSliceMixins{CounterSet: []api.CounterSetMixin{{Name: "h100", Counters: gpuCounters()}}}
+		cs.Spec.Mixins = &api.ResourceSliceMixins{CounterSet: []api.CounterSetMixin{{Name: "h100", Counters: model.SharedCounters()}}}
 	}
 	for i := 0; i < nGPU; i++ {
 		set := api.CounterSet{Name: GPUCounterSet(i)}
 		if mixins {
 			set.Includes = []string{"h100"}
 		} else {
-			set.Counters = gpuCounters()
+			set.Counters = model.SharedCounters()
 		}
 		cs.Spec.SharedCounters = append(cs.Spec.SharedCounters, set)
 	}
@@ -67,33 +44,33 @@ func MIGPool(node string, nGPU int, profiles []Profile, nSlices int, mixins bool
 	for i := 0; i < nGPU; i++ {
 		parent := fmt.Sprintf("%s-gpu-%d", node, i)
 		full := api.Device{
-			Name: fmt.Sprintf("gpu-%d", i),
+			Name: mig.GPUDeviceName(i),
 			Attributes: map[api.QualifiedName]api.DeviceAttribute{
 				"type": sattr("gpu"), "profile": sattr("full"), "parent": sattr(parent), "index": iattr(i), "model": sattr("H100"),
 			},
-			Capacity:         map[api.QualifiedName]api.DeviceCapacity{"memory": {Value: q("80Gi")}},
-			ConsumesCounters: []api.DeviceCounterConsumption{{CounterSet: GPUCounterSet(i), Counters: gpuCounters()}},
+			Capacity:         map[api.QualifiedName]api.DeviceCapacity{"memory": {Value: q(model.Whole.Memory)}},
+			ConsumesCounters: []api.DeviceCounterConsumption{{CounterSet: GPUCounterSet(i), Counters: model.SharedCounters()}},
 		}
 		devices = append(devices, full)
 		for _, p := range profiles {
-			for _, start := range p.Starts {
+			for _, start := range p.Placements {
 				d := api.Device{
-					Name:       fmt.Sprintf("gpu-%d-mig-%s-%d", i, p.Name, start),
+					Name:       mig.MIGDeviceName(i, p.Name, start),
 					Attributes: map[api.QualifiedName]api.DeviceAttribute{"parent": sattr(parent), "index": iattr(i), "model": sattr("H100")},
 				}
-				kv := []any{}
-				for s := start; s < start+p.Slices && s < 8; s++ {
-					kv = append(kv, fmt.Sprintf("mem-slice-%d", s), 1)
+				cons := api.DeviceCounterConsumption{CounterSet: GPUCounterSet(i), Counters: map[string]api.Counter{}}
+				for s := start; s < start+p.MemorySlices; s++ {
+					cons.Counters[mig.MemorySliceCounter(s)] = api.Counter{Value: q("1")}
 				}
-				cons := api.DeviceCounterConsumption{CounterSet: GPUCounterSet(i), Counters: counters(kv...)}
+				label := mig.ProfileLabel(p.Name)
 				if mixins {
-					d.Includes = []string{"mig", "profile-" + p.Name}
-					cons.Includes = []string{"cons-" + p.Name}
+					d.Includes = []string{"mig", "profile-" + label}
+					cons.Includes = []string{"cons-" + label}
 				} else {
 					d.Attributes["type"] = sattr("mig")
 					d.Attributes["profile"] = sattr(p.Name)
-					d.Capacity = map[api.QualifiedName]api.DeviceCapacity{"memory": {Value: *resource.NewQuantity(int64(p.Memory)<<30, resource.BinarySI)}}
-					for k, v := range counters("compute", p.Compute, "memory", p.Memory) {
+					d.Capacity = map[api.QualifiedName]api.DeviceCapacity{"memory": {Value: q(p.Memory)}}
+					for k, v := range p.Counters() {
 						cons.Counters[k] = v
 					}
 				}
@@ -113,13 +90,14 @@ func MIGPool(node string, nGPU int, profiles []Profile, nSlices int, mixins bool
 				"type": sattr("mig"), "model": sattr("A100"), // the device's own model wins
 			}}}}
 			for _, p := range profiles {
+				label := mig.ProfileLabel(p.Name)
 				m.Device = append(m.Device, api.DeviceMixin{
-					Name:       "profile-" + p.Name,
+					Name:       "profile-" + label,
 					Attributes: map[api.QualifiedName]api.DeviceAttribute{"profile": sattr(p.Name)},
-					Capacity:   map[api.QualifiedName]api.DeviceCapacity{"memory": {Value: *resource.NewQuantity(int64(p.Memory)<<30, resource.BinarySI)}},
+					Capacity:   map[api.QualifiedName]api.DeviceCapacity{"memory": {Value: q(p.Memory)}},
 				})
 				m.DeviceCounterConsumption = append(m.DeviceCounterConsumption, api.DeviceCounterConsumptionMixin{
-					Name: "cons-" + p.Name, Counters: counters("compute", p.Compute, "memory", p.Memory),
+					Name: "cons-" + label, Counters: p.Counters(),
 				})
 			}
 			s.Spec.Mixins = m

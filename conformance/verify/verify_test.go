@@ -46,14 +46,14 @@ func TestVerifierRejects(t *testing.T) {
 		res    []*resourcev1.AllocationResult
 		want   string // substring of a violation; "" = valid
 	}{
-		{"valid", n, []*resourcev1.ResourceClaim{two}, []*resourcev1.AllocationResult{result([2]string{"a", "gpu-0-mig-1g.10gb-0"}, [2]string{"b", "gpu-0-mig-1g.10gb-1"})}, ""},
-		{"counters", n, []*resourcev1.ResourceClaim{two}, []*resourcev1.AllocationResult{result([2]string{"a", "gpu-0"}, [2]string{"b", "gpu-0-mig-1g.10gb-1"})}, "consumed of"},
-		{"overlap", n, []*resourcev1.ResourceClaim{two}, []*resourcev1.AllocationResult{result([2]string{"a", "gpu-0-mig-1g.20gb-0"}, [2]string{"b", "gpu-0-mig-1g.10gb-1"})}, "mem-slice-1"},
-		{"match", n, []*resourcev1.ResourceClaim{two}, []*resourcev1.AllocationResult{result([2]string{"a", "gpu-0-mig-1g.10gb-0"}, [2]string{"b", "gpu-1-mig-1g.10gb-1"})}, "matchAttribute"},
-		{"twice", n, []*resourcev1.ResourceClaim{two}, []*resourcev1.AllocationResult{result([2]string{"a", "gpu-0-mig-1g.10gb-0"}, [2]string{"b", "gpu-0-mig-1g.10gb-0"})}, "also allocated"},
-		{"count", n, []*resourcev1.ResourceClaim{two}, []*resourcev1.AllocationResult{result([2]string{"a", "gpu-0-mig-1g.10gb-0"})}, "want 1"},
+		{"valid", n, []*resourcev1.ResourceClaim{two}, []*resourcev1.AllocationResult{result([2]string{"a", "gpu-0-mig-1g-10gb-0"}, [2]string{"b", "gpu-0-mig-1g-10gb-1"})}, ""},
+		{"counters", n, []*resourcev1.ResourceClaim{two}, []*resourcev1.AllocationResult{result([2]string{"a", "gpu-0"}, [2]string{"b", "gpu-0-mig-1g-10gb-1"})}, "consumed of"},
+		{"overlap", n, []*resourcev1.ResourceClaim{two}, []*resourcev1.AllocationResult{result([2]string{"a", "gpu-0-mig-1g-20gb-0"}, [2]string{"b", "gpu-0-mig-1g-10gb-1"})}, "memory-slice-1"},
+		{"match", n, []*resourcev1.ResourceClaim{two}, []*resourcev1.AllocationResult{result([2]string{"a", "gpu-0-mig-1g-10gb-0"}, [2]string{"b", "gpu-1-mig-1g-10gb-1"})}, "matchAttribute"},
+		{"twice", n, []*resourcev1.ResourceClaim{two}, []*resourcev1.AllocationResult{result([2]string{"a", "gpu-0-mig-1g-10gb-0"}, [2]string{"b", "gpu-0-mig-1g-10gb-0"})}, "also allocated"},
+		{"count", n, []*resourcev1.ResourceClaim{two}, []*resourcev1.AllocationResult{result([2]string{"a", "gpu-0-mig-1g-10gb-0"})}, "want 1"},
 		{"selector", n, []*resourcev1.ResourceClaim{mig}, []*resourcev1.AllocationResult{result([2]string{"a", "gpu-0"})}, "selectors"},
-		{"node", other, []*resourcev1.ResourceClaim{mig}, []*resourcev1.AllocationResult{result([2]string{"a", "gpu-0-mig-1g.10gb-0"})}, "not accessible"},
+		{"node", other, []*resourcev1.ResourceClaim{mig}, []*resourcev1.AllocationResult{result([2]string{"a", "gpu-0-mig-1g-10gb-0"})}, "not accessible"},
 		{"missing", n, []*resourcev1.ResourceClaim{mig}, []*resourcev1.AllocationResult{result([2]string{"a", "gpu-9"})}, "does not exist"},
 	} {
 		got := strings.Join(v.Check(ctx, tc.node, tc.claims, tc.res), "; ")

@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/dractl/dractl/pkg/api"
+	"github.com/dractl/dractl/pkg/mig"
 )
 
 // NVIDIADriver is the driver name of the NVIDIA DRA driver; it is also the
@@ -16,10 +17,10 @@ import (
 const NVIDIADriver = "gpu.nvidia.com"
 
 // A100Node is the node of examples/a100-mig-flat and a100-mig-mixins.
-var A100Node = MIGNode{
+var A100Node = mig.Node{
 	Driver:            NVIDIADriver,
 	Node:              "a100-node",
-	Model:             &A100,
+	Model:             &mig.A100,
 	GPUs:              2,
 	DriverVersion:     "550.54.15",
 	CUDADriverVersion: "12.4.0",
@@ -29,10 +30,10 @@ var A100Node = MIGNode{
 // slice keeps a slice small enough to read while still showing mixins
 // shared across GPUs; the limits would allow six. Semantic versions forbid
 // leading zeros, so driver 560.35.03 is published as 560.35.3.
-var DGXH100Node = MIGNode{
+var DGXH100Node = mig.Node{
 	Driver:            NVIDIADriver,
 	Node:              "dgx-h100-node",
-	Model:             &H100,
+	Model:             &mig.H100,
 	GPUs:              8,
 	DriverVersion:     "560.35.3",
 	CUDADriverVersion: "12.6.0",
@@ -59,13 +60,13 @@ func Files() ([]File, error) {
 	gens := []gen{
 		{"a100-mig-flat/resourceslices.yaml",
 			"The MIG pool of an A100 40GB node with 2 GPUs, flat (plain resource.k8s.io/v1).",
-			slicesAsAny(A100Node.Slices(Flat))},
+			slicesAsAny(A100Node.Slices(mig.Flat))},
 		{"a100-mig-mixins/resourceslices.yaml",
 			"The MIG pool of an A100 40GB node with 2 GPUs, with KEP-5234 mixins.",
-			slicesAsAny(A100Node.Slices(Mixins))},
+			slicesAsAny(A100Node.Slices(mig.Mixins))},
 		{"dgx-h100-mixins/resourceslices.yaml",
 			"The MIG pool of a DGX H100 node (8 GPUs), with KEP-5234 mixins.",
-			slicesAsAny(DGXH100Node.Slices(Mixins))},
+			slicesAsAny(DGXH100Node.Slices(mig.Mixins))},
 		{"tpu-multihost/resourceslices.yaml",
 			"A 4x4 TPU block over four hosts, published centrally with per-device node selection.",
 			slicesAsAny(TPU4x4.Slices())},
@@ -128,3 +129,11 @@ func Render(about string, objs ...any) ([]byte, error) {
 	}
 	return b.Bytes(), nil
 }
+
+// Form selects how a MIG pool is written; the examples come in both.
+type Form = mig.Form
+
+const (
+	Flat   = mig.Flat
+	Mixins = mig.Mixins
+)

@@ -2,6 +2,7 @@ package examplegen
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -73,39 +74,38 @@ func (p *TPUPool) Slices() []*api.ResourceSlice {
 			},
 		}
 	}
-	chips := count(p.ChipsPerHost)
-	cs := counterSet{name: TPUCounterSet, includes: []counterMixin{{counters: counters{}}}}
-	for _, h := range p.Hosts {
-		cs.includes[0].counters[HostCounter(h)] = api.Counter{Value: chips}
+	chips := *resource.NewQuantity(p.ChipsPerHost, resource.DecimalSI)
+	hostCounters := func(hosts []string) map[string]api.Counter {
+		c := make(map[string]api.Counter, len(hosts))
+		for _, h := range hosts {
+			c[HostCounter(h)] = api.Counter{Value: chips}
+		}
+		return c
 	}
 	counterSlice := newSlice(p.Pool + "-counters")
-	counterSlice.Spec.SharedCounters = writeCounterSets([]counterSet{cs}, Flat, nil)
+	counterSlice.Spec.SharedCounters = []api.CounterSet{{Name: TPUCounterSet, Counters: hostCounters(p.Hosts)}}
 
-	devs := make([]device, len(p.Topologies))
-	for i, s := range p.Topologies {
-		d := device{
-			name: s.Name,
-			attributes: attributes{
-				"topology":        str(s.Topology),
-				"acceleratorType": str(p.AcceleratorType),
-				"hosts":           integer(len(s.Hosts)),
+	deviceSlice := newSlice(p.Pool + "-devices")
+	for _, s := range p.Topologies {
+		d := api.Device{
+			Name: s.Name,
+			Attributes: map[api.QualifiedName]api.DeviceAttribute{
+				"topology":        {StringValue: ptr.To(s.Topology)},
+				"acceleratorType": {StringValue: ptr.To(p.AcceleratorType)},
+				"hosts":           {IntValue: ptr.To(int64(len(s.Hosts)))},
 			},
-			capacity:   capacities{"tpus": {Value: count(p.ChipsPerHost * int64(len(s.Hosts)))}},
-			counterSet: TPUCounterSet,
-			counters:   counters{},
-		}
-		for _, h := range s.Hosts {
-			d.counters[HostCounter(h)] = api.Counter{Value: chips}
+			Capacity: map[api.QualifiedName]api.DeviceCapacity{
+				"tpus": {Value: *resource.NewQuantity(p.ChipsPerHost*int64(len(s.Hosts)), resource.DecimalSI)},
+			},
+			ConsumesCounters: []api.DeviceCounterConsumption{{CounterSet: TPUCounterSet, Counters: hostCounters(s.Hosts)}},
 		}
 		if len(s.Hosts) == 1 {
-			d.nodeName = ptr.To(s.Hosts[0])
+			d.NodeName = ptr.To(s.Hosts[0])
 		} else {
-			d.nodeSelector = hostnameSelector(s.Hosts)
+			d.NodeSelector = hostnameSelector(s.Hosts)
 		}
-		devs[i] = d
+		deviceSlice.Spec.Devices = append(deviceSlice.Spec.Devices, d)
 	}
-	deviceSlice := newSlice(p.Pool + "-devices")
-	deviceSlice.Spec.Devices = writeDevices(devs, Flat, nil)
 	return []*api.ResourceSlice{counterSlice, deviceSlice}
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/dractl/dractl/internal/examplegen"
 	"github.com/dractl/dractl/pkg/decode"
+	"github.com/dractl/dractl/pkg/mig"
 	"github.com/dractl/dractl/pkg/state"
 	"github.com/dractl/dractl/pkg/workload"
 )
@@ -50,7 +51,7 @@ func migWorkload(seed int64, pods int32, interarrival, lifetime time.Duration) *
 		w.Spec.MeanLifetime = &metav1.Duration{Duration: lifetime}
 	}
 	for _, p := range migProfiles {
-		name := examplegen.ProfileLabel(p.name)
+		name := mig.ProfileLabel(p.name)
 		set.ClaimTemplates = append(set.ClaimTemplates, &resourcev1.ResourceClaimTemplate{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
 			Spec: resourcev1.ResourceClaimTemplateSpec{Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{{

@@ -1,5 +1,5 @@
 // Package testgen builds random but valid-looking ResourceSlices for
-// property and fuzz tests. Realistic MIG slices come from internal/examplegen,
+// property and fuzz tests. Realistic MIG slices come from pkg/mig,
 // the one place that holds the MIG profile tables.
 //
 // Every generator takes a *rand.Rand so that a failing seed reproduces the

@@ -403,6 +403,72 @@ The two A100 directories describe the same pool of the same node: validated
 together they publish every slice twice, which validate reports as duplicate
 devices and counter sets.
 
+## Write a driver
+
+`pkg/driverkit` is the node side of a DRA driver on top of
+`k8s.io/dynamic-resource-allocation`'s `kubeletplugin` (registration, the
+DRA gRPC services, claim lookup) and `resourceslice` (publishing,
+generations). A driver describes its pool with dractl's API — mixins
+allowed — and supplies a `Profile`, the hardware-specific part:
+
+```go
+type Profile interface {
+	CreatePartition(ctx context.Context, claim types.UID, dev driverkit.AllocatedDevice) (driverkit.Partition, error)
+	DestroyPartition(ctx context.Context, p driverkit.Partition) error
+	Partitions(ctx context.Context) ([]driverkit.Partition, error)
+	ContainerEdits(claim types.UID, dev driverkit.AllocatedDevice, p driverkit.Partition) cdispec.ContainerEdits
+}
+
+d, err := driverkit.Start(ctx, driverkit.Options{
+	Config:   driverkit.Config{DriverName: "gpu.example.com", Profile: gpus, StateDir: "/var/lib/my-driver", CDIDir: "/var/run/cdi"},
+	NodeName: node, KubeClient: client,
+}, gpus.Pool()) // []*api.ResourceSlice, with or without mixins
+```
+
+The kit then:
+
+- **publishes** the pool flattened (no released kube-apiserver accepts
+  `spec.mixins`; `ServerAcceptsMixins` reads the server's OpenAPI v3 schema
+  to tell), counter sets in slices of their own, devices split at the v1
+  per-slice limits, every slice through admission and the pool through pool
+  validation first — an invalid pool is refused whole, with field paths, and
+  a Warning event `InvalidResourcePool` on the Node;
+- **prepares** each claim in two phases with one checkpoint file per claim
+  (atomic write, fsync, SHA-256): `PrepareStarted` → partitions created →
+  CDI spec written → `PrepareCompleted`. A repeated prepare returns the
+  recorded answer; a device, or a partition whose counters overlap one
+  already prepared for another claim, is refused naming the holder;
+  unprepare is idempotent; claims of different pods are prepared in
+  parallel;
+- **reconciles** at start, before registering with the kubelet: interrupted
+  prepares are rolled back, interrupted unprepares finished, partitions and
+  CDI specs that no completed claim owns removed, corrupt checkpoints moved
+  aside (`*.corrupt`) without leaking their partitions;
+- writes a **transient CDI spec per claim** with
+  `tags.cncf.io/container-device-interface` and serves **device health**
+  when the profile implements `HealthProfile`.
+
+`dractl-gpu-driver` (`cmd/dractl-gpu-driver`, profile in `pkg/mockgpu`) is a
+mock partitionable GPU driver built on it: A100 40GB or H100 80GB GPUs with
+the MIG tables of `pkg/mig` (the ones the examples use), one counter set per
+GPU and every placement as a device; at prepare it creates the MIG device
+as a file in its state directory (and refuses one that overlaps, as
+`nvidia-smi mig -cgi` would), and the container gets
+`DRACTL_GPU_<DEVICE>_{GPU_UUID,GPU_INDEX,PROFILE,UUID,CLAIM}`, the GPU's
+device node and the MIG device's file. Deploy it with
+[deploy/driver/](deploy/driver/):
+
+    kubectl apply -f deploy/driver/rbac.yaml -f deploy/driver/deviceclasses.yaml -f deploy/driver/daemonset.yaml
+    kubectl label node NODE dractl.dev/mock-gpus=true
+
+Its tests talk to it as the kubelet does (registration `GetInfo`, then
+`NodePrepareResources`/`NodeUnprepareResources` v1 over the unix sockets)
+and kill it with SIGKILL at every step of prepare and unprepare
+(`DRACTL_GPU_DRIVER_FAILPOINT`), restart it and check that exactly one
+partition per prepared claim exists and the answer is unchanged:
+
+    go test ./pkg/driverkit/... ./pkg/mockgpu/...
+
 ## In kube-scheduler: dractl-scheduler
 
 `dractl-scheduler` is kube-scheduler v1.37 with dractl's DRA plugin

@@ -1,4 +1,4 @@
-package examplegen
+package mig
 
 import (
 	"maps"

@@ -1,0 +1,103 @@
+package driverkit
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/types"
+	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
+	"tags.cncf.io/container-device-interface/pkg/parser"
+	cdispec "tags.cncf.io/container-device-interface/specs-go"
+)
+
+// cdiSpecs writes one transient CDI spec per claim. Its device names carry
+// the claim UID, so a runtime that cached an older spec never resolves a
+// new claim's device to it.
+type cdiSpecs struct {
+	cache         *cdiapi.Cache
+	dir           string
+	vendor, class string
+}
+
+func newCDISpecs(dir, vendor, class string) (*cdiSpecs, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("CDI spec directory: %w", err)
+	}
+	if err := parser.ValidateVendorName(vendor); err != nil {
+		return nil, fmt.Errorf("CDI vendor %q (the driver name): %w", vendor, err)
+	}
+	if err := parser.ValidateClassName(class); err != nil {
+		return nil, fmt.Errorf("CDI class %q: %w", class, err)
+	}
+	cache, err := cdiapi.NewCache(cdiapi.WithSpecDirs(dir), cdiapi.WithAutoRefresh(false))
+	if err != nil {
+		return nil, fmt.Errorf("CDI cache: %w", err)
+	}
+	return &cdiSpecs{cache: cache, dir: dir, vendor: vendor, class: class}, nil
+}
+
+func (c *cdiSpecs) specName(claim types.UID) string {
+	return cdiapi.GenerateTransientSpecName(c.vendor, c.class, string(claim))
+}
+
+func (c *cdiSpecs) deviceName(claim types.UID, device string) string {
+	return string(claim) + "-" + device
+}
+
+// DeviceID is the fully qualified CDI device ID of one prepared device.
+func (c *cdiSpecs) deviceID(claim types.UID, device string) string {
+	return parser.QualifiedName(c.vendor, c.class, c.deviceName(claim, device))
+}
+
+// write replaces the claim's spec with one CDI device per prepared device.
+func (c *cdiSpecs) write(claim types.UID, devices []PreparedDevice, edits func(PreparedDevice) cdispec.ContainerEdits) error {
+	spec := &cdispec.Spec{Kind: c.vendor + "/" + c.class}
+	for _, d := range devices {
+		spec.Devices = append(spec.Devices, cdispec.Device{Name: c.deviceName(claim, d.Device), ContainerEdits: edits(d)})
+	}
+	v, err := cdiapi.MinimumRequiredVersion(spec)
+	if err != nil {
+		return fmt.Errorf("CDI spec version: %w", err)
+	}
+	spec.Version = v
+	if err := c.cache.WriteSpec(spec, c.specName(claim)); err != nil {
+		return fmt.Errorf("write CDI spec of claim %s: %w", claim, err)
+	}
+	return nil
+}
+
+func (c *cdiSpecs) remove(claim types.UID) error {
+	if err := c.cache.RemoveSpec(c.specName(claim)); err != nil {
+		return fmt.Errorf("remove CDI spec of claim %s: %w", claim, err)
+	}
+	return nil
+}
+
+func (c *cdiSpecs) path(claim types.UID) string {
+	return filepath.Join(c.dir, c.specName(claim)+".yaml")
+}
+
+func (c *cdiSpecs) exists(claim types.UID) bool {
+	_, err := os.Stat(c.path(claim))
+	return err == nil
+}
+
+// claims lists the claims that have a spec of this vendor and class.
+func (c *cdiSpecs) claims() ([]types.UID, error) {
+	entries, err := os.ReadDir(c.dir)
+	if err != nil {
+		return nil, err
+	}
+	prefix := c.specName("")
+	var out []types.UID
+	for _, e := range entries {
+		name := e.Name()
+		if ext := filepath.Ext(name); ext != ".yaml" && ext != ".json" || !strings.HasPrefix(name, prefix) {
+			continue
+		}
+		out = append(out, types.UID(strings.TrimSuffix(strings.TrimPrefix(name, prefix), filepath.Ext(name))))
+	}
+	return out, nil
+}

@@ -1,0 +1,25 @@
+// Package driverkit is what a DRA driver's kubelet plugin needs beyond the
+// helpers of k8s.io/dynamic-resource-allocation: kubeletplugin serves the
+// registration and DRA gRPC services and looks claims up, resourceslice
+// publishes slices and bumps generations; this package adds
+//
+//   - publishing a pool described with dractl's API (mixins allowed):
+//     flattened, admission- and pool-validated, counter sets in slices of
+//     their own, refused as a whole (error to the driver, Event on the Node)
+//     when invalid;
+//   - prepare and unprepare of partitionable devices with a two-phase,
+//     crash-safe checkpoint per claim (PrepareStarted → partitions created →
+//     CDI spec written → PrepareCompleted), idempotent in both directions,
+//     refusing a device or an overlapping partition that another claim holds;
+//   - reconciliation at start: PrepareStarted claims are rolled back,
+//     interrupted unprepares finished, partitions no completed claim owns
+//     destroyed;
+//   - a transient CDI spec per claim, written with
+//     tags.cncf.io/container-device-interface;
+//   - device health through the helper's health service, when the
+//     driver's Profile reports it.
+//
+// A driver supplies a Profile: the hardware-specific part (create and
+// destroy a partition, list what exists, the container edits of a device).
+// Everything above is the same for every partitionable driver.
+package driverkit

@@ -1,0 +1,266 @@
+package driverkit
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	"k8s.io/klog/v2"
+
+	"github.com/dractl/dractl/pkg/api"
+)
+
+// MixinPolicy chooses the form slices are published in.
+type MixinPolicy int
+
+const (
+	// PublishFlat flattens every slice: what every server accepts.
+	PublishFlat MixinPolicy = iota
+	// PublishCompactIfAccepted publishes spec.mixins when the server's
+	// schema has the field (ServerAcceptsMixins). The slices travel
+	// through the resourceslice controller as k8s.io/api types, which
+	// have no mixins field yet; until they do, the driver logs that it
+	// publishes flat although the server would accept the compact form.
+	PublishCompactIfAccepted
+)
+
+// Options configure a Driver.
+type Options struct {
+	Config
+	NodeName   string
+	KubeClient kubernetes.Interface
+	// RegistrarDir is the kubelet's plugin registration directory
+	// (/var/lib/kubelet/plugins_registry by default); PluginDir holds
+	// the DRA socket (/var/lib/kubelet/plugins/<driver> by default).
+	RegistrarDir, PluginDir string
+	Mixins                  MixinPolicy
+	// HealthInterval is how often device health is re-sent to the
+	// kubelet, which marks health unknown after 30 s without news.
+	HealthInterval time.Duration
+	// HelperOptions go to kubeletplugin.Start after the kit's own.
+	HelperOptions []kubeletplugin.Option
+}
+
+// Driver is a kubelet plugin: the Kit behind kubeletplugin's gRPC
+// services, publishing through its resourceslice controller.
+type Driver struct {
+	kit    *Kit
+	opts   Options
+	helper *kubeletplugin.Helper
+}
+
+var _ kubeletplugin.DRAPlugin = (*Driver)(nil)
+
+// EventReasonInvalidPool is the reason of the Warning event on the Node
+// when the driver's pool description is refused.
+const EventReasonInvalidPool = "InvalidResourcePool"
+
+// Start publishes the pool, reconciles the checkpoints with the hardware
+// and only then registers with the kubelet, so that no prepare sees a
+// half-restored node. An invalid pool fails Start.
+func Start(ctx context.Context, opts Options, pool []*api.ResourceSlice) (*Driver, error) {
+	if opts.NodeName == "" || opts.KubeClient == nil {
+		return nil, errors.New("driverkit: NodeName and KubeClient must be set")
+	}
+	if opts.HealthInterval == 0 {
+		opts.HealthInterval = 10 * time.Second
+	}
+	logger := klog.FromContext(ctx)
+	kit, err := New(opts.Config)
+	if err != nil {
+		return nil, err
+	}
+	d := &Driver{kit: kit, opts: opts}
+
+	if opts.Mixins == PublishCompactIfAccepted {
+		accepts, err := ServerAcceptsMixins(opts.KubeClient.Discovery())
+		switch {
+		case err != nil:
+			logger.Error(err, "Cannot tell whether the server accepts spec.mixins; publishing flat")
+		case accepts:
+			logger.Info("The server accepts spec.mixins, but k8s.io/api v0.37.2 cannot carry them; publishing flat")
+		default:
+			logger.V(2).Info("The server does not accept spec.mixins; publishing flat")
+		}
+	}
+
+	published, err := d.build(ctx, pool)
+	if err != nil {
+		return nil, err
+	}
+	kit.SetPublished(published)
+	if _, err := kit.Reconcile(ctx); err != nil {
+		return nil, fmt.Errorf("reconcile: %w", err)
+	}
+
+	_, health := opts.Profile.(HealthProfile)
+	hopts := []kubeletplugin.Option{
+		kubeletplugin.DriverName(opts.DriverName),
+		kubeletplugin.NodeName(opts.NodeName),
+		kubeletplugin.KubeClient(opts.KubeClient),
+		// The kit serializes per claim and reserves devices atomically,
+		// so claims of different pods are prepared in parallel.
+		kubeletplugin.Serialize(false),
+		kubeletplugin.HealthService(health),
+	}
+	if opts.RegistrarDir != "" {
+		hopts = append(hopts, kubeletplugin.RegistrarDirectoryPath(opts.RegistrarDir))
+	}
+	if opts.PluginDir != "" {
+		hopts = append(hopts, kubeletplugin.PluginDataDirectoryPath(opts.PluginDir))
+	}
+	helper, err := kubeletplugin.Start(ctx, d, append(hopts, opts.HelperOptions...)...)
+	if err != nil {
+		return nil, fmt.Errorf("start kubelet plugin: %w", err)
+	}
+	d.helper = helper
+	if err := helper.PublishResources(ctx, published.Resources); err != nil {
+		d.Stop()
+		return nil, fmt.Errorf("publish: %w", err)
+	}
+	return d, nil
+}
+
+// build validates a pool description; a refusal is also an Event on the
+// Node, where an operator looking at the node sees why its devices are
+// missing. The event is written before build returns (not through a
+// broadcaster that a failing Start would shut down with it queued).
+func (d *Driver) build(ctx context.Context, pool []*api.ResourceSlice) (*Published, error) {
+	published, err := Build(d.opts.DriverName, d.opts.NodeName, pool)
+	if err != nil {
+		now := metav1.Now()
+		ev := &corev1.Event{
+			ObjectMeta:     metav1.ObjectMeta{GenerateName: d.opts.NodeName + ".", Namespace: metav1.NamespaceDefault},
+			InvolvedObject: corev1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: d.opts.NodeName},
+			Type:           corev1.EventTypeWarning, Reason: EventReasonInvalidPool,
+			Message:        truncate(fmt.Sprintf("%s: %v", d.opts.DriverName, err), 1024),
+			Source:         corev1.EventSource{Component: d.opts.DriverName, Host: d.opts.NodeName},
+			FirstTimestamp: now, LastTimestamp: now, Count: 1,
+		}
+		if _, evErr := d.opts.KubeClient.CoreV1().Events(metav1.NamespaceDefault).Create(ctx, ev, metav1.CreateOptions{}); evErr != nil {
+			klog.FromContext(ctx).Error(evErr, "Recording the refused pool on the Node")
+		}
+		return nil, err
+	}
+	return published, nil
+}
+
+// truncate keeps an event message within what kube-apiserver stores.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-3] + "..."
+}
+
+// Publish replaces the published pool. An invalid description is refused
+// and the previous pool stays published.
+func (d *Driver) Publish(ctx context.Context, pool []*api.ResourceSlice) error {
+	published, err := d.build(ctx, pool)
+	if err != nil {
+		return err
+	}
+	d.kit.SetPublished(published)
+	return d.helper.PublishResources(ctx, published.Resources)
+}
+
+// Kit is the driver's prepare/unprepare engine.
+func (d *Driver) Kit() *Kit { return d.kit }
+
+// Helper is the kubeletplugin helper serving the driver.
+func (d *Driver) Helper() *kubeletplugin.Helper { return d.helper }
+
+// Stop unregisters from the kubelet and stops publishing. Published
+// slices stay; prepared claims stay prepared.
+func (d *Driver) Stop() {
+	d.helper.Stop()
+}
+
+// PrepareResourceClaims implements kubeletplugin.DRAPlugin.
+func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourcev1.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
+	out := make(map[types.UID]kubeletplugin.PrepareResult, len(claims))
+	for _, c := range claims {
+		devices, err := d.kit.Prepare(ctx, c)
+		out[c.UID] = kubeletplugin.PrepareResult{Devices: devices, Err: err}
+	}
+	return out, nil
+}
+
+// UnprepareResourceClaims implements kubeletplugin.DRAPlugin.
+func (d *Driver) UnprepareResourceClaims(ctx context.Context, claims []kubeletplugin.NamespacedObject) (map[types.UID]error, error) {
+	out := make(map[types.UID]error, len(claims))
+	for _, c := range claims {
+		out[c.UID] = d.kit.Unprepare(ctx, c.UID)
+	}
+	return out, nil
+}
+
+// HandleError implements kubeletplugin.DRAPlugin. Publishing errors are
+// recoverable (the controller retries); they are logged.
+func (d *Driver) HandleError(ctx context.Context, err error, msg string) {
+	klog.FromContext(ctx).Error(err, msg, "recoverable", errors.Is(err, kubeletplugin.ErrRecoverable))
+}
+
+// WatchHealthStatus implements kubeletplugin.DRAPlugin: every published
+// device, healthy unless the profile says otherwise, re-sent every
+// HealthInterval.
+func (d *Driver) WatchHealthStatus(ctx context.Context, reports chan<- kubeletplugin.DeviceHealthReport) error {
+	hp, ok := d.opts.Profile.(HealthProfile)
+	if !ok {
+		return kubeletplugin.ErrHealthNotSupported
+	}
+	tick := time.NewTicker(d.opts.HealthInterval)
+	defer tick.Stop()
+	for {
+		report, err := d.healthReport(ctx, hp)
+		if err != nil {
+			klog.FromContext(ctx).Error(err, "Device health")
+		} else {
+			select {
+			case <-ctx.Done():
+				return nil
+			case reports <- report:
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+func (d *Driver) healthReport(ctx context.Context, hp HealthProfile) (kubeletplugin.DeviceHealthReport, error) {
+	bad, err := hp.Health(ctx)
+	if err != nil {
+		return kubeletplugin.DeviceHealthReport{}, err
+	}
+	d.kit.mu.Lock()
+	keys := slices.SortedFunc(maps.Keys(d.kit.inv.consumes), func(a, b DeviceKey) int {
+		if a.Pool != b.Pool {
+			return cmp.Compare(a.Pool, b.Pool)
+		}
+		return cmp.Compare(a.Device, b.Device)
+	})
+	d.kit.mu.Unlock()
+	now := time.Now()
+	report := kubeletplugin.DeviceHealthReport{Devices: make([]kubeletplugin.DeviceHealth, 0, len(keys))}
+	for _, k := range keys {
+		h := kubeletplugin.DeviceHealth{PoolName: k.Pool, DeviceName: k.Device, Health: kubeletplugin.HealthStatusHealthy, LastUpdated: now}
+		if msg, ok := bad[k]; ok {
+			h.Health, h.Message = kubeletplugin.HealthStatusUnhealthy, msg
+		}
+		report.Devices = append(report.Devices, h)
+	}
+	return report, nil
+}

@@ -1,0 +1,188 @@
+package mig
+
+import (
+	"crypto/sha256"
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/dractl/dractl/pkg/api"
+)
+
+// Node is one node's GPUs, published as one pool named after the node,
+// as the NVIDIA DRA driver does.
+type Node struct {
+	Driver            string
+	Node              string
+	Model             *GPUModel
+	GPUs              int
+	DriverVersion     string // a semantic version, e.g. "550.54.15"
+	CUDADriverVersion string
+	// GPUsPerSlice bounds the GPUs whose devices share a slice; zero means
+	// as many as the per-slice device limit of the form allows.
+	GPUsPerSlice int
+}
+
+// GPUUUID is the UUID of one GPU. It is derived from node and index so that
+// regenerating the examples does not change it.
+func (n *Node) GPUUUID(gpu int) string {
+	h := sha256.Sum256(fmt.Appendf(nil, "%s/%s/%d", n.Driver, n.Node, gpu))
+	return fmt.Sprintf("GPU-%x-%x-%x-%x-%x", h[0:4], h[4:6], h[6:8], h[8:10], h[10:16])
+}
+
+// memorySlices is the consumption of the slices [start, start+n).
+func memorySlices(start, n int) counterMixin {
+	c := counters{}
+	for i := start; i < start+n; i++ {
+		c[MemorySliceCounter(i)] = api.Counter{Value: count(1)}
+	}
+	name := fmt.Sprintf("memory-slices-%d-%d", start, start+n-1)
+	if n == 1 {
+		name = fmt.Sprintf("memory-slice-%d", start)
+	}
+	return counterMixin{name: name, counters: c}
+}
+
+// devices lists one GPU's devices in the order of Partitions.
+func (n *Node) devices(gpu int) []device {
+	m := n.Model
+	common := deviceMixin{
+		name: "common",
+		attributes: attributes{
+			"productName":           str(m.ProductName),
+			"brand":                 str("Nvidia"),
+			"architecture":          str(m.Architecture),
+			"cudaComputeCapability": version(m.ComputeCapability),
+			"driverVersion":         version(n.DriverVersion),
+			"cudaDriverVersion":     version(n.CUDADriverVersion),
+		},
+	}
+	// MIG devices are created only when allocated (KEP-4815), so they have
+	// no UUID of their own yet; parentUUID is what claims match on.
+	parent := deviceMixin{
+		name: fmt.Sprintf("gpu-%d-parent", gpu),
+		attributes: attributes{
+			"parentUUID":  str(n.GPUUUID(gpu)),
+			"parentIndex": integer(gpu),
+		},
+	}
+	set := CounterSetName(gpu)
+	var out []device
+	for _, part := range m.Partitions(gpu) {
+		if part.Whole() {
+			whole := deviceMixin{
+				name:       "whole-gpu",
+				attributes: attributes{"type": str("gpu")},
+				capacity:   m.Whole.Capacity(),
+			}
+			out = append(out, device{
+				name:     part.DeviceName(),
+				includes: []deviceMixin{common, whole},
+				attributes: attributes{
+					"uuid":  str(n.GPUUUID(gpu)),
+					"index": integer(gpu),
+				},
+				counterSet: set,
+				consumes: []counterMixin{
+					{name: "whole-gpu", counters: m.Shared.Counters()},
+					memorySlices(0, m.MemorySlices),
+				},
+			})
+			continue
+		}
+		p := part.Profile
+		label := "mig-" + ProfileLabel(p.Name)
+		profile := deviceMixin{
+			name: label,
+			attributes: attributes{
+				"type":          str("mig"),
+				"profile":       str(p.Name),
+				"placementSize": integer(p.MemorySlices),
+			},
+			capacity: p.Capacity(),
+		}
+		out = append(out, device{
+			name:       part.DeviceName(),
+			includes:   []deviceMixin{common, parent, profile},
+			attributes: attributes{"placementStart": integer(part.Start)},
+			counterSet: set,
+			consumes:   []counterMixin{{name: label, counters: p.Counters()}, memorySlices(part.Start, p.MemorySlices)},
+		})
+	}
+	return out
+}
+
+// counterSet is one GPU's counter set; in mixin form every GPU includes the
+// model's counter-set mixin.
+func (n *Node) counterSet(gpu int) counterSet {
+	return counterSet{name: CounterSetName(gpu), includes: []counterMixin{{name: n.Model.Name, counters: n.Model.SharedCounters()}}}
+}
+
+// Slices returns the node's pool: the counter sets in slices of their own
+// (KEP-4815 allows sharedCounters or devices per slice, never both), then
+// the devices, GPU by GPU, as few GPUs per slice as the limits of the form
+// require. Both forms yield the same slice names, devices and counter sets
+// once flattened.
+func (n *Node) Slices(form Form) []*api.ResourceSlice {
+	maxDevices, maxSets := flatMaxDevicesWithCounters, flatMaxCounterSets
+	if form == Mixins {
+		maxDevices, maxSets = mixinMaxDevices, mixinMaxCounterSets
+	}
+	perSlice := n.GPUsPerSlice
+	if perSlice == 0 {
+		perSlice = max(1, maxDevices/n.Model.DevicesPerGPU())
+	}
+
+	var out []*api.ResourceSlice
+	newSlice := func(name string) *api.ResourceSlice {
+		s := &api.ResourceSlice{
+			TypeMeta:   metav1.TypeMeta{APIVersion: api.APIVersion, Kind: api.KindSlice},
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: api.ResourceSliceSpec{
+				Driver:   n.Driver,
+				Pool:     api.ResourcePool{Name: n.Node, Generation: 1},
+				NodeName: ptr.To(n.Node),
+			},
+		}
+		out = append(out, s)
+		return s
+	}
+	for first := 0; first < n.GPUs; first += maxSets {
+		last := min(first+maxSets, n.GPUs) - 1
+		name := n.Node + "-counters"
+		if n.GPUs > maxSets {
+			name += gpuRange(first, last)
+		}
+		s := newSlice(name)
+		mc := newMixinCollector()
+		var sets []counterSet
+		for gpu := first; gpu <= last; gpu++ {
+			sets = append(sets, n.counterSet(gpu))
+		}
+		s.Spec.SharedCounters = writeCounterSets(sets, form, mc)
+		s.Spec.Mixins = mc.result()
+	}
+	for first := 0; first < n.GPUs; first += perSlice {
+		last := min(first+perSlice, n.GPUs) - 1
+		s := newSlice(n.Node + gpuRange(first, last))
+		mc := newMixinCollector()
+		var devs []device
+		for gpu := first; gpu <= last; gpu++ {
+			devs = append(devs, n.devices(gpu)...)
+		}
+		s.Spec.Devices = writeDevices(devs, form, mc)
+		s.Spec.Mixins = mc.result()
+	}
+	for _, s := range out {
+		s.Spec.Pool.ResourceSliceCount = int64(len(out))
+	}
+	return out
+}
+
+func gpuRange(first, last int) string {
+	if first == last {
+		return fmt.Sprintf("-gpu-%d", first)
+	}
+	return fmt.Sprintf("-gpu-%d-%d", first, last)
+}
