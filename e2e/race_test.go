@@ -35,6 +35,7 @@ import (
 	"github.com/dractl/dractl/e2e/framework"
 	"github.com/dractl/dractl/internal/examplegen"
 	"github.com/dractl/dractl/pkg/api"
+	migtables "github.com/dractl/dractl/pkg/mig"
 )
 
 var (
@@ -222,7 +223,7 @@ func populate(b *testing.B, cp *framework.ControlPlane, client kubernetes.Interf
 		var hs []held
 		for _, node := range nodes {
 			for k := range w.full {
-				hs = append(hs, held{node, examplegen.MIGDeviceName(k/7, "1g.10gb", k%7)})
+				hs = append(hs, held{node, migtables.MIGDeviceName(k/7, "1g.10gb", k%7)})
 			}
 		}
 		parallel(b, len(hs), func(i int) error {
