@@ -82,6 +82,7 @@ type poolStatus struct {
 	usage     *state.PoolUsage
 	condition state.Condition
 	reason    string
+	series    *poolSeries // what /metrics serves for the pool
 }
 
 // tracked is what the monitor remembers of a pool between syncs.
@@ -306,7 +307,9 @@ func (m *Monitor) sync() {
 		}
 		u := snap.Usage(p.ID)
 		c, why := u.Condition()
-		statuses = append(statuses, poolStatus{usage: u, condition: c, reason: why})
+		st := poolStatus{usage: u, condition: c, reason: why}
+		st.series = renderPool(&st)
+		statuses = append(statuses, st)
 	}
 	m.mu.Lock()
 	m.current = statuses
