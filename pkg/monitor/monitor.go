@@ -113,11 +113,8 @@ func New(opts Options) *Monitor {
 	}
 	m.recorder = opts.Recorder
 	m.metrics = newMetrics(m)
-	// managedFields are most of a small object and nothing here reads
-	// them; dropping them before the informers store an object saves
-	// memory on large clusters.
 	m.factory = informers.NewSharedInformerFactoryWithOptions(opts.Client, 0,
-		informers.WithTransform(dropManagedFields))
+		informers.WithTransform(trim))
 	m.slices = m.factory.Resource().V1().ResourceSlices().Informer()
 	claims := m.factory.Resource().V1().ResourceClaims().Informer()
 	_, _ = m.slices.AddEventHandler(cache.ResourceEventHandlerFuncs{

@@ -105,11 +105,21 @@ func (m *Monitor) emit(s *poolStatus, eventType, reason, note string) {
 	}
 }
 
-// dropManagedFields is the informers' transform: managedFields are most of
-// a small object and the monitor never reads them.
-func dropManagedFields(obj any) (any, error) {
+// trim is the informers' transform: it drops what the monitor never reads
+// before the informer stores an object, which on a large cluster is most
+// of the monitor's memory. managedFields go from every object. Device
+// attributes go from ResourceSlices: the monitor checks pools and counts
+// devices and counters but never matches a device against a selector, and
+// attributes are about half of what a decoded MIG device holds. Capacity,
+// counter consumption and everything else a pool check reads stay.
+func trim(obj any) (any, error) {
 	if a, err := meta.Accessor(obj); err == nil {
 		a.SetManagedFields(nil)
+	}
+	if s, ok := obj.(*resourcev1.ResourceSlice); ok {
+		for i := range s.Spec.Devices {
+			s.Spec.Devices[i].Attributes = nil
+		}
 	}
 	return obj, nil
 }

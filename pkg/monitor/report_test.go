@@ -127,3 +127,23 @@ func TestSyncRecomputesOnlyChangedPools(t *testing.T) {
 		}
 	}
 }
+
+func TestTrimKeepsWhatPoolChecksRead(t *testing.T) {
+	s := slice("devices", 1, false)
+	s.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "driver"}}
+	d := &s.Spec.Devices[0]
+	d.Attributes = map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{"model": {StringValue: ptr.To("H100")}}
+	d.Capacity = map[resourcev1.QualifiedName]resourcev1.DeviceCapacity{"memory": {Value: resource.MustParse("10Gi")}}
+	obj, err := trim(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := obj.(*resourcev1.ResourceSlice)
+	d = &got.Spec.Devices[0]
+	if got.ManagedFields != nil || d.Attributes != nil {
+		t.Errorf("managedFields %v, attributes %v: want both dropped", got.ManagedFields, d.Attributes)
+	}
+	if len(d.Capacity) != 1 || len(d.ConsumesCounters) != 1 || d.Name != "part-0" {
+		t.Errorf("device %+v lost what pool checks read", d)
+	}
+}
