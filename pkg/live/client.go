@@ -167,6 +167,10 @@ const (
 // Slices lists ResourceSlices; fieldSelector may select by spec.nodeName,
 // spec.driver or spec.pool.name.
 func (c *Client) Slices(ctx context.Context, fieldSelector string) ([]*resourcev1.ResourceSlice, error) {
+	out, err := c.slicesParallel(ctx, fieldSelector)
+	if !errors.Is(err, errNotProtobuf) && !expired(err) {
+		return out, c.fail("list", ResourceSlices, "", err)
+	}
 	api := c.cs.ResourceV1().ResourceSlices()
 	return list[resourcev1.ResourceSlice](ctx, c, ResourceSlices, fieldSelector,
 		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return api.List(ctx, o) })
