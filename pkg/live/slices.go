@@ -61,11 +61,14 @@ func (c *Client) slicesParallel(ctx context.Context, fieldSelector string) ([]*r
 	decoder := protobuf.NewSerializer(nil, nil)
 	for {
 		var contentType string
-		raw, err := rc.Get().Resource("resourceslices").VersionedParams(&opts, scheme.ParameterCodec).
-			Do(ctx).ContentType(&contentType).Raw()
+		res := rc.Get().Resource("resourceslices").VersionedParams(&opts, scheme.ParameterCodec).
+			Do(ctx).ContentType(&contentType)
+		raw, err := res.Raw()
 		if err != nil {
 			wg.Wait()
-			return nil, err
+			// Error, unlike Raw, reads the Status the server sent
+			// (forbidden, expired), as a typed client's List does.
+			return nil, res.Error()
 		}
 		if !strings.HasPrefix(contentType, k8sruntime.ContentTypeProtobuf) {
 			wg.Wait()
