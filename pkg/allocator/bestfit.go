@@ -39,26 +39,19 @@ func (at *attempt) bestFitOrder(al *alt) []cand {
 	// still has: losing the last one of a size is critical.
 	type sigKey struct {
 		np   int32
-		size string
+		size sizeKey
 	}
 	avail := map[sigKey]int{}
-	sizeOf := func(od *devInfo) string {
-		amts := make([]uint64, len(od.bucketUses))
-		for i, u := range od.bucketUses {
-			amts[i] = u.amt
-		}
-		slices.Sort(amts)
-		return fmt.Sprint(amts)
-	}
+	sizeOf := func(od *devInfo) sizeKey { return sizeOfUses(od.bucketUses) }
 	for _, c := range al.cands {
 		if c.err != nil || len(c.d.uses) == 0 || c.d.bucket < 0 {
 			continue
 		}
 		np := &at.pools[c.np]
-		if _, done := avail[sigKey{c.np, ""}]; done {
+		if _, done := avail[sigKey{c.np, sizeKey{}}]; done {
 			continue
 		}
-		avail[sigKey{c.np, ""}] = 0
+		avail[sigKey{c.np, sizeKey{}}] = 0
 		t := np.t
 		t.all()
 		for si := range t.sets {
@@ -126,4 +119,32 @@ func (at *attempt) bestFitOrder(al *alt) []cand {
 		out[i] = sc[i].c
 	}
 	return out
+}
+
+// sizeKey is a device's size: the amounts it takes from its counter set,
+// sorted. Up to len(small) amounts are kept inline, so that scoring a
+// candidate allocates nothing; more spill into rest.
+type sizeKey struct {
+	n     int
+	small [16]uint64
+	rest  string
+}
+
+func sizeOfUses(uses []counterUse) sizeKey {
+	var k sizeKey
+	k.n = len(uses)
+	if len(uses) > len(k.small) {
+		amts := make([]uint64, len(uses))
+		for i, u := range uses {
+			amts[i] = u.amt
+		}
+		slices.Sort(amts)
+		k.rest = fmt.Sprint(amts)
+		return k
+	}
+	for i, u := range uses {
+		k.small[i] = u.amt
+	}
+	slices.Sort(k.small[:len(uses)])
+	return k
 }
