@@ -75,12 +75,7 @@ const maxPairOwners = 1024
 // candidates returns the distinct closed item sets worth scoring, in a
 // deterministic order.
 func candidates(nItems int, owners []owner) []*group {
-	support := make([][]int, nItems)
-	for o := range owners {
-		for _, it := range owners[o].items {
-			support[it] = append(support[it], o)
-		}
-	}
+	support := supports(nItems, owners)
 	seen := map[string]bool{}
 	var sets [][]int
 	add := func(set []int) {
@@ -128,6 +123,17 @@ func candidates(nItems int, owners []owner) []*group {
 	return out
 }
 
+// supports lists, by item id, the owners holding the item, ascending.
+func supports(nItems int, owners []owner) [][]int {
+	support := make([][]int, nItems)
+	for o := range owners {
+		for _, it := range owners[o].items {
+			support[it] = append(support[it], o)
+		}
+	}
+	return support
+}
+
 // intersect keeps the elements of a (ascending) that are in b (ascending),
 // reusing a's storage.
 func intersect(a, b []int) []int {
@@ -153,12 +159,7 @@ func intersect(a, b []int) []int {
 // the shared entry inside and then cannot factor that entry out for what
 // is left.
 func classes(nItems int, owners []owner) []*group {
-	support := make([][]int, nItems)
-	for o := range owners {
-		for _, it := range owners[o].items {
-			support[it] = append(support[it], o)
-		}
-	}
+	support := supports(nItems, owners)
 	byOwners := map[string]int{}
 	var out []*group
 	for it, sup := range support {
