@@ -33,7 +33,7 @@ func (a *Allocator) Allocate(ctx context.Context, node *corev1.Node, claims []*r
 // Allocate allocates the claims on node; see Allocator.Allocate for the
 // results and errors. It may be called for many nodes concurrently.
 func (c *Claims) Allocate(ctx context.Context, node *corev1.Node) ([]*resourcev1.AllocationResult, error) {
-	a, claims := c.a, c.claims
+	a := c.a
 	if node == nil {
 		return nil, &FatalError{Err: errors.New("node is nil")}
 	}
@@ -44,41 +44,30 @@ func (c *Claims) Allocate(ctx context.Context, node *corev1.Node) ([]*resourcev1
 	if err != nil {
 		return nil, &FatalError{Err: err}
 	}
-	at := &attempt{a: a, ctx: ctx, node: node, claims: claims, plan: c.plan, pools: pools, lazy: a.opts.Strategy == FirstFit}
+	// First-fit tries the cheap first pass before the full one; best-fit
+	// orders whole candidate lists, so it starts with the full pass.
+	firstFit := a.opts.Strategy == FirstFit
+	var at *attempt
 	defer func() { at.release() }()
-	if err := at.prepare(); err != nil {
-		return nil, err
+	ok, err := false, errFirstPassBudget
+	if firstFit && a.opts.withoutLayers&layerFirstPass == 0 {
+		at = c.newAttempt(ctx, node, pools, true)
+		if ok, err = at.run(); err != nil && !errors.Is(err, errFirstPassBudget) {
+			return nil, err
+		}
 	}
-	at.size()
-	ok, err := at.solve(0)
-	a.nodes.Add(at.nodes)
-	if errors.Is(err, errClaimLimit) {
-		ok, err = false, nil
-	}
-	if errors.Is(err, errLazyBudget) {
+	if errors.Is(err, errFirstPassBudget) {
 		at.release()
-		at = &attempt{a: a, ctx: ctx, node: node, claims: claims, plan: c.plan, pools: pools}
-		if err := at.prepare(); err != nil {
+		at = c.newAttempt(ctx, node, pools, false)
+		if ok, err = at.run(); err != nil {
 			return nil, err
 		}
-		at.size()
-		if err := at.suffixes(); err != nil {
-			return nil, err
-		}
-		ok, err = at.solve(0)
-		a.nodes.Add(at.nodes)
-		if errors.Is(err, errClaimLimit) {
-			ok, err = false, nil
-		}
-	}
-	if err != nil {
-		return nil, err
 	}
 	if ok {
 		return at.results()
 	}
-	if at.lazy {
-		at.lazy = false
+	if at.firstPass {
+		at.firstPass = false
 		for si := range at.slots {
 			for _, al := range at.slots[si].alts {
 				at.finishAlt(al)
@@ -97,6 +86,40 @@ func (c *Claims) Allocate(ctx context.Context, node *corev1.Node) ([]*resourcev1
 		}
 	}
 	return nil, &UnfitError{Node: node.Name, Explanation: expl}
+}
+
+// newAttempt starts a search on the node. Errors that no search can avoid
+// (the claims' plan, "All" requests) are the run's.
+func (c *Claims) newAttempt(ctx context.Context, node *corev1.Node, pools []nodePool, firstPass bool) *attempt {
+	at := &attempt{a: c.a, ctx: ctx, node: node, claims: c.claims, plan: c.plan, pools: pools, firstPass: firstPass}
+	if c.a.opts.stepBudget > 0 {
+		at.stepLimit, at.overBudget = c.a.opts.stepBudget, errStepBudget
+	}
+	return at
+}
+
+// errStepBudget ends a search that took more than Options.stepBudget steps.
+var errStepBudget = errors.New("search over step budget")
+
+// run prepares the attempt and searches. The full pass of first-fit
+// probes for infeasible suffixes first: a hard search is known by then,
+// and the probes cost more than an easy search.
+func (at *attempt) run() (bool, error) {
+	if err := at.prepare(); err != nil {
+		return false, err
+	}
+	at.size()
+	if !at.firstPass && at.a.opts.Strategy == FirstFit && at.on(layerInfeasibleSuffix) {
+		if err := at.suffixes(); err != nil {
+			return false, err
+		}
+	}
+	ok, err := at.solve(0)
+	at.a.nodes.Add(at.nodes)
+	if errors.Is(err, errClaimLimit) {
+		ok, err = false, nil
+	}
+	return ok, err
 }
 
 // Stats describe the work Allocate calls have done.
@@ -160,6 +183,9 @@ func (at *attempt) explain() (*Explanation, error) {
 func (at *attempt) alone(al *alt) (bool, error) {
 	probe := &attempt{a: at.a, ctx: at.ctx, node: at.node, claims: at.claims, plan: at.plan, pools: at.pools, cons: at.cons,
 		slots: []slot{{claim: al.claim, alts: []*alt{al}}}}
+	if at.a.opts.stepBudget > 0 {
+		probe.stepLimit, probe.overBudget = at.a.opts.stepBudget, errStepBudget
+	}
 	probe.size()
 	for _, cs := range at.cons[al.claim] {
 		cs.stack = cs.stack[:0]

@@ -408,7 +408,7 @@ func (at *attempt) prepare() error {
 func (at *attempt) newAlt(r *request) (*alt, error) {
 	al := &alt{request: r, count: r.count, want: r.want, mayFail: r.mayFail}
 	if !r.all {
-		if at.lazy {
+		if at.firstPass {
 			// The first pass looks at devices as the search reaches them.
 			return al, nil
 		}
