@@ -128,7 +128,7 @@ type Stats struct {
 	// call so far, in the units of upstream's allocateOne calls: one per
 	// request entered, per subrequest tried, per device picked and per
 	// claim finished. The first-fit pass visits exactly upstream's nodes;
-	// pruning only ever lowers the count. Explanations are not counted.
+	// each pruning layer only ever lowers the count. Explanations are not counted.
 	SearchNodes int64
 	// ProbeNodes counts the nodes of the smaller searches that pruning
 	// (whether later requests can be satisfied at all) and explanations
