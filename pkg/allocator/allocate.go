@@ -68,8 +68,8 @@ func (c *Claims) Allocate(ctx context.Context, node *corev1.Node) ([]*resourcev1
 	}
 	if at.firstPass {
 		at.firstPass = false
-		for si := range at.slots {
-			for _, al := range at.slots[si].alts {
+		for si := range at.requests {
+			for _, al := range at.requests[si].alternatives {
 				at.finishAlt(al)
 			}
 		}
@@ -141,20 +141,20 @@ func (a *Allocator) Stats() Stats {
 	return Stats{SearchNodes: a.nodes.Load(), ProbeNodes: a.probeNodes.Load()}
 }
 
-// explain recounts every alt's devices by reason and tries each alt alone.
+// explain recounts every alternative's devices by reason and tries each alternative alone.
 func (at *attempt) explain() (*Explanation, error) {
 	e := &Explanation{Node: at.node.Name}
 	claimIdx := map[int]int{}
-	for si := range at.slots {
-		sl := &at.slots[si]
-		for _, al := range sl.alts {
+	for si := range at.requests {
+		sl := &at.requests[si]
+		for _, al := range sl.alternatives {
 			ci, ok := claimIdx[al.claim]
 			if !ok {
 				ci = len(e.Claims)
 				claimIdx[al.claim] = ci
 				e.Claims = append(e.Claims, ClaimExplanation{Claim: claimName(at.claims[al.claim])})
 			}
-			probe := &alt{request: al.request, count: al.count, want: al.want}
+			probe := &alternative{request: al.request, count: al.count, want: al.want}
 			at.buildCands(probe, true)
 			re := RequestExplanation{Request: al.name, Needed: al.count, Rejected: map[Reason]int{}, Counters: probe.ctrRej}
 			for r, n := range probe.rej {
@@ -162,7 +162,7 @@ func (at *attempt) explain() (*Explanation, error) {
 					re.Rejected[Reason(r)] = n
 				}
 			}
-			re.Candidates = len(al.cands)
+			re.Candidates = len(al.candidates)
 			alone, err := at.alone(al)
 			if err != nil {
 				return nil, err
@@ -179,10 +179,10 @@ func (at *attempt) explain() (*Explanation, error) {
 	return e, nil
 }
 
-// alone runs the search for one alt on a fresh state.
-func (at *attempt) alone(al *alt) (bool, error) {
+// alone runs the search for one alternative on a fresh state.
+func (at *attempt) alone(al *alternative) (bool, error) {
 	probe := &attempt{a: at.a, ctx: at.ctx, node: at.node, claims: at.claims, plan: at.plan, pools: at.pools, cons: at.cons,
-		slots: []slot{{claim: al.claim, alts: []*alt{al}}}}
+		requests: []claimRequest{{claim: al.claim, alternatives: []*alternative{al}}}}
 	if at.a.opts.stepBudget > 0 {
 		probe.stepLimit, probe.overBudget = at.a.opts.stepBudget, errStepBudget
 	}

@@ -6,7 +6,7 @@ package allocator
 // and counter bound caps. Admin access may reuse devices and shared devices
 // may be picked twice, so either turns the bound off.
 func (at *attempt) jointBound(si int) bool {
-	if len(at.slots)-si < 2 {
+	if len(at.requests)-si < 2 {
 		return true
 	}
 	if len(at.seen) == 0 {
@@ -16,30 +16,30 @@ func (at *attempt) jointBound(si int) bool {
 	union := at.union[:0]
 	defer func() { at.union = union[:0] }()
 	need := 0
-	for sj := si; sj < len(at.slots); sj++ {
-		alts := at.slots[sj].alts
+	for sj := si; sj < len(at.requests); sj++ {
+		alternatives := at.requests[sj].alternatives
 		least := -1
-		for _, al := range alts {
+		for _, al := range alternatives {
 			if al.mayFail {
-				sj = len(at.slots) // upstream may stop here with an error
+				sj = len(at.requests) // upstream may stop here with an error
 				least = -1
 				break
 			}
 			if al.admin {
 				return true
 			}
-			if (al.all && len(al.cands) == 0) || at.claimCount[al.claim]+al.count > maxResults {
+			if (al.all && len(al.candidates) == 0) || at.claimCount[al.claim]+al.count > maxResults {
 				continue
 			}
 			if least < 0 || al.count < least {
 				least = al.count
 			}
-			for _, c := range al.cands {
+			for _, c := range al.candidates {
 				if c.d.multi {
 					return true
 				}
-				if at.seen[c.l] != at.epoch {
-					at.seen[c.l] = at.epoch
+				if at.seen[c.local] != at.epoch {
+					at.seen[c.local] = at.epoch
 					union = append(union, c)
 				}
 			}
@@ -54,15 +54,15 @@ func (at *attempt) jointBound(si int) bool {
 	return at.countBound(nil, union, need)
 }
 
-// failsCleanly is true when the alt fails without error from the current
+// failsCleanly is true when the alternative fails without error from the current
 // state and from every state that adds picks to it. For "All" that holds
 // when its first device is already taken or out of counters: upstream's
 // loop stops there, before any constraint could fail fatally. Devices that
 // allow multiple allocations are left out, because a share picked later
 // lets them skip counters.
-func (at *attempt) failsCleanly(al *alt) bool {
+func (at *attempt) failsCleanly(al *alternative) bool {
 	switch {
-	case al.all && len(al.cands) == 0:
+	case al.all && len(al.candidates) == 0:
 		return true
 	case at.claimCount[al.claim]+al.count > maxResults:
 		return true
@@ -71,7 +71,7 @@ func (at *attempt) failsCleanly(al *alt) bool {
 	case !al.all:
 		return false
 	}
-	c := al.cands[0]
+	c := al.candidates[0]
 	d := c.d
 	if d.multi {
 		return false
@@ -79,22 +79,22 @@ func (at *attempt) failsCleanly(al *alt) bool {
 	if at.busy(al, c, d) {
 		return true
 	}
-	np := &at.pools[c.np]
+	np := &at.pools[c.pool]
 	return len(d.uses) > 0 && (np.h.overcommitted || !at.countersFit(np, d))
 }
 
-// mayFit is false when the alt cannot be satisfied from the current state
+// mayFit is false when the alternative cannot be satisfied from the current state
 // or any state that adds picks to it.
-func (at *attempt) mayFit(al *alt) bool {
+func (at *attempt) mayFit(al *alternative) bool {
 	switch {
-	case al.all && len(al.cands) == 0:
+	case al.all && len(al.candidates) == 0:
 		return false
 	case at.claimCount[al.claim]+al.count > maxResults:
 		return false
 	case al.count == 0:
 		return true
 	}
-	return at.boundOK(al, al.cands, al.count)
+	return at.boundOK(al, al.candidates, al.count)
 }
 
 // boundOK is an upper bound on how many of rest could still be picked
@@ -103,7 +103,7 @@ func (at *attempt) mayFit(al *alt) bool {
 // the room of a counter divided by the smallest amount any of them takes.
 // Claim constraints bound it further (valueBound). It never rejects a
 // feasible branch, so first-fit order is unaffected.
-func (at *attempt) boundOK(al *alt, rest []cand, need int) bool {
+func (at *attempt) boundOK(al *alternative, rest []candidate, need int) bool {
 	if !at.countBound(al, rest, need) {
 		return false
 	}
@@ -133,7 +133,7 @@ type scalarKey struct {
 // group, or the number of distinct values, can be picked together. A
 // candidate whose evaluation failed counts for every group. List values
 // (overlap instead of equality) are not bounded.
-func (at *attempt) valueBound(al *alt, cs *constraintState, rest []cand, need int) bool {
+func (at *attempt) valueBound(al *alternative, cs *constraintState, rest []candidate, need int) bool {
 	if at.groups == nil {
 		at.groups = map[scalarKey]int32{}
 	}
@@ -177,7 +177,7 @@ func (at *attempt) valueBound(al *alt, cs *constraintState, rest []cand, need in
 }
 
 // countBound is the free-device and counter part of boundOK.
-func (at *attempt) countBound(al *alt, rest []cand, need int) bool {
+func (at *attempt) countBound(al *alternative, rest []candidate, need int) bool {
 	free := 0
 	touched := at.touched[:0]
 	defer func() { at.touched = touched[:0] }()
@@ -199,13 +199,13 @@ func (at *attempt) countBound(al *alt, rest []cand, need int) bool {
 		} else {
 			if al == nil {
 				// Devices for several requests: none with admin access.
-				if at.inUse[c.l] > 0 || (c.full && at.pools[c.np].h.allocated(d.idx)) {
+				if at.inUse[c.local] > 0 || (c.fromAll && at.pools[c.pool].h.allocated(d.idx)) {
 					continue
 				}
 			} else if at.busy(al, c, d) || !at.admitted(al, c) {
 				continue
 			}
-			np := &at.pools[c.np]
+			np := &at.pools[c.pool]
 			if len(d.uses) == 0 || at.skipCounters(c, d) {
 				free++
 			} else {
@@ -214,7 +214,7 @@ func (at *attempt) countBound(al *alt, rest []cand, need int) bool {
 				}
 				ls := np.setBase + d.bucket
 				if at.cntSet[ls] == 0 {
-					touched = append(touched, touchedSet{local: ls, set: d.bucket, np: c.np})
+					touched = append(touched, touchedSet{local: ls, set: d.bucket, np: c.pool})
 				}
 				at.cntSet[ls]++
 				for _, u := range d.bucketUses {
@@ -254,7 +254,7 @@ func (at *attempt) countBound(al *alt, rest []cand, need int) bool {
 // admitted: the active constraints admit the candidate. A derived
 // attribute that fails to evaluate admits it: the search reports the
 // error when it reaches the device.
-func (at *attempt) admitted(al *alt, c cand) bool {
+func (at *attempt) admitted(al *alternative, c candidate) bool {
 	for _, i := range al.applies {
 		cs := at.cons[al.claim][i]
 		v, err := at.attrFor(al, cs, c.d)

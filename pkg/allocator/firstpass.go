@@ -21,17 +21,17 @@ const firstPassBudget = 256
 
 // fillLazy is fill for the first pass: upstream's plain enumeration, with
 // candidates built as it reaches them.
-func (at *attempt) fillLazy(si int, al *alt, k, pos int) (bool, error) {
+func (at *attempt) fillLazy(si int, al *alternative, k, pos int) (bool, error) {
 	if at.steps > firstPassBudget {
 		return false, errFirstPassBudget
 	}
-	for i := pos; i < len(al.cands) || at.more(al); i++ {
+	for i := pos; i < len(al.candidates) || at.more(al); i++ {
 		// Every device tried counts: a failing constraint can reject
 		// thousands without recursing.
 		if at.steps++; at.steps > firstPassBudget {
 			return false, errFirstPassBudget
 		}
-		ok, err := at.tryAdd(al, al.cands[i])
+		ok, err := at.tryAdd(al, al.candidates[i])
 		if err != nil {
 			return false, err
 		}

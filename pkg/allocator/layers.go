@@ -52,7 +52,7 @@ func (at *attempt) on(ls layers) bool { return at.a.opts.withoutLayers&ls == 0 }
 // plain misfit.
 func (at *attempt) hopeless(si int) bool {
 	risky := si
-	for risky < len(at.slots) && !slices.ContainsFunc(at.slots[risky].alts, func(al *alt) bool { return al.mayFail }) {
+	for risky < len(at.requests) && !slices.ContainsFunc(at.requests[risky].alternatives, func(al *alternative) bool { return al.mayFail }) {
 		risky++
 	}
 	if at.on(layerInfeasibleSuffix) && at.infeasibleFrom > 0 && at.infeasibleFrom >= si && at.infeasibleFrom < risky {
@@ -61,7 +61,7 @@ func (at *attempt) hopeless(si int) bool {
 	if at.on(layerRequestBound) && !at.requestsMayFit(si, risky) {
 		return true
 	}
-	return risky == len(at.slots) && at.on(layerJointBound) && !at.jointBound(si)
+	return risky == len(at.requests) && at.on(layerJointBound) && !at.jointBound(si)
 }
 
 // requestsMayFit: every request in [si, risky) may still fit alone (for
@@ -69,14 +69,14 @@ func (at *attempt) hopeless(si int) bool {
 // if any, has an alternative that does not surely fail without error.
 func (at *attempt) requestsMayFit(si, risky int) bool {
 	for sj := si; sj < risky; sj++ {
-		if !slices.ContainsFunc(at.slots[sj].alts, at.mayFit) {
+		if !slices.ContainsFunc(at.requests[sj].alternatives, at.mayFit) {
 			return false
 		}
 	}
-	if risky == len(at.slots) {
+	if risky == len(at.requests) {
 		return true
 	}
-	return slices.ContainsFunc(at.slots[risky].alts, func(al *alt) bool { return !at.failsCleanly(al) })
+	return slices.ContainsFunc(at.requests[risky].alternatives, func(al *alternative) bool { return !at.failsCleanly(al) })
 }
 
 // limitDoomed: some later request of the same claim breaks the claim limit
@@ -84,17 +84,17 @@ func (at *attempt) requestsMayFit(si, risky int) bool {
 // decided when none of the claim's requests can fail fatally, so that no
 // error upstream would meet while trying other devices is skipped.
 func (at *attempt) limitDoomed(si int) bool {
-	c := at.slots[si].claim
-	for sj := si - 1; sj >= 0 && at.slots[sj].claim == c; sj-- {
-		if slices.ContainsFunc(at.slots[sj].alts, func(al *alt) bool { return al.mayFail }) {
+	c := at.requests[si].claim
+	for sj := si - 1; sj >= 0 && at.requests[sj].claim == c; sj-- {
+		if slices.ContainsFunc(at.requests[sj].alternatives, func(al *alternative) bool { return al.mayFail }) {
 			return false
 		}
 	}
 	n := at.claimCount[c]
-	for sj := si; sj < len(at.slots) && at.slots[sj].claim == c; sj++ {
+	for sj := si; sj < len(at.requests) && at.requests[sj].claim == c; sj++ {
 		least := -1
-		for _, al := range at.slots[sj].alts {
-			if al.mayFail || (al.all && len(al.cands) == 0) {
+		for _, al := range at.requests[sj].alternatives {
+			if al.mayFail || (al.all && len(al.candidates) == 0) {
 				return false
 			}
 			if least < 0 || al.count < least {

@@ -13,14 +13,14 @@ import (
 
 // attempt is the state of one Allocate call. One goroutine owns it.
 type attempt struct {
-	a      *Allocator
-	ctx    context.Context
-	node   *corev1.Node
-	claims []*resourcev1.ResourceClaim
-	plan   []claimPlan
-	pools  []nodePool
-	slots  []slot
-	cons   [][]*constraintState // per claim
+	a        *Allocator
+	ctx      context.Context
+	node     *corev1.Node
+	claims   []*resourcev1.ResourceClaim
+	plan     []claimPlan
+	pools    []nodePool
+	requests []claimRequest
+	cons     [][]*constraintState // per claim
 
 	scratch *scratch
 	// Dense per-attempt state, indexed by attempt-local indices.
@@ -55,7 +55,7 @@ type attempt struct {
 	// Scratch for jointBound: devices seen in this epoch.
 	seen  []uint32
 	epoch uint32
-	union []cand
+	union []candidate
 }
 
 type shareState struct {
@@ -69,10 +69,10 @@ type touchedSet struct {
 	np    int32
 }
 
-// pick is one device chosen for one alt, with what is needed to undo it.
+// pick is one device chosen for one alternative, with what is needed to undo it.
 type pick struct {
-	al       *alt
-	c        cand
+	al       *alternative
+	c        candidate
 	counters bool
 	compat   []savedCompat
 	nCons    int
@@ -145,28 +145,28 @@ func (at *attempt) release() {
 
 // busy is the in-use test upstream runs first: admin access may reuse
 // devices held by other claims but not pick one twice for its own claim.
-func (at *attempt) busy(al *alt, c cand, d *devInfo) bool {
+func (at *attempt) busy(al *alternative, c candidate, d *devInfo) bool {
 	if al.admin {
 		if d.multi {
 			return false
 		}
 		for i := len(at.picks) - 1; i >= 0 && at.picks[i].al.claim == al.claim; i-- {
-			if at.picks[i].c.l == c.l && !at.picks[i].c.d.multi {
+			if at.picks[i].c.local == c.local && !at.picks[i].c.d.multi {
 				return true
 			}
 		}
 		return false
 	}
-	return at.inUse[c.l] > 0 || (c.full && at.pools[c.np].h.allocated(d.idx))
+	return at.inUse[c.local] > 0 || (c.fromAll && at.pools[c.pool].h.allocated(d.idx))
 }
 
-func (at *attempt) skipCounters(c cand, d *devInfo) bool {
-	return d.multi && (at.pools[c.np].h.shareInUse(d.idx) || at.shares[c.l] != nil)
+func (at *attempt) skipCounters(c candidate, d *devInfo) bool {
+	return d.multi && (at.pools[c.pool].h.shareInUse(d.idx) || at.shares[c.local] != nil)
 }
 
 // tryAdd runs the dynamic checks for one candidate in upstream's order and,
 // when they pass, records it. The error is fatal.
-func (at *attempt) tryAdd(al *alt, c cand) (bool, error) {
+func (at *attempt) tryAdd(al *alternative, c candidate) (bool, error) {
 	a := at.a
 	d := c.d
 	if at.busy(al, c, d) {
@@ -175,9 +175,9 @@ func (at *attempt) tryAdd(al *alt, c cand) (bool, error) {
 	if c.err != nil {
 		return false, c.err
 	}
-	sh := at.shares[c.l]
-	if !c.full && d.multi && sh != nil {
-		fits, err := capacityFits(al.capReq, d.cap, at.pools[c.np].h.aggCap(d.idx), sh.used, a.g.fractional)
+	sh := at.shares[c.local]
+	if !c.fromAll && d.multi && sh != nil {
+		fits, err := capacityFits(al.capReq, d.cap, at.pools[c.pool].h.aggCap(d.idx), sh.used, a.g.fractional)
 		if err != nil {
 			return false, at.fatal(al.claim, al.name, fmt.Errorf("checking capacity for device %s: %w", d.id(), err))
 		}
@@ -185,12 +185,12 @@ func (at *attempt) tryAdd(al *alt, c cand) (bool, error) {
 			return false, nil
 		}
 	}
-	if c.full {
+	if c.fromAll {
 		if ok, _ := at.usable(d); !ok {
 			return false, nil
 		}
 	}
-	np := &at.pools[c.np]
+	np := &at.pools[c.pool]
 	t, h := np.t, np.h
 	pk := pick{al: al, c: c}
 	if !at.skipCounters(c, d) && len(d.uses) > 0 {
@@ -221,7 +221,7 @@ func (at *attempt) tryAdd(al *alt, c cand) (bool, error) {
 		}
 		pk.counters = true
 	}
-	if c.full && at.blockedByTaint(al, d) {
+	if c.fromAll && at.blockedByTaint(al, d) {
 		at.rollback(&pk)
 		return false, nil
 	}
@@ -234,7 +234,7 @@ func (at *attempt) tryAdd(al *alt, c cand) (bool, error) {
 		}
 		if !cs.admits(v) {
 			at.rollback(&pk)
-			if c.full {
+			if c.fromAll {
 				// Upstream: a claim whose constraint excludes part of
 				// "all" devices is a mistake, not a misfit.
 				return false, at.fatal(al.claim, al.name, fmt.Errorf("cannot add device %s because a claim constraint would not be satisfied", d.id()))
@@ -244,7 +244,7 @@ func (at *attempt) tryAdd(al *alt, c cand) (bool, error) {
 		cs.add(v)
 		pk.nCons++
 	}
-	if c.full {
+	if c.fromAll {
 		var shared capMap
 		if sh != nil {
 			shared = sh.used
@@ -272,12 +272,12 @@ func (at *attempt) tryAdd(al *alt, c cand) (bool, error) {
 				at.shares = map[int32]*shareState{}
 			}
 			sh = &shareState{}
-			at.shares[c.l] = sh
+			at.shares[c.local] = sh
 		}
 		sh.n++
 		sh.used = addCap(sh.used, consumed)
 	} else {
-		at.inUse[c.l]++
+		at.inUse[c.local]++
 	}
 	at.picks = append(at.picks, pk)
 	at.claimCount[al.claim]++
@@ -289,14 +289,14 @@ func (at *attempt) undo() {
 	pk := &at.picks[len(at.picks)-1]
 	d := pk.c.d
 	if d.multi {
-		sh := at.shares[pk.c.l]
+		sh := at.shares[pk.c.local]
 		sh.n--
 		subCap(sh.used, pk.consumed)
 		if sh.n == 0 {
-			delete(at.shares, pk.c.l)
+			delete(at.shares, pk.c.local)
 		}
 	} else {
-		at.inUse[pk.c.l]--
+		at.inUse[pk.c.local]--
 	}
 	at.claimCount[pk.al.claim]--
 	at.rollback(pk)
@@ -315,7 +315,7 @@ func (at *attempt) rollback(pk *pick) {
 	}
 	pk.compat = nil
 	if pk.counters {
-		np := &at.pools[pk.c.np]
+		np := &at.pools[pk.c.pool]
 		for _, u := range pk.c.d.uses {
 			at.used[np.ctrBase+u.rel] -= u.amt
 		}
@@ -331,21 +331,21 @@ func (at *attempt) rollback(pk *pick) {
 // and at a claim boundary it becomes a plain failure.
 var errClaimLimit = errors.New("claim limit exceeded")
 
-// solve satisfies slots si.. in order. For a firstAvailable request the
+// solve satisfies requests si.. in order. For a firstAvailable request the
 // subrequests are tried in preference order, each with everything after it.
 func (at *attempt) solve(si int) (bool, error) {
 	at.nodes++
-	if si > 0 && (si == len(at.slots) || at.slots[si].claim != at.slots[si-1].claim) {
+	if si > 0 && (si == len(at.requests) || at.requests[si].claim != at.requests[si-1].claim) {
 		// Upstream passes through a node for the end of the claim.
 		at.nodes++
 	}
-	if si == len(at.slots) {
+	if si == len(at.requests) {
 		return true, nil
 	}
-	sl := &at.slots[si]
+	sl := &at.requests[si]
 	if at.overLimit(sl) {
 		if sl.first {
-			at.nodes += int64(len(sl.alts))
+			at.nodes += int64(len(sl.alternatives))
 		}
 		return false, errClaimLimit
 	}
@@ -356,11 +356,11 @@ func (at *attempt) solve(si int) (bool, error) {
 		return false, nil
 	}
 	allOver := true
-	for ai, al := range sl.alts {
+	for ai, al := range sl.alternatives {
 		if sl.first {
 			at.nodes++ // each subrequest is a node of its own
 		}
-		if al.all && len(al.cands) == 0 {
+		if al.all && len(al.candidates) == 0 {
 			allOver = false
 			continue
 		}
@@ -386,21 +386,21 @@ func (at *attempt) solve(si int) (bool, error) {
 	return false, nil
 }
 
-// overLimit: every alt of the slot asks for more devices than the claim
-// has room for.
-func (at *attempt) overLimit(sl *slot) bool {
-	for _, al := range sl.alts {
-		if (al.all && len(al.cands) == 0) || at.claimCount[al.claim]+al.count <= maxResults {
+// overLimit: every alternative of the request asks for more devices than
+// the claim has room for.
+func (at *attempt) overLimit(sl *claimRequest) bool {
+	for _, al := range sl.alternatives {
+		if (al.all && len(al.candidates) == 0) || at.claimCount[al.claim]+al.count <= maxResults {
 			return false
 		}
 	}
 	return true
 }
 
-// fill picks device k of the alt from order[pos:]. Devices of one request
+// fill picks device k of the alternative from order[pos:]. Devices of one request
 // are tried as increasing combinations, as upstream does, so that no set of
 // devices is tried twice.
-func (at *attempt) fill(si int, al *alt, order []cand, k, pos int) (bool, error) {
+func (at *attempt) fill(si int, al *alternative, order []candidate, k, pos int) (bool, error) {
 	if k > 0 {
 		at.nodes++
 	}
@@ -415,7 +415,7 @@ func (at *attempt) fill(si int, al *alt, order []cand, k, pos int) (bool, error)
 	}
 	if k == al.count {
 		ok, err := at.solve(si + 1)
-		if errors.Is(err, errClaimLimit) && si+1 < len(at.slots) && at.slots[si+1].claim != al.claim {
+		if errors.Is(err, errClaimLimit) && si+1 < len(at.requests) && at.requests[si+1].claim != al.claim {
 			return false, nil
 		}
 		return ok, err

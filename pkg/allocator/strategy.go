@@ -13,9 +13,9 @@ package allocator
 
 // order returns the candidates of al in the order the strategy tries
 // them. "All" requests take every candidate, so their order is kept.
-func (at *attempt) order(al *alt) []cand {
+func (at *attempt) order(al *alternative) []candidate {
 	if at.a.opts.Strategy == BestFit && !al.all {
 		return at.bestFitOrder(al)
 	}
-	return al.cands
+	return al.candidates
 }
