@@ -68,8 +68,8 @@ func (c *Claims) Allocate(ctx context.Context, node *corev1.Node) ([]*resourcev1
 	}
 	if at.firstPass {
 		at.firstPass = false
-		for si := range at.requests {
-			for _, al := range at.requests[si].alternatives {
+		for ri := range at.requests {
+			for _, al := range at.requests[ri].alternatives {
 				at.finishAlt(al)
 			}
 		}
@@ -145,9 +145,9 @@ func (a *Allocator) Stats() Stats {
 func (at *attempt) explain() (*Explanation, error) {
 	e := &Explanation{Node: at.node.Name}
 	claimIdx := map[int]int{}
-	for si := range at.requests {
-		sl := &at.requests[si]
-		for _, al := range sl.alternatives {
+	for ri := range at.requests {
+		cr := &at.requests[ri]
+		for _, al := range cr.alternatives {
 			ci, ok := claimIdx[al.claim]
 			if !ok {
 				ci = len(e.Claims)

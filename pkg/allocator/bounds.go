@@ -1,12 +1,12 @@
 package allocator
 
-// jointBound: the requests from si on (up to one that may fail fatally)
+// jointBound: the requests from ri on (up to one that may fail fatally)
 // need distinct devices, so together they need at least the sum of their
 // smallest counts from the union of their candidates, which the free-device
 // and counter bound caps. Admin access may reuse devices and shared devices
 // may be picked twice, so either turns the bound off.
-func (at *attempt) jointBound(si int) bool {
-	if len(at.requests)-si < 2 {
+func (at *attempt) jointBound(ri int) bool {
+	if len(at.requests)-ri < 2 {
 		return true
 	}
 	if len(at.seen) == 0 {
@@ -16,12 +16,12 @@ func (at *attempt) jointBound(si int) bool {
 	union := at.union[:0]
 	defer func() { at.union = union[:0] }()
 	need := 0
-	for sj := si; sj < len(at.requests); sj++ {
-		alternatives := at.requests[sj].alternatives
+	for rj := ri; rj < len(at.requests); rj++ {
+		alternatives := at.requests[rj].alternatives
 		least := -1
 		for _, al := range alternatives {
 			if al.mayFail {
-				sj = len(at.requests) // upstream may stop here with an error
+				rj = len(at.requests) // upstream may stop here with an error
 				least = -1
 				break
 			}

@@ -42,7 +42,7 @@ const (
 // on reports whether all of ls are switched on for this attempt.
 func (at *attempt) on(ls layers) bool { return at.a.opts.withoutLayers&ls == 0 }
 
-// hopeless reports whether the requests from si on cannot all be satisfied
+// hopeless reports whether the requests from ri on cannot all be satisfied
 // from the current picks, by the layers that look ahead: requests that
 // no longer fit alone, together, or as a suffix a probe found infeasible.
 // Picks only take devices, counters, constraint values and result room
@@ -50,26 +50,26 @@ func (at *attempt) on(ls layers) bool { return at.a.opts.withoutLayers&ls == 0 }
 // past the first request that may fail fatally (risky): upstream would
 // reach it and could report that error, which pruning would turn into a
 // plain misfit.
-func (at *attempt) hopeless(si int) bool {
-	risky := si
+func (at *attempt) hopeless(ri int) bool {
+	risky := ri
 	for risky < len(at.requests) && !slices.ContainsFunc(at.requests[risky].alternatives, func(al *alternative) bool { return al.mayFail }) {
 		risky++
 	}
-	if at.on(layerInfeasibleSuffix) && at.infeasibleFrom > 0 && at.infeasibleFrom >= si && at.infeasibleFrom < risky {
+	if at.on(layerInfeasibleSuffix) && at.infeasibleFrom > 0 && at.infeasibleFrom >= ri && at.infeasibleFrom < risky {
 		return true
 	}
-	if at.on(layerRequestBound) && !at.requestsMayFit(si, risky) {
+	if at.on(layerRequestBound) && !at.requestsMayFit(ri, risky) {
 		return true
 	}
-	return risky == len(at.requests) && at.on(layerJointBound) && !at.jointBound(si)
+	return risky == len(at.requests) && at.on(layerJointBound) && !at.jointBound(ri)
 }
 
-// requestsMayFit: every request in [si, risky) may still fit alone (for
+// requestsMayFit: every request in [ri, risky) may still fit alone (for
 // a firstAvailable request, one of its subrequests), and the risky request,
 // if any, has an alternative that does not surely fail without error.
-func (at *attempt) requestsMayFit(si, risky int) bool {
-	for sj := si; sj < risky; sj++ {
-		if !slices.ContainsFunc(at.requests[sj].alternatives, at.mayFit) {
+func (at *attempt) requestsMayFit(ri, risky int) bool {
+	for rj := ri; rj < risky; rj++ {
+		if !slices.ContainsFunc(at.requests[rj].alternatives, at.mayFit) {
 			return false
 		}
 	}
@@ -83,17 +83,17 @@ func (at *attempt) requestsMayFit(si, risky int) bool {
 // even if every request up to it takes its smallest alternative. Only
 // decided when none of the claim's requests can fail fatally, so that no
 // error upstream would meet while trying other devices is skipped.
-func (at *attempt) limitDoomed(si int) bool {
-	c := at.requests[si].claim
-	for sj := si - 1; sj >= 0 && at.requests[sj].claim == c; sj-- {
-		if slices.ContainsFunc(at.requests[sj].alternatives, func(al *alternative) bool { return al.mayFail }) {
+func (at *attempt) limitDoomed(ri int) bool {
+	c := at.requests[ri].claim
+	for rj := ri - 1; rj >= 0 && at.requests[rj].claim == c; rj-- {
+		if slices.ContainsFunc(at.requests[rj].alternatives, func(al *alternative) bool { return al.mayFail }) {
 			return false
 		}
 	}
 	n := at.claimCount[c]
-	for sj := si; sj < len(at.requests) && at.requests[sj].claim == c; sj++ {
+	for rj := ri; rj < len(at.requests) && at.requests[rj].claim == c; rj++ {
 		least := -1
-		for _, al := range at.requests[sj].alternatives {
+		for _, al := range at.requests[rj].alternatives {
 			if al.mayFail || (al.all && len(al.candidates) == 0) {
 				return false
 			}

@@ -214,8 +214,7 @@ func (c *Claims) planClaim(ci int, claim *resourcev1.ResourceClaim, cp *claimPla
 		if rp.first {
 			for si := range req.FirstAvailable {
 				sub := &req.FirstAvailable[si]
-				r := c.newRequest(ci, req.Name+"/"+sub.Name, req.Name, sub.Name, sub.DeviceClassName, sub.Selectors,
-					sub.AllocationMode, sub.Count, nil, sub.Tolerations, sub.Capacity, sub.DerivedAttributes)
+				r := c.newRequest(ci, req.Name, sub.Name, subrequestSpec(sub))
 				rp.reqs = append(rp.reqs, r)
 				if r.err != nil {
 					cp.reqs = append(cp.reqs, rp)
@@ -224,8 +223,7 @@ func (c *Claims) planClaim(ci int, claim *resourcev1.ResourceClaim, cp *claimPla
 			}
 		} else {
 			ex := req.Exactly
-			r := c.newRequest(ci, req.Name, "", req.Name, ex.DeviceClassName, ex.Selectors,
-				ex.AllocationMode, ex.Count, ex.AdminAccess, ex.Tolerations, ex.Capacity, ex.DerivedAttributes)
+			r := c.newRequest(ci, "", req.Name, exactSpec(ex))
 			rp.reqs = append(rp.reqs, r)
 			if r.err != nil {
 				cp.reqs = append(cp.reqs, rp)
@@ -288,12 +286,40 @@ func (a *Allocator) gateRequest(claim *resourcev1.ResourceClaim, req *resourcev1
 	return nil
 }
 
-func (c *Claims) newRequest(ci int, name, parent, short, class string, sels []resourcev1.DeviceSelector,
-	mode resourcev1.DeviceAllocationMode, count int64, admin *bool, tols []resourcev1.DeviceToleration,
-	capReq *resourcev1.CapacityRequirements, derived []resourcev1.DeviceDerivedAttribute) *request {
+// requestSpec is what an exact request and a firstAvailable subrequest
+// state alike; only an exact request can ask for admin access.
+type requestSpec struct {
+	class   string
+	sels    []resourcev1.DeviceSelector
+	mode    resourcev1.DeviceAllocationMode
+	count   int64
+	admin   *bool
+	tols    []resourcev1.DeviceToleration
+	capReq  *resourcev1.CapacityRequirements
+	derived []resourcev1.DeviceDerivedAttribute
+}
+
+func exactSpec(ex *resourcev1.ExactDeviceRequest) requestSpec {
+	return requestSpec{class: ex.DeviceClassName, sels: ex.Selectors, mode: ex.AllocationMode, count: ex.Count,
+		admin: ex.AdminAccess, tols: ex.Tolerations, capReq: ex.Capacity, derived: ex.DerivedAttributes}
+}
+
+func subrequestSpec(sub *resourcev1.DeviceSubRequest) requestSpec {
+	return requestSpec{class: sub.DeviceClassName, sels: sub.Selectors, mode: sub.AllocationMode, count: sub.Count,
+		tols: sub.Tolerations, capReq: sub.Capacity, derived: sub.DerivedAttributes}
+}
+
+// newRequest prepares request short of claim ci, or subrequest short of
+// request parent.
+func (c *Claims) newRequest(ci int, parent, short string, spec requestSpec) *request {
 	a := c.a
-	r := &request{claim: ci, name: name, parent: parent, short: short, admin: ptr.Deref(admin, false),
-		tols: tols, capReq: capReq}
+	name := short
+	if parent != "" {
+		name = parent + "/" + short
+	}
+	class, sels, mode, count, derived := spec.class, spec.sels, spec.mode, spec.count, spec.derived
+	r := &request{claim: ci, name: name, parent: parent, short: short, admin: ptr.Deref(spec.admin, false),
+		tols: spec.tols, capReq: spec.capReq}
 	fatal := func(err error) *request {
 		r.err = &FatalError{Claim: claimName(c.claims[ci]), Request: name, Err: err}
 		return r
@@ -375,7 +401,7 @@ func (at *attempt) prepare() error {
 			if rp.err != nil {
 				return rp.err
 			}
-			sl := claimRequest{claim: ci, first: rp.first}
+			cr := claimRequest{claim: ci, first: rp.first}
 			least := -1
 			var want int64
 			for _, r := range rp.reqs {
@@ -386,7 +412,7 @@ func (at *attempt) prepare() error {
 				if err != nil {
 					return err
 				}
-				sl.alternatives = append(sl.alternatives, al)
+				cr.alternatives = append(cr.alternatives, al)
 				if least < 0 || al.count < least {
 					least, want = al.count, al.want
 				}
@@ -400,7 +426,7 @@ func (at *attempt) prepare() error {
 				return at.fatal(ci, name, fmt.Errorf("adding %d devices exceeds the claim limit of %d, with %d already accounted for", want, maxResults, minDevices))
 			}
 			minDevices += least
-			at.requests = append(at.requests, sl)
+			at.requests = append(at.requests, cr)
 		}
 		if cp.consErr != nil {
 			return cp.consErr

@@ -331,33 +331,33 @@ func (at *attempt) rollback(pk *pick) {
 // and at a claim boundary it becomes a plain failure.
 var errClaimLimit = errors.New("claim limit exceeded")
 
-// solve satisfies requests si.. in order. For a firstAvailable request the
+// solve satisfies requests ri.. in order. For a firstAvailable request the
 // subrequests are tried in preference order, each with everything after it.
-func (at *attempt) solve(si int) (bool, error) {
+func (at *attempt) solve(ri int) (bool, error) {
 	at.nodes++
-	if si > 0 && (si == len(at.requests) || at.requests[si].claim != at.requests[si-1].claim) {
+	if ri > 0 && (ri == len(at.requests) || at.requests[ri].claim != at.requests[ri-1].claim) {
 		// Upstream passes through a node for the end of the claim.
 		at.nodes++
 	}
-	if si == len(at.requests) {
+	if ri == len(at.requests) {
 		return true, nil
 	}
-	sl := &at.requests[si]
-	if at.overLimit(sl) {
-		if sl.first {
-			at.nodes += int64(len(sl.alternatives))
+	cr := &at.requests[ri]
+	if at.overLimit(cr) {
+		if cr.first {
+			at.nodes += int64(len(cr.alternatives))
 		}
 		return false, errClaimLimit
 	}
-	if at.on(layerClaimLimit) && at.limitDoomed(si) {
+	if at.on(layerClaimLimit) && at.limitDoomed(ri) {
 		return false, errClaimLimit
 	}
-	if !at.firstPass && at.hopeless(si) {
+	if !at.firstPass && at.hopeless(ri) {
 		return false, nil
 	}
 	allOver := true
-	for ai, al := range sl.alternatives {
-		if sl.first {
+	for ai, al := range cr.alternatives {
+		if cr.first {
 			at.nodes++ // each subrequest is a node of its own
 		}
 		if al.all && len(al.candidates) == 0 {
@@ -367,7 +367,7 @@ func (at *attempt) solve(si int) (bool, error) {
 		if at.claimCount[al.claim]+al.count > maxResults {
 			continue
 		}
-		ok, err := at.fill(si, al, at.order(al), 0, 0)
+		ok, err := at.fill(ri, al, at.order(al), 0, 0)
 		if errors.Is(err, errClaimLimit) {
 			continue
 		}
@@ -376,7 +376,7 @@ func (at *attempt) solve(si int) (bool, error) {
 			return false, err
 		}
 		if ok {
-			sl.chosen = ai
+			cr.chosen = ai
 			return true, nil
 		}
 	}
@@ -388,8 +388,8 @@ func (at *attempt) solve(si int) (bool, error) {
 
 // overLimit: every alternative of the request asks for more devices than
 // the claim has room for.
-func (at *attempt) overLimit(sl *claimRequest) bool {
-	for _, al := range sl.alternatives {
+func (at *attempt) overLimit(cr *claimRequest) bool {
+	for _, al := range cr.alternatives {
 		if (al.all && len(al.candidates) == 0) || at.claimCount[al.claim]+al.count <= maxResults {
 			return false
 		}
@@ -400,7 +400,7 @@ func (at *attempt) overLimit(sl *claimRequest) bool {
 // fill picks device k of the alternative from order[pos:]. Devices of one request
 // are tried as increasing combinations, as upstream does, so that no set of
 // devices is tried twice.
-func (at *attempt) fill(si int, al *alternative, order []candidate, k, pos int) (bool, error) {
+func (at *attempt) fill(ri int, al *alternative, order []candidate, k, pos int) (bool, error) {
 	if k > 0 {
 		at.nodes++
 	}
@@ -414,21 +414,21 @@ func (at *attempt) fill(si int, al *alternative, order []candidate, k, pos int) 
 		return false, at.overBudget
 	}
 	if k == al.count {
-		ok, err := at.solve(si + 1)
-		if errors.Is(err, errClaimLimit) && si+1 < len(at.requests) && at.requests[si+1].claim != al.claim {
+		ok, err := at.solve(ri + 1)
+		if errors.Is(err, errClaimLimit) && ri+1 < len(at.requests) && at.requests[ri+1].claim != al.claim {
 			return false, nil
 		}
 		return ok, err
 	}
 	if at.firstPass && !al.all {
-		return at.fillLazy(si, al, k, pos)
+		return at.fillLazy(ri, al, k, pos)
 	}
 	if al.all {
 		ok, err := at.tryAdd(al, order[k])
 		if err != nil || !ok {
 			return false, err
 		}
-		done, err := at.fill(si, al, order, k+1, 0)
+		done, err := at.fill(ri, al, order, k+1, 0)
 		if err != nil || !done {
 			at.undo()
 			return false, err
@@ -456,7 +456,7 @@ func (at *attempt) fill(si int, al *alternative, order []candidate, k, pos int) 
 		if !ok {
 			continue
 		}
-		done, err := at.fill(si, al, order, k+1, i+1)
+		done, err := at.fill(ri, al, order, k+1, i+1)
 		if err == nil && done {
 			return true, nil
 		}

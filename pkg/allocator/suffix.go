@@ -22,14 +22,14 @@ const probeBudget = 4096
 // of the suffix, bounded by probeBudget; when over budget nothing is
 // concluded.
 func (at *attempt) suffixes() error {
-	for sj := len(at.requests) - 1; sj >= 1; sj-- {
-		for _, al := range at.requests[sj].alternatives {
+	for rj := len(at.requests) - 1; rj >= 1; rj-- {
+		for _, al := range at.requests[rj].alternatives {
 			if al.mayFail || slices.ContainsFunc(al.candidates, func(c candidate) bool { return c.d.multi }) {
 				return nil
 			}
 		}
 		probe := &attempt{a: at.a, ctx: at.ctx, node: at.node, claims: at.claims, plan: at.plan, pools: at.pools, cons: at.cons,
-			requests: slices.Clone(at.requests[sj:]), stepLimit: probeBudget, overBudget: errProbeBudget}
+			requests: slices.Clone(at.requests[rj:]), stepLimit: probeBudget, overBudget: errProbeBudget}
 		probe.size()
 		ok, err := probe.solve(0)
 		at.a.probeNodes.Add(probe.nodes)
@@ -47,7 +47,7 @@ func (at *attempt) suffixes() error {
 		case err != nil:
 			return err
 		case !ok:
-			at.infeasibleFrom = sj
+			at.infeasibleFrom = rj
 			return nil
 		}
 	}
