@@ -217,7 +217,7 @@ func allocateWith(t *testing.T, s layerScenario, opts Options) (layerOutcome, bo
 func TestPrunedEqualsUnpruned(t *testing.T) {
 	scenarios := 300
 	if testing.Short() || raceEnabled {
-		scenarios = 100
+		scenarios = 60
 	}
 	const budget = 50_000
 	variants := []struct {
