@@ -21,7 +21,7 @@ const firstPassBudget = 256
 
 // fillLazy is fill for the first pass: upstream's plain enumeration, with
 // candidates built as it reaches them.
-func (at *attempt) fillLazy(si int, al *alternative, k, pos int) (bool, error) {
+func (at *attempt) fillLazy(ri int, al *alternative, k, pos int) (bool, error) {
 	if at.steps > firstPassBudget {
 		return false, errFirstPassBudget
 	}
@@ -31,20 +31,8 @@ func (at *attempt) fillLazy(si int, al *alternative, k, pos int) (bool, error) {
 		if at.steps++; at.steps > firstPassBudget {
 			return false, errFirstPassBudget
 		}
-		ok, err := at.tryAdd(al, al.candidates[i])
-		if err != nil {
-			return false, err
-		}
-		if !ok {
-			continue
-		}
-		done, err := at.fill(si, al, nil, k+1, i+1)
-		if err == nil && done {
-			return true, nil
-		}
-		at.undo()
-		if err != nil {
-			return false, err
+		if done, err := at.descend(ri, al, nil, al.candidates[i], k, i+1); done || err != nil {
+			return done, err
 		}
 	}
 	return false, nil

@@ -424,16 +424,9 @@ func (at *attempt) fill(ri int, al *alternative, order []candidate, k, pos int) 
 		return at.fillLazy(ri, al, k, pos)
 	}
 	if al.all {
-		ok, err := at.tryAdd(al, order[k])
-		if err != nil || !ok {
-			return false, err
-		}
-		done, err := at.fill(ri, al, order, k+1, 0)
-		if err != nil || !done {
-			at.undo()
-			return false, err
-		}
-		return true, nil
+		// Every device must be taken, in order: the first that does not
+		// fit ends the request.
+		return at.descend(ri, al, order, order[k], k, 0)
 	}
 	last := len(order) - 1
 	// Upstream visits every remaining device even when too few are left,
@@ -449,21 +442,25 @@ func (at *attempt) fill(ri int, al *alternative, order []candidate, k, pos int) 
 		last = len(order) - need
 	}
 	for i := pos; i <= last; i++ {
-		ok, err := at.tryAdd(al, order[i])
-		if err != nil {
-			return false, err
-		}
-		if !ok {
-			continue
-		}
-		done, err := at.fill(ri, al, order, k+1, i+1)
-		if err == nil && done {
-			return true, nil
-		}
-		at.undo()
-		if err != nil {
-			return false, err
+		if done, err := at.descend(ri, al, order, order[i], k, i+1); done || err != nil {
+			return done, err
 		}
 	}
 	return false, nil
+}
+
+// descend tries c as device k of the alternative and, when it fits,
+// recurses to device k+1 from order[next:]; unless that succeeds, the
+// pick is undone.
+func (at *attempt) descend(ri int, al *alternative, order []candidate, c candidate, k, next int) (bool, error) {
+	ok, err := at.tryAdd(al, c)
+	if err != nil || !ok {
+		return false, err
+	}
+	done, err := at.fill(ri, al, order, k+1, next)
+	if err == nil && done {
+		return true, nil
+	}
+	at.undo()
+	return false, err
 }
