@@ -193,12 +193,7 @@ func (n *gpuNode) stop(t testing.TB) {
 	if n.cmd == nil {
 		return
 	}
-	_ = n.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-n.exited:
-	case <-time.After(30 * time.Second):
-		_ = n.cmd.Process.Kill()
-		<-n.exited
+	if !terminate(n.cmd.Process, n.exited, syscall.SIGTERM, 30*time.Second) {
 		t.Error("the driver did not stop on SIGTERM")
 	}
 	n.cmd = nil
