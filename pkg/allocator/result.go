@@ -54,15 +54,15 @@ func (at *attempt) results() ([]*resourcev1.AllocationResult, error) {
 	return out, nil
 }
 
-// chosen returns the alt that served each request of a claim.
-func (at *attempt) chosen(ci int) []*alt {
-	var alts []*alt
-	for i := range at.slots {
-		if at.slots[i].claim == ci {
-			alts = append(alts, at.slots[i].alts[at.slots[i].chosen])
+// chosen returns the alternative that served each request of a claim.
+func (at *attempt) chosen(ci int) []*alternative {
+	var alternatives []*alternative
+	for i := range at.requests {
+		if at.requests[i].claim == ci {
+			alternatives = append(alternatives, at.requests[i].alternatives[at.requests[i].chosen])
 		}
 	}
-	return alts
+	return alternatives
 }
 
 // configs: class configuration once per class, naming every request that
@@ -73,8 +73,8 @@ func (at *attempt) configs(ci int, claim *resourcev1.ResourceClaim) []resourcev1
 	var cfg []resourcev1.DeviceAllocationConfiguration
 	type span struct{ start, end int }
 	byClass := map[string]span{}
-	alts := at.chosen(ci)
-	for _, al := range alts {
+	alternatives := at.chosen(ci)
+	for _, al := range alternatives {
 		if sp, ok := byClass[al.class.Name]; ok {
 			for i := sp.start; i < sp.end; i++ {
 				cfg[i].Requests = append(cfg[i].Requests, al.name)
@@ -94,7 +94,7 @@ func (at *attempt) configs(ci int, claim *resourcev1.ResourceClaim) []resourcev1
 			if use {
 				break
 			}
-			if slices.Contains(c.Requests, req.Name) || (alts[i].parent != "" && slices.Contains(c.Requests, alts[i].name)) {
+			if slices.Contains(c.Requests, req.Name) || (alternatives[i].parent != "" && slices.Contains(c.Requests, alternatives[i].name)) {
 				use = true
 			}
 		}
@@ -112,7 +112,7 @@ func (at *attempt) configs(ci int, claim *resourcev1.ResourceClaim) []resourcev1
 			if slices.Contains(cfg[i].Requests, req.Name) {
 				continue
 			}
-			if alts[ri].parent != "" && slices.Contains(cfg[i].Requests, alts[ri].name) {
+			if alternatives[ri].parent != "" && slices.Contains(cfg[i].Requests, alternatives[ri].name) {
 				continue
 			}
 			all = false
