@@ -210,3 +210,18 @@ func (b *syncBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
+
+// terminate asks a child process to stop with sig, kills it if it has not
+// exited (done closed) within grace, and reports whether it stopped by
+// itself.
+func terminate(p *os.Process, done <-chan struct{}, sig os.Signal, grace time.Duration) bool {
+	_ = p.Signal(sig)
+	select {
+	case <-done:
+		return true
+	case <-time.After(grace):
+		_ = p.Kill()
+		<-done
+		return false
+	}
+}

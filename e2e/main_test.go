@@ -19,5 +19,9 @@ func TestMain(m *testing.M) {
 		_ = fs.Set("stderrthreshold", "FATAL")
 		klog.SetOutput(io.Discard)
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if driverBinary.dir != "" {
+		os.RemoveAll(driverBinary.dir)
+	}
+	os.Exit(code)
 }

@@ -454,13 +454,7 @@ func (p *schedulerProcess) stop() {
 		return
 	}
 	p.stopped = true
-	_ = p.cmd.Process.Signal(os.Interrupt)
-	select {
-	case <-p.done:
-	case <-time.After(20 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	}
+	terminate(p.cmd.Process, p.done, os.Interrupt, 20*time.Second)
 }
 
 func raceRows(w raceWorkload, rs []raceResult) []string {

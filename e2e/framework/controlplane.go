@@ -7,9 +7,10 @@
 // A test gets one with StartControlPlane and tears it down through
 // t.Cleanup. Components are added in Options.Components or later with
 // ControlPlane.Start; each gets a context that ends at teardown, before
-// the apiserver stops. To add one (kube-scheduler, the kubelet DRA
-// manager, a driver), implement Component in this package, in its own
-// file, and let tests list it in Options.Components.
+// the apiserver stops. Those here: ResourceClaimController, Scheduler and
+// Kubelet (the kubelet's DRA manager and plugin manager on one Node). To
+// add one, implement Component in this package, in its own file, and let
+// tests list it in Options.Components.
 package framework
 
 import (

@@ -3,14 +3,18 @@ package allocator
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/dractl/dractl/pkg/allocator/allocatortest"
 	"github.com/dractl/dractl/pkg/api"
+	migtable "github.com/dractl/dractl/pkg/mig"
 	"github.com/dractl/dractl/pkg/pool"
 )
 
@@ -57,59 +61,41 @@ var (
 	anyClass = allocatortest.Class("any")
 )
 
-// migProfile is one MIG placement: memory slices [start, start+mem) and
-// engine counts.
-type migProfile struct {
-	name       string
-	placements []int
-	mem, mp    int
-	ce, dec    int
-}
-
-var h100 = []migProfile{
-	{"1g.10gb", []int{0, 1, 2, 3, 4, 5, 6}, 1, 14, 1, 0},
-	{"1g.20gb", []int{0, 2, 4, 6}, 2, 14, 1, 1},
-	{"2g.20gb", []int{0, 2, 4}, 2, 28, 2, 1},
-	{"3g.40gb", []int{0, 4}, 4, 42, 3, 2},
-	{"4g.40gb", []int{0}, 4, 56, 4, 2},
-	{"7g.80gb", []int{0}, 8, 98, 7, 7},
-}
-
-// gpuNode adds the slices of one node with n H100s, each its own counter
-// set with the whole GPU and its 18 MIG placements as devices (KEP-4815's
-// MIG example).
+// gpuNode adds the slices of one node with n H100s (pkg/mig's table), each
+// its own counter set with the whole GPU and its 18 MIG placements as
+// devices (KEP-4815's MIG example), smallest profile first.
 func gpuNode(node string, n int) []*api.ResourceSlice {
+	m := &migtable.H100
 	cs := allocatortest.Slice(node + "-counters").Driver(gpuDriver).Pool(node).Count(2).Node(node)
 	ds := allocatortest.Slice(node + "-devices").Driver(gpuDriver).Pool(node).Count(2).Node(node)
 	for g := 0; g < n; g++ {
 		set := fmt.Sprintf("gpu-%d-counters", g)
-		kv := []string{"multiprocessors", "98", "copy-engines", "7", "decoders", "7"}
-		for m := 0; m < 8; m++ {
-			kv = append(kv, fmt.Sprintf("memory-slice-%d", m), "1")
-		}
-		cs.Counters(set, kv...)
+		cs.Counters(set, counterKV(m.SharedCounters())...)
 		parent := fmt.Sprintf("%s-gpu-%d", node, g)
-		full := []string{"multiprocessors", "98", "copy-engines", "7", "decoders", "7"}
-		for m := 0; m < 8; m++ {
-			full = append(full, fmt.Sprintf("memory-slice-%d", m), "1")
-		}
 		ds.Device(allocatortest.Device(fmt.Sprintf("gpu-%d", g)).Str("type", "gpu").Str("parentUUID", parent).
-			Str("profile", "full").Consumes(set, full...))
-		for _, p := range h100 {
-			for _, start := range p.placements {
-				kv := []string{"multiprocessors", fmt.Sprint(p.mp), "copy-engines", fmt.Sprint(p.ce)}
-				if p.dec > 0 {
-					kv = append(kv, "decoders", fmt.Sprint(p.dec))
+			Str("profile", "full").Consumes(set, counterKV(m.SharedCounters())...))
+		for _, p := range m.SmallestFirst() {
+			for _, start := range p.Placements {
+				c := p.Counters()
+				for s := start; s < start+p.MemorySlices; s++ {
+					c[migtable.MemorySliceCounter(s)] = api.Counter{Value: resource.MustParse("1")}
 				}
-				for m := start; m < start+p.mem; m++ {
-					kv = append(kv, fmt.Sprintf("memory-slice-%d", m), "1")
-				}
-				ds.Device(allocatortest.Device(fmt.Sprintf("gpu-%d-mig-%s-%d", g, p.name, start)).Str("type", "mig").
-					Str("parentUUID", parent).Str("profile", p.name).Int("placement", int64(start)).Consumes(set, kv...))
+				ds.Device(allocatortest.Device(fmt.Sprintf("gpu-%d-mig-%s-%d", g, p.Name, start)).Str("type", "mig").
+					Str("parentUUID", parent).Str("profile", p.Name).Int("placement", int64(start)).Consumes(set, counterKV(c)...))
 			}
 		}
 	}
 	return []*api.ResourceSlice{cs.Obj(), ds.Obj()}
+}
+
+// counterKV spells counters as the builders take them: name, quantity, ...
+func counterKV(c map[string]api.Counter) []string {
+	var kv []string
+	for _, name := range slices.Sorted(maps.Keys(c)) {
+		v := c[name].Value
+		kv = append(kv, name, v.String())
+	}
+	return kv
 }
 
 // fullGPUsAllocated marks the first k whole GPUs of a node as allocated.

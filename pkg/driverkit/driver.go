@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"time"
 
@@ -116,9 +118,16 @@ func Start(ctx context.Context, opts Options, pool []*api.ResourceSlice) (*Drive
 	if opts.RegistrarDir != "" {
 		hopts = append(hopts, kubeletplugin.RegistrarDirectoryPath(opts.RegistrarDir))
 	}
-	if opts.PluginDir != "" {
-		hopts = append(hopts, kubeletplugin.PluginDataDirectoryPath(opts.PluginDir))
+	// The helper listens in the plugin directory but does not create it;
+	// the kubelet creates only its parent.
+	pluginDir := opts.PluginDir
+	if pluginDir == "" {
+		pluginDir = filepath.Join(kubeletplugin.KubeletPluginsDir, opts.DriverName)
 	}
+	if err := os.MkdirAll(pluginDir, 0o750); err != nil {
+		return nil, fmt.Errorf("plugin directory: %w", err)
+	}
+	hopts = append(hopts, kubeletplugin.PluginDataDirectoryPath(pluginDir))
 	helper, err := kubeletplugin.Start(ctx, d, append(hopts, opts.HelperOptions...)...)
 	if err != nil {
 		return nil, fmt.Errorf("start kubelet plugin: %w", err)

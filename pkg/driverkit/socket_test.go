@@ -36,11 +36,11 @@ func TestAsKubelet(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(sockets) })
-	reg, plugin := filepath.Join(sockets, "reg"), filepath.Join(sockets, "plugin")
-	for _, d := range []string{reg, plugin} {
-		if err := os.Mkdir(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
+	// The kubelet creates the registration directory; the driver's own
+	// directory beneath plugins/ is the driver's to create.
+	reg, plugin := filepath.Join(sockets, "reg"), filepath.Join(sockets, "plugins", driver)
+	if err := os.Mkdir(reg, 0o755); err != nil {
+		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

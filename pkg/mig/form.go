@@ -29,18 +29,6 @@ func (f Form) String() string {
 	return "flat"
 }
 
-// The v1 and KEP-5234 limits that decide how a pool is cut into slices.
-// pkg/validation/limits.go is authoritative. The generator keeps copies so
-// that validation stays an independent check of its output:
-// examples/examples_test.go validates every generated slice, flat and
-// flattened, and fails if a split here no longer fits the real limits.
-const (
-	flatMaxDevicesWithCounters = 64  // v1 ResourceSliceMaxDevicesWithAdvancedFeatures
-	flatMaxCounterSets         = 8   // v1 ResourceSliceMaxCounterSets
-	mixinMaxDevices            = 128 // KEP-5234 "Limits"
-	mixinMaxCounterSets        = 32  // KEP-5234 "Limits"
-)
-
 type (
 	attributes = map[api.QualifiedName]api.DeviceAttribute
 	capacities = map[api.QualifiedName]api.DeviceCapacity

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/dractl/dractl/pkg/api"
+	"github.com/dractl/dractl/pkg/validation"
 )
 
 // The nodes of the A100 and DGX H100 examples.
@@ -271,7 +272,7 @@ func TestFlatSplitsAtLimits(t *testing.T) {
 		if len(s.Spec.Devices) > 0 && len(s.Spec.SharedCounters) > 0 {
 			t.Errorf("%s has both devices and counter sets", s.Name)
 		}
-		if len(s.Spec.Devices) > flatMaxDevicesWithCounters || len(s.Spec.SharedCounters) > flatMaxCounterSets {
+		if len(s.Spec.Devices) > validation.MaxDevicesWithAdvancedFeatures || len(s.Spec.SharedCounters) > validation.MaxCounterSets {
 			t.Errorf("%s: %d devices, %d counter sets", s.Name, len(s.Spec.Devices), len(s.Spec.SharedCounters))
 		}
 		devices += len(s.Spec.Devices)

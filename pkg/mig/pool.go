@@ -8,6 +8,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/dractl/dractl/pkg/api"
+	"github.com/dractl/dractl/pkg/validation"
 )
 
 // Node is one node's GPUs, published as one pool named after the node,
@@ -125,9 +126,14 @@ func (n *Node) counterSet(gpu int) counterSet {
 // require. Both forms yield the same slice names, devices and counter sets
 // once flattened.
 func (n *Node) Slices(form Form) []*api.ResourceSlice {
-	maxDevices, maxSets := flatMaxDevicesWithCounters, flatMaxCounterSets
+	// Every device consumes counters: a plain v1 slice holds at most
+	// MaxDevicesWithAdvancedFeatures of them (KEP-4815 "Limits"); with
+	// mixins the limit is on all devices (KEP-5234 "Limits").
+	// examples/examples_test.go validates every generated slice, flat and
+	// flattened, against all of pkg/validation's rules.
+	maxDevices, maxSets := validation.MaxDevicesWithAdvancedFeatures, validation.MaxCounterSets
 	if form == Mixins {
-		maxDevices, maxSets = mixinMaxDevices, mixinMaxCounterSets
+		maxDevices, maxSets = validation.MixinMaxDevices, validation.MixinMaxCounterSets
 	}
 	perSlice := n.GPUsPerSlice
 	if perSlice == 0 {

@@ -1,5 +1,11 @@
 package validation
 
-// MigSlice lets the external tests (which may import internal/testgen, as
-// this package's own tests may not) use the MIG slice helper.
-var MigSlice = migSlice
+// The slice builders of this package's tests, for the external tests
+// (which may import packages that import this one: internal/testgen,
+// pkg/mig).
+var (
+	PlainSlice        = plainSlice
+	CountersSlice     = countersSlice
+	MixinSlice        = mixinSlice
+	MixinCounterSlice = mixinCounterSlice
+)

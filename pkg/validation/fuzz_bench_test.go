@@ -1,173 +1,13 @@
 package validation
 
 import (
-	"encoding/json"
-	"fmt"
 	"strings"
 	"testing"
 
 	resourcev1 "k8s.io/api/resource/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/api/validate/content"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/utils/ptr"
-
-	"github.com/dractl/dractl/pkg/api"
 )
-
-// FuzzResourceSlice feeds arbitrary JSON through validation: whatever
-// decodes must be validated without a panic, and validating twice must give
-// the same answer (validation must neither mutate nor depend on map order).
-func FuzzResourceSlice(f *testing.F) {
-	for _, s := range []*api.ResourceSlice{plainSlice(), countersSlice(), mixinSlice(), mixinCounterSlice(), migSlice(false), migSlice(true)} {
-		b, err := json.Marshal(s)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(b)
-	}
-	f.Add([]byte(`{"spec":{"devices":[{"name":"a","includes":["x"],"consumesCounters":[{"counterSet":"","includes":[""]}],
-		"capacity":{"m":{"value":"1","requestPolicy":{"default":"1","validRange":{"min":"1e-900","step":"1e900"}}}}}],
-		"mixins":{"device":[{"name":"x"}]}}}`))
-	f.Fuzz(func(t *testing.T, data []byte) {
-		var s api.ResourceSlice
-		if err := json.Unmarshal(data, &s); err != nil {
-			return
-		}
-		first := ResourceSlice(&s)
-		second := ResourceSlice(&s)
-		if len(first) != len(second) {
-			t.Fatalf("validation not repeatable: %d then %d errors", len(first), len(second))
-		}
-		for i := range first {
-			if first[i].Type != second[i].Type || first[i].Field != second[i].Field {
-				t.Fatalf("validation not repeatable at %d: %v then %v", i, first[i], second[i])
-			}
-		}
-	})
-}
-
-// migSlice builds a realistic node-local slice for an 4-GPU A100 node with
-// MIG: per GPU the whole GPU plus 15 partitions, 64 devices in all, each
-// with 8 attributes, 2 capacities and one counter consumption of 10
-// counters. With mixins=true the shared attributes and consumption
-// patterns move into mixins (the KEP-5234 form of the same slice).
-func migSlice(mixins bool) *api.ResourceSlice {
-	type profile struct {
-		name         string
-		count        int
-		memory, sms  int64
-		memorySlices int
-	}
-	profiles := []profile{
-		{"whole", 1, 80, 98, 8},
-		{"1g.10gb", 7, 10, 14, 1},
-		{"1g.20gb", 2, 20, 14, 2},
-		{"2g.20gb", 3, 20, 28, 2},
-		{"3g.40gb", 2, 40, 42, 4},
-		{"4g.40gb", 1, 40, 56, 4},
-	}
-	s := &api.ResourceSlice{
-		TypeMeta:   metav1.TypeMeta{APIVersion: api.APIVersion, Kind: api.KindSlice},
-		ObjectMeta: metav1.ObjectMeta{Name: "node-1-gpu.example.com-mig"},
-		Spec: api.ResourceSliceSpec{
-			Driver:                 driver,
-			Pool:                   api.ResourcePool{Name: "node-1", Generation: 7, ResourceSliceCount: 2},
-			NodeName:               ptr.To("node-1"),
-			PartitionTypeAttribute: ptr.To(api.FullyQualifiedName(driver + "/profile")),
-		},
-	}
-	if mixins {
-		s.Spec.Mixins = &api.ResourceSliceMixins{Device: []api.DeviceMixin{{
-			Name: "a100",
-			Attributes: map[api.QualifiedName]api.DeviceAttribute{
-				"product":       strAttr("NVIDIA A100-SXM4-80GB"),
-				"architecture":  strAttr("Ampere"),
-				"cudaCapable":   {BoolValue: ptr.To(true)},
-				"driverVersion": {VersionValue: ptr.To("550.54.15")},
-			},
-		}}}
-	}
-	for gpu := range 4 {
-		for _, p := range profiles {
-			for k := range p.count {
-				counters := map[string]api.Counter{
-					"memory":         {Value: *resourceQuantity(p.memory, "Gi")},
-					"multiprocessor": {Value: *resourceQuantity(p.sms, "")},
-				}
-				for m := range p.memorySlices {
-					counters[fmt.Sprintf("memory-slice-%d", (k*p.memorySlices+m)%8)] = api.Counter{Value: *resourceQuantity(1, "")}
-				}
-				d := api.Device{
-					Name: fmt.Sprintf("gpu-%d-%s-%d", gpu, sanitize(p.name), k),
-					Attributes: map[api.QualifiedName]api.DeviceAttribute{
-						"index":                                intAttr(int64(gpu)),
-						"uuid":                                 strAttr(fmt.Sprintf("MIG-%08x-%04x", gpu, k)),
-						api.QualifiedName(driver + "/profile"): strAttr(p.name),
-						"partitionIndex":                       intAttr(int64(k)),
-					},
-					Capacity: map[api.QualifiedName]api.DeviceCapacity{
-						"memory":          {Value: *resourceQuantity(p.memory, "Gi")},
-						"multiprocessors": {Value: *resourceQuantity(p.sms, "")},
-					},
-					ConsumesCounters: []api.DeviceCounterConsumption{{CounterSet: fmt.Sprintf("gpu-%d", gpu), Counters: counters}},
-				}
-				if mixins {
-					d.Includes = []string{"a100"}
-				} else {
-					d.Attributes["product"] = strAttr("NVIDIA A100-SXM4-80GB")
-					d.Attributes["architecture"] = strAttr("Ampere")
-					d.Attributes["cudaCapable"] = api.DeviceAttribute{BoolValue: ptr.To(true)}
-					d.Attributes["driverVersion"] = api.DeviceAttribute{VersionValue: ptr.To("550.54.15")}
-				}
-				s.Spec.Devices = append(s.Spec.Devices, d)
-			}
-		}
-	}
-	return s
-}
-
-func sanitize(profile string) string {
-	out := []byte(profile)
-	for i, c := range out {
-		if c == '.' {
-			out[i] = '-'
-		}
-	}
-	return string(out)
-}
-
-func TestMIGSliceIsValid(t *testing.T) {
-	for _, mixins := range []bool{false, true} {
-		s := migSlice(mixins)
-		if len(s.Spec.Devices) != 64 {
-			t.Fatalf("want 64 devices, got %d", len(s.Spec.Devices))
-		}
-		expectErrors(t, ResourceSlice(s))
-		// One more device breaks the 64-device limit only without mixins.
-		s.Spec.Devices = append(s.Spec.Devices, simpleDevice("extra"))
-		if mixins {
-			expectErrors(t, ResourceSlice(s))
-		} else {
-			expectErrors(t, ResourceSlice(s), eTooMany("spec.devices"))
-		}
-	}
-}
-
-func BenchmarkResourceSliceMIG(b *testing.B) {
-	for _, mixins := range []bool{false, true} {
-		s := migSlice(mixins)
-		b.Run(fmt.Sprintf("mixins=%v", mixins), func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				if errs := ResourceSlice(s); len(errs) != 0 {
-					b.Fatal(errs)
-				}
-			}
-		})
-	}
-}
 
 // TestLimitsMatchUpstream pins the limits that k8s.io/api also defines, so
 // that a dependency bump that changes one of them is noticed.
@@ -211,11 +51,6 @@ func TestLimitsMatchUpstream(t *testing.T) {
 			t.Errorf("%s = %d, k8s.io/api/resource/v1 says %d", p.name, p.ours, p.them)
 		}
 	}
-}
-
-func resourceQuantity(n int64, suffix string) *resource.Quantity {
-	v := resource.MustParse(fmt.Sprintf("%d%s", n, suffix))
-	return &v
 }
 
 // FuzzFastNameChecks holds the hand-written fast paths to the apimachinery

@@ -2,8 +2,9 @@ package validation
 
 // This file is the single source of truth for every numeric limit that
 // admission validation enforces. Other packages (compact, testgen, cli) must
-// read limits from here rather than repeat the numbers. limits_test.go pins
-// the values that upstream also defines against k8s.io/api/resource/v1, so a
+// read limits from here rather than repeat the numbers (TestLimitsDefinedOnce
+// looks for copies across the repository). TestLimitsMatchUpstream pins the
+// values that upstream also defines against k8s.io/api/resource/v1, so a
 // dependency bump that changes one of them fails loudly.
 //
 // Sources: "ref" is the resource.k8s.io/v1 ResourceSlice API reference, "v1"

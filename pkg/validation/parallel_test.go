@@ -43,7 +43,7 @@ func TestResourceSlicesMatchesResourceSlice(t *testing.T) {
 		}
 		slices = append(slices, s, nil)
 	}
-	slices = append(slices, MigSlice(false), MigSlice(true))
+	slices = append(slices, migSlice(false), migSlice(true))
 	got := ResourceSlices(slices)
 	if len(got) != len(slices) {
 		t.Fatalf("%d results for %d slices", len(got), len(slices))

@@ -478,6 +478,20 @@ partition per prepared claim exists and the answer is unchanged:
 
     go test ./pkg/driverkit/... ./pkg/mockgpu/...
 
+In `e2e/` the built binary runs against the real node side: the kubelet's
+own DRA manager and plugin manager (`k8s.io/kubernetes/pkg/kubelet/cm/dra`,
+`pkg/kubelet/pluginmanager`) in the test process, beside kube-apiserver,
+the resourceclaim controller and dractl-scheduler. The driver registers
+through the registration directory, publishes as the ServiceAccount of
+`deploy/driver/`, a pod with a MIG claim template is scheduled, the
+kubelet's manager has it prepared over the unix socket (the MIG device and
+the CDI spec exist, the container's CDI devices inject its environment and
+device nodes), and deleting the pod unprepares it. The driver is also
+killed at every step of prepare and unprepare while the kubelet calls it;
+the kubelet's retries converge once it is back:
+
+    go -C e2e test -run 'TestKubeletPreparesMIGClaim|TestDriverCrashConverges' .
+
 ## In kube-scheduler: dractl-scheduler
 
 `dractl-scheduler` is kube-scheduler v1.37 with dractl's DRA plugin
