@@ -29,9 +29,11 @@ type request struct {
 	short  string // request or subrequest name
 	class  *resourcev1.DeviceClass
 	exprs  []*exprEntry // class selectors, then request selectors
-	nClass int
-	admin  bool
-	all    bool
+	// exprBuf holds exprs when there are few, as there usually are.
+	exprBuf [2]*exprEntry
+	nClass  int
+	admin   bool
+	all     bool
 	// count and want are those of an ExactCount request (see alt).
 	count  int
 	want   int64
@@ -171,7 +173,19 @@ type consPlan struct {
 // Problems that no node can fix are reported by Allocate, in the order
 // upstream meets them.
 func (a *Allocator) Prepare(claims []*resourcev1.ResourceClaim) *Claims {
-	c := &Claims{a: a, claims: claims, plan: make([]claimPlan, len(claims))}
+	var c *Claims
+	if len(claims) == 1 {
+		// The usual pod: its one claim's plan with the Claims.
+		b := &struct {
+			c    Claims
+			plan [1]claimPlan
+		}{}
+		c = &b.c
+		c.plan = b.plan[:]
+	} else {
+		c = &Claims{plan: make([]claimPlan, len(claims))}
+	}
+	c.a, c.claims = a, claims
 	for ci, claim := range claims {
 		cp := &c.plan[ci]
 		if claim == nil {
@@ -285,6 +299,7 @@ func (c *Claims) newRequest(ci int, name, parent, short, class string, sels []re
 	a := c.a
 	r := &request{claim: ci, name: name, parent: parent, short: short, admin: ptr.Deref(admin, false),
 		tols: tols, capReq: capReq}
+	r.exprs = r.exprBuf[:0]
 	fatal := func(err error) *request {
 		r.err = &FatalError{Claim: claimName(c.claims[ci]), Request: name, Err: err}
 		return r
@@ -356,6 +371,17 @@ func covers(names []string, r *request) bool {
 func (at *attempt) prepare() error {
 	a := at.a
 	at.cons = make([][]*constraintState, len(at.claims))
+	// Slots and alts in one array each: an attempt runs per node.
+	nSlots, nAlts := 0, 0
+	for ci := range at.plan {
+		for _, rp := range at.plan[ci].reqs {
+			nSlots++
+			nAlts += len(rp.reqs)
+		}
+	}
+	at.slots = make([]slot, 0, nSlots)
+	altPtrs := make([]*alt, nAlts)
+	alts := make([]alt, nAlts)
 	for ci := range at.plan {
 		cp := &at.plan[ci]
 		if cp.err != nil {
@@ -366,15 +392,17 @@ func (at *attempt) prepare() error {
 			if rp.err != nil {
 				return rp.err
 			}
-			sl := slot{claim: ci, first: rp.first}
+			sl := slot{claim: ci, first: rp.first, alts: altPtrs[:0:len(rp.reqs)]}
+			altPtrs = altPtrs[len(rp.reqs):]
 			least := -1
 			var want int64
 			for _, r := range rp.reqs {
 				if r.err != nil {
 					return r.err
 				}
-				al, err := at.newAlt(r)
-				if err != nil {
+				al := &alts[0]
+				alts = alts[1:]
+				if err := at.newAlt(al, r); err != nil {
 					return err
 				}
 				sl.alts = append(sl.alts, al)
@@ -403,24 +431,24 @@ func (at *attempt) prepare() error {
 	return nil
 }
 
-// newAlt starts the request's alt on this node: for "All", every device it
+// newAlt starts al, the request's alt on this node: for "All", every device it
 // must take.
-func (at *attempt) newAlt(r *request) (*alt, error) {
-	al := &alt{request: r, count: r.count, want: r.want, mayFail: r.mayFail}
+func (at *attempt) newAlt(al *alt, r *request) error {
+	*al = alt{request: r, count: r.count, want: r.want, mayFail: r.mayFail}
 	if !r.all {
 		if at.lazy {
 			// The first pass looks at devices as the search reaches them.
-			return al, nil
+			return nil
 		}
 		at.finishAlt(al)
-		return al, nil
+		return nil
 	}
 	if err := at.buildAll(al); err != nil {
-		return nil, err
+		return err
 	}
 	al.count = len(al.cands)
 	al.want = int64(al.count)
-	return al, nil
+	return nil
 }
 
 // finishAlt completes the candidate list and decides mayFail. Capacity
@@ -445,7 +473,7 @@ func (at *attempt) finishAlt(al *alt) {
 // off, a device that has them is never selectable.
 func (at *attempt) selectable(al *alt, d *devInfo) (bool, Reason, error) {
 	a := at.a
-	if !a.g.bindingConditions && len(d.d.BindingConditions) > 0 {
+	if !a.g.bindingConditions && d.bindingConds {
 		return false, ReasonFeatureGate, nil
 	}
 	var cols []*selColumn
@@ -484,7 +512,7 @@ func (at *attempt) selectable(al *alt, d *devInfo) (bool, Reason, error) {
 // DRAPartitionableDevices off, counter consumption.
 func (at *attempt) usable(d *devInfo) (bool, Reason) {
 	g := &at.a.g
-	if len(d.sliceInfo().s.Spec.SkipNodeOperations) > 0 {
+	if d.sliceInfo().skipNodeOps {
 		if !g.nodeOps {
 			return false, ReasonFeatureGate
 		}
@@ -492,7 +520,7 @@ func (at *attempt) usable(d *devInfo) (bool, Reason) {
 			return false, ReasonNodeOperations
 		}
 	}
-	if !g.partitionable && len(d.d.ConsumesCounters) > 0 {
+	if !g.partitionable && d.consumes {
 		return false, ReasonFeatureGate
 	}
 	return true, 0
@@ -507,13 +535,16 @@ func (at *attempt) staticCapacity(al *alt, d *devInfo, used capMap) (bool, error
 	if d.cap == nil {
 		return al.capReq == nil || len(al.capReq.Requests) == 0, nil
 	}
+	if al.capReq == nil && len(used) == 0 {
+		return d.alone, d.aloneErr
+	}
 	return capacityFits(al.capReq, d.cap, used, nil, at.a.g.fractional)
 }
 
 // blockedByTaint: with DRADeviceTaints on, an untolerated NoSchedule or
 // NoExecute taint prevents allocation.
 func (at *attempt) blockedByTaint(al *alt, d *devInfo) bool {
-	return at.a.g.taints && taintBlocks(d.d.Taints, al.tols)
+	return at.a.g.taints && d.tainted && taintBlocks(d.d.Taints, al.tols)
 }
 
 // buildCands lists, in upstream's visiting order, the devices that can serve

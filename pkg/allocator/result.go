@@ -13,9 +13,21 @@ import (
 // results turns the picks into one AllocationResult per claim, the way
 // upstream fills results, configuration and the node selector.
 func (at *attempt) results() ([]*resourcev1.AllocationResult, error) {
+	// One array for the results and one for their devices: a scheduler
+	// builds them for every node that fits. Each claim's devices get a
+	// capped part of the array, so appending to one never writes another.
 	out := make([]*resourcev1.AllocationResult, len(at.claims))
+	block := make([]resourcev1.AllocationResult, len(at.claims))
+	devs := make([]resourcev1.DeviceRequestAllocationResult, 0, len(at.picks))
 	for ci := range at.claims {
-		out[ci] = &resourcev1.AllocationResult{}
+		out[ci] = &block[ci]
+		start := len(devs)
+		for _, pk := range at.picks {
+			if pk.al.claim == ci {
+				devs = append(devs, resourcev1.DeviceRequestAllocationResult{})
+			}
+		}
+		block[ci].Devices.Results = devs[start:start:len(devs)]
 	}
 	for _, pk := range at.picks {
 		d := pk.c.d
@@ -65,18 +77,34 @@ func (at *attempt) chosen(ci int) []*alt {
 	return alts
 }
 
+// classConfig: a class chosen for the claim carries configuration.
+func (at *attempt) classConfig(ci int) bool {
+	for i := range at.slots {
+		if at.slots[i].claim == ci && len(at.slots[i].alts[at.slots[i].chosen].class.Spec.Config) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // configs: class configuration once per class, naming every request that
 // used the class; then claim configuration that names a request (or its
 // chosen subrequest) or names none; lists naming every request become
 // "applies to all".
 func (at *attempt) configs(ci int, claim *resourcev1.ResourceClaim) []resourcev1.DeviceAllocationConfiguration {
 	var cfg []resourcev1.DeviceAllocationConfiguration
-	type span struct{ start, end int }
-	byClass := map[string]span{}
+	if len(claim.Spec.Devices.Config) == 0 && !at.classConfig(ci) {
+		return nil
+	}
+	type span struct {
+		class      string
+		start, end int
+	}
+	var byClass []span
 	alts := at.chosen(ci)
 	for _, al := range alts {
-		if sp, ok := byClass[al.class.Name]; ok {
-			for i := sp.start; i < sp.end; i++ {
+		if k := slices.IndexFunc(byClass, func(sp span) bool { return sp.class == al.class.Name }); k >= 0 {
+			for i := byClass[k].start; i < byClass[k].end; i++ {
 				cfg[i].Requests = append(cfg[i].Requests, al.name)
 			}
 			continue
@@ -86,7 +114,7 @@ func (at *attempt) configs(ci int, claim *resourcev1.ResourceClaim) []resourcev1
 			cfg = append(cfg, resourcev1.DeviceAllocationConfiguration{
 				Source: resourcev1.AllocationConfigSourceClass, Requests: []string{al.name}, DeviceConfiguration: c.DeviceConfiguration})
 		}
-		byClass[al.class.Name] = span{start, len(cfg)}
+		byClass = append(byClass, span{al.class.Name, start, len(cfg)})
 	}
 	for _, c := range claim.Spec.Devices.Config {
 		use := len(c.Requests) == 0
@@ -146,10 +174,7 @@ func (at *attempt) nodeSelector(ci int) (*corev1.NodeSelector, error) {
 			name, sel = s.Spec.NodeName, s.Spec.NodeSelector
 		}
 		if name != nil || ptr.Deref(d.d.BindsToNode, false) {
-			return &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
-				MatchFields: []corev1.NodeSelectorRequirement{{
-					Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{at.node.Name}}},
-			}}}, nil
+			return pinTo(at.node.Name), nil
 		}
 		if sel == nil {
 			continue
@@ -167,6 +192,21 @@ func (at *attempt) nodeSelector(ci int) (*corev1.NodeSelector, error) {
 		return nil, nil
 	}
 	return &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{term}}, nil
+}
+
+// pinTo returns a selector for the named node alone, in one allocation.
+func pinTo(node string) *corev1.NodeSelector {
+	p := &struct {
+		sel  corev1.NodeSelector
+		term [1]corev1.NodeSelectorTerm
+		req  [1]corev1.NodeSelectorRequirement
+		vals [1]string
+	}{}
+	p.vals[0] = node
+	p.req[0] = corev1.NodeSelectorRequirement{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: p.vals[:]}
+	p.term[0].MatchFields = p.req[:]
+	p.sel.NodeSelectorTerms = p.term[:]
+	return &p.sel
 }
 
 // mergeReqs appends requirements not present yet; two requirements are the

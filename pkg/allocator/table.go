@@ -42,6 +42,14 @@ type PoolTable struct {
 	// nodeSelector or perDeviceNodeSelection).
 	nodes   []string
 	selects bool
+	// local is the view of the pool from the one node its slices name,
+	// when no slice selects nodes otherwise (see localView).
+	localOnce sync.Once
+	local     struct {
+		known, ok bool
+		gi        int
+		np        nodePool // without ps and h, which are per PoolState
+	}
 }
 
 // NewPoolTable indexes the pool's slices. Its cost is linear in the
@@ -60,7 +68,7 @@ func NewPoolTable(p *pool.Pool, f features.Set) *PoolTable {
 		for k, s := range gp.Slices {
 			sl := sliceInfo{s: s, perDevice: ptr.Deref(s.Spec.PerDeviceNodeSelection, false),
 				perDeviceSet: s.Spec.PerDeviceNodeSelection != nil,
-				counters:     len(s.Spec.SharedCounters) > 0, devStart: t.nDevs}
+				counters:     len(s.Spec.SharedCounters) > 0, skipNodeOps: len(s.Spec.SkipNodeOperations) > 0, devStart: t.nDevs}
 			sl.node = newNodeSelection(s.Spec.NodeName, s.Spec.AllNodes, s.Spec.NodeSelector)
 			t.nDevs += int32(len(s.Spec.Devices))
 			sl.devEnd = t.nDevs
@@ -160,8 +168,10 @@ type sliceInfo struct {
 	// counters: the slice defines shared counters, so upstream treats it
 	// as a counter slice and never offers its devices.
 	counters bool
-	devStart int32 // generation-local
-	devEnd   int32
+	// skipNodeOps: the slice lists node operations its devices skip.
+	skipNodeOps bool
+	devStart    int32 // generation-local
+	devEnd      int32
 }
 
 // nodeSelection is one of nodeName, allNodes or a compiled nodeSelector.
@@ -239,6 +249,14 @@ type devInfo struct {
 	compat     []compatUse
 	cap        map[api.QualifiedName]api.DeviceCapacity
 	multi      bool
+	// What every scan of the device reads, kept here so that passing over
+	// a device does not touch its API object: it has binding conditions,
+	// taints, consumes counters as written; alone is whether its
+	// capacity holds a request without capacity requirements on the
+	// unshared device (capacityFits, computed once; aloneErr its error).
+	bindingConds, tainted, consumes bool
+	alone                           bool
+	aloneErr                        error
 }
 
 func (d *devInfo) id() string {
@@ -470,6 +488,7 @@ func (t *genTable) all() {
 func (t *genTable) newDev(k int32, s *pool.Slice, d *api.Device, i int32) {
 	dev := &t.devs[i]
 	dev.t, dev.slice, dev.idx, dev.d, dev.bucket = t, k, i, d, -1
+	dev.bindingConds, dev.tainted, dev.consumes = len(d.BindingConditions) > 0, len(d.Taints) > 0, len(d.ConsumesCounters) > 0
 	// Without DRAConsumableCapacity every device is allocated whole.
 	dev.multi = t.pt.g.consumable && ptr.Deref(d.AllowMultipleAllocations, false)
 	dev.view, dev.viewErr = s.Mixins.Device(d)
@@ -491,6 +510,9 @@ func (t *genTable) newDev(k int32, s *pool.Slice, d *api.Device, i int32) {
 			}
 			dev.cap[name] = c
 		}
+	}
+	if dev.cap != nil && t.pt.g.consumable {
+		dev.alone, dev.aloneErr = capacityFits(nil, dev.cap, nil, nil, t.pt.g.fractional)
 	}
 	start := len(t.arena)
 	for _, cv := range dev.view.Consumptions {
