@@ -40,11 +40,18 @@ func (c *Claims) Allocate(ctx context.Context, node *corev1.Node) ([]*resourcev1
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	pools, err := a.gatherPools(node)
+	// The attempt and the pools of a node that sees one, in one
+	// allocation.
+	blk := &struct {
+		at    attempt
+		pools [1]nodePool
+	}{}
+	pools, err := a.gatherPools(node, blk.pools[:])
 	if err != nil {
 		return nil, &FatalError{Err: err}
 	}
-	at := &attempt{a: a, ctx: ctx, node: node, claims: claims, plan: c.plan, pools: pools, lazy: a.opts.Strategy == FirstFit}
+	at := &blk.at
+	*at = attempt{a: a, ctx: ctx, node: node, claims: claims, plan: c.plan, pools: pools, lazy: a.opts.Strategy == FirstFit}
 	defer func() { at.release() }()
 	if err := at.prepare(); err != nil {
 		return nil, err

@@ -26,7 +26,7 @@ type nodePool struct {
 	setBase      int32 // first attempt-local counter set index
 }
 
-// gatherPools selects the pools upstream considers for the node and judges
+// gatherPools selects, into buf, the pools upstream considers for the node and judges
 // each as the node sees it (poolView). A slice is relevant when its
 // nodeName, allNodes or nodeSelector matches the node, or, with
 // perDeviceNodeSelection, when any of its devices does. Only the pools the
@@ -34,9 +34,12 @@ type nodePool struct {
 // tables, so the cost does not depend on the number of other nodes. Pools
 // come sorted by driver and pool name, pools offering devices with binding
 // conditions last.
-func (a *Allocator) gatherPools(node *corev1.Node) ([]nodePool, error) {
+func (a *Allocator) gatherPools(node *corev1.Node, buf []nodePool) ([]nodePool, error) {
 	cands := a.src.NodePools(node.Name)
-	out := make([]nodePool, 0, len(cands))
+	out := buf[:0]
+	if cap(out) < len(cands) {
+		out = make([]nodePool, 0, len(cands))
+	}
 	for _, ps := range cands {
 		if np, ok, known := a.localView(ps, node); known {
 			if ok {

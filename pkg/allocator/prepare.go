@@ -73,6 +73,9 @@ type alt struct {
 	cols []tableCols
 	buf  [1]tableCols
 	sels [4]*selColumn
+	// candBuf holds the first candidates: the first pass of first-fit
+	// usually stops at the first that fits.
+	candBuf [2]cand
 }
 
 type tableCols struct {
@@ -370,7 +373,6 @@ func covers(names []string, r *request) bool {
 // the constraints), reporting the first problem on the way.
 func (at *attempt) prepare() error {
 	a := at.a
-	at.cons = make([][]*constraintState, len(at.claims))
 	// Slots and alts in one array each: an attempt runs per node.
 	nSlots, nAlts := 0, 0
 	for ci := range at.plan {
@@ -379,9 +381,27 @@ func (at *attempt) prepare() error {
 			nAlts += len(rp.reqs)
 		}
 	}
-	at.slots = make([]slot, 0, nSlots)
-	altPtrs := make([]*alt, nAlts)
-	alts := make([]alt, nAlts)
+	var altPtrs []*alt
+	var alts []alt
+	if nSlots == 1 && nAlts == 1 && len(at.claims) == 1 {
+		// One claim with one request, the usual pod, in one allocation.
+		b := &struct {
+			slots [1]slot
+			ptrs  [1]*alt
+			alts  [1]alt
+			cons  [1][]*constraintState
+			picks [1]pick
+		}{}
+		at.slots, altPtrs, alts, at.cons = b.slots[:0], b.ptrs[:], b.alts[:], b.cons[:]
+		if r := at.plan[0].reqs[0].reqs[0]; r.err == nil && !r.all && r.count == 1 {
+			at.picks = b.picks[:0]
+		}
+	} else {
+		at.slots = make([]slot, 0, nSlots)
+		altPtrs = make([]*alt, nAlts)
+		alts = make([]alt, nAlts)
+		at.cons = make([][]*constraintState, len(at.claims))
+	}
 	for ci := range at.plan {
 		cp := &at.plan[ci]
 		if cp.err != nil {
@@ -435,6 +455,7 @@ func (at *attempt) prepare() error {
 // must take.
 func (at *attempt) newAlt(al *alt, r *request) error {
 	*al = alt{request: r, count: r.count, want: r.want, mayFail: r.mayFail}
+	al.cands = al.candBuf[:0]
 	if !r.all {
 		if at.lazy {
 			// The first pass looks at devices as the search reaches them.

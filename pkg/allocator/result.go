@@ -16,9 +16,21 @@ func (at *attempt) results() ([]*resourcev1.AllocationResult, error) {
 	// One array for the results and one for their devices: a scheduler
 	// builds them for every node that fits. Each claim's devices get a
 	// capped part of the array, so appending to one never writes another.
-	out := make([]*resourcev1.AllocationResult, len(at.claims))
-	block := make([]resourcev1.AllocationResult, len(at.claims))
-	devs := make([]resourcev1.DeviceRequestAllocationResult, 0, len(at.picks))
+	var out []*resourcev1.AllocationResult
+	var block []resourcev1.AllocationResult
+	var devs []resourcev1.DeviceRequestAllocationResult
+	if len(at.claims) == 1 && len(at.picks) == 1 {
+		b := &struct {
+			out   [1]*resourcev1.AllocationResult
+			block [1]resourcev1.AllocationResult
+			devs  [1]resourcev1.DeviceRequestAllocationResult
+		}{}
+		out, block, devs = b.out[:], b.block[:], b.devs[:0]
+	} else {
+		out = make([]*resourcev1.AllocationResult, len(at.claims))
+		block = make([]resourcev1.AllocationResult, len(at.claims))
+		devs = make([]resourcev1.DeviceRequestAllocationResult, 0, len(at.picks))
+	}
 	for ci := range at.claims {
 		out[ci] = &block[ci]
 		start := len(devs)
