@@ -43,18 +43,18 @@ func (at *attempt) results() ([]*resourcev1.AllocationResult, error) {
 	}
 	for _, pk := range at.picks {
 		d := pk.c.d
-		p := d.t.p
 		r := resourcev1.DeviceRequestAllocationResult{
 			Request:            pk.al.name,
-			Driver:             p.Driver,
-			Pool:               p.Pool,
-			Device:             d.d.Name,
+			Driver:             d.t.pt.driver,
+			Pool:               d.t.pt.pool,
+			Device:             d.name,
 			Tolerations:        pk.al.tols,
 			ShareID:            pk.shareID,
-			SkipNodeOperations: d.sliceInfo().s.Spec.SkipNodeOperations,
-			BindingConditions:  d.d.BindingConditions,
+			SkipNodeOperations: d.sliceInfo().skip,
 		}
-		r.BindingFailureConditions = d.d.BindingFailureConditions
+		if d.bindingSet {
+			r.BindingConditions, r.BindingFailureConditions = d.d.BindingConditions, d.d.BindingFailureConditions
+		}
 		if pk.al.admin {
 			r.AdminAccess = ptr.To(true)
 		}
@@ -177,16 +177,18 @@ func (at *attempt) nodeSelector(ci int) (*corev1.NodeSelector, error) {
 			continue
 		}
 		d := pk.c.d
-		s := d.sliceInfo().s
-		var name *string
-		var sel *corev1.NodeSelector
-		if d.sliceInfo().perDevice {
-			name, sel = d.d.NodeName, d.d.NodeSelector
-		} else {
-			name, sel = s.Spec.NodeName, s.Spec.NodeSelector
-		}
-		if name != nil || ptr.Deref(d.d.BindsToNode, false) {
+		si := d.sliceInfo()
+		if d.bindsToNode || (!si.perDevice && si.pinned) {
 			return pinTo(at.node.Name), nil
+		}
+		var sel *corev1.NodeSelector
+		if si.perDevice {
+			if d.d.NodeName != nil {
+				return pinTo(at.node.Name), nil
+			}
+			sel = d.d.NodeSelector
+		} else {
+			sel = si.s.Spec.NodeSelector
 		}
 		if sel == nil {
 			continue
