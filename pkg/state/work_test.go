@@ -189,3 +189,24 @@ func TestV1SliceIsNotCopied(t *testing.T) {
 func ptrTo[T any](v T) *T { return &v }
 
 func poolID(name string) pool.ID { return pool.ID{Driver: driver, Pool: name} }
+
+// Filter on a node that sees only its own pool allocates a fixed handful
+// of objects, whatever the cluster: the attempt, its slots, its claim
+// counts, the results and their node selector. What the node sees of its
+// pool is decided once per pool table, not per Filter.
+func TestFilterAllocatesAFewBlocks(t *testing.T) {
+	st := cluster(t, 100)
+	claims := []*resourcev1.ResourceClaim{pending("p")}
+	cyc := st.Snapshot().Cycle(claims, state.CycleOptions{})
+	node := at.Node("node-3")
+	_, err := cyc.Allocate(context.Background(), node)
+	must(t, err)
+	n := testing.AllocsPerRun(50, func() {
+		if _, err := cyc.Allocate(context.Background(), node); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if n > 5 {
+		t.Errorf("Filter on a warm node allocates %.0f objects, want at most 5", n)
+	}
+}
