@@ -48,6 +48,7 @@ func TestCommands(t *testing.T) {
 		// pool, so this is the same-pool-twice case at full size.
 		{"validate-recursive-examples", []string{"validate", "-R", "-f", "examples"}, "", ExitInvalid},
 		{"validate-stdin", []string{"validate", "-f", "-"}, "apiVersion: resource.k8s.io/v1\nkind: ResourceSlice\nmetadata:\n  name: stdin-gpu\nspec:\n  driver: gpu.example.com\n  nodeName: node-1\n  pool: {name: stdin, generation: 1, resourceSliceCount: 1}\n  devices:\n  - name: Bad_Name\n", ExitInvalid},
+		{"validate-negative-slice-count", []string{"validate", "-f", "-"}, "apiVersion: resource.k8s.io/v1\nkind: ResourceSlice\nmetadata:\n  name: negative\nspec:\n  driver: gpu.example.com\n  nodeName: node-1\n  pool: {name: negative, generation: 1, resourceSliceCount: -3}\n", ExitInvalid},
 		{"validate-no-manifests", []string{"validate", "-f", filepath.Join("internal", "cli", "testdata", "bad", "no-manifests")}, "", ExitInvalid},
 		{"validate-missing-file", []string{"validate", "-f", "does/not/exist.yaml"}, "", ExitUsage},
 		{"validate-no-input", []string{"validate"}, "", ExitUsage},

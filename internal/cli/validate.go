@@ -406,7 +406,21 @@ func completeness(p *pool.Pool) string {
 			len(p.Slices), p.SliceCount, p.Generation)
 	}
 	return fmt.Sprintf("%d slices of generation %d found where resourceSliceCount is %d; the scheduler ignores the pool",
-		len(p.Slices), p.Generation, p.SliceCount)
+		len(p.Slices), p.Generation, declaredSliceCount(p))
+}
+
+// declaredSliceCount is the largest resourceSliceCount the pool's slices
+// state, as written: pool.Pool.SliceCount never goes below zero, and a
+// user who wrote -3 should read -3.
+func declaredSliceCount(p *pool.Pool) int64 {
+	if len(p.Slices) == 0 {
+		return p.SliceCount
+	}
+	n := p.Slices[0].Spec.Pool.ResourceSliceCount
+	for _, s := range p.Slices[1:] {
+		n = max(n, s.Spec.Pool.ResourceSliceCount)
+	}
+	return n
 }
 
 func summary(objects, pools, errs, badObjects, badPools int) string {

@@ -134,10 +134,12 @@ func (d *departures) Pop() any {
 }
 
 // cacheEntry remembers that a shape did not fit on a node while the
-// node's island was at epoch-1.
+// node's island was at epoch-1, and why (nodeReason of the explanation:
+// classifying a failure then costs a lookup per node, not a walk of every
+// node's explanation).
 type cacheEntry struct {
-	epoch uint32
-	expl  *allocator.Explanation
+	epoch  uint32
+	reason string
 }
 
 type run struct {
@@ -152,6 +154,7 @@ type run struct {
 	placed  []int32        // island of each placed pod, -1 otherwise
 	pending departures
 	now     time.Duration
+	reasons []string // reused by arrive
 }
 
 // Run places the stream's pods on the cluster one at a time, as a
@@ -272,7 +275,8 @@ func (r *run) arrive(i int) error {
 		r.unfit = append(r.unfit, make([]cacheEntry, len(r.w.c.Nodes)))
 	}
 	cache := r.unfit[shape]
-	var expls []*allocator.Explanation
+	reasons := r.reasons[:0]
+	defer func() { r.reasons = reasons[:0] }()
 	for ni, node := range r.w.c.Nodes {
 		ii := r.w.nodeIsland[ni]
 		if ii < 0 {
@@ -280,14 +284,14 @@ func (r *run) arrive(i int) error {
 		}
 		isl := r.w.islands[ii]
 		if e := &cache[ni]; e.epoch == isl.epoch+1 {
-			expls = append(expls, e.expl)
+			reasons = append(reasons, e.reason)
 			continue
 		}
 		results, err := isl.st.Snapshot().Cycle(p.Claims, state.CycleOptions{Strategy: r.opts.Strategy}).Allocate(r.ctx, node)
 		var unfit *allocator.UnfitError
 		if errors.As(err, &unfit) {
-			cache[ni] = cacheEntry{epoch: isl.epoch + 1, expl: unfit.Explanation}
-			expls = append(expls, unfit.Explanation)
+			cache[ni] = cacheEntry{epoch: isl.epoch + 1, reason: nodeReason(unfit.Explanation)}
+			reasons = append(reasons, cache[ni].reason)
 			continue
 		}
 		if err != nil {
@@ -311,10 +315,10 @@ func (r *run) arrive(i int) error {
 		}
 		return nil
 	}
-	reason, summary := classify(expls, len(r.w.c.Nodes))
+	reason, summary := classify(reasons, len(r.w.c.Nodes))
 	explanation := ""
 	if r.res.FirstFailure == nil {
-		explanation = r.explain(p, len(expls))
+		explanation = r.explain(p, len(reasons))
 	}
 	r.fail(p, reason, summary, explanation)
 	return nil
@@ -379,17 +383,15 @@ func (r *run) depart(i int) error {
 	return nil
 }
 
-// classify names why a pod fit on no node: each node's explanation gets
-// the reason that rejected most devices of a request that cannot be
-// satisfied there (class and selector mismatches aside: they only say the
-// device is of another kind), and the pod gets the most common one.
-func classify(expls []*allocator.Explanation, nodes int) (string, string) {
-	if len(expls) == 0 {
+// classify names why a pod fit on no node from each node's reason (see
+// nodeReason): the pod gets the most common one.
+func classify(nodeReasons []string, nodes int) (string, string) {
+	if len(nodeReasons) == 0 {
 		return ReasonNoPools, fmt.Sprintf("0/%d nodes fit: no node sees any resource pool", nodes)
 	}
 	count := map[string]int{}
-	for _, e := range expls {
-		count[nodeReason(e)]++
+	for _, r := range nodeReasons {
+		count[r]++
 	}
 	reasons := make([]string, 0, len(count))
 	for k := range count {
@@ -408,6 +410,9 @@ func classify(expls []*allocator.Explanation, nodes int) (string, string) {
 	return reasons[0], fmt.Sprintf("0/%d nodes fit: %s", nodes, strings.Join(parts, ", "))
 }
 
+// nodeReason is the reason that rejected most devices of a request that
+// cannot be satisfied on the node (class and selector mismatches aside:
+// they only say the device is of another kind).
 func nodeReason(e *allocator.Explanation) string {
 	counts := map[allocator.Reason]int{}
 	unsatisfiable := false

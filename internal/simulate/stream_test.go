@@ -68,7 +68,11 @@ func TestClassify(t *testing.T) {
 			req(false, map[allocator.Reason]int{allocator.ReasonCounterExhausted: 4}),
 		}, "CounterExhausted", "0/3 nodes fit: 2 CounterExhausted, 1 Taint"},
 	} {
-		reason, summary := classify(tc.expls, 3)
+		var reasons []string
+		for _, e := range tc.expls {
+			reasons = append(reasons, nodeReason(e))
+		}
+		reason, summary := classify(reasons, 3)
 		if reason != tc.reason || summary != tc.summary {
 			t.Errorf("%s: %s %q, want %s %q", name, reason, summary, tc.reason, tc.summary)
 		}

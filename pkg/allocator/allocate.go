@@ -33,61 +33,43 @@ func (a *Allocator) Allocate(ctx context.Context, node *corev1.Node, claims []*r
 // Allocate allocates the claims on node; see Allocator.Allocate for the
 // results and errors. It may be called for many nodes concurrently.
 func (c *Claims) Allocate(ctx context.Context, node *corev1.Node) ([]*resourcev1.AllocationResult, error) {
-	a, claims := c.a, c.claims
+	a := c.a
 	if node == nil {
 		return nil, &FatalError{Err: errors.New("node is nil")}
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	// The attempt and the pools of a node that sees one, in one
-	// allocation.
-	blk := &struct {
-		at    attempt
-		pools [1]nodePool
-	}{}
-	pools, err := a.gatherPools(node, blk.pools[:])
+	pools, err := a.gatherPools(node, nil)
 	if err != nil {
 		return nil, &FatalError{Err: err}
 	}
-	at := &blk.at
-	*at = attempt{a: a, ctx: ctx, node: node, claims: claims, plan: c.plan, pools: pools, lazy: a.opts.Strategy == FirstFit}
+	// First-fit tries the cheap first pass before the full one; best-fit
+	// orders whole candidate lists, so it starts with the full pass.
+	firstFit := a.opts.Strategy == FirstFit
+	var at *attempt
 	defer func() { at.release() }()
-	if err := at.prepare(); err != nil {
-		return nil, err
+	ok, err := false, errFirstPassBudget
+	if firstFit && a.opts.withoutLayers&layerFirstPass == 0 {
+		at = c.newAttempt(ctx, node, pools, true)
+		if ok, err = at.run(); err != nil && !errors.Is(err, errFirstPassBudget) {
+			return nil, err
+		}
 	}
-	at.size()
-	ok, err := at.solve(0)
-	a.nodes.Add(at.nodes)
-	if errors.Is(err, errClaimLimit) {
-		ok, err = false, nil
-	}
-	if errors.Is(err, errLazyBudget) {
+	if errors.Is(err, errFirstPassBudget) {
 		at.release()
-		at = &attempt{a: a, ctx: ctx, node: node, claims: claims, plan: c.plan, pools: pools}
-		if err := at.prepare(); err != nil {
+		at = c.newAttempt(ctx, node, pools, false)
+		if ok, err = at.run(); err != nil {
 			return nil, err
 		}
-		at.size()
-		if err := at.suffixes(); err != nil {
-			return nil, err
-		}
-		ok, err = at.solve(0)
-		a.nodes.Add(at.nodes)
-		if errors.Is(err, errClaimLimit) {
-			ok, err = false, nil
-		}
-	}
-	if err != nil {
-		return nil, err
 	}
 	if ok {
 		return at.results()
 	}
-	if at.lazy {
-		at.lazy = false
-		for si := range at.slots {
-			for _, al := range at.slots[si].alts {
+	if at.firstPass {
+		at.firstPass = false
+		for ri := range at.requests {
+			for _, al := range at.requests[ri].alternatives {
 				at.finishAlt(al)
 			}
 		}
@@ -106,13 +88,47 @@ func (c *Claims) Allocate(ctx context.Context, node *corev1.Node) ([]*resourcev1
 	return nil, &UnfitError{Node: node.Name, Explanation: expl}
 }
 
+// newAttempt starts a search on the node. Errors that no search can avoid
+// (the claims' plan, "All" requests) are the run's.
+func (c *Claims) newAttempt(ctx context.Context, node *corev1.Node, pools []nodePool, firstPass bool) *attempt {
+	at := &attempt{a: c.a, ctx: ctx, node: node, claims: c.claims, plan: c.plan, pools: pools, firstPass: firstPass}
+	if c.a.opts.stepBudget > 0 {
+		at.stepLimit, at.overBudget = c.a.opts.stepBudget, errStepBudget
+	}
+	return at
+}
+
+// errStepBudget ends a search that took more than Options.stepBudget steps.
+var errStepBudget = errors.New("search over step budget")
+
+// run prepares the attempt and searches. The full pass of first-fit
+// probes for infeasible suffixes first: a hard search is known by then,
+// and the probes cost more than an easy search.
+func (at *attempt) run() (bool, error) {
+	if err := at.prepare(); err != nil {
+		return false, err
+	}
+	at.size()
+	if !at.firstPass && at.a.opts.Strategy == FirstFit && at.on(layerInfeasibleSuffix) {
+		if err := at.suffixes(); err != nil {
+			return false, err
+		}
+	}
+	ok, err := at.solve(0)
+	at.a.nodes.Add(at.nodes)
+	if errors.Is(err, errClaimLimit) {
+		ok, err = false, nil
+	}
+	return ok, err
+}
+
 // Stats describe the work Allocate calls have done.
 type Stats struct {
 	// SearchNodes counts the nodes of the search trees of every Allocate
 	// call so far, in the units of upstream's allocateOne calls: one per
 	// request entered, per subrequest tried, per device picked and per
 	// claim finished. The first-fit pass visits exactly upstream's nodes;
-	// pruning only ever lowers the count. Explanations are not counted.
+	// each pruning layer only ever lowers the count. Explanations are not counted.
 	SearchNodes int64
 	// ProbeNodes counts the nodes of the smaller searches that pruning
 	// (whether later requests can be satisfied at all) and explanations
@@ -125,20 +141,20 @@ func (a *Allocator) Stats() Stats {
 	return Stats{SearchNodes: a.nodes.Load(), ProbeNodes: a.probeNodes.Load()}
 }
 
-// explain recounts every alt's devices by reason and tries each alt alone.
+// explain recounts every alternative's devices by reason and tries each alternative alone.
 func (at *attempt) explain() (*Explanation, error) {
 	e := &Explanation{Node: at.node.Name}
 	claimIdx := map[int]int{}
-	for si := range at.slots {
-		sl := &at.slots[si]
-		for _, al := range sl.alts {
+	for ri := range at.requests {
+		cr := &at.requests[ri]
+		for _, al := range cr.alternatives {
 			ci, ok := claimIdx[al.claim]
 			if !ok {
 				ci = len(e.Claims)
 				claimIdx[al.claim] = ci
 				e.Claims = append(e.Claims, ClaimExplanation{Claim: claimName(at.claims[al.claim])})
 			}
-			probe := &alt{request: al.request, count: al.count, want: al.want}
+			probe := &alternative{request: al.request, count: al.count, want: al.want}
 			at.buildCands(probe, true)
 			re := RequestExplanation{Request: al.name, Needed: al.count, Rejected: map[Reason]int{}, Counters: probe.ctrRej}
 			for r, n := range probe.rej {
@@ -146,7 +162,7 @@ func (at *attempt) explain() (*Explanation, error) {
 					re.Rejected[Reason(r)] = n
 				}
 			}
-			re.Candidates = len(al.cands)
+			re.Candidates = len(al.candidates)
 			alone, err := at.alone(al)
 			if err != nil {
 				return nil, err
@@ -163,10 +179,13 @@ func (at *attempt) explain() (*Explanation, error) {
 	return e, nil
 }
 
-// alone runs the search for one alt on a fresh state.
-func (at *attempt) alone(al *alt) (bool, error) {
+// alone runs the search for one alternative on a fresh state.
+func (at *attempt) alone(al *alternative) (bool, error) {
 	probe := &attempt{a: at.a, ctx: at.ctx, node: at.node, claims: at.claims, plan: at.plan, pools: at.pools, cons: at.cons,
-		slots: []slot{{claim: al.claim, alts: []*alt{al}}}}
+		requests: []claimRequest{{claim: al.claim, alternatives: []*alternative{al}}}}
+	if at.a.opts.stepBudget > 0 {
+		probe.stepLimit, probe.overBudget = at.a.opts.stepBudget, errStepBudget
+	}
 	probe.size()
 	for _, cs := range at.cons[al.claim] {
 		cs.stack = cs.stack[:0]

@@ -5,7 +5,7 @@ import (
 	"slices"
 )
 
-// bestFitOrder orders an alt's candidates for BestFit: first the devices
+// bestFitOrder orders an alternative's candidates for BestFit: first the devices
 // that take away the last allocatable device of the fewest sizes (a size
 // is what a device consumes from its set, wherever in the set: a MIG
 // profile), then those that make the fewest other devices of their
@@ -27,38 +27,31 @@ import (
 // that the stream then does not ask for. Counting already prefers high
 // memory slices (1g.10gb@6 loses four devices, @0 six) and partially used
 // GPUs (their full-GPU and 7g devices are already lost).
-func (at *attempt) bestFitOrder(al *alt) []cand {
+func (at *attempt) bestFitOrder(al *alternative) []candidate {
 	type scored struct {
-		c                cand
+		c                candidate
 		crit, lost, open int
 		pos              int
 	}
-	sc := make([]scored, len(al.cands))
+	sc := make([]scored, len(al.candidates))
 	// How many allocatable devices of each size (the amounts a device
 	// takes from its set, sorted, whichever counters they are) each pool
 	// still has: losing the last one of a size is critical.
 	type sigKey struct {
 		np   int32
-		size string
+		size sizeKey
 	}
 	avail := map[sigKey]int{}
-	sizeOf := func(od *devInfo) string {
-		amts := make([]uint64, len(od.bucketUses))
-		for i, u := range od.bucketUses {
-			amts[i] = u.amt
-		}
-		slices.Sort(amts)
-		return fmt.Sprint(amts)
-	}
-	for _, c := range al.cands {
+	sizeOf := func(od *devInfo) sizeKey { return sizeOfUses(od.bucketUses) }
+	for _, c := range al.candidates {
 		if c.err != nil || len(c.d.uses) == 0 || c.d.bucket < 0 {
 			continue
 		}
-		np := &at.pools[c.np]
-		if _, done := avail[sigKey{c.np, ""}]; done {
+		np := &at.pools[c.pool]
+		if _, done := avail[sigKey{c.pool, sizeKey{}}]; done {
 			continue
 		}
-		avail[sigKey{c.np, ""}] = 0
+		avail[sigKey{c.pool, sizeKey{}}] = 0
 		t := np.t
 		t.all()
 		for si := range t.sets {
@@ -67,17 +60,17 @@ func (at *attempt) bestFitOrder(al *alt) []cand {
 				if od.bucket < 0 || at.inUse[np.devBase+o] > 0 || np.h.allocated(o) || !at.countersFit(np, od) {
 					continue
 				}
-				avail[sigKey{c.np, sizeOf(od)}]++
+				avail[sigKey{c.pool, sizeOf(od)}]++
 			}
 		}
 	}
-	for i, c := range al.cands {
+	for i, c := range al.candidates {
 		sc[i] = scored{c: c, pos: i}
 		d := c.d
 		if c.err != nil || len(d.uses) == 0 || d.bucket < 0 {
 			continue
 		}
-		np := &at.pools[c.np]
+		np := &at.pools[c.pool]
 		t := np.t
 		t.all()
 		for _, o := range t.sets[d.bucket].devices {
@@ -101,7 +94,7 @@ func (at *attempt) bestFitOrder(al *alt) []cand {
 				}
 				if left := np.h.avail[u.rel] - at.used[lc]; extra > left || u.amt > left-extra {
 					sc[i].lost++
-					if avail[sigKey{c.np, sizeOf(od)}] <= 1 {
+					if avail[sigKey{c.pool, sizeOf(od)}] <= 1 {
 						sc[i].crit++
 					}
 					break
@@ -121,9 +114,37 @@ func (at *attempt) bestFitOrder(al *alt) []cand {
 		}
 		return x.pos - y.pos
 	})
-	out := make([]cand, len(sc))
+	out := make([]candidate, len(sc))
 	for i := range sc {
 		out[i] = sc[i].c
 	}
 	return out
+}
+
+// sizeKey is a device's size: the amounts it takes from its counter set,
+// sorted. Up to len(small) amounts are kept inline, so that scoring a
+// candidate allocates nothing; more spill into rest.
+type sizeKey struct {
+	n     int
+	small [16]uint64
+	rest  string
+}
+
+func sizeOfUses(uses []counterUse) sizeKey {
+	var k sizeKey
+	k.n = len(uses)
+	if len(uses) > len(k.small) {
+		amts := make([]uint64, len(uses))
+		for i, u := range uses {
+			amts[i] = u.amt
+		}
+		slices.Sort(amts)
+		k.rest = fmt.Sprint(amts)
+		return k
+	}
+	for i, u := range uses {
+		k.small[i] = u.amt
+	}
+	slices.Sort(k.small[:len(uses)])
+	return k
 }

@@ -51,9 +51,9 @@ func derivedAttr(ctx context.Context, e *derivedEntry, name string, d *devInfo) 
 }
 
 // attrFor is the value a constraint compares for device d picked for al:
-// the alt's derived attribute of that name if it defines one, else the
+// the alternative's derived attribute of that name if it defines one, else the
 // device's own.
-func (at *attempt) attrFor(al *alt, cs *constraintState, d *devInfo) (*attrVal, error) {
+func (at *attempt) attrFor(al *alternative, cs *constraintState, d *devInfo) (*attrVal, error) {
 	if e := al.derived[cs.name]; e != nil {
 		return derivedAttr(at.ctx, e, cs.name, d)
 	}

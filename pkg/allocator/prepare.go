@@ -29,12 +29,10 @@ type request struct {
 	short  string // request or subrequest name
 	class  *resourcev1.DeviceClass
 	exprs  []*exprEntry // class selectors, then request selectors
-	// exprBuf holds exprs when there are few, as there usually are.
-	exprBuf [2]*exprEntry
-	nClass  int
-	admin   bool
-	all     bool
-	// count and want are those of an ExactCount request (see alt).
+	nClass int
+	admin  bool
+	all    bool
+	// count and want are those of an ExactCount request (see alternative).
 	count  int
 	want   int64
 	tols   []resourcev1.DeviceToleration
@@ -52,30 +50,29 @@ type request struct {
 	err error
 }
 
-// alt is a request during one Allocate call: its candidates on the node.
-type alt struct {
+// alternative is one way to satisfy a request during one Allocate call
+// (the request itself or one of its firstAvailable subrequests) with its
+// candidate devices on the node.
+type alternative struct {
 	*request
 	// count is the number of devices to pick; want is the count as the
 	// request states it, for messages (count is capped just above the
 	// claim limit). For "All" both are the number of candidates.
 	count int
 	want  int64
-	// mayFail: trying this alt can end in a fatal error (a candidate that
+	// mayFail: trying this alternative can end in a fatal error (a candidate that
 	// failed evaluation, an "All" request, a shared device whose capacity
 	// arithmetic can fail), so the search must not prune past it.
-	mayFail bool
-	cands   []cand
-	scan    scanCursor // how far cands are built
-	rej     [numReasons]int
-	ctrRej  map[string]int
-	// cols are the selector columns of each table the alt met; a node
+	mayFail    bool
+	candidates []candidate
+	scan       scanCursor // how far candidates are built
+	rej        [numReasons]int
+	ctrRej     map[string]int
+	// cols are the selector columns of each table the alternative met; a node
 	// usually sees one pool, whose columns fit in buf.
 	cols []tableCols
 	buf  [1]tableCols
 	sels [4]*selColumn
-	// candBuf holds the first candidates: the first pass of first-fit
-	// usually stops at the first that fits.
-	candBuf [2]cand
 }
 
 type tableCols struct {
@@ -83,8 +80,8 @@ type tableCols struct {
 	sel []*selColumn
 }
 
-// selCols returns the table's result columns of the alt's expressions.
-func (al *alt) selCols(t *genTable) []*selColumn {
+// selCols returns the table's result columns of the alternative's expressions.
+func (al *alternative) selCols(t *genTable) []*selColumn {
 	for i := range al.cols {
 		if al.cols[i].t == t {
 			return al.cols[i].sel
@@ -106,24 +103,31 @@ func (al *alt) selCols(t *genTable) []*selColumn {
 	return cols
 }
 
-// cand is a device that passed the static checks for an alt. err is set
+// candidate is a device that passed the static checks for an alternative. err is set
 // when evaluating the device failed; the search reports it when it reaches
 // the device, which is when upstream would have evaluated it.
-type cand struct {
-	d   *devInfo
-	l   int32 // attempt-local device index
-	np  int32 // index into attempt.pools
-	err error
-	// full: upstream's "all devices" list, where every dynamic and static
-	// check runs at pick time.
-	full bool
+type candidate struct {
+	d *devInfo
+	// local is the device's index among the devices of all the attempt's
+	// pools (nodePool.devBase plus its index in the pool); it indexes the
+	// attempt's per-device state.
+	local int32
+	pool  int32 // index into attempt.pools
+	err   error
+	// fromAll: a device of upstream's "all devices" list, for which every
+	// dynamic and static check runs at pick time.
+	fromAll bool
 }
 
-type slot struct {
-	claim int
-	alts  []*alt
-	// first: a firstAvailable request, whose subrequests are the alts.
-	first  bool
+// claimRequest is one request of a claim, in the order the search
+// satisfies them: by one of its alternatives, the request itself or, for a
+// firstAvailable request, one of its subrequests in preference order.
+type claimRequest struct {
+	claim        int
+	alternatives []*alternative
+	// first: a firstAvailable request, whose subrequests are the alternatives.
+	first bool
+	// chosen is the alternative that succeeded.
 	chosen int
 }
 
@@ -176,19 +180,7 @@ type consPlan struct {
 // Problems that no node can fix are reported by Allocate, in the order
 // upstream meets them.
 func (a *Allocator) Prepare(claims []*resourcev1.ResourceClaim) *Claims {
-	var c *Claims
-	if len(claims) == 1 {
-		// The usual pod: its one claim's plan with the Claims.
-		b := &struct {
-			c    Claims
-			plan [1]claimPlan
-		}{}
-		c = &b.c
-		c.plan = b.plan[:]
-	} else {
-		c = &Claims{plan: make([]claimPlan, len(claims))}
-	}
-	c.a, c.claims = a, claims
+	c := &Claims{a: a, claims: claims, plan: make([]claimPlan, len(claims))}
 	for ci, claim := range claims {
 		cp := &c.plan[ci]
 		if claim == nil {
@@ -222,8 +214,7 @@ func (c *Claims) planClaim(ci int, claim *resourcev1.ResourceClaim, cp *claimPla
 		if rp.first {
 			for si := range req.FirstAvailable {
 				sub := &req.FirstAvailable[si]
-				r := c.newRequest(ci, req.Name+"/"+sub.Name, req.Name, sub.Name, sub.DeviceClassName, sub.Selectors,
-					sub.AllocationMode, sub.Count, nil, sub.Tolerations, sub.Capacity, sub.DerivedAttributes)
+				r := c.newRequest(ci, req.Name, sub.Name, subrequestSpec(sub))
 				rp.reqs = append(rp.reqs, r)
 				if r.err != nil {
 					cp.reqs = append(cp.reqs, rp)
@@ -232,8 +223,7 @@ func (c *Claims) planClaim(ci int, claim *resourcev1.ResourceClaim, cp *claimPla
 			}
 		} else {
 			ex := req.Exactly
-			r := c.newRequest(ci, req.Name, "", req.Name, ex.DeviceClassName, ex.Selectors,
-				ex.AllocationMode, ex.Count, ex.AdminAccess, ex.Tolerations, ex.Capacity, ex.DerivedAttributes)
+			r := c.newRequest(ci, "", req.Name, exactSpec(ex))
 			rp.reqs = append(rp.reqs, r)
 			if r.err != nil {
 				cp.reqs = append(cp.reqs, rp)
@@ -296,13 +286,40 @@ func (a *Allocator) gateRequest(claim *resourcev1.ResourceClaim, req *resourcev1
 	return nil
 }
 
-func (c *Claims) newRequest(ci int, name, parent, short, class string, sels []resourcev1.DeviceSelector,
-	mode resourcev1.DeviceAllocationMode, count int64, admin *bool, tols []resourcev1.DeviceToleration,
-	capReq *resourcev1.CapacityRequirements, derived []resourcev1.DeviceDerivedAttribute) *request {
+// requestSpec is what an exact request and a firstAvailable subrequest
+// state alike; only an exact request can ask for admin access.
+type requestSpec struct {
+	class   string
+	sels    []resourcev1.DeviceSelector
+	mode    resourcev1.DeviceAllocationMode
+	count   int64
+	admin   *bool
+	tols    []resourcev1.DeviceToleration
+	capReq  *resourcev1.CapacityRequirements
+	derived []resourcev1.DeviceDerivedAttribute
+}
+
+func exactSpec(ex *resourcev1.ExactDeviceRequest) requestSpec {
+	return requestSpec{class: ex.DeviceClassName, sels: ex.Selectors, mode: ex.AllocationMode, count: ex.Count,
+		admin: ex.AdminAccess, tols: ex.Tolerations, capReq: ex.Capacity, derived: ex.DerivedAttributes}
+}
+
+func subrequestSpec(sub *resourcev1.DeviceSubRequest) requestSpec {
+	return requestSpec{class: sub.DeviceClassName, sels: sub.Selectors, mode: sub.AllocationMode, count: sub.Count,
+		tols: sub.Tolerations, capReq: sub.Capacity, derived: sub.DerivedAttributes}
+}
+
+// newRequest prepares request short of claim ci, or subrequest short of
+// request parent.
+func (c *Claims) newRequest(ci int, parent, short string, spec requestSpec) *request {
 	a := c.a
-	r := &request{claim: ci, name: name, parent: parent, short: short, admin: ptr.Deref(admin, false),
-		tols: tols, capReq: capReq}
-	r.exprs = r.exprBuf[:0]
+	name := short
+	if parent != "" {
+		name = parent + "/" + short
+	}
+	class, sels, mode, count, derived := spec.class, spec.sels, spec.mode, spec.count, spec.derived
+	r := &request{claim: ci, name: name, parent: parent, short: short, admin: ptr.Deref(spec.admin, false),
+		tols: spec.tols, capReq: spec.capReq}
 	fatal := func(err error) *request {
 		r.err = &FatalError{Claim: claimName(c.claims[ci]), Request: name, Err: err}
 		return r
@@ -368,40 +385,12 @@ func covers(names []string, r *request) bool {
 	return slices.Contains(names, r.name)
 }
 
-// prepare turns the plan into slots for this node, in upstream's order
+// prepare turns the plan into the claim requests for this node, in upstream's order
 // (per claim: per request each alternative, then the claim limit; then
 // the constraints), reporting the first problem on the way.
 func (at *attempt) prepare() error {
 	a := at.a
-	// Slots and alts in one array each: an attempt runs per node.
-	nSlots, nAlts := 0, 0
-	for ci := range at.plan {
-		for _, rp := range at.plan[ci].reqs {
-			nSlots++
-			nAlts += len(rp.reqs)
-		}
-	}
-	var altPtrs []*alt
-	var alts []alt
-	if nSlots == 1 && nAlts == 1 && len(at.claims) == 1 {
-		// One claim with one request, the usual pod, in one allocation.
-		b := &struct {
-			slots [1]slot
-			ptrs  [1]*alt
-			alts  [1]alt
-			cons  [1][]*constraintState
-			picks [1]pick
-		}{}
-		at.slots, altPtrs, alts, at.cons = b.slots[:0], b.ptrs[:], b.alts[:], b.cons[:]
-		if r := at.plan[0].reqs[0].reqs[0]; r.err == nil && !r.all && r.count == 1 {
-			at.picks = b.picks[:0]
-		}
-	} else {
-		at.slots = make([]slot, 0, nSlots)
-		altPtrs = make([]*alt, nAlts)
-		alts = make([]alt, nAlts)
-		at.cons = make([][]*constraintState, len(at.claims))
-	}
+	at.cons = make([][]*constraintState, len(at.claims))
 	for ci := range at.plan {
 		cp := &at.plan[ci]
 		if cp.err != nil {
@@ -412,20 +401,18 @@ func (at *attempt) prepare() error {
 			if rp.err != nil {
 				return rp.err
 			}
-			sl := slot{claim: ci, first: rp.first, alts: altPtrs[:0:len(rp.reqs)]}
-			altPtrs = altPtrs[len(rp.reqs):]
+			cr := claimRequest{claim: ci, first: rp.first}
 			least := -1
 			var want int64
 			for _, r := range rp.reqs {
 				if r.err != nil {
 					return r.err
 				}
-				al := &alts[0]
-				alts = alts[1:]
-				if err := at.newAlt(al, r); err != nil {
+				al, err := at.newAlt(r)
+				if err != nil {
 					return err
 				}
-				sl.alts = append(sl.alts, al)
+				cr.alternatives = append(cr.alternatives, al)
 				if least < 0 || al.count < least {
 					least, want = al.count, al.want
 				}
@@ -439,7 +426,7 @@ func (at *attempt) prepare() error {
 				return at.fatal(ci, name, fmt.Errorf("adding %d devices exceeds the claim limit of %d, with %d already accounted for", want, maxResults, minDevices))
 			}
 			minDevices += least
-			at.slots = append(at.slots, sl)
+			at.requests = append(at.requests, cr)
 		}
 		if cp.consErr != nil {
 			return cp.consErr
@@ -451,37 +438,36 @@ func (at *attempt) prepare() error {
 	return nil
 }
 
-// newAlt starts al, the request's alt on this node: for "All", every device it
+// newAlt starts the request's alternative on this node: for "All", every device it
 // must take.
-func (at *attempt) newAlt(al *alt, r *request) error {
-	*al = alt{request: r, count: r.count, want: r.want, mayFail: r.mayFail}
-	al.cands = al.candBuf[:0]
+func (at *attempt) newAlt(r *request) (*alternative, error) {
+	al := &alternative{request: r, count: r.count, want: r.want, mayFail: r.mayFail}
 	if !r.all {
-		if at.lazy {
+		if at.firstPass {
 			// The first pass looks at devices as the search reaches them.
-			return nil
+			return al, nil
 		}
 		at.finishAlt(al)
-		return nil
+		return al, nil
 	}
 	if err := at.buildAll(al); err != nil {
-		return err
+		return nil, err
 	}
-	al.count = len(al.cands)
+	al.count = len(al.candidates)
 	al.want = int64(al.count)
-	return nil
+	return al, nil
 }
 
 // finishAlt completes the candidate list and decides mayFail. Capacity
 // arithmetic of "All" candidates already ran without error in buildAll
 // and is static, so only a claim constraint can make them fail fatally,
 // which the request says.
-func (at *attempt) finishAlt(al *alt) {
+func (at *attempt) finishAlt(al *alternative) {
 	if al.all {
 		return
 	}
 	at.buildCands(al, false)
-	for _, c := range al.cands {
+	for _, c := range al.candidates {
 		if c.err != nil || (c.d.multi && al.capReq != nil) {
 			al.mayFail = true
 			break
@@ -492,7 +478,7 @@ func (at *attempt) finishAlt(al *alt) {
 // selectable runs the class selectors, the request selectors and the
 // per-device node selection, in upstream's order. With binding conditions
 // off, a device that has them is never selectable.
-func (at *attempt) selectable(al *alt, d *devInfo) (bool, Reason, error) {
+func (at *attempt) selectable(al *alternative, d *devInfo) (bool, Reason, error) {
 	a := at.a
 	if !a.g.bindingConditions && d.bindingConds {
 		return false, ReasonFeatureGate, nil
@@ -549,7 +535,7 @@ func (at *attempt) usable(d *devInfo) (bool, Reason) {
 
 // staticCapacity checks the request's capacity against the device on top
 // of used; without DRAConsumableCapacity capacity is not looked at.
-func (at *attempt) staticCapacity(al *alt, d *devInfo, used capMap) (bool, error) {
+func (at *attempt) staticCapacity(al *alternative, d *devInfo, used capMap) (bool, error) {
 	if !at.a.g.consumable {
 		return true, nil
 	}
@@ -564,13 +550,13 @@ func (at *attempt) staticCapacity(al *alt, d *devInfo, used capMap) (bool, error
 
 // blockedByTaint: with DRADeviceTaints on, an untolerated NoSchedule or
 // NoExecute taint prevents allocation.
-func (at *attempt) blockedByTaint(al *alt, d *devInfo) bool {
+func (at *attempt) blockedByTaint(al *alternative, d *devInfo) bool {
 	return at.a.g.taints && d.tainted && taintBlocks(d.d.Taints, al.tols)
 }
 
 // buildCands lists, in upstream's visiting order, the devices that can serve
-// the alt on their own, counting every other device under its reason.
-func (at *attempt) buildCands(al *alt, explainOnly bool) {
+// the alternative on their own, counting every other device under its reason.
+func (at *attempt) buildCands(al *alternative, explainOnly bool) {
 	for at.scanOne(al, explainOnly) {
 	}
 }
@@ -584,11 +570,11 @@ type scanCursor struct {
 	done   bool
 }
 
-// more extends al.cands by at least one candidate, looking at no more
+// more extends al.candidates by at least one candidate, looking at no more
 // devices than that takes; false when no device is left.
-func (at *attempt) more(al *alt) bool {
-	n := len(al.cands)
-	for len(al.cands) == n {
+func (at *attempt) more(al *alternative) bool {
+	n := len(al.candidates)
+	for len(al.candidates) == n {
 		if !at.scanOne(al, false) {
 			return false
 		}
@@ -598,7 +584,7 @@ func (at *attempt) more(al *alt) bool {
 
 // scanOne looks at the device under the cursor (a whole slice of an
 // unusable pool) and advances; false once everything was seen.
-func (at *attempt) scanOne(al *alt, explainOnly bool) bool {
+func (at *attempt) scanOne(al *alternative, explainOnly bool) bool {
 	cur := &al.scan
 	for !cur.done {
 		if cur.np >= len(at.pools) {
@@ -635,9 +621,9 @@ func (at *attempt) scanOne(al *alt, explainOnly bool) bool {
 	return false
 }
 
-func (at *attempt) scanDev(al *alt, np *nodePool, npi, i int32, explainOnly bool) {
+func (at *attempt) scanDev(al *alternative, np *nodePool, npi, i int32, explainOnly bool) {
 	d := np.t.dev(i)
-	c := cand{d: d, l: np.devBase + i, np: npi}
+	c := candidate{d: d, local: np.devBase + i, pool: npi}
 	if !al.admin && np.h.allocated(i) {
 		al.rej[ReasonAllocated]++
 		return
@@ -646,7 +632,7 @@ func (at *attempt) scanDev(al *alt, np *nodePool, npi, i int32, explainOnly bool
 	if err != nil {
 		if !explainOnly {
 			c.err = err
-			al.cands = append(al.cands, c)
+			al.candidates = append(al.candidates, c)
 		}
 		return
 	}
@@ -658,7 +644,7 @@ func (at *attempt) scanDev(al *alt, np *nodePool, npi, i int32, explainOnly bool
 	if err != nil {
 		if !explainOnly {
 			c.err = at.fatal(al.claim, al.name, fmt.Errorf("checking capacity for device %s: %w", d.id(), err))
-			al.cands = append(al.cands, c)
+			al.candidates = append(al.candidates, c)
 		}
 		return
 	}
@@ -685,7 +671,7 @@ func (at *attempt) scanDev(al *alt, np *nodePool, npi, i int32, explainOnly bool
 		return
 	}
 	if !explainOnly {
-		al.cands = append(al.cands, c)
+		al.candidates = append(al.candidates, c)
 	}
 }
 
@@ -709,7 +695,7 @@ func counterMisfitAlone(d *devInfo, h *heldGen) int32 {
 // buildAll is upstream's list for allocationMode All: every device of every
 // considered pool that the selectors and node select and whose capacity
 // could hold the request on an unused device. The pools must all be usable.
-func (at *attempt) buildAll(al *alt) error {
+func (at *attempt) buildAll(al *alternative) error {
 	for _, np := range at.pools {
 		id := np.t.p.ID
 		if np.incomplete {
@@ -739,7 +725,7 @@ func (at *attempt) buildAll(al *alt) error {
 				if !fits {
 					continue
 				}
-				al.cands = append(al.cands, cand{d: d, l: np.devBase + i, np: int32(npi), full: true})
+				al.candidates = append(al.candidates, candidate{d: d, local: np.devBase + i, pool: int32(npi), fromAll: true})
 			}
 		}
 	}

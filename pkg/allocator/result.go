@@ -78,25 +78,15 @@ func (at *attempt) results() ([]*resourcev1.AllocationResult, error) {
 	return out, nil
 }
 
-// chosen returns the alt that served each request of a claim.
-func (at *attempt) chosen(ci int) []*alt {
-	var alts []*alt
-	for i := range at.slots {
-		if at.slots[i].claim == ci {
-			alts = append(alts, at.slots[i].alts[at.slots[i].chosen])
+// chosen returns the alternative that served each request of a claim.
+func (at *attempt) chosen(ci int) []*alternative {
+	var alternatives []*alternative
+	for i := range at.requests {
+		if at.requests[i].claim == ci {
+			alternatives = append(alternatives, at.requests[i].alternatives[at.requests[i].chosen])
 		}
 	}
-	return alts
-}
-
-// classConfig: a class chosen for the claim carries configuration.
-func (at *attempt) classConfig(ci int) bool {
-	for i := range at.slots {
-		if at.slots[i].claim == ci && len(at.slots[i].alts[at.slots[i].chosen].class.Spec.Config) > 0 {
-			return true
-		}
-	}
-	return false
+	return alternatives
 }
 
 // configs: class configuration once per class, naming every request that
@@ -105,18 +95,12 @@ func (at *attempt) classConfig(ci int) bool {
 // "applies to all".
 func (at *attempt) configs(ci int, claim *resourcev1.ResourceClaim) []resourcev1.DeviceAllocationConfiguration {
 	var cfg []resourcev1.DeviceAllocationConfiguration
-	if len(claim.Spec.Devices.Config) == 0 && !at.classConfig(ci) {
-		return nil
-	}
-	type span struct {
-		class      string
-		start, end int
-	}
-	var byClass []span
-	alts := at.chosen(ci)
-	for _, al := range alts {
-		if k := slices.IndexFunc(byClass, func(sp span) bool { return sp.class == al.class.Name }); k >= 0 {
-			for i := byClass[k].start; i < byClass[k].end; i++ {
+	type span struct{ start, end int }
+	byClass := map[string]span{}
+	alternatives := at.chosen(ci)
+	for _, al := range alternatives {
+		if sp, ok := byClass[al.class.Name]; ok {
+			for i := sp.start; i < sp.end; i++ {
 				cfg[i].Requests = append(cfg[i].Requests, al.name)
 			}
 			continue
@@ -126,7 +110,7 @@ func (at *attempt) configs(ci int, claim *resourcev1.ResourceClaim) []resourcev1
 			cfg = append(cfg, resourcev1.DeviceAllocationConfiguration{
 				Source: resourcev1.AllocationConfigSourceClass, Requests: []string{al.name}, DeviceConfiguration: c.DeviceConfiguration})
 		}
-		byClass = append(byClass, span{al.class.Name, start, len(cfg)})
+		byClass[al.class.Name] = span{start, len(cfg)}
 	}
 	for _, c := range claim.Spec.Devices.Config {
 		use := len(c.Requests) == 0
@@ -134,7 +118,7 @@ func (at *attempt) configs(ci int, claim *resourcev1.ResourceClaim) []resourcev1
 			if use {
 				break
 			}
-			if slices.Contains(c.Requests, req.Name) || (alts[i].parent != "" && slices.Contains(c.Requests, alts[i].name)) {
+			if slices.Contains(c.Requests, req.Name) || (alternatives[i].parent != "" && slices.Contains(c.Requests, alternatives[i].name)) {
 				use = true
 			}
 		}
@@ -152,7 +136,7 @@ func (at *attempt) configs(ci int, claim *resourcev1.ResourceClaim) []resourcev1
 			if slices.Contains(cfg[i].Requests, req.Name) {
 				continue
 			}
-			if alts[ri].parent != "" && slices.Contains(cfg[i].Requests, alts[ri].name) {
+			if alternatives[ri].parent != "" && slices.Contains(cfg[i].Requests, alternatives[ri].name) {
 				continue
 			}
 			all = false
@@ -177,18 +161,16 @@ func (at *attempt) nodeSelector(ci int) (*corev1.NodeSelector, error) {
 			continue
 		}
 		d := pk.c.d
-		si := d.sliceInfo()
-		if d.bindsToNode || (!si.perDevice && si.pinned) {
-			return pinTo(at.node.Name), nil
-		}
+		s := d.sliceInfo().s
+		var name *string
 		var sel *corev1.NodeSelector
-		if si.perDevice {
-			if d.d.NodeName != nil {
-				return pinTo(at.node.Name), nil
-			}
-			sel = d.d.NodeSelector
+		if d.sliceInfo().perDevice {
+			name, sel = d.d.NodeName, d.d.NodeSelector
 		} else {
-			sel = si.s.Spec.NodeSelector
+			name, sel = s.Spec.NodeName, s.Spec.NodeSelector
+		}
+		if name != nil || ptr.Deref(d.d.BindsToNode, false) {
+			return pinTo(at.node.Name), nil
 		}
 		if sel == nil {
 			continue

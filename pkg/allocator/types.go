@@ -67,6 +67,13 @@ type Options struct {
 	// expressions over to later Allocators (results per device live in
 	// the pools' tables). Nil keeps them within the Allocator.
 	Cache *Cache
+
+	// withoutLayers switches search layers off (layers.go); the answers
+	// stay the same, only the work grows. Tests only.
+	withoutLayers layers
+	// stepBudget > 0 makes a search that takes more steps fail with
+	// errStepBudget, so that tests of searches without pruning end.
+	stepBudget int
 }
 
 // SelectorCompiler compiles one CEL selector expression. It must be safe for

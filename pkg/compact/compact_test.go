@@ -366,3 +366,33 @@ func FuzzCompact(f *testing.F) {
 		checkCompact(t, "fuzz", testgen.Slice(rng(seed), gen), opts)
 	})
 }
+
+// TestPlanTakesTheBetterPlan compacts slices whose entries cross their
+// groups (a TPU pool: every sub-slice has the accelerator type, each shape
+// its own topology; the DGX H100 slices) with each candidate kind alone
+// and with both: the result is never larger than either alone, and on the
+// TPU pool the disjoint classes beat the closed sets, which repeat the
+// accelerator type in every shape's mixin.
+func TestPlanTakesTheBetterPlan(t *testing.T) {
+	tpu := examplegen.TPU4x4.Slices()
+	inputs := map[string]*api.ResourceSlice{"TPU devices": tpu[len(tpu)-1]}
+	for i, s := range examplegen.DGXH100Node.Slices(examplegen.Mixins) {
+		inputs["DGX H100 slice "+itoa(uint64(i))] = s
+	}
+	all := planners
+	defer func() { planners = all }()
+	size := func(name string, in *api.ResourceSlice, ps ...func(int, []owner) []*group) int {
+		planners = ps
+		_, st := checkCompact(t, name, in, Options{})
+		return st.BytesAfter
+	}
+	for name, in := range inputs {
+		closed, disjoint, both := size(name, in, candidates), size(name, in, classes), size(name, in, all...)
+		if both > min(closed, disjoint) {
+			t.Errorf("%s: %d bytes, but closed sets alone give %d and classes alone %d", name, both, closed, disjoint)
+		}
+		if name == "TPU devices" && disjoint >= closed {
+			t.Errorf("%s: classes give %d bytes, closed sets %d: the case this test is about is gone", name, disjoint, closed)
+		}
+	}
+}

@@ -75,12 +75,7 @@ const maxPairOwners = 1024
 // candidates returns the distinct closed item sets worth scoring, in a
 // deterministic order.
 func candidates(nItems int, owners []owner) []*group {
-	support := make([][]int, nItems)
-	for o := range owners {
-		for _, it := range owners[o].items {
-			support[it] = append(support[it], o)
-		}
-	}
+	support := supports(nItems, owners)
 	seen := map[string]bool{}
 	var sets [][]int
 	add := func(set []int) {
@@ -128,6 +123,17 @@ func candidates(nItems int, owners []owner) []*group {
 	return out
 }
 
+// supports lists, by item id, the owners holding the item, ascending.
+func supports(nItems int, owners []owner) [][]int {
+	support := make([][]int, nItems)
+	for o := range owners {
+		for _, it := range owners[o].items {
+			support[it] = append(support[it], o)
+		}
+	}
+	return support
+}
+
 // intersect keeps the elements of a (ascending) that are in b (ascending),
 // reusing a's storage.
 func intersect(a, b []int) []int {
@@ -144,9 +150,68 @@ func intersect(a, b []int) []int {
 	return out
 }
 
+// classes returns the candidates of the disjoint plan: the classes of
+// items held by exactly the same owners. Classes never overlap, so they
+// layer where closed sets would repeat an entry in several mixins: on a
+// slice whose owners share one entry across groups that otherwise differ
+// (every TPU sub-slice has the accelerator type, each shape its own
+// topology), the greedy choice of closed sets takes each shape's set with
+// the shared entry inside and then cannot factor that entry out for what
+// is left.
+func classes(nItems int, owners []owner) []*group {
+	support := supports(nItems, owners)
+	byOwners := map[string]int{}
+	var out []*group
+	for it, sup := range support {
+		if len(sup) < 2 {
+			continue
+		}
+		var b strings.Builder
+		for _, o := range sup {
+			b.WriteString(strconv.Itoa(o))
+			b.WriteByte(',')
+		}
+		if gi, ok := byOwners[b.String()]; ok {
+			out[gi].items = append(out[gi].items, it)
+			continue
+		}
+		byOwners[b.String()] = len(out)
+		out = append(out, &group{items: []int{it}, holders: sup, index: len(out)})
+	}
+	return out
+}
+
+// planners generate the candidates of the plans compared by plan.
+var planners = []func(nItems int, owners []owner) []*group{candidates, classes}
+
 // plan returns the accepted groups in acceptance order. Each group's items
 // are what its mixin holds and its members the owners that include it.
+// Both candidate kinds are planned greedily; the plan that saves more
+// bytes wins (closed sets on a tie), and owners and firstOfAll are left
+// as that plan leaves them.
 func plan(items []item, owners []owner, c costs, firstOfAll *bool) []group {
+	var best []group
+	var bestOwners []owner
+	bestSaved, bestFirst := -1, *firstOfAll
+	for _, gen := range planners {
+		try := slices.Clone(owners)
+		first := *firstOfAll
+		groups := greedy(items, try, c, &first, gen(len(items), try))
+		saved := 0
+		for _, g := range groups {
+			saved += g.score
+		}
+		if saved > bestSaved {
+			best, bestOwners, bestSaved, bestFirst = groups, try, saved, first
+		}
+	}
+	copy(owners, bestOwners)
+	*firstOfAll = bestFirst
+	return best
+}
+
+// greedy accepts candidates by the bytes they still save, highest first.
+func greedy(items []item, owners []owner, c costs, firstOfAll *bool, cands []*group) []group {
 	for o := range owners {
 		owners[o].covered = make([]bool, len(items))
 	}
@@ -223,7 +288,7 @@ func plan(items []item, owners []owner, c costs, firstOfAll *bool) []group {
 	}
 
 	h := &groupHeap{}
-	for _, g := range candidates(len(items), owners) {
+	for _, g := range cands {
 		// Scores may still rise (the kind's fixed overhead is paid by the
 		// first mixin only), so even unprofitable candidates are queued.
 		g.score, _, _ = score(g)

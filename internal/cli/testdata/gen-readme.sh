@@ -355,6 +355,15 @@ run dractl simulate -f examples/dgx-h100-mixins --workload examples/dgx-h100-mix
 echo '```'
 cat <<'EOF'
 
+Why best-fit places fewer pods here in all, although more fit before the
+first failure: the example's pods arrive about twice as fast as the node
+can hold them, and a pod that fits nowhere fails. The node is full either
+way, and both strategies place about the same memory slices over the run;
+best-fit keeps whole and half GPUs free, so it admits more of the large
+profiles, each in the room of several small ones. On a saturated cluster
+the pod count measures the mix that got in; the packing measure is "placed
+before first failure" (`TestBestFitOnASaturatedNode` pins this down).
+
 The HTML report of that run (`make report-screenshot` takes this picture
 with headless Chromium):
 
