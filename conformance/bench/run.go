@@ -216,7 +216,9 @@ type Result struct {
 // Measure runs the ops in interleaved rounds (round r runs every op for
 // per, in order, before round r+1 starts), which spreads the noise of a
 // shared machine over all of them alike, and returns each op's median.
-// An op whose first call takes longer than long is called once per round.
+// An op whose first call takes longer than long is called once per round,
+// with its own deadline of Timeout; the calls of a faster op within one
+// round share one.
 func Measure(ops []Op, rounds int, per, long time.Duration) []Result {
 	if f := flag.Lookup("test.benchtime"); f != nil {
 		_ = f.Value.Set(per.String())
@@ -267,9 +269,15 @@ func Measure(ops []Op, rounds int, per, long time.Duration) []Result {
 				r.MemAllocs = m1.mallocs - m0.mallocs
 			} else {
 				r = testing.Benchmark(func(b *testing.B) {
+					// One deadline for the run: a timer per op would cost
+					// more than a fast op, and no scheduler pays it.
+					tctx, cancel := context.WithTimeout(ctx, Timeout)
+					defer cancel()
 					b.ReportAllocs()
 					for range b.N {
-						if out := call(j); out.Kind == scenario.Timeout {
+						out := ops[j](tctx, next[j])
+						next[j]++
+						if out.Kind == scenario.Timeout {
 							b.Skip("timeout")
 						}
 					}

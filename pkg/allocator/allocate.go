@@ -40,7 +40,7 @@ func (c *Claims) Allocate(ctx context.Context, node *corev1.Node) ([]*resourcev1
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	pools, err := a.gatherPools(node)
+	pools, err := a.gatherPools(node, nil)
 	if err != nil {
 		return nil, &FatalError{Err: err}
 	}

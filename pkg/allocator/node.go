@@ -26,7 +26,7 @@ type nodePool struct {
 	setBase      int32 // first attempt-local counter set index
 }
 
-// gatherPools selects the pools upstream considers for the node and judges
+// gatherPools selects, into buf, the pools upstream considers for the node and judges
 // each as the node sees it (poolView). A slice is relevant when its
 // nodeName, allNodes or nodeSelector matches the node, or, with
 // perDeviceNodeSelection, when any of its devices does. Only the pools the
@@ -34,10 +34,19 @@ type nodePool struct {
 // tables, so the cost does not depend on the number of other nodes. Pools
 // come sorted by driver and pool name, pools offering devices with binding
 // conditions last.
-func (a *Allocator) gatherPools(node *corev1.Node) ([]nodePool, error) {
+func (a *Allocator) gatherPools(node *corev1.Node, buf []nodePool) ([]nodePool, error) {
 	cands := a.src.NodePools(node.Name)
-	out := make([]nodePool, 0, len(cands))
+	out := buf[:0]
+	if cap(out) < len(cands) {
+		out = make([]nodePool, 0, len(cands))
+	}
 	for _, ps := range cands {
+		if np, ok, known := a.localView(ps, node); known {
+			if ok {
+				out = append(out, np)
+			}
+			continue
+		}
 		gi, vis, err := a.sees(ps, node)
 		if err != nil {
 			return nil, err
@@ -68,6 +77,39 @@ func (a *Allocator) gatherPools(node *corev1.Node) ([]nodePool, error) {
 		set += int32(len(t.sets))
 	}
 	return out, nil
+}
+
+// localView is how the node sees a pool whose slices all name that one
+// node (the common case: a node's own devices), decided once per table
+// because it follows from the slices alone: which generation, which
+// slices, whether the view is complete and valid. known is false for
+// other pools, which gatherPools judges per node.
+func (a *Allocator) localView(ps *PoolState, node *corev1.Node) (np nodePool, ok, known bool) {
+	pt := ps.t
+	if pt.selects || len(pt.nodes) != 1 || pt.nodes[0] != node.Name {
+		return nodePool{}, false, false
+	}
+	pt.localOnce.Do(func() {
+		// A slice that names its node never fails node selection.
+		gi, vis, err := a.sees(ps, node)
+		v := &pt.local
+		v.known, v.gi = err == nil, gi
+		if err == nil && gi >= 0 {
+			v.np, v.ok = a.poolView(ps, gi, vis)
+			v.np.ps, v.np.h = nil, nil
+		}
+	})
+	v := &pt.local
+	if !v.known {
+		return nodePool{}, false, false
+	}
+	if v.gi < 0 || !v.ok {
+		return nodePool{}, false, true
+	}
+	np = v.np
+	np.ps = ps
+	_, np.h = ps.gen(v.gi)
+	return np, true, true
 }
 
 // sees returns the generation of the pool the node sees (-1 for none)

@@ -13,7 +13,7 @@ import (
 // included; Allocate skips or reports them. The error is a node selector
 // that cannot be evaluated.
 func (a *Allocator) NodePools(node *corev1.Node) ([]pool.ID, error) {
-	nps, err := a.gatherPools(node)
+	nps, err := a.gatherPools(node, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -480,7 +480,7 @@ func (at *attempt) finishAlt(al *alternative) {
 // off, a device that has them is never selectable.
 func (at *attempt) selectable(al *alternative, d *devInfo) (bool, Reason, error) {
 	a := at.a
-	if !a.g.bindingConditions && len(d.d.BindingConditions) > 0 {
+	if !a.g.bindingConditions && d.bindingConds {
 		return false, ReasonFeatureGate, nil
 	}
 	var cols []*selColumn
@@ -519,7 +519,7 @@ func (at *attempt) selectable(al *alternative, d *devInfo) (bool, Reason, error)
 // DRAPartitionableDevices off, counter consumption.
 func (at *attempt) usable(d *devInfo) (bool, Reason) {
 	g := &at.a.g
-	if len(d.sliceInfo().s.Spec.SkipNodeOperations) > 0 {
+	if d.sliceInfo().skipNodeOps {
 		if !g.nodeOps {
 			return false, ReasonFeatureGate
 		}
@@ -527,7 +527,7 @@ func (at *attempt) usable(d *devInfo) (bool, Reason) {
 			return false, ReasonNodeOperations
 		}
 	}
-	if !g.partitionable && len(d.d.ConsumesCounters) > 0 {
+	if !g.partitionable && d.consumes {
 		return false, ReasonFeatureGate
 	}
 	return true, 0
@@ -542,13 +542,16 @@ func (at *attempt) staticCapacity(al *alternative, d *devInfo, used capMap) (boo
 	if d.cap == nil {
 		return al.capReq == nil || len(al.capReq.Requests) == 0, nil
 	}
+	if al.capReq == nil && len(used) == 0 {
+		return d.alone, d.aloneErr
+	}
 	return capacityFits(al.capReq, d.cap, used, nil, at.a.g.fractional)
 }
 
 // blockedByTaint: with DRADeviceTaints on, an untolerated NoSchedule or
 // NoExecute taint prevents allocation.
 func (at *attempt) blockedByTaint(al *alternative, d *devInfo) bool {
-	return at.a.g.taints && taintBlocks(d.d.Taints, al.tols)
+	return at.a.g.taints && d.tainted && taintBlocks(d.d.Taints, al.tols)
 }
 
 // buildCands lists, in upstream's visiting order, the devices that can serve

@@ -13,24 +13,48 @@ import (
 // results turns the picks into one AllocationResult per claim, the way
 // upstream fills results, configuration and the node selector.
 func (at *attempt) results() ([]*resourcev1.AllocationResult, error) {
-	out := make([]*resourcev1.AllocationResult, len(at.claims))
+	// One array for the results and one for their devices: a scheduler
+	// builds them for every node that fits. Each claim's devices get a
+	// capped part of the array, so appending to one never writes another.
+	var out []*resourcev1.AllocationResult
+	var block []resourcev1.AllocationResult
+	var devs []resourcev1.DeviceRequestAllocationResult
+	if len(at.claims) == 1 && len(at.picks) == 1 {
+		b := &struct {
+			out   [1]*resourcev1.AllocationResult
+			block [1]resourcev1.AllocationResult
+			devs  [1]resourcev1.DeviceRequestAllocationResult
+		}{}
+		out, block, devs = b.out[:], b.block[:], b.devs[:0]
+	} else {
+		out = make([]*resourcev1.AllocationResult, len(at.claims))
+		block = make([]resourcev1.AllocationResult, len(at.claims))
+		devs = make([]resourcev1.DeviceRequestAllocationResult, 0, len(at.picks))
+	}
 	for ci := range at.claims {
-		out[ci] = &resourcev1.AllocationResult{}
+		out[ci] = &block[ci]
+		start := len(devs)
+		for _, pk := range at.picks {
+			if pk.al.claim == ci {
+				devs = append(devs, resourcev1.DeviceRequestAllocationResult{})
+			}
+		}
+		block[ci].Devices.Results = devs[start:start:len(devs)]
 	}
 	for _, pk := range at.picks {
 		d := pk.c.d
-		p := d.t.p
 		r := resourcev1.DeviceRequestAllocationResult{
 			Request:            pk.al.name,
-			Driver:             p.Driver,
-			Pool:               p.Pool,
-			Device:             d.d.Name,
+			Driver:             d.t.pt.driver,
+			Pool:               d.t.pt.pool,
+			Device:             d.name,
 			Tolerations:        pk.al.tols,
 			ShareID:            pk.shareID,
-			SkipNodeOperations: d.sliceInfo().s.Spec.SkipNodeOperations,
-			BindingConditions:  d.d.BindingConditions,
+			SkipNodeOperations: d.sliceInfo().skip,
 		}
-		r.BindingFailureConditions = d.d.BindingFailureConditions
+		if d.bindingSet {
+			r.BindingConditions, r.BindingFailureConditions = d.d.BindingConditions, d.d.BindingFailureConditions
+		}
 		if pk.al.admin {
 			r.AdminAccess = ptr.To(true)
 		}
@@ -146,10 +170,7 @@ func (at *attempt) nodeSelector(ci int) (*corev1.NodeSelector, error) {
 			name, sel = s.Spec.NodeName, s.Spec.NodeSelector
 		}
 		if name != nil || ptr.Deref(d.d.BindsToNode, false) {
-			return &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
-				MatchFields: []corev1.NodeSelectorRequirement{{
-					Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{at.node.Name}}},
-			}}}, nil
+			return pinTo(at.node.Name), nil
 		}
 		if sel == nil {
 			continue
@@ -167,6 +188,21 @@ func (at *attempt) nodeSelector(ci int) (*corev1.NodeSelector, error) {
 		return nil, nil
 	}
 	return &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{term}}, nil
+}
+
+// pinTo returns a selector for the named node alone, in one allocation.
+func pinTo(node string) *corev1.NodeSelector {
+	p := &struct {
+		sel  corev1.NodeSelector
+		term [1]corev1.NodeSelectorTerm
+		req  [1]corev1.NodeSelectorRequirement
+		vals [1]string
+	}{}
+	p.vals[0] = node
+	p.req[0] = corev1.NodeSelectorRequirement{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: p.vals[:]}
+	p.term[0].MatchFields = p.req[:]
+	p.sel.NodeSelectorTerms = p.term[:]
+	return &p.sel
 }
 
 // mergeReqs appends requirements not present yet; two requirements are the

@@ -11,6 +11,7 @@ import (
 
 	"gopkg.in/inf.v0"
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/utils/ptr"
@@ -33,6 +34,8 @@ import (
 type PoolTable struct {
 	p *pool.Pool
 	g gates
+	// driver and pool name the pool in results without a visit to p.
+	driver, pool string
 	// gens are the pool's generations, newest first; gens[0] is p's
 	// current generation. Older ones are kept because a node that sees
 	// only them allocates from them (see poolView).
@@ -42,6 +45,14 @@ type PoolTable struct {
 	// nodeSelector or perDeviceNodeSelection).
 	nodes   []string
 	selects bool
+	// local is the view of the pool from the one node its slices name,
+	// when no slice selects nodes otherwise (see localView).
+	localOnce sync.Once
+	local     struct {
+		known, ok bool
+		gi        int
+		np        nodePool // without ps and h, which are per PoolState
+	}
 }
 
 // NewPoolTable indexes the pool's slices. Its cost is linear in the
@@ -49,7 +60,7 @@ type PoolTable struct {
 // The tables an Allocator reads must be built with its Options.Features.
 // p and its slices must not be modified afterwards.
 func NewPoolTable(p *pool.Pool, f features.Set) *PoolTable {
-	pt := &PoolTable{p: p, g: newGates(f)}
+	pt := &PoolTable{p: p, g: newGates(f), driver: p.Driver, pool: p.Pool}
 	gens := []*pool.Pool{p}
 	if len(p.Older) > 0 {
 		gens = p.Generations()
@@ -60,7 +71,8 @@ func NewPoolTable(p *pool.Pool, f features.Set) *PoolTable {
 		for k, s := range gp.Slices {
 			sl := sliceInfo{s: s, perDevice: ptr.Deref(s.Spec.PerDeviceNodeSelection, false),
 				perDeviceSet: s.Spec.PerDeviceNodeSelection != nil,
-				counters:     len(s.Spec.SharedCounters) > 0, devStart: t.nDevs}
+				counters:     len(s.Spec.SharedCounters) > 0, skipNodeOps: len(s.Spec.SkipNodeOperations) > 0, skip: s.Spec.SkipNodeOperations,
+				pinned: s.Spec.NodeName != nil, devStart: t.nDevs}
 			sl.node = newNodeSelection(s.Spec.NodeName, s.Spec.AllNodes, s.Spec.NodeSelector)
 			t.nDevs += int32(len(s.Spec.Devices))
 			sl.devEnd = t.nDevs
@@ -160,8 +172,13 @@ type sliceInfo struct {
 	// counters: the slice defines shared counters, so upstream treats it
 	// as a counter slice and never offers its devices.
 	counters bool
-	devStart int32 // generation-local
-	devEnd   int32
+	// skipNodeOps: the slice lists node operations its devices skip
+	// (skip, as results copy it); pinned: it names its node.
+	skipNodeOps bool
+	skip        []resourcev1.SkipNodeOperation
+	pinned      bool
+	devStart    int32 // generation-local
+	devEnd      int32
 }
 
 // nodeSelection is one of nodeName, allNodes or a compiled nodeSelector.
@@ -239,6 +256,19 @@ type devInfo struct {
 	compat     []compatUse
 	cap        map[api.QualifiedName]api.DeviceCapacity
 	multi      bool
+	// What every scan of the device reads, kept here so that passing over
+	// a device does not touch its API object: it has binding conditions,
+	// taints, consumes counters as written; alone is whether its
+	// capacity holds a request without capacity requirements on the
+	// unshared device (capacityFits, computed once; aloneErr its error).
+	bindingConds, tainted, consumes bool
+	alone                           bool
+	aloneErr                        error
+	// What a result copies from the device: its name, and whether it
+	// sets binding conditions or binds to its node at all.
+	name        string
+	bindingSet  bool
+	bindsToNode bool
 }
 
 func (d *devInfo) id() string {
@@ -470,6 +500,9 @@ func (t *genTable) all() {
 func (t *genTable) newDev(k int32, s *pool.Slice, d *api.Device, i int32) {
 	dev := &t.devs[i]
 	dev.t, dev.slice, dev.idx, dev.d, dev.bucket = t, k, i, d, -1
+	dev.bindingConds, dev.tainted, dev.consumes = len(d.BindingConditions) > 0, len(d.Taints) > 0, len(d.ConsumesCounters) > 0
+	dev.name, dev.bindsToNode = d.Name, ptr.Deref(d.BindsToNode, false)
+	dev.bindingSet = d.BindingConditions != nil || d.BindingFailureConditions != nil
 	// Without DRAConsumableCapacity every device is allocated whole.
 	dev.multi = t.pt.g.consumable && ptr.Deref(d.AllowMultipleAllocations, false)
 	dev.view, dev.viewErr = s.Mixins.Device(d)
@@ -491,6 +524,9 @@ func (t *genTable) newDev(k int32, s *pool.Slice, d *api.Device, i int32) {
 			}
 			dev.cap[name] = c
 		}
+	}
+	if dev.cap != nil && t.pt.g.consumable {
+		dev.alone, dev.aloneErr = capacityFits(nil, dev.cap, nil, nil, t.pt.g.fractional)
 	}
 	start := len(t.arena)
 	for _, cv := range dev.view.Consumptions {

@@ -9,10 +9,12 @@ import (
 
 // cowMap is a map that hands out immutable views of itself in O(1)
 // (freeze), which is what makes a Snapshot cost the same on ten nodes and
-// on ten thousand. It is a fixed two-level table of small buckets: after a
-// freeze, a write copies the bucket it changes and the two 64-entry arrays
-// on its path (about a kilobyte, whatever the size of the map); writes
-// between two freezes change nodes in place, because no view holds them.
+// on ten thousand. It is a hash trie of small buckets: a node is a bucket
+// until it holds more than cowBucket entries, then it splits into cowFan
+// children by the next bits of the hash. After a freeze, a write copies
+// the nodes on its path (a few hundred bytes: one node on a small map,
+// three on a map of thousands); writes between two freezes change nodes
+// in place, because no view holds them.
 //
 // Persistent maps from libraries (a HAMT, a B-tree, an immutable radix
 // tree) do the same with more generality, but measured 4–7 µs per update
@@ -24,22 +26,23 @@ type cowMap[K comparable, V any] struct {
 	hash  func(K) uint64
 }
 
-// cowFan and cowDepth make 4096 buckets: a bucket holds one entry up to a
-// few thousand entries and a few dozen at a hundred thousand, while a
-// write copies three 16-way nodes.
+// cowFan children per inner node, cowBits of the hash each; a bucket
+// splits past cowBucket entries (unless the hash is used up).
 const (
-	cowFan   = 16
-	cowDepth = 3
+	cowBits   = 4
+	cowFan    = 1 << cowBits
+	cowBucket = 8
 )
 
-// cowNode is an inner node (kids) or, at cowDepth, a bucket (e).
+// cowNode is an inner node (kids set) or a bucket (e).
 type cowNode[K comparable, V any] struct {
 	epoch uint32
-	kids  [cowFan]*cowNode[K, V]
+	kids  *[cowFan]*cowNode[K, V]
 	e     []cowEntry[K, V]
 }
 
 type cowEntry[K comparable, V any] struct {
+	h uint64 // the key's hash, compared before the key
 	k K
 	v V
 }
@@ -70,21 +73,51 @@ func (m *cowMap[K, V]) get(k K) (V, bool) {
 func (m *cowMap[K, V]) len() int { return m.n }
 
 func (m *cowMap[K, V]) set(k K, v V) {
-	b := m.bucket(k)
+	h := m.hash(k)
+	b, depth := m.bucket(h)
 	for i := range b.e {
-		if b.e[i].k == k {
+		if b.e[i].h == h && b.e[i].k == k {
 			b.e[i].v = v
 			return
 		}
 	}
-	b.e = append(b.e, cowEntry[K, V]{k, v})
+	b.e = append(b.e, cowEntry[K, V]{h, k, v})
 	m.n++
+	if len(b.e) > cowBucket && (depth+1)*cowBits <= 64 {
+		m.split(b, depth)
+	}
+}
+
+// split turns bucket b, at depth, into an inner node with the entries
+// spread over new buckets by the next bits of their hashes.
+func (m *cowMap[K, V]) split(b *cowNode[K, V], depth int) {
+	kids := new([cowFan]*cowNode[K, V])
+	shift := uint(depth * cowBits)
+	for _, e := range b.e {
+		i := (e.h >> shift) % cowFan
+		if kids[i] == nil {
+			kids[i] = &cowNode[K, V]{epoch: m.epoch}
+		}
+		kids[i].e = append(kids[i].e, e)
+	}
+	b.kids, b.e = kids, nil
+}
+
+// cowInner is an inner node with its children, in one allocation.
+type cowInner[K comparable, V any] struct {
+	n    cowNode[K, V]
+	kids [cowFan]*cowNode[K, V]
 }
 
 func (m *cowMap[K, V]) del(k K) {
-	b := m.bucket(k)
+	h := m.hash(k)
+	if _, ok := m.get(k); !ok {
+		// Copy nothing for a key that is not there.
+		return
+	}
+	b, _ := m.bucket(h)
 	for i := range b.e {
-		if b.e[i].k == k {
+		if b.e[i].h == h && b.e[i].k == k {
 			b.e = slices.Delete(b.e, i, i+1)
 			m.n--
 			return
@@ -92,16 +125,17 @@ func (m *cowMap[K, V]) del(k K) {
 	}
 }
 
-// bucket returns k's bucket, copying on the way what a view may share.
-func (m *cowMap[K, V]) bucket(k K) *cowNode[K, V] {
-	h := m.hash(k)
+// bucket returns the bucket of hash h and its depth, copying on the way
+// what a view may share.
+func (m *cowMap[K, V]) bucket(h uint64) (*cowNode[K, V], int) {
 	if m.root.epoch != m.epoch {
 		m.root = m.own(m.root)
 	}
 	n := m.root
-	for range cowDepth {
+	depth := 0
+	for n.kids != nil {
 		i := h % cowFan
-		h /= cowFan
+		h >>= cowBits
 		kid := n.kids[i]
 		switch {
 		case kid == nil:
@@ -112,13 +146,19 @@ func (m *cowMap[K, V]) bucket(k K) *cowNode[K, V] {
 			n.kids[i] = kid
 		}
 		n = kid
+		depth++
 	}
-	return n
+	return n, depth
 }
 
 // own copies a node of an older epoch into this one.
 func (m *cowMap[K, V]) own(n *cowNode[K, V]) *cowNode[K, V] {
-	c := &cowNode[K, V]{epoch: m.epoch, kids: n.kids}
+	if n.kids != nil {
+		c := &cowInner[K, V]{kids: *n.kids}
+		c.n.epoch, c.n.kids = m.epoch, &c.kids
+		return &c.n
+	}
+	c := &cowNode[K, V]{epoch: m.epoch}
 	if n.e != nil {
 		c.e = slices.Clone(n.e)
 	}
@@ -132,14 +172,13 @@ func (v cowView[K, V]) get(k K) (V, bool) {
 		return zero, false
 	}
 	h := v.hash(k)
-	for range cowDepth {
-		if n = n.kids[h%cowFan]; n == nil {
+	for g := h; n.kids != nil; g >>= cowBits {
+		if n = n.kids[g%cowFan]; n == nil {
 			return zero, false
 		}
-		h /= cowFan
 	}
 	for i := range n.e {
-		if n.e[i].k == k {
+		if n.e[i].h == h && n.e[i].k == k {
 			return n.e[i].v, true
 		}
 	}
@@ -150,22 +189,21 @@ func (v cowView[K, V]) len() int { return v.n }
 
 // each calls f for every entry, in no particular order.
 func (v cowView[K, V]) each(f func(K, V)) {
-	var walk func(n *cowNode[K, V], depth int)
-	walk = func(n *cowNode[K, V], depth int) {
+	var walk func(n *cowNode[K, V])
+	walk = func(n *cowNode[K, V]) {
 		if n == nil {
 			return
 		}
-		if depth == cowDepth {
-			for _, e := range n.e {
-				f(e.k, e.v)
-			}
-			return
+		for _, e := range n.e {
+			f(e.k, e.v)
 		}
-		for _, kid := range n.kids {
-			walk(kid, depth+1)
+		if n.kids != nil {
+			for _, kid := range n.kids {
+				walk(kid)
+			}
 		}
 	}
-	walk(v.root, 0)
+	walk(v.root)
 }
 
 var seed = maphash.MakeSeed()

@@ -11,8 +11,16 @@ import (
 // A cowMap behaves as a Go map, and a view never changes after it was
 // taken, whatever is written later.
 func TestCowMapViewsAreImmutable(t *testing.T) {
+	t.Run("maphash", func(t *testing.T) { testCowMapViews(t, hashString) })
+	// Keys that share their hash fill buckets that cannot split.
+	t.Run("collisions", func(t *testing.T) {
+		testCowMapViews(t, func(k string) uint64 { return uint64(len(k)%3) << 60 })
+	})
+}
+
+func testCowMapViews(t *testing.T, hash func(string) uint64) {
 	r := rand.New(rand.NewSource(1))
-	m := newCowMap[string, int](hashString)
+	m := newCowMap[string, int](hash)
 	model := map[string]int{}
 	type taken struct {
 		v    cowView[string, int]

@@ -136,6 +136,13 @@ func (src source) NodePools(node string) []*allocator.PoolState {
 	if node != "" {
 		ids, _ = src.s.byNode.get(node)
 	}
+	if len(src.s.shared) == 0 && len(ids) == 1 {
+		// A node with its own pool only, as most are: no list to build.
+		if e, ok := src.s.pools.get(ids[0]); ok && e.ps != nil {
+			return e.self[:]
+		}
+		return nil
+	}
 	out := make([]*allocator.PoolState, 0, len(ids)+len(src.s.shared))
 	i, j := 0, 0
 	for i < len(ids) || j < len(src.s.shared) {

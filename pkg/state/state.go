@@ -149,6 +149,7 @@ type poolEntry struct {
 	ver  *poolVersion
 	held []heldResult // by claim ("namespace/name", compareKeys), then result order
 	ps   *allocator.PoolState
+	self [1]*allocator.PoolState // ps, as the Source hands it out
 
 	usageOnce sync.Once
 	usage     *PoolUsage
@@ -162,6 +163,7 @@ func newPoolEntry(id pool.ID, ver *poolVersion, held []heldResult) *poolEntry {
 			rs[i] = held[i].r
 		}
 		e.ps = ver.table.With(rs)
+		e.self[0] = e.ps
 	}
 	return e
 }

@@ -83,7 +83,9 @@ func TestDeltasTouchOnlyTheirPool(t *testing.T) {
 
 // What a scheduling cycle allocates (applying the last cycle's claim,
 // taking a snapshot, preparing the claims, allocating on one node) does
-// not grow with the number of nodes.
+// not grow with the number of nodes, but for the depth of the State's
+// copy-on-write maps: a write copies one node more per 16 times more
+// entries, in the two maps a claim delta writes (claims, pools).
 func TestCycleWorkDoesNotGrowWithCluster(t *testing.T) {
 	allocs := map[int]float64{}
 	for _, n := range []int{10, 1000} {
@@ -106,7 +108,7 @@ func TestCycleWorkDoesNotGrowWithCluster(t *testing.T) {
 			}
 		})
 	}
-	if allocs[1000] > allocs[10] {
+	if allocs[1000] > allocs[10]+2 {
 		t.Errorf("a cycle allocates %.0f objects on 1000 nodes, %.0f on 10: it must not depend on the cluster", allocs[1000], allocs[10])
 	}
 }
@@ -187,3 +189,24 @@ func TestV1SliceIsNotCopied(t *testing.T) {
 func ptrTo[T any](v T) *T { return &v }
 
 func poolID(name string) pool.ID { return pool.ID{Driver: driver, Pool: name} }
+
+// Filter on a node that sees only its own pool allocates a fixed handful
+// of objects, whatever the cluster: the attempt and its per-request state,
+// the results and their node selector. What the node sees of its pool is
+// decided once per pool table, not per Filter.
+func TestFilterAllocatesAFewBlocks(t *testing.T) {
+	st := cluster(t, 100)
+	claims := []*resourcev1.ResourceClaim{pending("p")}
+	cyc := st.Snapshot().Cycle(claims, state.CycleOptions{})
+	node := at.Node("node-3")
+	_, err := cyc.Allocate(context.Background(), node)
+	must(t, err)
+	n := testing.AllocsPerRun(50, func() {
+		if _, err := cyc.Allocate(context.Background(), node); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if n > 11 {
+		t.Errorf("Filter on a warm node allocates %.0f objects, want at most 11", n)
+	}
+}

@@ -131,8 +131,9 @@ allocated on a node. Each op is one such cycle:
   (what building one costs is in the slice-update row below).
 
 An 8×H100 MIG node has 152 devices (8 full GPUs and 144 MIG placements)
-in 2 slices, and 8 counter sets of 13 counters. Ops are cut off after %s.
-Ratios are upstream / dractl per cycle.
+in 2 slices, and 8 counter sets of 13 counters. Ops are cut off after %s
+(the fast ops of one benchmark run share one deadline: a timer per op
+would cost more than the op). Ratios are upstream / dractl per cycle.
 
 `, bench.Timeout)
 }
