@@ -320,7 +320,8 @@ Lease (`--leader-elect`, on by default); only the leader records Events,
 every replica serves metrics.
 
     dractl monitor --kubeconfig ~/.kube/config --leader-elect=false   # from a workstation
-    kubectl apply -f deploy/monitor/                                  # in a cluster (set the image first)
+    docker build -f deploy/monitor/Dockerfile -t dractl:dev .         # the image the Deployment runs
+    kubectl apply -f deploy/monitor/                                  # in a cluster
     kubectl events --for resourceslice/NAME                           # what it reported
 
 [deploy/monitor](deploy/monitor) has the Namespace, the ServiceAccount,
