@@ -206,7 +206,11 @@ func TestFilterAllocatesAFewBlocks(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	if n > 11 {
-		t.Errorf("Filter on a warm node allocates %.0f objects, want at most 11", n)
+	limit := 11.0
+	if raceEnabled {
+		limit += 2 // the pooled scratch space, reallocated when the pool drops it
+	}
+	if n > limit {
+		t.Errorf("Filter on a warm node allocates %.0f objects, want at most %.0f", n, limit)
 	}
 }
