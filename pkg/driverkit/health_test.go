@@ -25,26 +25,9 @@ import (
 func TestHealthAsKubelet(t *testing.T) {
 	e := newEnv(t)
 	client := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node, UID: "node-uid"}})
-	sockets, err := os.MkdirTemp("", "dk") // unix socket paths are limited to 107 bytes
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(sockets) })
-	reg, plugin := filepath.Join(sockets, "reg"), filepath.Join(sockets, "plugins", driver)
-	if err := os.Mkdir(reg, 0o755); err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	d, err := driverkit.Start(ctx, driverkit.Options{
-		Config:   driverkit.Config{DriverName: driver, Profile: e.gpus, StateDir: e.dir, CDIDir: filepath.Join(e.dir, "cdi"), CDIClass: "gpu"},
-		NodeName: node, KubeClient: client, RegistrarDir: reg, PluginDir: plugin,
-		HealthInterval: 20 * time.Millisecond,
-	}, e.gpus.Pool())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Stop()
+	_, plugin := serveOverSockets(ctx, t, e, client, 20*time.Millisecond)
 
 	conn, err := grpc.NewClient("unix://"+filepath.Join(plugin, "dra.sock"), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -30,28 +31,9 @@ func TestAsKubelet(t *testing.T) {
 	a := claim("a", migDev(0, "1g.5gb", 0))
 	b := claim("b", migDev(0, "1g.10gb", 0)) // overlaps a's memory slice
 	client := fake.NewClientset([]runtime.Object{&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node, UID: "node-uid"}}, a, b}...)
-	// Short directories: unix socket paths are limited to 107 bytes.
-	sockets, err := os.MkdirTemp("", "dk")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(sockets) })
-	// The kubelet creates the registration directory; the driver's own
-	// directory beneath plugins/ is the driver's to create.
-	reg, plugin := filepath.Join(sockets, "reg"), filepath.Join(sockets, "plugins", driver)
-	if err := os.Mkdir(reg, 0o755); err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	d, err := driverkit.Start(ctx, driverkit.Options{
-		Config:   driverkit.Config{DriverName: driver, Profile: e.gpus, StateDir: e.dir, CDIDir: filepath.Join(e.dir, "cdi"), CDIClass: "gpu"},
-		NodeName: node, KubeClient: client, RegistrarDir: reg, PluginDir: plugin,
-	}, e.gpus.Pool())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Stop()
+	reg, plugin := serveOverSockets(ctx, t, e, client, 0)
 
 	dial := func(path string) *grpc.ClientConn {
 		conn, err := grpc.NewClient("unix://"+path, grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -125,4 +107,33 @@ func TestAsKubelet(t *testing.T) {
 	if err != nil || prepB.Claims[string(b.UID)].Error != "" {
 		t.Fatalf("prepare b after a left: %v, %v", prepB, err)
 	}
+}
+
+// serveOverSockets starts the driver of e over unix sockets as the kubelet
+// would find them, and returns the registration directory and the
+// driver's plugin directory. The driver stops with the test.
+func serveOverSockets(ctx context.Context, t *testing.T, e *env, client *fake.Clientset, healthInterval time.Duration) (reg, plugin string) {
+	t.Helper()
+	// Short directories: unix socket paths are limited to 107 bytes.
+	sockets, err := os.MkdirTemp("", "dk")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(sockets) })
+	// The kubelet creates the registration directory; the driver's own
+	// directory beneath plugins/ is the driver's to create.
+	reg, plugin = filepath.Join(sockets, "reg"), filepath.Join(sockets, "plugins", driver)
+	if err := os.Mkdir(reg, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	d, err := driverkit.Start(ctx, driverkit.Options{
+		Config:   driverkit.Config{DriverName: driver, Profile: e.gpus, StateDir: e.dir, CDIDir: filepath.Join(e.dir, "cdi"), CDIClass: "gpu"},
+		NodeName: node, KubeClient: client, RegistrarDir: reg, PluginDir: plugin,
+		HealthInterval: healthInterval,
+	}, e.gpus.Pool())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(d.Stop)
+	return reg, plugin
 }
