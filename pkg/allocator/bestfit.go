@@ -171,7 +171,7 @@ func (at *attempt) bestFitOrder(al *alternative) []candidate {
 // the free device with the largest share that fits, then the next, until
 // none fits, and undoes it all. Taking the largest first finds the fullest
 // packing of partitions that nest, as MIG placements do; in general it is
-// an estimate, bounded by the set's devices times their number of steps.
+// an estimate. It costs the set's devices times the devices it takes.
 func (at *attempt) reachableFill(np *nodePool, si int32) float64 {
 	t := np.t
 	set := &t.sets[si]
