@@ -98,7 +98,9 @@ func (pl *Plugin) Reserve(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, n
 		if !slices.Contains(c.Finalizers, resourcev1.Finalizer) {
 			c.Finalizers = append(c.Finalizers, resourcev1.Finalizer)
 		}
-		c.Status.Allocation = res[j]
+		// The State shares Filter's results between cycles; the claim
+		// gets its own copy, which PreBind may stamp.
+		c.Status.Allocation = res[j].DeepCopy()
 		if err := pl.feed.assume(c); err != nil {
 			return asError(logger, fmt.Errorf("assume allocation of claim %s: %w", klog.KObj(c), err))
 		}

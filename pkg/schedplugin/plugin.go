@@ -75,6 +75,9 @@ func New(ctx context.Context, args runtime.Object, fh fwk.Handle, fts Features, 
 	}
 	logger := klog.LoggerWithName(klog.FromContext(ctx), Name)
 	stateOpts.Features = fts.Allocation
+	// Every cycle asks every node, and most nodes did not change since
+	// the last one.
+	stateOpts.MemoizeNodes = true
 	st := state.New(stateOpts)
 	// The framework's PodActivator is set after the plugins are made.
 	waiting := newWaitlist(func(pods map[string]*v1.Pod) { fh.Activate(logger, pods) })
