@@ -131,6 +131,30 @@ func TestPhasesAllocateReserveAndBind(t *testing.T) {
 	}
 }
 
+// TestDeviceTaintRulesApply: a DeviceTaintRule's NoSchedule taint keeps
+// the device from claims that do not tolerate it. The plugin's tracker
+// shares the scheduler's slice informer and index.
+func TestDeviceTaintRulesApply(t *testing.T) {
+	rule := &resourcev1.DeviceTaintRule{
+		ObjectMeta: metav1.ObjectMeta{Name: "gpu-0-broken"},
+		Spec: resourcev1.DeviceTaintRuleSpec{
+			DeviceSelector: &resourcev1.DeviceTaintSelector{Driver: ptr.To(driver), Pool: ptr.To("node-1"), Device: ptr.To("gpu-0")},
+			Taint:          resourcev1.DeviceTaint{Key: "example.com/broken", Effect: resourcev1.DeviceTaintEffectNoSchedule},
+		},
+	}
+	objs := append(gpuObjects(t), gpuClaim("a", 1), rule)
+	c := newCluster(t, nil, objs...)
+	cs, node, statuses := schedule(t, c, gpuPod("pod-a", "a"), node1)
+	if node != "node-1" {
+		t.Fatalf("pod-a not placed: %v", statuses)
+	}
+	s, err := readState(cs)
+	must(t, err)
+	if got := s.allocations[0].Devices.Results[0].Device; got != "gpu-0-part-0" {
+		t.Errorf("allocated %s, want gpu-0-part-0 (gpu-0 is tainted NoSchedule)", got)
+	}
+}
+
 func TestUnreserveFreesDevices(t *testing.T) {
 	objs := append(gpuObjects(t), gpuClaim("a", 1), gpuClaim("b", 1))
 	c := newCluster(t, nil, objs...)
