@@ -46,6 +46,7 @@ var (
 	raceScale       = flag.Float64("race-scale", 1, "scales node and pod counts of every race workload (0.1 for a quick look)")
 	raceOnly        = flag.String("race-only", "", "run only the race workloads whose name contains this")
 	raceDocs        = flag.String("race-docs", "", "if set, the race table replaces its section of this Markdown file")
+	raceProfiles    = flag.String("race-profiles", stockProfile+","+dractlProfile, "the scheduler profiles raced, comma-separated (one alone, for a long row)")
 	raceProfile     = flag.String("race-profile", "", "if set, a directory for CPU profiles of the scheduler per row and profile: <row>.<profile>.cpu.0 until the first bind, .1 until every pod is bound, .2 the shutdown")
 )
 
@@ -108,7 +109,7 @@ func BenchmarkRace(b *testing.B) {
 		w.nodes = max(1, int(math.Round(float64(w.nodes)**raceScale)))
 		w.pods = max(1, int(math.Round(float64(w.pods)**raceScale)))
 		var results []raceResult
-		for _, profile := range []string{stockProfile, dractlProfile} {
+		for _, profile := range strings.Split(*raceProfiles, ",") {
 			b.Run(w.name+"/"+profile, func(b *testing.B) {
 				for range b.N {
 					results = append(results, runRace(b, w, profile))
