@@ -381,7 +381,11 @@ func startSchedulerProcess(b *testing.B, cp *framework.ControlPlane, qps int, pr
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
-	logFile, err := os.Create(filepath.Join(dir, "scheduler.log"))
+	logPath := filepath.Join(dir, "scheduler.log")
+	if profile != "" {
+		logPath = profile + ".log" // kept with the profiles
+	}
+	logFile, err := os.Create(logPath)
 	if err != nil {
 		b.Fatal(err)
 	}

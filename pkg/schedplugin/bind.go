@@ -98,9 +98,7 @@ func (pl *Plugin) Reserve(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, n
 		if !slices.Contains(c.Finalizers, resourcev1.Finalizer) {
 			c.Finalizers = append(c.Finalizers, resourcev1.Finalizer)
 		}
-		// The State shares Filter's results between cycles; the claim
-		// gets its own copy, which PreBind may stamp.
-		c.Status.Allocation = res[j].DeepCopy()
+		c.Status.Allocation = res[j]
 		if err := pl.feed.assume(c); err != nil {
 			return asError(logger, fmt.Errorf("assume allocation of claim %s: %w", klog.KObj(c), err))
 		}
@@ -266,7 +264,11 @@ func (pl *Plugin) bindClaim(ctx context.Context, claim *resourcev1.ResourceClaim
 				return fmt.Errorf("claim %s got deallocated elsewhere in the meantime", klog.KObj(c))
 			}
 			if c.Status.Allocation.AllocationTimestamp == nil {
-				c.Status.Allocation.AllocationTimestamp = &metav1.Time{Time: time.Now()}
+				// A copy: the State shares allocation results between
+				// cycles and holds this one as the assumed allocation.
+				stamped := c.Status.Allocation.DeepCopy()
+				stamped.AllocationTimestamp = &metav1.Time{Time: time.Now()}
+				c.Status.Allocation = stamped
 			}
 		}
 		updated, err := client.UpdateStatus(ctx, c, metav1.UpdateOptions{})
