@@ -45,6 +45,7 @@ var (
 	_ fwk.ReservePlugin     = &Plugin{}
 	_ fwk.PreBindPlugin     = &Plugin{}
 	_ fwk.EnqueueExtensions = &Plugin{}
+	_ fwk.SignPlugin        = &Plugin{}
 )
 
 // Factory has the signature of kube-scheduler's PluginFactory

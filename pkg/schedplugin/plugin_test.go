@@ -306,3 +306,15 @@ func TestPreFilterRejects(t *testing.T) {
 		t.Errorf("PreEnqueue without claims: %v", st)
 	}
 }
+
+// TestSignPod: pods without claims may be batched by kube-scheduler, pods
+// with claims may not.
+func TestSignPod(t *testing.T) {
+	pl := &Plugin{}
+	if fr, st := pl.SignPod(context.Background(), &v1.Pod{}); !st.IsSuccess() || len(fr) != 0 {
+		t.Errorf("pod without claims: %v %v, want success and no fragments", fr, st)
+	}
+	if _, st := pl.SignPod(context.Background(), gpuPod("pod-a", "a")); st.Code() != fwk.Unschedulable {
+		t.Errorf("pod with a claim: %v, want Unschedulable", st)
+	}
+}
