@@ -10,6 +10,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -189,6 +190,11 @@ func (pl *Plugin) PreBind(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, n
 		}
 		c, err := pl.bindClaim(ctx, pc.claim, allocation, pod)
 		if err != nil {
+			var uw *uncertainWriteError
+			if pending && errors.As(err, &uw) {
+				s.written[j] = true
+				pl.feed.mayBeWritten(state.KeyOf(pc.claim), uw.base)
+			}
 			return asError(logger, err)
 		}
 		s.claims[i].claim = c
@@ -227,7 +233,9 @@ func (pl *Plugin) bindClaim(ctx context.Context, claim *resourcev1.ResourceClaim
 	client := pl.clientset.ResourceV1().ResourceClaims(claim.Namespace)
 	consumer := resourcev1.ResourceClaimConsumerReference{Resource: "pods", Name: pod.Name, UID: pod.UID}
 	c := claim.DeepCopy()
-	modified := false
+	// stored is the claim as the API server last returned it after a
+	// write of this call; c may carry changes that failed.
+	var stored *resourcev1.ResourceClaim
 	refresh := false
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		if refresh {
@@ -253,8 +261,8 @@ func (pl *Plugin) bindClaim(ctx context.Context, claim *resourcev1.ResourceClaim
 				if err != nil {
 					return fmt.Errorf("add finalizer to claim %s: %w", klog.KObj(c), err)
 				}
-				c = updated
-				modified = true
+				// c is changed further below; stored stays as returned.
+				c, stored = updated.DeepCopy(), updated
 			}
 			c.Status.Allocation = allocation
 		}
@@ -273,22 +281,51 @@ func (pl *Plugin) bindClaim(ctx context.Context, claim *resourcev1.ResourceClaim
 		}
 		updated, err := client.UpdateStatus(ctx, c, metav1.UpdateOptions{})
 		if err != nil {
-			return fmt.Errorf("reserve claim %s for the pod: %w", klog.KObj(c), err)
+			err = fmt.Errorf("reserve claim %s for the pod: %w", klog.KObj(c), err)
+			if allocation != nil && writeMayHaveLanded(err) {
+				return &uncertainWriteError{base: c.ResourceVersion, err: err}
+			}
+			return err
 		}
-		c = updated
-		modified = true
+		c, stored = updated, updated
 		return nil
 	})
-	if modified {
+	if stored != nil {
 		// Newer than the informer until it catches up.
-		if err := pl.dra.ResourceClaims().AssumeClaimAfterAPICall(c); err != nil {
-			logger.V(5).Info("Claim not stored in the assume cache", "resourceclaim", klog.KObj(c), "err", err)
+		if err := pl.dra.ResourceClaims().AssumeClaimAfterAPICall(stored); err != nil {
+			logger.V(5).Info("Claim not stored in the assume cache", "resourceclaim", klog.KObj(stored), "err", err)
 		}
 	}
 	if err != nil {
 		return nil, err
 	}
 	return c, nil
+}
+
+// uncertainWriteError is a failed write of an allocation that the API
+// server may nevertheless have stored, based on resource version base.
+type uncertainWriteError struct {
+	base string
+	err  error
+}
+
+func (e *uncertainWriteError) Error() string { return e.err.Error() }
+func (e *uncertainWriteError) Unwrap() error { return e.err }
+
+// writeMayHaveLanded reports whether a failed write may still be stored.
+// The API server refused the request outright for the errors listed; a
+// timeout, an internal error (etcd's "request timed out"), a lost
+// connection or a cancelled request leave the outcome unknown.
+func writeMayHaveLanded(err error) bool {
+	switch {
+	case apierrors.IsConflict(err), apierrors.IsInvalid(err), apierrors.IsNotFound(err),
+		apierrors.IsForbidden(err), apierrors.IsUnauthorized(err), apierrors.IsBadRequest(err),
+		apierrors.IsTooManyRequests(err), apierrors.IsAlreadyExists(err), apierrors.IsGone(err),
+		apierrors.IsMethodNotSupported(err), apierrors.IsNotAcceptable(err),
+		apierrors.IsUnsupportedMediaType(err), apierrors.IsRequestEntityTooLargeError(err):
+		return false
+	}
+	return true
 }
 
 func hasBindingConditions(s *cycleState) bool {

@@ -3,6 +3,7 @@ package schedplugin
 import (
 	"errors"
 	"sync"
+	"time"
 
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -36,6 +37,8 @@ type feed struct {
 	// only while the API is inconsistent (two schedulers allocated one
 	// device); they are applied again after every claim change.
 	rejected map[state.ClaimKey]*resourcev1.ResourceClaim
+	// now is the clock that ends holds of writes of unknown outcome.
+	now func() time.Time
 }
 
 type assumption struct {
@@ -43,9 +46,20 @@ type assumption struct {
 	// foreign: made by another plugin (found in the claim tracker).
 	foreign bool
 	// written is the claim's resource version after this plugin wrote the
-	// allocation (PreBind); empty before.
+	// allocation (PreBind); empty before. After a write of unknown outcome
+	// it is the version the write was based on, and until says when the
+	// hold ends if the claim never moves past it.
 	written string
+	until   time.Time
 }
+
+// uncertainHold is how long devices stay held for a write whose outcome the
+// API server did not report (a timeout, a lost connection) while the claim
+// stays at the version the write was based on. The API server abandons a
+// request after its request timeout (one minute by default) and etcd
+// applies or drops a proposal within seconds of that, so a write not
+// visible after twice that time was not stored.
+const uncertainHold = 2 * time.Minute
 
 func newFeed(st *state.State, waiting *waitlist, logger klog.Logger) *feed {
 	return &feed{
@@ -54,6 +68,7 @@ func newFeed(st *state.State, waiting *waitlist, logger klog.Logger) *feed {
 		pending:  map[types.UID]*resourcev1.ResourceClaim{},
 		assumed:  map[state.ClaimKey]assumption{},
 		rejected: map[state.ClaimKey]*resourcev1.ResourceClaim{},
+		now:      time.Now,
 	}
 }
 
@@ -184,6 +199,22 @@ func (f *feed) written(key state.ClaimKey, rv string) {
 	}
 }
 
+// mayBeWritten records that PreBind's write of the assumed allocation
+// failed without the API server saying whether it stored it: the write,
+// based on resource version base, may still be committed. The devices stay
+// held until the claim moves past base (the informer then shows what was
+// stored) or uncertainHold passes; dropping them at once would let the
+// next claim take devices the late write gives this one.
+func (f *feed) mayBeWritten(key state.ClaimKey, base string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if as, ok := f.assumed[key]; ok {
+		as.written = base
+		as.until = f.now().Add(uncertainHold)
+		f.assumed[key] = as
+	}
+}
+
 // forget drops an assumed allocation whose binding failed. Forgetting
 // what is not assumed (any more) is not an error.
 func (f *feed) forget(key state.ClaimKey) {
@@ -245,9 +276,11 @@ func (f *feed) sync(tr fwk.ResourceClaimTracker) {
 		case c.Status.Allocation != nil:
 			// Written; the informer will deliver it.
 			continue
-		case as.written != "" && !newerVersion(c.ResourceVersion, as.written):
-			// Written by this plugin, and the tracker has not yet seen
-			// the write (a failed binding restores its older copy).
+		case as.written != "" && !newerVersion(c.ResourceVersion, as.written) &&
+			(as.until.IsZero() || f.now().Before(as.until)):
+			// Written by this plugin (or maybe written), and the tracker
+			// has not yet seen the write (a failed binding restores its
+			// older copy).
 			continue
 		}
 		f.logger.V(5).Info("Assumed allocation neither in flight nor written, dropped", "claim", key, "foreign", as.foreign)

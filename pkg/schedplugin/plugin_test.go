@@ -3,15 +3,18 @@ package schedplugin
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	k8stesting "k8s.io/client-go/testing"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -316,5 +319,94 @@ func TestSignPod(t *testing.T) {
 	}
 	if _, st := pl.SignPod(context.Background(), gpuPod("pod-a", "a")); st.Code() != fwk.Unschedulable {
 		t.Errorf("pod with a claim: %v, want Unschedulable", st)
+	}
+}
+
+// TestWriteOfUnknownOutcomeKeepsDevices: when the API server does not say
+// whether it stored PreBind's allocation (etcd timed out), the write may
+// still be committed, so the devices stay held after Unreserve until the
+// claim shows what was stored, or the hold runs out.
+func TestWriteOfUnknownOutcomeKeepsDevices(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// then is what happens after the failed binding: claim a as the
+		// informer delivers it (nil: nothing) and how much time passes.
+		stored, changed bool
+		wait            time.Duration
+		free            bool
+	}{
+		{name: "the write was stored", stored: true, free: false},
+		{name: "the claim changed without it", changed: true, free: true},
+		{name: "nothing heard, hold not over", wait: uncertainHold - time.Second, free: false},
+		{name: "nothing heard, hold over", wait: uncertainHold + time.Second, free: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			objs := append(gpuObjects(t), gpuClaim("a", 1), gpuClaim("b", 1))
+			c := newCluster(t, nil, objs...)
+			ctx := context.Background()
+			now := time.Now()
+			c.pl.feed.now = func() time.Time { return now }
+			c.client.PrependReactor("update", "resourceclaims", func(a k8stesting.Action) (bool, runtime.Object, error) {
+				if a.GetSubresource() == "status" {
+					return true, nil, apierrors.NewInternalError(errors.New("etcdserver: request timed out"))
+				}
+				return false, nil, nil
+			})
+			podA := gpuPod("pod-a", "a")
+			cs, node, _ := schedule(t, c, podA, node1)
+			if node != "node-1" {
+				t.Fatal("pod-a not placed")
+			}
+			if st := c.pl.PreBind(ctx, cs, podA, node); st.IsSuccess() || !strings.Contains(st.Message(), "request timed out") {
+				t.Fatalf("PreBind: %v, want the API's error", st)
+			}
+			c.pl.Unreserve(ctx, cs, podA, node)
+			if _, node, _ := schedule(t, c, gpuPod("pod-b", "b"), node1); node != "" {
+				t.Fatalf("pod-b placed on %s right after a write of unknown outcome", node)
+			}
+			s, err := readState(cs)
+			must(t, err)
+			if tc.stored || tc.changed {
+				a := gpuClaim("a", 1)
+				a.ResourceVersion = "2"
+				if tc.stored {
+					a.Finalizers = []string{resourcev1.Finalizer}
+					a.Status.Allocation = s.allocations[0]
+					a.Status.ReservedFor = []resourcev1.ResourceClaimConsumerReference{{Resource: "pods", Name: podA.Name, UID: podA.UID}}
+				} else {
+					a.Labels = map[string]string{"touched": "yes"}
+				}
+				c.tracker.set(a)
+				c.pl.feed.setClaim(a)
+			}
+			now = now.Add(tc.wait)
+			_, node, statuses := schedule(t, c, gpuPod("pod-b", "b"), node1)
+			if got := node == "node-1"; got != tc.free {
+				t.Fatalf("pod-b placed: %v, want %v (%v)", got, tc.free, statuses)
+			}
+		})
+	}
+}
+
+func TestWriteMayHaveLanded(t *testing.T) {
+	gr := resourcev1.Resource("resourceclaims")
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{apierrors.NewInternalError(errors.New("etcdserver: request timed out")), true},
+		{apierrors.NewTimeoutError("request did not complete within 1m0s", 0), true},
+		{apierrors.NewServerTimeout(gr, "update", 0), true},
+		{errors.New("http2: client connection lost"), true},
+		{context.DeadlineExceeded, true},
+		{apierrors.NewConflict(gr, "a", errors.New("stale")), false},
+		{apierrors.NewInvalid(schema.GroupKind{Group: "resource.k8s.io", Kind: "ResourceClaim"}, "a", nil), false},
+		{apierrors.NewForbidden(gr, "a", errors.New("no")), false},
+		{apierrors.NewNotFound(gr, "a"), false},
+		{apierrors.NewTooManyRequests("slow down", 1), false},
+	} {
+		if got := writeMayHaveLanded(fmt.Errorf("reserve claim: %w", tc.err)); got != tc.want {
+			t.Errorf("writeMayHaveLanded(%v) = %v, want %v", tc.err, got, tc.want)
+		}
 	}
 }
