@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"sigs.k8s.io/yaml"
 
+	"github.com/dractl/dractl/pkg/live"
 	"github.com/dractl/dractl/pkg/pool"
 	"github.com/dractl/dractl/pkg/state"
 )
@@ -74,7 +75,8 @@ func (o *getOptions) run(ctx context.Context, names []string) error {
 	if err != nil {
 		return err
 	}
-	slices, err := c.Slices(ctx, "")
+	// Pool rows never read device attributes.
+	slices, err := c.SlicesWith(ctx, "", live.PoolFields)
 	if err != nil {
 		return clusterError(err)
 	}
