@@ -18,6 +18,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -36,6 +37,7 @@ import (
 	"github.com/dractl/dractl/internal/examplegen"
 	"github.com/dractl/dractl/pkg/api"
 	migtables "github.com/dractl/dractl/pkg/mig"
+	schedapp "github.com/dractl/dractl/scheduler/app"
 )
 
 var (
@@ -44,6 +46,8 @@ var (
 	raceScale       = flag.Float64("race-scale", 1, "scales node and pod counts of every race workload (0.1 for a quick look)")
 	raceOnly        = flag.String("race-only", "", "run only the race workloads whose name contains this")
 	raceDocs        = flag.String("race-docs", "", "if set, the race table replaces its section of this Markdown file")
+	raceProfiles    = flag.String("race-profiles", stockProfile+","+dractlProfile, "the scheduler profiles raced, comma-separated (one alone, for a long row)")
+	raceProfile     = flag.String("race-profile", "", "if set, a directory for CPU profiles of the scheduler per row and profile: <row>.<profile>.cpu.0 until the first bind, .1 until every pod is bound, .2 the shutdown")
 )
 
 // raceWorkload is one row pair of the race: the same cluster and pods,
@@ -105,7 +109,7 @@ func BenchmarkRace(b *testing.B) {
 		w.nodes = max(1, int(math.Round(float64(w.nodes)**raceScale)))
 		w.pods = max(1, int(math.Round(float64(w.pods)**raceScale)))
 		var results []raceResult
-		for _, profile := range []string{stockProfile, dractlProfile} {
+		for _, profile := range strings.Split(*raceProfiles, ",") {
 			b.Run(w.name+"/"+profile, func(b *testing.B) {
 				for range b.N {
 					results = append(results, runRace(b, w, profile))
@@ -150,17 +154,19 @@ func runRace(b *testing.B, w raceWorkload, profile string) raceResult {
 	factory.Start(cp.Context().Done())
 	factory.WaitForCacheSync(cp.Context().Done())
 
-	sched := startSchedulerProcess(b, cp, *raceQPS)
+	sched := startSchedulerProcess(b, cp, *raceQPS, profilePrefix(b, w, profile))
 	start := time.Now()
 	deadline := start.Add(time.Duration(w.pods)*time.Second/2 + 5*time.Minute)
 	var cpuAtFirst time.Duration
 	for boundCount.Load() < int64(w.pods) && time.Now().Before(deadline) && sched.running() {
 		if cpuAtFirst == 0 && boundCount.Load() > 0 {
 			cpuAtFirst = sched.cpu()
+			sched.nextProfile()
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 	wall := time.Since(start)
+	sched.nextProfile()
 	res := raceResult{profile: profile, bound: int(boundCount.Load()), pods: w.pods, wall: wall, cpu: sched.cpu(), cpuAtFirst: cpuAtFirst}
 	if f := firstBind.Load(); f != 0 {
 		res.startToFirst = time.Unix(0, f).Sub(start)
@@ -326,9 +332,43 @@ type schedulerProcess struct {
 	port    int
 	done    chan struct{}
 	stopped bool
+	// profiling: the process writes CPU profiles in phases.
+	profiling bool
 }
 
-func startSchedulerProcess(b *testing.B, cp *framework.ControlPlane, qps int) *schedulerProcess {
+// nextProfile makes a profiling scheduler end its current CPU profile
+// and start the next.
+func (p *schedulerProcess) nextProfile() {
+	if p.profiling && p.running() {
+		_ = p.cmd.Process.Signal(syscall.SIGUSR1)
+	}
+}
+
+// profilePrefix is where the scheduler writes its CPU profiles for a row
+// and profile (-race-profile), or "" for none.
+func profilePrefix(b *testing.B, w raceWorkload, profile string) string {
+	if *raceProfile == "" {
+		return ""
+	}
+	if err := os.MkdirAll(*raceProfile, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	name := strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' {
+			return r
+		}
+		return '-'
+	}, w.name)
+	dir, err := filepath.Abs(*raceProfile)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return filepath.Join(dir, name+"."+profile+".cpu")
+}
+
+// startSchedulerProcess starts dractl-scheduler; with a profile prefix it
+// profiles its CPU in phases (see nextProfile).
+func startSchedulerProcess(b *testing.B, cp *framework.ControlPlane, qps int, profile string) *schedulerProcess {
 	dir := b.TempDir()
 	cfg := cp.ClientConfig("dractl-scheduler")
 	config, err := framework.SchedulerConfig(twoProfiles, cp.Kubeconfig(cfg), float32(qps), int32(qps), dir)
@@ -341,7 +381,11 @@ func startSchedulerProcess(b *testing.B, cp *framework.ControlPlane, qps int) *s
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
-	logFile, err := os.Create(filepath.Join(dir, "scheduler.log"))
+	logPath := filepath.Join(dir, "scheduler.log")
+	if profile != "" {
+		logPath = profile + ".log" // kept with the profiles
+	}
+	logFile, err := os.Create(logPath)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -349,10 +393,13 @@ func startSchedulerProcess(b *testing.B, cp *framework.ControlPlane, qps int) *s
 		"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(port), "--cert-dir="+dir,
 		"--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics", "--v=1")
 	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if profile != "" {
+		cmd.Env = append(os.Environ(), schedapp.ProfileEnv+"="+profile)
+	}
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
-	p := &schedulerProcess{cmd: cmd, port: port, done: make(chan struct{})}
+	p := &schedulerProcess{cmd: cmd, port: port, done: make(chan struct{}), profiling: profile != ""}
 	go func() {
 		_ = cmd.Wait()
 		logFile.Close()

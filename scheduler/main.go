@@ -5,6 +5,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 
 	"k8s.io/component-base/cli"
@@ -13,5 +14,12 @@ import (
 )
 
 func main() {
-	os.Exit(cli.Run(app.NewCommand()))
+	stop, err := app.StartProfiling()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := cli.Run(app.NewCommand())
+	stop()
+	os.Exit(code)
 }

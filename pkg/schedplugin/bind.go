@@ -264,7 +264,11 @@ func (pl *Plugin) bindClaim(ctx context.Context, claim *resourcev1.ResourceClaim
 				return fmt.Errorf("claim %s got deallocated elsewhere in the meantime", klog.KObj(c))
 			}
 			if c.Status.Allocation.AllocationTimestamp == nil {
-				c.Status.Allocation.AllocationTimestamp = &metav1.Time{Time: time.Now()}
+				// A copy: the State shares allocation results between
+				// cycles and holds this one as the assumed allocation.
+				stamped := c.Status.Allocation.DeepCopy()
+				stamped.AllocationTimestamp = &metav1.Time{Time: time.Now()}
+				c.Status.Allocation = stamped
 			}
 		}
 		updated, err := client.UpdateStatus(ctx, c, metav1.UpdateOptions{})

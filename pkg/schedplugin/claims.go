@@ -66,6 +66,18 @@ func (pl *Plugin) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status {
 	return nil
 }
 
+// SignPod implements fwk.SignPlugin. Pods without claims add nothing to
+// their signature, so kube-scheduler may batch them (KEP-5598); a profile
+// whose plugins do not all sign batches no pod at all. A pod with claims
+// is not signable: its claims are its own, and where they fit changes
+// with every allocation, as the in-tree plugin also decides.
+func (pl *Plugin) SignPod(_ context.Context, pod *v1.Pod) ([]fwk.SignFragment, *fwk.Status) {
+	if len(pod.Spec.ResourceClaims) > 0 {
+		return nil, fwk.NewStatus(fwk.Unschedulable, "pods with resource claims are not signable")
+	}
+	return nil, nil
+}
+
 // EventsToRegister lists the events that can make a pod this plugin
 // rejected schedulable, with hints that skip events that cannot.
 func (pl *Plugin) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {

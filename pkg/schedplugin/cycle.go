@@ -134,7 +134,13 @@ func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 	// turned away.
 	s.mark = pl.waiting.current()
 	s.snap = pl.st.Snapshot()
-	s.cycle = s.snap.Cycle(toAllocate, state.CycleOptions{Strategy: pl.cfg.strategy})
+	opts := state.CycleOptions{Strategy: pl.cfg.strategy}
+	if pl.fts.FilterTimeout {
+		// Per node, and only when the node searches: a node that
+		// remembers its answer needs no timer.
+		opts.Timeout = pl.cfg.filterTimeout
+	}
+	s.cycle = s.snap.Cycle(toAllocate, opts)
 	return nil, nil
 }
 
@@ -234,13 +240,7 @@ func (pl *Plugin) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, no
 	if s.cycle == nil {
 		return nil
 	}
-	allocCtx := ctx
-	if pl.fts.FilterTimeout && pl.cfg.filterTimeout > 0 {
-		c, cancel := context.WithTimeout(ctx, pl.cfg.filterTimeout)
-		defer cancel()
-		allocCtx = c
-	}
-	res, err := s.cycle.Allocate(allocCtx, node)
+	res, err := s.cycle.Allocate(ctx, node)
 	var unfit *allocator.UnfitError
 	switch {
 	case errors.As(err, &unfit):

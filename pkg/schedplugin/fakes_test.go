@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/events"
+	resourceslicetracker "k8s.io/dynamic-resource-allocation/resourceslice/tracker"
 	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -204,9 +205,15 @@ func newCluster(t testing.TB, args runtime.Object, objs ...runtime.Object) *clus
 	}
 	h := &fakeHandle{dra: &fakeDRA{tracker: tracker, classes: classes}, client: client,
 		informer: informers.NewSharedInformerFactory(client, 0), recorder: events.NewFakeRecorder(10)}
-	fts := AllFeatures
-	fts.DeviceTaintRules = false // the fake API serves no DeviceTaintRules
-	pl, err := New(ctx, args, h, fts, state.Options{})
+	// kube-scheduler starts its own slice tracker on the shared
+	// informers before it builds the profiles.
+	inf := h.informer.Resource().V1()
+	if _, err := resourceslicetracker.StartTracker(ctx, resourceslicetracker.Options{EnableDeviceTaintRules: true,
+		SliceInformer: inf.ResourceSlices(), TaintInformer: inf.DeviceTaintRules(), KubeClient: client}); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	pl, err := New(ctx, args, h, AllFeatures, state.Options{})
 	if err != nil {
 		cancel()
 		t.Fatal(err)

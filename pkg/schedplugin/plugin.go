@@ -7,7 +7,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/informers"
+	resourceinformers "k8s.io/client-go/informers/resource/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	resourceslicetracker "k8s.io/dynamic-resource-allocation/resourceslice/tracker"
@@ -45,6 +45,7 @@ var (
 	_ fwk.ReservePlugin     = &Plugin{}
 	_ fwk.PreBindPlugin     = &Plugin{}
 	_ fwk.EnqueueExtensions = &Plugin{}
+	_ fwk.SignPlugin        = &Plugin{}
 )
 
 // Factory has the signature of kube-scheduler's PluginFactory
@@ -75,6 +76,9 @@ func New(ctx context.Context, args runtime.Object, fh fwk.Handle, fts Features, 
 	}
 	logger := klog.LoggerWithName(klog.FromContext(ctx), Name)
 	stateOpts.Features = fts.Allocation
+	// Every cycle asks every node, and most nodes did not change since
+	// the last one.
+	stateOpts.MemoizeNodes = true
 	st := state.New(stateOpts)
 	// The framework's PodActivator is set after the plugins are made.
 	waiting := newWaitlist(func(pods map[string]*v1.Pod) { fh.Activate(logger, pods) })
@@ -99,12 +103,11 @@ func (pl *Plugin) watch(ctx context.Context, logger klog.Logger) error {
 	}
 	if opts.EnableDeviceTaintRules {
 		// A tracker that applies taint rules indexes its slice informer,
-		// and the scheduler's own tracker already indexed the shared one
-		// under the same name: this one gets informers of its own.
-		own := informers.NewSharedInformerFactory(pl.clientset, 0)
-		opts.SliceInformer = own.Resource().V1().ResourceSlices()
-		opts.TaintInformer = own.Resource().V1().DeviceTaintRules()
-		defer own.Start(ctx.Done())
+		// which the scheduler's own tracker already did: this one shares
+		// the index rather than listing and decoding every slice again
+		// into informers of its own.
+		opts.SliceInformer = indexedSlices{inf.ResourceSlices()}
+		opts.TaintInformer = inf.DeviceTaintRules()
 	}
 	slices, err := resourceslicetracker.StartTracker(ctx, opts)
 	if err != nil {
@@ -141,6 +144,37 @@ func (pl *Plugin) watch(ctx context.Context, logger klog.Logger) error {
 	}
 	pl.synced = []cache.InformerSynced{slices.HasSynced, sliceReg.HasSynced, classReg.HasSynced, claimReg.HasSynced}
 	return nil
+}
+
+// indexedSlices is a ResourceSlice informer for a second tracker: adding
+// an index the informer has already fails, so indexes that exist are
+// kept. Every tracker indexes slices under one name with one function
+// (the tracker package's), so the index the first tracker added is the
+// one the second asks for.
+type indexedSlices struct {
+	resourceinformers.TypedResourceSliceInformer
+}
+
+func (s indexedSlices) TypedInformer() resourceinformers.ResourceSliceIndexInformer {
+	return indexOnce{s.TypedResourceSliceInformer.TypedInformer()}
+}
+
+type indexOnce struct {
+	resourceinformers.ResourceSliceIndexInformer
+}
+
+func (i indexOnce) AddTypedIndexers(indexers resourceinformers.ResourceSliceIndexers) error {
+	have := i.GetIndexer().GetIndexers()
+	missing := resourceinformers.ResourceSliceIndexers{}
+	for name, f := range indexers {
+		if _, ok := have[name]; !ok {
+			missing[name] = f
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	return i.ResourceSliceIndexInformer.AddTypedIndexers(missing)
 }
 
 // Name implements fwk.Plugin.

@@ -131,6 +131,30 @@ func TestPhasesAllocateReserveAndBind(t *testing.T) {
 	}
 }
 
+// TestDeviceTaintRulesApply: a DeviceTaintRule's NoSchedule taint keeps
+// the device from claims that do not tolerate it. The plugin's tracker
+// shares the scheduler's slice informer and index.
+func TestDeviceTaintRulesApply(t *testing.T) {
+	rule := &resourcev1.DeviceTaintRule{
+		ObjectMeta: metav1.ObjectMeta{Name: "gpu-0-broken"},
+		Spec: resourcev1.DeviceTaintRuleSpec{
+			DeviceSelector: &resourcev1.DeviceTaintSelector{Driver: ptr.To(driver), Pool: ptr.To("node-1"), Device: ptr.To("gpu-0")},
+			Taint:          resourcev1.DeviceTaint{Key: "example.com/broken", Effect: resourcev1.DeviceTaintEffectNoSchedule},
+		},
+	}
+	objs := append(gpuObjects(t), gpuClaim("a", 1), rule)
+	c := newCluster(t, nil, objs...)
+	cs, node, statuses := schedule(t, c, gpuPod("pod-a", "a"), node1)
+	if node != "node-1" {
+		t.Fatalf("pod-a not placed: %v", statuses)
+	}
+	s, err := readState(cs)
+	must(t, err)
+	if got := s.allocations[0].Devices.Results[0].Device; got != "gpu-0-part-0" {
+		t.Errorf("allocated %s, want gpu-0-part-0 (gpu-0 is tainted NoSchedule)", got)
+	}
+}
+
 func TestUnreserveFreesDevices(t *testing.T) {
 	objs := append(gpuObjects(t), gpuClaim("a", 1), gpuClaim("b", 1))
 	c := newCluster(t, nil, objs...)
@@ -280,5 +304,17 @@ func TestPreFilterRejects(t *testing.T) {
 	}
 	if st := c.pl.PreEnqueue(context.Background(), &v1.Pod{}); !st.IsSuccess() {
 		t.Errorf("PreEnqueue without claims: %v", st)
+	}
+}
+
+// TestSignPod: pods without claims may be batched by kube-scheduler, pods
+// with claims may not.
+func TestSignPod(t *testing.T) {
+	pl := &Plugin{}
+	if fr, st := pl.SignPod(context.Background(), &v1.Pod{}); !st.IsSuccess() || len(fr) != 0 {
+		t.Errorf("pod without claims: %v %v, want success and no fragments", fr, st)
+	}
+	if _, st := pl.SignPod(context.Background(), gpuPod("pod-a", "a")); st.Code() != fwk.Unschedulable {
+		t.Errorf("pod with a claim: %v, want Unschedulable", st)
 	}
 }

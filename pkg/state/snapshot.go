@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
@@ -20,9 +21,11 @@ import (
 // use, and what depends only on one pool is shared with later snapshots
 // in which the pool did not change.
 type Snapshot struct {
-	version uint64
-	opts    Options
-	cache   *allocator.Cache
+	version  uint64
+	opts     Options
+	cache    *allocator.Cache
+	classGen uint64
+	memo     *memoCounters
 
 	slices  cowView[string, *sliceEntry]
 	pools   cowView[pool.ID, *poolEntry]
@@ -181,13 +184,23 @@ func (s *Snapshot) allocator(strategy allocator.Strategy) (*allocator.Allocator,
 // CycleOptions tune one allocation cycle.
 type CycleOptions struct {
 	Strategy allocator.Strategy
+	// Timeout bounds each Allocate call's search (0: no bound). A node's
+	// remembered answer costs no search and needs no timer.
+	Timeout time.Duration
 }
 
 // Cycle is the allocation of one pod's pending claims against a snapshot:
 // built once per pod, then asked for many nodes.
 type Cycle struct {
-	claims *allocator.Claims
-	err    error
+	snap    *Snapshot
+	claims  *allocator.Claims
+	timeout time.Duration
+	err     error
+	// shape is the memo key of the claims ("" when the snapshot does not
+	// remember answers) and names are the claims' names, for
+	// explanations.
+	shape string
+	names []string
 }
 
 // Cycle prepares the allocation of claims, which must not be allocated
@@ -199,16 +212,50 @@ func (s *Snapshot) Cycle(claims []*resourcev1.ResourceClaim, opts CycleOptions) 
 	if err != nil {
 		return &Cycle{err: &allocator.FatalError{Err: err}}
 	}
-	return &Cycle{claims: a.Prepare(claims)}
+	c := &Cycle{snap: s, claims: a.Prepare(claims), timeout: opts.Timeout}
+	if s.opts.MemoizeNodes {
+		if shape, ok := shapeOf(opts.Strategy, s.classGen, claims); ok {
+			c.shape = shape
+			c.names = make([]string, len(claims))
+			for i, cl := range claims {
+				c.names[i] = cl.Namespace + "/" + cl.Name
+				if cl.Namespace == "" {
+					c.names[i] = cl.Name
+				}
+			}
+		}
+	}
+	return c
 }
 
 // Allocate allocates the cycle's claims on node. It may be called for many
 // nodes concurrently; results and errors are those of
 // allocator.Allocator.Allocate. It looks only at the pools the node may
-// see.
+// see. With Options.MemoizeNodes the results may be shared with other
+// cycles: callers must not modify them.
 func (c *Cycle) Allocate(ctx context.Context, node *corev1.Node) ([]*resourcev1.AllocationResult, error) {
 	if c.err != nil {
 		return nil, c.err
 	}
-	return c.claims.Allocate(ctx, node)
+	var memo *nodeMemo
+	if c.shape != "" && node != nil {
+		memo = c.snap.memoOf(node)
+	}
+	if memo != nil {
+		if a := memo.get(c.shape, node); a != nil {
+			c.snap.memo.hits.Add(1)
+			return a.recall(c.names)
+		}
+		c.snap.memo.misses.Add(1)
+	}
+	if c.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.timeout)
+		defer cancel()
+	}
+	res, err := c.claims.Allocate(ctx, node)
+	if memo != nil && ctx.Err() == nil {
+		memo.remember(c.shape, node, c.names, res, err)
+	}
+	return res, err
 }

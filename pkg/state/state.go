@@ -28,6 +28,12 @@ type Options struct {
 	// Features are the DRA feature gates the allocators honour (see
 	// allocator.Options). The zero value enables every gate.
 	Features features.Set
+	// MemoizeNodes: a node remembers its answer to a cycle until its pool,
+	// the classes or the Node object change, and gives it again to later
+	// cycles whose claims have the same specs (see nodeMemo). A scheduler
+	// wants this: it asks every node for every pod. Results are then
+	// shared between cycles, and callers must not modify them.
+	MemoizeNodes bool
 }
 
 // DeviceID names one device of one pool.
@@ -61,6 +67,9 @@ type State struct {
 	opts    Options
 	cache   *allocator.Cache
 	version uint64
+	// classGen counts class changes, which may change any answer.
+	classGen uint64
+	memo     *memoCounters
 
 	slices  *cowMap[string, *sliceEntry]
 	pools   *cowMap[pool.ID, *poolEntry]
@@ -153,6 +162,10 @@ type poolEntry struct {
 
 	usageOnce sync.Once
 	usage     *PoolUsage
+
+	// memo are the answers of nodes that see this pool alone, valid as
+	// long as the entry is.
+	memo nodeMemo
 }
 
 func newPoolEntry(id pool.ID, ver *poolVersion, held []heldResult) *poolEntry {
@@ -177,6 +190,7 @@ func New(opts Options) *State {
 	return &State{
 		opts:    opts,
 		cache:   allocator.NewCache(),
+		memo:    &memoCounters{},
 		slices:  newCowMap[string, *sliceEntry](hashString),
 		pools:   newCowMap[pool.ID, *poolEntry](hashPool),
 		classes: newCowMap[string, *resourcev1.DeviceClass](hashString),
@@ -191,6 +205,11 @@ func (s *State) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.stats
+}
+
+// MemoStats returns how the cycles of every snapshot were answered so far.
+func (s *State) MemoStats() MemoStats {
+	return MemoStats{Hits: s.memo.hits.Load(), Misses: s.memo.misses.Load()}
 }
 
 // NotFoundError reports a delta for an object the State does not hold.
@@ -371,6 +390,7 @@ func (s *State) SetClass(c *resourcev1.DeviceClass) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.classes.set(c.Name, c)
+	s.classGen++
 	s.version++
 	return nil
 }
@@ -383,6 +403,7 @@ func (s *State) DeleteClass(name string) error {
 		return &NotFoundError{Kind: "DeviceClass", Name: name}
 	}
 	s.classes.del(name)
+	s.classGen++
 	s.version++
 	return nil
 }
@@ -610,7 +631,7 @@ func (s *State) Snapshot() *Snapshot {
 		return s.last
 	}
 	s.last = &Snapshot{
-		version: s.version, opts: s.opts, cache: s.cache,
+		version: s.version, opts: s.opts, cache: s.cache, classGen: s.classGen, memo: s.memo,
 		slices: s.slices.freeze(), pools: s.pools.freeze(), classes: s.classes.freeze(),
 		claims: s.claims.freeze(), byNode: s.byNode.freeze(), shared: s.shared,
 	}
