@@ -4,14 +4,19 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"sigs.k8s.io/yaml"
 
+	"github.com/dractl/dractl/pkg/live"
 	"github.com/dractl/dractl/pkg/pool"
 	"github.com/dractl/dractl/pkg/state"
 )
@@ -74,13 +79,22 @@ func (o *getOptions) run(ctx context.Context, names []string) error {
 	if err != nil {
 		return err
 	}
-	slices, err := c.Slices(ctx, "")
+	// Claims are listed while the slices are; pool rows never read device
+	// attributes.
+	var claims []*resourcev1.ResourceClaim
+	var claimsErr error
+	listed := make(chan struct{})
+	go func() {
+		defer close(listed)
+		claims, claimsErr = c.Claims(ctx, "")
+	}()
+	slices, err := c.SlicesWith(ctx, "", live.PoolFields)
+	<-listed
 	if err != nil {
 		return clusterError(err)
 	}
-	claims, err := c.Claims(ctx, "")
-	if err != nil {
-		return clusterError(err)
+	if claimsErr != nil {
+		return clusterError(claimsErr)
 	}
 	st := state.New(state.Options{})
 	for _, s := range slices {
@@ -135,14 +149,29 @@ func (c counterRow) String() string {
 	return fmt.Sprintf("%s %s/%s (%d%%)", c.Name, c.Consumed.String(), c.Capacity.String(), c.percent())
 }
 
+// poolRows computes the rows on every core: a pool's usage (validation,
+// counters) is independent of the others'.
 func poolRows(snap *state.Snapshot, names []string) []poolRow {
-	var rows []poolRow
+	var pools []*pool.Pool
 	for _, p := range snap.Pools() {
-		if len(names) > 0 && !slices.Contains(names, p.ID.Pool) {
-			continue
+		if len(names) == 0 || slices.Contains(names, p.ID.Pool) {
+			pools = append(pools, p)
 		}
-		rows = append(rows, newPoolRow(snap.Usage(p.ID)))
 	}
+	if len(pools) == 0 {
+		return nil
+	}
+	rows := make([]poolRow, len(pools))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(pools)) {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < len(pools); i = int(next.Add(1) - 1) {
+				rows[i] = newPoolRow(snap.Usage(pools[i].ID))
+			}
+		})
+	}
+	wg.Wait()
 	return rows
 }
 

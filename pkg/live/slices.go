@@ -1,12 +1,12 @@
 package live
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"runtime"
 	"slices"
-	"strings"
 	"sync"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -14,7 +14,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 )
@@ -34,20 +33,31 @@ var errNotProtobuf = errors.New("list not encoded as protobuf")
 // slicesParallel lists ResourceSlices page by page, decoding the slices of
 // each page in parallel with the next request. The result is in the
 // server's order.
-func (c *Client) slicesParallel(ctx context.Context, fieldSelector string) ([]*resourcev1.ResourceSlice, error) {
+func (c *Client) slicesParallel(ctx context.Context, fieldSelector string, fields SliceFields) ([]*resourcev1.ResourceSlice, error) {
 	// A fake clientset has no REST client.
 	rc, ok := c.cs.ResourceV1().RESTClient().(*rest.RESTClient)
 	if !ok || rc == nil {
 		return nil, errNotProtobuf
 	}
-	// Items decode in workers, into their page's slots.
+	// Items decode in workers, into their page's slots. The queue is long
+	// enough that handing out a page's work never holds up the request
+	// for the next page.
 	var (
 		pages [][]*resourcev1.ResourceSlice
 		wg    sync.WaitGroup
 		mu    sync.Mutex
 		bad   error
-		work  = make(chan func())
+		work  = make(chan func(), 1024)
+		// A page's bytes are read into a buffer that goes back to bufs
+		// once its slices are decoded: the next pages reuse it rather than
+		// growing a new one.
+		bufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 	)
+	fail := func(err error) {
+		mu.Lock()
+		bad = errors.Join(bad, fmt.Errorf("decoding a ResourceSlice: %w", err))
+		mu.Unlock()
+	}
 	workers := max(runtime.GOMAXPROCS(0), 1)
 	for range workers {
 		go func() {
@@ -58,28 +68,14 @@ func (c *Client) slicesParallel(ctx context.Context, fieldSelector string) ([]*r
 	}
 	defer close(work)
 	opts := metav1.ListOptions{FieldSelector: fieldSelector, Limit: c.pageSize()}
-	decoder := protobuf.NewSerializer(nil, nil)
 	for {
-		var contentType string
-		res := rc.Get().Resource("resourceslices").VersionedParams(&opts, scheme.ParameterCodec).
-			Do(ctx).ContentType(&contentType)
-		raw, err := res.Raw()
-		if err != nil {
-			wg.Wait()
-			// Error, unlike Raw, reads the Status the server sent
-			// (forbidden, expired), as a typed client's List does.
-			return nil, res.Error()
-		}
-		if !strings.HasPrefix(contentType, k8sruntime.ContentTypeProtobuf) {
-			wg.Wait()
-			return nil, errNotProtobuf
-		}
-		var unk k8sruntime.Unknown
-		if _, _, err := decoder.Decode(raw, nil, &unk); err != nil {
+		buf := bufs.Get().(*bytes.Buffer)
+		buf.Reset()
+		if err := readPage(ctx, rc, &opts, buf); err != nil {
 			wg.Wait()
 			return nil, err
 		}
-		meta, items, err := splitList(unk.Raw)
+		meta, items, err := splitList(buf.Bytes())
 		if err != nil {
 			wg.Wait()
 			return nil, fmt.Errorf("decoding a page of ResourceSlices: %w", err)
@@ -88,23 +84,42 @@ func (c *Client) slicesParallel(ctx context.Context, fieldSelector string) ([]*r
 		pages = append(pages, page)
 		// Enough chunks for every worker, few enough to stay cheap.
 		chunk := max(len(items)/(2*workers), 1)
+		var pageWG sync.WaitGroup
 		for lo := 0; lo < len(items); lo += chunk {
 			hi := min(lo+chunk, len(items))
 			wg.Add(1)
+			pageWG.Add(1)
 			work <- func() {
 				defer wg.Done()
+				defer pageWG.Done()
+				var pruned []byte
 				for i := lo; i < hi; i++ {
+					b := items[i]
+					if fields == PoolFields {
+						// Unmarshal copies what it keeps, so pruned is
+						// reused.
+						var err error
+						if pruned, err = slicePoolFields.prune(pruned[:0], b); err != nil {
+							fail(err)
+							return
+						}
+						b = pruned
+					}
 					s := new(resourcev1.ResourceSlice)
-					if err := s.Unmarshal(items[i]); err != nil {
-						mu.Lock()
-						bad = errors.Join(bad, fmt.Errorf("decoding a ResourceSlice: %w", err))
-						mu.Unlock()
+					if err := s.Unmarshal(b); err != nil {
+						fail(err)
 						return
 					}
 					page[i] = s
 				}
 			}
 		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			pageWG.Wait()
+			bufs.Put(buf)
+		}()
 		if meta.Continue == "" {
 			break
 		}
@@ -118,6 +133,74 @@ func (c *Client) slicesParallel(ctx context.Context, fieldSelector string) ([]*r
 		return nil, bad
 	}
 	return slices.Concat(pages...), ctx.Err()
+}
+
+// readPage requests one page of ResourceSlices as protobuf and reads the
+// list it holds into buf. A server that does not answer in protobuf
+// (refusing it, or another encoding) is errNotProtobuf.
+func readPage(ctx context.Context, rc *rest.RESTClient, opts *metav1.ListOptions, buf *bytes.Buffer) error {
+	body, err := rc.Get().Resource("resourceslices").VersionedParams(opts, scheme.ParameterCodec).
+		SetHeader("Accept", k8sruntime.ContentTypeProtobuf).Stream(ctx)
+	if apierrors.IsNotAcceptable(err) || apierrors.IsUnsupportedMediaType(err) {
+		return errNotProtobuf
+	}
+	if err != nil {
+		// Stream returns the Status the server sent (forbidden, expired)
+		// as a typed client's List does.
+		return err
+	}
+	defer body.Close()
+	if _, err := buf.ReadFrom(body); err != nil {
+		return err
+	}
+	raw, err := unwrap(buf.Bytes())
+	if err != nil {
+		return err
+	}
+	// The list is moved to the front of buf, which the caller slices.
+	n := copy(buf.Bytes(), raw)
+	buf.Truncate(n)
+	return nil
+}
+
+// unwrap returns the object inside a Kubernetes protobuf envelope (a
+// four-byte magic number, then a runtime.Unknown whose field 2 holds the
+// encoded object) without copying it, as the protobuf serializer's
+// decoding into an Unknown would.
+func unwrap(b []byte) ([]byte, error) {
+	magic := []byte{'k', '8', 's', 0}
+	if !bytes.HasPrefix(b, magic) {
+		return nil, errNotProtobuf
+	}
+	b = b[len(magic):]
+	var raw []byte
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return nil, protowire.ParseError(n)
+		}
+		b = b[n:]
+		if num == 2 && typ == protowire.BytesType {
+			if raw, n = protowire.ConsumeBytes(b); n < 0 {
+				return nil, protowire.ParseError(n)
+			}
+		} else if num == 3 && typ == protowire.BytesType {
+			// contentEncoding: the API server sets none; anything else
+			// is not a list this code can read.
+			v, m := protowire.ConsumeBytes(b)
+			if m < 0 {
+				return nil, protowire.ParseError(m)
+			}
+			if len(v) > 0 {
+				return nil, errNotProtobuf
+			}
+			n = m
+		} else if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
+			return nil, protowire.ParseError(n)
+		}
+		b = b[n:]
+	}
+	return raw, nil
 }
 
 // splitList reads a protobuf-encoded list (a ListMeta in field 1, items

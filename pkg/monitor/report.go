@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/dractl/dractl/pkg/live"
 	"github.com/dractl/dractl/pkg/pool"
 	"github.com/dractl/dractl/pkg/state"
 )
@@ -107,19 +108,16 @@ func (m *Monitor) emit(s *poolStatus, eventType, reason, note string) {
 
 // trim is the informers' transform: it drops what the monitor never reads
 // before the informer stores an object, which on a large cluster is most
-// of the monitor's memory. managedFields go from every object. Device
-// attributes go from ResourceSlices: the monitor checks pools and counts
-// devices and counters but never matches a device against a selector, and
-// attributes are about half of what a decoded MIG device holds. Capacity,
-// counter consumption and everything else a pool check reads stay.
+// of the monitor's memory: managedFields from every object, and from
+// ResourceSlices what no pool check reads (live.TrimToPool: device
+// attributes, about half of what a decoded MIG device holds).
 func trim(obj any) (any, error) {
+	if s, ok := obj.(*resourcev1.ResourceSlice); ok {
+		live.TrimToPool(s)
+		return s, nil
+	}
 	if a, err := meta.Accessor(obj); err == nil {
 		a.SetManagedFields(nil)
-	}
-	if s, ok := obj.(*resourcev1.ResourceSlice); ok {
-		for i := range s.Spec.Devices {
-			s.Spec.Devices[i].Attributes = nil
-		}
 	}
 	return obj, nil
 }

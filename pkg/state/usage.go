@@ -86,27 +86,35 @@ func (s *Snapshot) Usage(id pool.ID) *PoolUsage {
 func (e *poolEntry) computeUsage() *PoolUsage {
 	p := e.ver.p
 	u := &PoolUsage{Pool: p, Invalid: e.ver.validate()}
-	index := map[string]int{} // first device of each name, as the allocator does
+	n := 0
+	for _, sl := range p.Slices {
+		n += len(sl.Spec.Devices)
+	}
+	u.Devices = make([]DeviceUsage, 0, n)
 	for _, sl := range p.Slices {
 		for i := range sl.Spec.Devices {
 			d := &sl.Spec.Devices[i]
 			du := DeviceUsage{Slice: sl, Device: d}
 			du.View, du.ViewErr = sl.Mixins.Device(d)
-			if _, dup := index[d.Name]; !dup {
-				index[d.Name] = len(u.Devices)
-			}
 			u.Devices = append(u.Devices, du)
 		}
 	}
-	for _, h := range e.held {
-		i, ok := index[h.r.Device]
-		if !ok {
-			continue
+	if len(e.held) > 0 {
+		// The first device of each name holds, as the allocator does.
+		index := make(map[string]int, len(u.Devices))
+		for i := len(u.Devices) - 1; i >= 0; i-- {
+			index[u.Devices[i].Device.Name] = i
 		}
-		u.Devices[i].Holders = append(u.Devices[i].Holders, Holder{
-			Claim: h.claim, Request: h.r.Request, Assumed: h.assumed,
-			Shared: h.r.ShareID != nil, AdminAccess: ptr.Deref(h.r.AdminAccess, false),
-		})
+		for _, h := range e.held {
+			i, ok := index[h.r.Device]
+			if !ok {
+				continue
+			}
+			u.Devices[i].Holders = append(u.Devices[i].Holders, Holder{
+				Claim: h.claim, Request: h.r.Request, Assumed: h.assumed,
+				Shared: h.r.ShareID != nil, AdminAccess: ptr.Deref(h.r.AdminAccess, false),
+			})
+		}
 	}
 	sets := p.CounterSets()
 	names := make([]string, 0, len(sets))
