@@ -41,8 +41,10 @@ type Snapshot struct {
 	poolsOnce   sync.Once
 	poolList    []*pool.Pool
 
-	allocOnce [2]sync.Once // per allocator.Strategy
-	alloc     [2]*allocator.Allocator
+	// The allocators, per allocator.Strategy, are part of the snapshot
+	// rather than allocated apart: a scheduler takes a snapshot per cycle.
+	allocOnce [2]sync.Once
+	alloc     [2]allocator.Allocator
 }
 
 // Version increases with every delta applied to the State.
@@ -172,10 +174,10 @@ func (s *Snapshot) allocator(strategy allocator.Strategy) (*allocator.Allocator,
 		return nil, fmt.Errorf("unknown allocation strategy %v", strategy)
 	}
 	s.allocOnce[i].Do(func() {
-		s.alloc[i] = allocator.NewForSource(source{s}, allocator.Options{Strategy: strategy, Compiler: s.opts.Compiler,
+		s.alloc[i].Init(source{s}, allocator.Options{Strategy: strategy, Compiler: s.opts.Compiler,
 			NewShareID: s.opts.NewShareID, Features: s.opts.Features, Cache: s.cache})
 	})
-	return s.alloc[i], nil
+	return &s.alloc[i], nil
 }
 
 // CycleOptions tune one allocation cycle.
@@ -186,7 +188,7 @@ type CycleOptions struct {
 // Cycle is the allocation of one pod's pending claims against a snapshot:
 // built once per pod, then asked for many nodes.
 type Cycle struct {
-	claims *allocator.Claims
+	claims allocator.Claims // prepared in place: one allocation per cycle
 	err    error
 }
 
@@ -195,11 +197,14 @@ type Cycle struct {
 // Allocate does only the work that depends on the node. The claims are
 // allocated together, as the claims of one pod.
 func (s *Snapshot) Cycle(claims []*resourcev1.ResourceClaim, opts CycleOptions) *Cycle {
+	c := new(Cycle)
 	a, err := s.allocator(opts.Strategy)
 	if err != nil {
-		return &Cycle{err: &allocator.FatalError{Err: err}}
+		c.err = &allocator.FatalError{Err: err}
+		return c
 	}
-	return &Cycle{claims: a.Prepare(claims)}
+	a.PrepareInto(&c.claims, claims)
+	return c
 }
 
 // Allocate allocates the cycle's claims on node. It may be called for many

@@ -148,8 +148,14 @@ type poolEntry struct {
 	id   pool.ID
 	ver  *poolVersion
 	held []heldResult // by claim ("namespace/name", compareKeys), then result order
-	ps   *allocator.PoolState
-	self [1]*allocator.PoolState // ps, as the Source hands it out
+	// ps is the pool's state for the allocator (nil without a version), in
+	// state; self is ps as the Source hands it out; rs holds the one held
+	// result most pools have. All are in the entry, which is allocated
+	// anew for every claim delta that names the pool.
+	ps    *allocator.PoolState
+	self  [1]*allocator.PoolState
+	state allocator.PoolState
+	rs    [1]*resourcev1.DeviceRequestAllocationResult
 
 	usageOnce sync.Once
 	usage     *PoolUsage
@@ -158,11 +164,15 @@ type poolEntry struct {
 func newPoolEntry(id pool.ID, ver *poolVersion, held []heldResult) *poolEntry {
 	e := &poolEntry{id: id, ver: ver, held: held}
 	if ver != nil {
-		rs := make([]*resourcev1.DeviceRequestAllocationResult, len(held))
-		for i := range held {
-			rs[i] = held[i].r
+		rs := e.rs[:0]
+		if len(held) > len(e.rs) {
+			rs = make([]*resourcev1.DeviceRequestAllocationResult, 0, len(held))
 		}
-		e.ps = ver.table.With(rs)
+		for i := range held {
+			rs = append(rs, held[i].r)
+		}
+		ver.table.WithInto(&e.state, rs)
+		e.ps = &e.state
 		e.self[0] = e.ps
 	}
 	return e
