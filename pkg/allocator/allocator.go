@@ -48,6 +48,13 @@ func NewForSource(src Source, opts Options) *Allocator {
 	return a
 }
 
+// InitLike is Init with the options of like, an Allocator over another
+// state, taken as they are rather than decided again: a cluster state
+// that takes a snapshot per scheduling cycle decides them once.
+func (a *Allocator) InitLike(src Source, like *Allocator) {
+	a.src, a.opts, a.g, a.exprs = src, like.opts, like.g, like.exprs
+}
+
 // Init makes a, which must be the zero Allocator and not be copied
 // afterwards, what NewForSource returns: for a caller that keeps the
 // Allocator in an object of its own (a cluster snapshot) and so saves its

@@ -23,6 +23,7 @@ type Snapshot struct {
 	version uint64
 	opts    Options
 	cache   *allocator.Cache
+	protos  *[2]allocator.Allocator
 
 	slices  cowView[string, *sliceEntry]
 	pools   cowView[pool.ID, *poolEntry]
@@ -174,8 +175,7 @@ func (s *Snapshot) allocator(strategy allocator.Strategy) (*allocator.Allocator,
 		return nil, fmt.Errorf("unknown allocation strategy %v", strategy)
 	}
 	s.allocOnce[i].Do(func() {
-		s.alloc[i].Init(source{s}, allocator.Options{Strategy: strategy, Compiler: s.opts.Compiler,
-			NewShareID: s.opts.NewShareID, Features: s.opts.Features, Cache: s.cache})
+		s.alloc[i].InitLike(source{s}, &s.protos[i])
 	})
 	return &s.alloc[i], nil
 }

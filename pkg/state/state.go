@@ -60,6 +60,9 @@ type State struct {
 	mu      sync.Mutex
 	opts    Options
 	cache   *allocator.Cache
+	// protos are allocators over no source, per allocator.Strategy, whose
+	// options every snapshot's allocators take.
+	protos  *[2]allocator.Allocator
 	version uint64
 
 	slices  *cowMap[string, *sliceEntry]
@@ -184,9 +187,16 @@ func New(opts Options) *State {
 	if opts.Compiler == nil {
 		opts.Compiler = allocator.NewSelectorCompiler()
 	}
+	cache := allocator.NewCache()
+	protos := new([2]allocator.Allocator)
+	for i := range protos {
+		protos[i].Init(nil, allocator.Options{Strategy: allocator.Strategy(i), Compiler: opts.Compiler,
+			NewShareID: opts.NewShareID, Features: opts.Features, Cache: cache})
+	}
 	return &State{
 		opts:    opts,
-		cache:   allocator.NewCache(),
+		cache:   cache,
+		protos:  protos,
 		slices:  newCowMap[string, *sliceEntry](hashString),
 		pools:   newCowMap[pool.ID, *poolEntry](hashPool),
 		classes: newCowMap[string, *resourcev1.DeviceClass](hashString),
@@ -620,7 +630,7 @@ func (s *State) Snapshot() *Snapshot {
 		return s.last
 	}
 	s.last = &Snapshot{
-		version: s.version, opts: s.opts, cache: s.cache,
+		version: s.version, opts: s.opts, cache: s.cache, protos: s.protos,
 		slices: s.slices.freeze(), pools: s.pools.freeze(), classes: s.classes.freeze(),
 		claims: s.claims.freeze(), byNode: s.byNode.freeze(), shared: s.shared,
 	}
