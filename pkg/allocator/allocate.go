@@ -40,7 +40,8 @@ func (c *Claims) Allocate(ctx context.Context, node *corev1.Node) ([]*resourcev1
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	pools, err := a.gatherPools(node, nil)
+	bufs := new(attemptBufs)
+	pools, err := a.gatherPools(node, bufs.pools[:0])
 	if err != nil {
 		return nil, &FatalError{Err: err}
 	}
@@ -51,14 +52,18 @@ func (c *Claims) Allocate(ctx context.Context, node *corev1.Node) ([]*resourcev1
 	defer func() { at.release() }()
 	ok, err := false, errFirstPassBudget
 	if firstFit && a.opts.withoutLayers&layerFirstPass == 0 {
-		at = c.newAttempt(ctx, node, pools, true)
+		at = c.newAttempt(ctx, node, pools, true, bufs)
 		if ok, err = at.run(); err != nil && !errors.Is(err, errFirstPassBudget) {
 			return nil, err
 		}
 	}
 	if errors.Is(err, errFirstPassBudget) {
 		at.release()
-		at = c.newAttempt(ctx, node, pools, false)
+		if at != nil {
+			// The first pass used the buffers.
+			bufs = nil
+		}
+		at = c.newAttempt(ctx, node, pools, false, bufs)
 		if ok, err = at.run(); err != nil {
 			return nil, err
 		}
@@ -88,10 +93,26 @@ func (c *Claims) Allocate(ctx context.Context, node *corev1.Node) ([]*resourcev1
 	return nil, &UnfitError{Node: node.Name, Explanation: expl}
 }
 
-// newAttempt starts a search on the node. Errors that no search can avoid
-// (the claims' plan, "All" requests) are the run's.
-func (c *Claims) newAttempt(ctx context.Context, node *corev1.Node, pools []nodePool, firstPass bool) *attempt {
-	at := &attempt{a: c.a, ctx: ctx, node: node, claims: c.claims, plan: c.plan, pools: pools, firstPass: firstPass}
+// attemptBufs hold an attempt's lists for the common pod and node (one
+// claim of one request, one pool on the node, one device picked) in one
+// allocation; longer lists grow out of them as usual.
+type attemptBufs struct {
+	pools [1]nodePool
+	reqs  [1]claimRequest
+	alts  [1]*alternative
+	alt   alternative
+	cons  [1][]*constraintState
+	picks [1]pick
+	count [1]int
+	// altUsed: alt holds an alternative.
+	altUsed bool
+}
+
+// newAttempt starts a search on the node, with bufs (nil: none) for its
+// lists. Errors that no search can avoid (the claims' plan, "All"
+// requests) are the run's.
+func (c *Claims) newAttempt(ctx context.Context, node *corev1.Node, pools []nodePool, firstPass bool, bufs *attemptBufs) *attempt {
+	at := &attempt{a: c.a, ctx: ctx, node: node, claims: c.claims, plan: c.plan, pools: pools, firstPass: firstPass, bufs: bufs}
 	if c.a.opts.stepBudget > 0 {
 		at.stepLimit, at.overBudget = c.a.opts.stepBudget, errStepBudget
 	}

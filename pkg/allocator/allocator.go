@@ -43,7 +43,24 @@ type Allocator struct {
 // NewForSource returns an Allocator over src. Its cost does not depend on
 // the size of the cluster.
 func NewForSource(src Source, opts Options) *Allocator {
-	a := &Allocator{src: src, opts: opts, g: newGates(opts.Features), exprs: opts.Cache}
+	a := new(Allocator)
+	a.Init(src, opts)
+	return a
+}
+
+// InitLike is Init with the options of like, an Allocator over another
+// state, taken as they are rather than decided again: a cluster state
+// that takes a snapshot per scheduling cycle decides them once.
+func (a *Allocator) InitLike(src Source, like *Allocator) {
+	a.src, a.opts, a.g, a.exprs = src, like.opts, like.g, like.exprs
+}
+
+// Init makes a, which must be the zero Allocator and not be copied
+// afterwards, what NewForSource returns: for a caller that keeps the
+// Allocator in an object of its own (a cluster snapshot) and so saves its
+// allocation.
+func (a *Allocator) Init(src Source, opts Options) {
+	a.src, a.opts, a.g, a.exprs = src, opts, newGates(opts.Features), opts.Cache
 	if a.opts.Compiler == nil {
 		a.opts.Compiler = defaultCompiler()
 	}
@@ -53,7 +70,6 @@ func NewForSource(src Source, opts Options) *Allocator {
 	if a.exprs == nil {
 		a.exprs = NewCache()
 	}
-	return a
 }
 
 // New builds an Allocator over a cluster state given whole: a table for

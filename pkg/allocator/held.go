@@ -25,7 +25,7 @@ type PoolState struct {
 
 type heldOnce struct {
 	once sync.Once
-	h    *heldGen
+	h    heldGen // in place: a new PoolState comes with every claim delta
 }
 
 // With pairs the table with the results of allocated claims that name the
@@ -33,11 +33,19 @@ type heldOnce struct {
 // state; they may be passed anyway. The results must not be modified
 // afterwards.
 func (pt *PoolTable) With(held []*resourcev1.DeviceRequestAllocationResult) *PoolState {
-	ps := &PoolState{t: pt, held: held}
+	ps := new(PoolState)
+	pt.WithInto(ps, held)
+	return ps
+}
+
+// WithInto is With into ps, which must be the zero PoolState and not be
+// copied afterwards: for a cluster state that keeps it in an entry of its
+// own, one per claim delta.
+func (pt *PoolTable) WithInto(ps *PoolState, held []*resourcev1.DeviceRequestAllocationResult) {
+	ps.t, ps.held = pt, held
 	if len(pt.gens) > 1 {
 		ps.older = make([]heldOnce, len(pt.gens)-1)
 	}
-	return ps
 }
 
 // Table returns the pool's table.
@@ -50,8 +58,8 @@ func (ps *PoolState) gen(gi int) (*genTable, *heldGen) {
 	if gi > 0 {
 		h = &ps.older[gi-1]
 	}
-	h.once.Do(func() { h.h = newHeldGen(t, ps.held) })
-	return t, h.h
+	h.once.Do(func() { h.h.init(t, ps.held) })
+	return t, &h.h
 }
 
 // heldGen is what allocated claims hold of one generation: dedicated
@@ -99,16 +107,17 @@ func (h *heldGen) shareInUse(i int32) bool { return h.shared.has(i) }
 
 func (h *heldGen) aggCap(i int32) capMap { return h.consumed[i] }
 
-// newHeldGen applies the results to the generation's table. A result
+// init applies the results to the generation's table. A result
 // names a device by name, so every device of that name is held: with
 // duplicate names in slices a node does not see, the pool is still valid
 // for the node. Results with a shareID are shares (their consumed
 // capacity adds up per device); everything else holds the device whole.
 // Counters are taken once per device however many shares it has, in device
 // order, as upstream does: compatibility-group baselines depend on it.
-func newHeldGen(t *genTable, held []*resourcev1.DeviceRequestAllocationResult) *heldGen {
-	h := &heldGen{avail: t.capacity}
-	var withCtr []int32
+func (h *heldGen) init(t *genTable, held []*resourcev1.DeviceRequestAllocationResult) {
+	h.avail = t.capacity
+	var buf [8]int32
+	withCtr := buf[:0]
 	for _, r := range held {
 		if ptr.Deref(r.AdminAccess, false) {
 			continue
@@ -140,7 +149,7 @@ func newHeldGen(t *genTable, held []*resourcev1.DeviceRequestAllocationResult) *
 		}
 	}
 	if len(withCtr) == 0 {
-		return h
+		return
 	}
 	slices.Sort(withCtr)
 	h.avail = slices.Clone(t.capacity)
@@ -171,5 +180,4 @@ func newHeldGen(t *genTable, held []*resourcev1.DeviceRequestAllocationResult) *
 		h.overcommitted = true
 		slices.Sort(h.over)
 	}
-	return h
 }

@@ -30,8 +30,11 @@ type request struct {
 	class  *resourcev1.DeviceClass
 	exprs  []*exprEntry // class selectors, then request selectors
 	nClass int
-	admin  bool
-	all    bool
+	// exprBuf holds exprs when they are few (a class and a request
+	// selector, typically).
+	exprBuf [2]*exprEntry
+	admin   bool
+	all     bool
 	// count and want are those of an ExactCount request (see alternative).
 	count  int
 	want   int64
@@ -65,7 +68,8 @@ type alternative struct {
 	// arithmetic can fail), so the search must not prune past it.
 	mayFail    bool
 	candidates []candidate
-	scan       scanCursor // how far candidates are built
+	cands      [1]candidate // the first candidate: often the only one looked at
+	scan       scanCursor   // how far candidates are built
 	rej        [numReasons]int
 	ctrRej     map[string]int
 	// cols are the selector columns of each table the alternative met; a node
@@ -151,6 +155,31 @@ type Claims struct {
 	a      *Allocator
 	claims []*resourcev1.ResourceClaim
 	plan   []claimPlan
+	// free is what is left of the arrays the plan is carved from: sized
+	// for the claims' requests, inline for a pod with one claim of one
+	// request (most pods), so that preparing them is one allocation.
+	free   planArena
+	inline struct {
+		plan  [1]claimPlan
+		rps   [1]reqPlan
+		rptrs [1]*request
+		reqs  [1]request
+	}
+}
+
+// planArena are the arrays the plan's slices are cut from.
+type planArena struct {
+	rps   []reqPlan
+	rptrs []*request
+	reqs  []request
+}
+
+// take returns an empty slice with room for n elements cut from *free,
+// which must have that room.
+func take[T any](free *[]T, n int) []T {
+	s := (*free)[:0:n]
+	*free = (*free)[n:]
+	return s
 }
 
 // claimPlan is one claim's requests in order, up to the first that cannot
@@ -180,7 +209,17 @@ type consPlan struct {
 // Problems that no node can fix are reported by Allocate, in the order
 // upstream meets them.
 func (a *Allocator) Prepare(claims []*resourcev1.ResourceClaim) *Claims {
-	c := &Claims{a: a, claims: claims, plan: make([]claimPlan, len(claims))}
+	c := new(Claims)
+	a.PrepareInto(c, claims)
+	return c
+}
+
+// PrepareInto is Prepare into c, which must be the zero Claims and not be
+// copied afterwards: for a caller that keeps the Claims in an object of
+// its own per scheduling cycle and so saves their allocation.
+func (a *Allocator) PrepareInto(c *Claims, claims []*resourcev1.ResourceClaim) {
+	c.a, c.claims = a, claims
+	c.arena(claims)
 	for ci, claim := range claims {
 		cp := &c.plan[ci]
 		if claim == nil {
@@ -191,7 +230,36 @@ func (a *Allocator) Prepare(claims []*resourcev1.ResourceClaim) *Claims {
 			break
 		}
 	}
-	return c
+}
+
+// arena sizes the arrays for the claims' requests and subrequests.
+func (c *Claims) arena(claims []*resourcev1.ResourceClaim) {
+	nr, na := 0, 0
+	for _, claim := range claims {
+		if claim == nil {
+			continue
+		}
+		for _, req := range claim.Spec.Devices.Requests {
+			nr++
+			na += max(1, len(req.FirstAvailable))
+		}
+	}
+	in := &c.inline
+	if len(claims) <= len(in.plan) {
+		c.plan = in.plan[:len(claims)]
+	} else {
+		c.plan = make([]claimPlan, len(claims))
+	}
+	if nr <= len(in.rps) {
+		c.free.rps = in.rps[:]
+	} else {
+		c.free.rps = make([]reqPlan, nr)
+	}
+	if na <= len(in.reqs) {
+		c.free.rptrs, c.free.reqs = in.rptrs[:], in.reqs[:]
+	} else {
+		c.free.rptrs, c.free.reqs = make([]*request, na), make([]request, na)
+	}
 }
 
 // planClaim fills cp; false when preparing stopped at an error.
@@ -200,9 +268,11 @@ func (c *Claims) planClaim(ci int, claim *resourcev1.ResourceClaim, cp *claimPla
 	fatal := func(request string, err error) error {
 		return &FatalError{Claim: claimName(claim), Request: request, Err: err}
 	}
+	cp.reqs = take(&c.free.rps, len(claim.Spec.Devices.Requests))
 	for ri := range claim.Spec.Devices.Requests {
 		req := &claim.Spec.Devices.Requests[ri]
 		rp := reqPlan{first: len(req.FirstAvailable) > 0}
+		rp.reqs = take(&c.free.rptrs, max(1, len(req.FirstAvailable)))
 		rp.err = a.gateRequest(claim, req)
 		if rp.err == nil && len(req.FirstAvailable) == 0 && req.Exactly == nil {
 			rp.err = fatal(req.Name, errors.New("neither exactly nor firstAvailable is set (unsupported request type?)"))
@@ -318,7 +388,9 @@ func (c *Claims) newRequest(ci int, parent, short string, spec requestSpec) *req
 		name = parent + "/" + short
 	}
 	class, sels, mode, count, derived := spec.class, spec.sels, spec.mode, spec.count, spec.derived
-	r := &request{claim: ci, name: name, parent: parent, short: short, admin: ptr.Deref(spec.admin, false),
+	r := &c.free.reqs[0]
+	c.free.reqs = c.free.reqs[1:]
+	*r = request{claim: ci, name: name, parent: parent, short: short, admin: ptr.Deref(spec.admin, false),
 		tols: spec.tols, capReq: spec.capReq}
 	fatal := func(err error) *request {
 		r.err = &FatalError{Claim: claimName(c.claims[ci]), Request: name, Err: err}
@@ -347,6 +419,11 @@ func (c *Claims) newRequest(ci int, parent, short string, spec requestSpec) *req
 	r.class = a.src.Class(class)
 	if r.class == nil {
 		return fatal(fmt.Errorf("could not retrieve device class %s: not found", class))
+	}
+	if n := len(r.class.Spec.Selectors) + len(sels); n <= len(r.exprBuf) {
+		r.exprs = r.exprBuf[:0]
+	} else {
+		r.exprs = make([]*exprEntry, 0, n)
 	}
 	for _, s := range r.class.Spec.Selectors {
 		if s.CEL == nil {
@@ -390,7 +467,12 @@ func covers(names []string, r *request) bool {
 // the constraints), reporting the first problem on the way.
 func (at *attempt) prepare() error {
 	a := at.a
-	at.cons = make([][]*constraintState, len(at.claims))
+	if b := at.bufs; b != nil && len(at.claims) <= len(b.cons) {
+		at.cons = b.cons[:len(at.claims)]
+		at.requests, at.picks = b.reqs[:0], b.picks[:0]
+	} else {
+		at.cons = make([][]*constraintState, len(at.claims))
+	}
 	for ci := range at.plan {
 		cp := &at.plan[ci]
 		if cp.err != nil {
@@ -402,6 +484,9 @@ func (at *attempt) prepare() error {
 				return rp.err
 			}
 			cr := claimRequest{claim: ci, first: rp.first}
+			if b := at.bufs; b != nil && len(at.requests) == 0 && len(rp.reqs) <= len(b.alts) {
+				cr.alternatives = b.alts[:0]
+			}
 			least := -1
 			var want int64
 			for _, r := range rp.reqs {
@@ -441,7 +526,14 @@ func (at *attempt) prepare() error {
 // newAlt starts the request's alternative on this node: for "All", every device it
 // must take.
 func (at *attempt) newAlt(r *request) (*alternative, error) {
-	al := &alternative{request: r, count: r.count, want: r.want, mayFail: r.mayFail}
+	var al *alternative
+	if b := at.bufs; b != nil && !b.altUsed {
+		al, b.altUsed = &b.alt, true
+	} else {
+		al = new(alternative)
+	}
+	*al = alternative{request: r, count: r.count, want: r.want, mayFail: r.mayFail}
+	al.candidates = al.cands[:0]
 	if !r.all {
 		if at.firstPass {
 			// The first pass looks at devices as the search reaches them.

@@ -19,13 +19,15 @@ func (at *attempt) results() ([]*resourcev1.AllocationResult, error) {
 	var out []*resourcev1.AllocationResult
 	var block []resourcev1.AllocationResult
 	var devs []resourcev1.DeviceRequestAllocationResult
+	var pin *pinned
 	if len(at.claims) == 1 && len(at.picks) == 1 {
 		b := &struct {
 			out   [1]*resourcev1.AllocationResult
 			block [1]resourcev1.AllocationResult
 			devs  [1]resourcev1.DeviceRequestAllocationResult
+			pin   pinned
 		}{}
-		out, block, devs = b.out[:], b.block[:], b.devs[:0]
+		out, block, devs, pin = b.out[:], b.block[:], b.devs[:0], &b.pin
 	} else {
 		out = make([]*resourcev1.AllocationResult, len(at.claims))
 		block = make([]resourcev1.AllocationResult, len(at.claims))
@@ -69,7 +71,7 @@ func (at *attempt) results() ([]*resourcev1.AllocationResult, error) {
 	}
 	for ci, claim := range at.claims {
 		out[ci].Devices.Config = at.configs(ci, claim)
-		ns, err := at.nodeSelector(ci)
+		ns, err := at.nodeSelector(ci, pin)
 		if err != nil {
 			return nil, &FatalError{Claim: claimName(claim), Err: fmt.Errorf("create NodeSelector: %w", err)}
 		}
@@ -78,9 +80,9 @@ func (at *attempt) results() ([]*resourcev1.AllocationResult, error) {
 	return out, nil
 }
 
-// chosen returns the alternative that served each request of a claim.
-func (at *attempt) chosen(ci int) []*alternative {
-	var alternatives []*alternative
+// chosen appends to alternatives the alternative that served each request
+// of a claim.
+func (at *attempt) chosen(ci int, alternatives []*alternative) []*alternative {
 	for i := range at.requests {
 		if at.requests[i].claim == ci {
 			alternatives = append(alternatives, at.requests[i].alternatives[at.requests[i].chosen])
@@ -97,7 +99,8 @@ func (at *attempt) configs(ci int, claim *resourcev1.ResourceClaim) []resourcev1
 	var cfg []resourcev1.DeviceAllocationConfiguration
 	type span struct{ start, end int }
 	byClass := map[string]span{}
-	alternatives := at.chosen(ci)
+	var buf [4]*alternative
+	alternatives := at.chosen(ci, buf[:0])
 	for _, al := range alternatives {
 		if sp, ok := byClass[al.class.Name]; ok {
 			for i := sp.start; i < sp.end; i++ {
@@ -150,11 +153,11 @@ func (at *attempt) configs(ci int, claim *resourcev1.ResourceClaim) []resourcev1
 }
 
 // nodeSelector: a device bound to one node (slice or per-device nodeName,
-// or bindsToNode) pins the claim to this node; otherwise the single-term
-// selectors of the devices (the device's own for per-device node
-// selection, which is how a multi-host device yields its node set) are
-// merged; devices available everywhere add nothing.
-func (at *attempt) nodeSelector(ci int) (*corev1.NodeSelector, error) {
+// or bindsToNode) pins the claim to this node (in pin, when not nil);
+// otherwise the single-term selectors of the devices (the device's own for
+// per-device node selection, which is how a multi-host device yields its
+// node set) are merged; devices available everywhere add nothing.
+func (at *attempt) nodeSelector(ci int, pin *pinned) (*corev1.NodeSelector, error) {
 	term := corev1.NodeSelectorTerm{}
 	for _, pk := range at.picks {
 		if pk.al.claim != ci {
@@ -170,7 +173,10 @@ func (at *attempt) nodeSelector(ci int) (*corev1.NodeSelector, error) {
 			name, sel = s.Spec.NodeName, s.Spec.NodeSelector
 		}
 		if name != nil || ptr.Deref(d.d.BindsToNode, false) {
-			return pinTo(at.node.Name), nil
+			if pin == nil {
+				pin = new(pinned)
+			}
+			return pin.to(at.node.Name), nil
 		}
 		if sel == nil {
 			continue
@@ -190,14 +196,16 @@ func (at *attempt) nodeSelector(ci int) (*corev1.NodeSelector, error) {
 	return &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{term}}, nil
 }
 
-// pinTo returns a selector for the named node alone, in one allocation.
-func pinTo(node string) *corev1.NodeSelector {
-	p := &struct {
-		sel  corev1.NodeSelector
-		term [1]corev1.NodeSelectorTerm
-		req  [1]corev1.NodeSelectorRequirement
-		vals [1]string
-	}{}
+// pinned is a node selector for one node by name, in one piece.
+type pinned struct {
+	sel  corev1.NodeSelector
+	term [1]corev1.NodeSelectorTerm
+	req  [1]corev1.NodeSelectorRequirement
+	vals [1]string
+}
+
+// to fills p as the selector for the named node alone and returns it.
+func (p *pinned) to(node string) *corev1.NodeSelector {
 	p.vals[0] = node
 	p.req[0] = corev1.NodeSelectorRequirement{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: p.vals[:]}
 	p.term[0].MatchFields = p.req[:]

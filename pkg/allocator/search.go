@@ -23,6 +23,7 @@ type attempt struct {
 	cons     [][]*constraintState // per claim
 
 	scratch *scratch
+	bufs    *attemptBufs // nil for probes
 	// Dense per-attempt state, indexed by attempt-local indices.
 	used   []uint64      // per counter: consumed by picks of this attempt; never above avail
 	inUse  []int32       // per device: dedicated picks of this attempt
@@ -106,7 +107,11 @@ func (at *attempt) size() {
 		}
 		copy(at.compat[np.setBase:], np.h.baseline)
 	}
-	at.claimCount = make([]int, len(at.claims))
+	if b := at.bufs; b != nil && len(at.claims) <= len(b.count) {
+		at.claimCount = b.count[:len(at.claims)]
+	} else {
+		at.claimCount = make([]int, len(at.claims))
+	}
 }
 
 // scratch holds the dense arrays of an attempt between Allocate calls:

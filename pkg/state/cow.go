@@ -109,6 +109,21 @@ type cowInner[K comparable, V any] struct {
 	kids [cowFan]*cowNode[K, V]
 }
 
+// cowSmall and cowFull are a bucket with its entries, in one allocation:
+// a write after a freeze copies its bucket, and a delta (one claim)
+// writes one bucket of each of two maps. cowSmall fits the buckets of a
+// map of few entries (a node's pool, a pod's claim), cowFull a bucket
+// about to split.
+type cowSmall[K comparable, V any] struct {
+	n cowNode[K, V]
+	e [2]cowEntry[K, V]
+}
+
+type cowFull[K comparable, V any] struct {
+	n cowNode[K, V]
+	e [cowBucket + 1]cowEntry[K, V]
+}
+
 func (m *cowMap[K, V]) del(k K) {
 	h := m.hash(k)
 	if _, ok := m.get(k); !ok {
@@ -158,10 +173,24 @@ func (m *cowMap[K, V]) own(n *cowNode[K, V]) *cowNode[K, V] {
 		c.n.epoch, c.n.kids = m.epoch, &c.kids
 		return &c.n
 	}
-	c := &cowNode[K, V]{epoch: m.epoch}
-	if n.e != nil {
-		c.e = slices.Clone(n.e)
+	var c *cowNode[K, V]
+	switch {
+	case len(n.e) == 0:
+		c = &cowNode[K, V]{}
+	case len(n.e) <= 2:
+		b := new(cowSmall[K, V])
+		b.n.e = b.e[:0]
+		c = &b.n
+	case len(n.e) <= cowBucket+1:
+		b := new(cowFull[K, V])
+		b.n.e = b.e[:0]
+		c = &b.n
+	default:
+		// A bucket whose hash is used up grows past cowBucket.
+		c = &cowNode[K, V]{e: make([]cowEntry[K, V], 0, len(n.e))}
 	}
+	c.epoch = m.epoch
+	c.e = append(c.e, n.e...)
 	return c
 }
 

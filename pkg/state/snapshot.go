@@ -24,6 +24,7 @@ type Snapshot struct {
 	version  uint64
 	opts     Options
 	cache    *allocator.Cache
+	protos   *[2]allocator.Allocator
 	classGen uint64
 	memo     *memoCounters
 
@@ -44,8 +45,10 @@ type Snapshot struct {
 	poolsOnce   sync.Once
 	poolList    []*pool.Pool
 
-	allocOnce [2]sync.Once // per allocator.Strategy
-	alloc     [2]*allocator.Allocator
+	// The allocators, per allocator.Strategy, are part of the snapshot
+	// rather than allocated apart: a scheduler takes a snapshot per cycle.
+	allocOnce [2]sync.Once
+	alloc     [2]allocator.Allocator
 }
 
 // Version increases with every delta applied to the State.
@@ -175,10 +178,9 @@ func (s *Snapshot) allocator(strategy allocator.Strategy) (*allocator.Allocator,
 		return nil, fmt.Errorf("unknown allocation strategy %v", strategy)
 	}
 	s.allocOnce[i].Do(func() {
-		s.alloc[i] = allocator.NewForSource(source{s}, allocator.Options{Strategy: strategy, Compiler: s.opts.Compiler,
-			NewShareID: s.opts.NewShareID, Features: s.opts.Features, Cache: s.cache})
+		s.alloc[i].InitLike(source{s}, &s.protos[i])
 	})
-	return s.alloc[i], nil
+	return &s.alloc[i], nil
 }
 
 // CycleOptions tune one allocation cycle.
@@ -192,8 +194,8 @@ type CycleOptions struct {
 // Cycle is the allocation of one pod's pending claims against a snapshot:
 // built once per pod, then asked for many nodes.
 type Cycle struct {
+	claims  allocator.Claims // prepared in place: one allocation per cycle
 	snap    *Snapshot
-	claims  *allocator.Claims
 	timeout time.Duration
 	err     error
 	// shape is the memo key of the claims ("" when the snapshot does not
@@ -208,11 +210,14 @@ type Cycle struct {
 // Allocate does only the work that depends on the node. The claims are
 // allocated together, as the claims of one pod.
 func (s *Snapshot) Cycle(claims []*resourcev1.ResourceClaim, opts CycleOptions) *Cycle {
+	c := new(Cycle)
 	a, err := s.allocator(opts.Strategy)
 	if err != nil {
-		return &Cycle{err: &allocator.FatalError{Err: err}}
+		c.err = &allocator.FatalError{Err: err}
+		return c
 	}
-	c := &Cycle{snap: s, claims: a.Prepare(claims), timeout: opts.Timeout}
+	a.PrepareInto(&c.claims, claims)
+	c.snap, c.timeout = s, opts.Timeout
 	if s.opts.MemoizeNodes {
 		if shape, ok := shapeOf(opts.Strategy, s.classGen, claims); ok {
 			c.shape = shape

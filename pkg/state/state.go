@@ -63,9 +63,12 @@ func KeyOf(c *resourcev1.ResourceClaim) ClaimKey {
 // attribute values, validity per node view), live as long as the pool's
 // slices do not change.
 type State struct {
-	mu      sync.Mutex
-	opts    Options
-	cache   *allocator.Cache
+	mu    sync.Mutex
+	opts  Options
+	cache *allocator.Cache
+	// protos are allocators over no source, per allocator.Strategy, whose
+	// options every snapshot's allocators take.
+	protos  *[2]allocator.Allocator
 	version uint64
 	// classGen counts class changes, which may change any answer.
 	classGen uint64
@@ -157,8 +160,14 @@ type poolEntry struct {
 	id   pool.ID
 	ver  *poolVersion
 	held []heldResult // by claim ("namespace/name", compareKeys), then result order
-	ps   *allocator.PoolState
-	self [1]*allocator.PoolState // ps, as the Source hands it out
+	// ps is the pool's state for the allocator (nil without a version), in
+	// state; self is ps as the Source hands it out; rs holds the one held
+	// result most pools have. All are in the entry, which is allocated
+	// anew for every claim delta that names the pool.
+	ps    *allocator.PoolState
+	self  [1]*allocator.PoolState
+	state allocator.PoolState
+	rs    [1]*resourcev1.DeviceRequestAllocationResult
 
 	usageOnce sync.Once
 	usage     *PoolUsage
@@ -171,11 +180,15 @@ type poolEntry struct {
 func newPoolEntry(id pool.ID, ver *poolVersion, held []heldResult) *poolEntry {
 	e := &poolEntry{id: id, ver: ver, held: held}
 	if ver != nil {
-		rs := make([]*resourcev1.DeviceRequestAllocationResult, len(held))
-		for i := range held {
-			rs[i] = held[i].r
+		rs := e.rs[:0]
+		if len(held) > len(e.rs) {
+			rs = make([]*resourcev1.DeviceRequestAllocationResult, 0, len(held))
 		}
-		e.ps = ver.table.With(rs)
+		for i := range held {
+			rs = append(rs, held[i].r)
+		}
+		ver.table.WithInto(&e.state, rs)
+		e.ps = &e.state
 		e.self[0] = e.ps
 	}
 	return e
@@ -187,9 +200,16 @@ func New(opts Options) *State {
 	if opts.Compiler == nil {
 		opts.Compiler = allocator.NewSelectorCompiler()
 	}
+	cache := allocator.NewCache()
+	protos := new([2]allocator.Allocator)
+	for i := range protos {
+		protos[i].Init(nil, allocator.Options{Strategy: allocator.Strategy(i), Compiler: opts.Compiler,
+			NewShareID: opts.NewShareID, Features: opts.Features, Cache: cache})
+	}
 	return &State{
 		opts:    opts,
-		cache:   allocator.NewCache(),
+		cache:   cache,
+		protos:  protos,
 		memo:    &memoCounters{},
 		slices:  newCowMap[string, *sliceEntry](hashString),
 		pools:   newCowMap[pool.ID, *poolEntry](hashPool),
@@ -631,7 +651,7 @@ func (s *State) Snapshot() *Snapshot {
 		return s.last
 	}
 	s.last = &Snapshot{
-		version: s.version, opts: s.opts, cache: s.cache, classGen: s.classGen, memo: s.memo,
+		version: s.version, opts: s.opts, cache: s.cache, protos: s.protos, classGen: s.classGen, memo: s.memo,
 		slices: s.slices.freeze(), pools: s.pools.freeze(), classes: s.classes.freeze(),
 		claims: s.claims.freeze(), byNode: s.byNode.freeze(), shared: s.shared,
 	}
