@@ -306,3 +306,23 @@ func TestFastMapsOwnTheirValues(t *testing.T) {
 		}
 	}
 }
+
+func TestCountElements(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want int
+	}{
+		{`[]`, 0},
+		{` [ ] `, 0},
+		{`[1]`, 1},
+		{`[{"a":[1,2]}, "x,y" ,[],null]`, 4},
+		{"[\n  {},\n  {}\n]", 2},
+		{`null`, 0},
+		{`{"a":1}`, 0},
+		{`[1,`, 1}, // not valid: any count will do, no panic
+	} {
+		if got := countElements([]byte(tc.in)); got != tc.want {
+			t.Errorf("countElements(%s) = %d, want %d", tc.in, got, tc.want)
+		}
+	}
+}

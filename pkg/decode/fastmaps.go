@@ -8,6 +8,8 @@ import (
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 	resourcev1 "k8s.io/api/resource/v1"
+
+	"github.com/dractl/dractl/pkg/api"
 )
 
 // Most of a ResourceSlice's bytes are three maps per device: attributes,
@@ -60,7 +62,7 @@ func newFastDecoder() *fastDecoder {
 		caps:     map[string]resourcev1.DeviceCapacity{},
 		counters: map[string]resourcev1.Counter{},
 	}
-	d.opts = jsonv2.JoinOptions(fastOptions, jsonv2.WithUnmarshalers(jsonv2.JoinUnmarshalers(
+	maps := jsonv2.JoinUnmarshalers(
 		jsonv2.UnmarshalFromFunc(func(dec *jsontext.Decoder, m *map[resourcev1.QualifiedName]resourcev1.DeviceAttribute) error {
 			return decodeMap(d, dec, m, d.attrs, &d.attrEntries, d.ownAttribute)
 		}),
@@ -70,8 +72,32 @@ func newFastDecoder() *fastDecoder {
 		jsonv2.UnmarshalFromFunc(func(dec *jsontext.Decoder, m *map[string]resourcev1.Counter) error {
 			return decodeMap(d, dec, m, d.counters, &d.counterEntries, ownCounter)
 		}),
+	)
+	// The devices of a slice are decoded into a slice made at its final
+	// size: growing it element by element would allocate twice the memory
+	// of a big device list over again.
+	inner := jsonv2.JoinOptions(fastOptions, jsonv2.WithUnmarshalers(maps))
+	d.opts = jsonv2.JoinOptions(fastOptions, jsonv2.WithUnmarshalers(jsonv2.JoinUnmarshalers(maps,
+		jsonv2.UnmarshalFromFunc(func(dec *jsontext.Decoder, s *[]api.Device) error {
+			return decodePresized(dec, s, inner)
+		}),
 	)))
 	return d
+}
+
+// decodePresized decodes a JSON array into *s as jsonv2 does, into a
+// slice that already has room for every element (jsonv2 fills the
+// capacity a slice has). The count only sizes the slice: a wrong count
+// could cost time, never change what is decoded.
+func decodePresized[T any](dec *jsontext.Decoder, s *[]T, opts jsonv2.Options) error {
+	raw, err := dec.ReadValue()
+	if err != nil {
+		return err
+	}
+	if n := countElements(raw); n > cap(*s) {
+		*s = make([]T, 0, n)
+	}
+	return jsonv2.Unmarshal(raw, s, opts)
 }
 
 var errNotObject = errors.New("expected an object")
