@@ -40,7 +40,8 @@ claims are printed (status.allocation filled, and for a pod's claims
 status.reservedFor), ready to be fed back in or applied.
 
 first-fit picks the devices kube-scheduler 1.37 picks; best-fit prefers the
-devices that leave the most other devices allocatable. Every DRA feature
+devices that put the least of their GPU (counter set) out of other devices'
+reach. Every DRA feature
 gate is on; --feature-gates turns gates off as a cluster would
 (--feature-gates DRAConsumableCapacity=false,DRAFractionalCapacityRange=false).
 

@@ -13,12 +13,12 @@ import (
 // TestBestFitOnASaturatedNode pins down what best-fit does on the
 // example's stream (one DGX H100, pods arriving twice as fast as the node
 // can hold them, a pod that fits nowhere fails): it packs better, so more
-// pods fit before the first failure, and because it keeps whole and half
-// GPUs free it admits more of the large profiles later on. The node is
-// full either way, so both strategies place about the same memory slices
-// over the run; best-fit spends them on fewer, larger pods, and so places
-// fewer pods in all. Pod count on a saturated cluster measures the mix that
-// got in, not how well it was packed.
+// pods fit before the first failure; because it keeps whole and half GPUs
+// free it admits more of the large profiles later on; and because it
+// strands less, it places at least as many memory slices over the run.
+// Pod count on a saturated cluster measures the mix that got in, not how
+// well it was packed: best-fit spends its slices on larger pods, so it may
+// place fewer pods in all on one stream (the example's does).
 func TestBestFitOnASaturatedNode(t *testing.T) {
 	c := dgxCluster(1)
 	var placed, before, large, slices [2]int
@@ -54,7 +54,7 @@ func TestBestFitOnASaturatedNode(t *testing.T) {
 	if large[1] <= large[0] {
 		t.Errorf("best-fit admitted %d large pods, first-fit %d", large[1], large[0])
 	}
-	if d := slices[1] - slices[0]; 50*d < -slices[0] || 50*d > slices[0] {
-		t.Errorf("memory slices placed: best-fit %d, first-fit %d: more than 2 %% apart, the node is not saturated", slices[1], slices[0])
+	if slices[1] < slices[0] {
+		t.Errorf("memory slices placed: best-fit %d, first-fit %d", slices[1], slices[0])
 	}
 }

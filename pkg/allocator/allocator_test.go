@@ -375,3 +375,40 @@ func TestConcurrentUse(t *testing.T) {
 }
 
 var _ = pool.Assemble
+
+// TestBestFitWastesLeast: after keeping the last device of every size,
+// best-fit takes the device that puts the least of its GPU out of reach.
+func TestBestFitWastesLeast(t *testing.T) {
+	held := func(device string) []*resourcev1.ResourceClaim {
+		return claims(at.Claim("held").Allocated(at.Result("r", gpuDriver, "node-1", device)))
+	}
+	for _, tc := range []struct {
+		name    string
+		gpus    int
+		held    []*resourcev1.ResourceClaim
+		profile string
+		want    string
+	}{
+		// On the seventh slice a 1g.10gb leaves the eighth to nobody (only
+		// 1g.20gb, 3g and 7g instances reach it, and all overlap the
+		// seventh); beside the 3g it leaves the rest to a 1g.10gb and a
+		// 1g.20gb. Counting lost devices alone took the seventh. The empty
+		// GPU offers every size, so no size is at stake.
+		{name: "beside a 3g", gpus: 2, held: held("gpu-0-mig-3g.40gb-0"), profile: "1g.10gb", want: "gpu-0-mig-1g.10gb-4"},
+		{name: "empty GPUs", gpus: 2, profile: "1g.10gb", want: "gpu-0-mig-1g.10gb-0"},
+		// The free half of a pair is the one place a 1g.10gb wastes nothing.
+		{name: "the other half of a pair", gpus: 2, held: held("gpu-1-mig-1g.10gb-4"), profile: "1g.10gb", want: "gpu-1-mig-1g.10gb-5"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := &env{slices: gpuNode("node-1", tc.gpus), classes: []*resourcev1.DeviceClass{gpuClass, migClass},
+				allocated: tc.held, opts: Options{Strategy: BestFit}}
+			res, err := e.run(t, node1, at.Claim("c").Request(mig("r", tc.profile)).Obj())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := res[0].Devices.Results[0].Device; d != tc.want {
+				t.Errorf("best-fit took %s, want %s", d, tc.want)
+			}
+		})
+	}
+}

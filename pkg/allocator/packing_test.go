@@ -20,8 +20,12 @@ func TestBestFitPacksMIGStream(t *testing.T) {
 		p.Streams, p.FirstFit, p.BestFit, p.Wins, p.Ties, p.Losses)
 	// Offline, knowing each whole stream, at most 619 claims fit before a
 	// failure (exhaustive search over per-GPU configurations), against 593
-	// for first-fit and 609 for best-fit: the room above first-fit is 4 %,
-	// best-fit takes most of it (+2.7 %), and the margin asked is 1 %.
+	// for first-fit: best-fit is asked to reach 99 % of that optimum (it
+	// places 614), which is also more than 1 % above first-fit.
+	const optimum = 619
+	if 100*p.BestFit < 99*optimum {
+		t.Errorf("best-fit placed %d claims in total: want at least 99 %% of the offline optimum %d", p.BestFit, optimum)
+	}
 	if 100*p.BestFit < 101*p.FirstFit {
 		t.Errorf("best-fit placed %d claims in total, first-fit %d: best-fit should pack at least 1 %% more", p.BestFit, p.FirstFit)
 	}

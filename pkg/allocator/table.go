@@ -284,6 +284,10 @@ type setInfo struct {
 	names    []string
 	milli    []bool
 	devices  []int32 // devices consuming from the set, for BestFit scoring
+	// shares are, per entry of devices, what the device takes of the set:
+	// each counter's amount as a fraction of the set's, summed (BestFit's
+	// measure of fill, bestfit.go).
+	shares []float64
 }
 
 // static builds the device-level part of the table once.
@@ -487,11 +491,28 @@ func (t *genTable) all() {
 			}
 			for _, cv := range d.view.Consumptions {
 				if set, ok := t.setByName[cv.CounterSet()]; ok {
-					t.sets[set].devices = append(t.sets[set].devices, d.idx)
+					si := &t.sets[set]
+					si.devices = append(si.devices, d.idx)
+					si.shares = append(si.shares, t.share(si, d))
 				}
 			}
 		}
 	})
+}
+
+// share is what d takes of set si: the fraction of each counter of the set
+// it consumes, summed. Counters of zero capacity count for nothing.
+func (t *genTable) share(si *setInfo, d *devInfo) float64 {
+	var sh float64
+	for _, u := range d.uses {
+		if u.rel < si.ctrStart || u.rel >= si.ctrStart+int32(len(si.names)) {
+			continue
+		}
+		if c := t.capacity[u.rel]; c > 0 {
+			sh += float64(u.amt) / float64(c)
+		}
+	}
+	return sh
 }
 
 // newDev fills entry i; t.mu is held. Counter uses live in one arena per

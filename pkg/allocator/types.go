@@ -33,9 +33,9 @@ type Strategy int
 const (
 	// FirstFit picks exactly what the upstream allocator picks.
 	FirstFit Strategy = iota
-	// BestFit prefers, for each request, devices whose counter consumption
-	// leaves the most devices allocatable: it packs partially used counter
-	// sets before touching empty ones.
+	// BestFit prefers, for each request, devices that put the least of
+	// their counter sets out of other devices' reach (bestfit.go): it
+	// packs partially used counter sets before touching empty ones.
 	BestFit
 )
 

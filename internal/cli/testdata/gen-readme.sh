@@ -183,8 +183,8 @@ for one pod. The node is the one given with `--node` or the first node of
 the input on which the claims fit; without Node objects, the nodes are those
 the ResourceSlices name. It prints the claims with `status.allocation` filled
 in, so the output can be fed back in or applied. `--strategy first-fit` (the default) picks exactly the devices
-kube-scheduler 1.37 picks; `--strategy best-fit` prefers devices whose
-counters leave the most other devices allocatable. Exit 0: allocated; 1: the
+kube-scheduler 1.37 picks; `--strategy best-fit` prefers devices that put
+the least of their counter set out of other devices' reach. Exit 0: allocated; 1: the
 claims do not fit (the explanation goes to stderr); 2: invalid input or a
 fatal error (a CEL runtime error, an invalid pool when no node fits).
 
@@ -359,9 +359,8 @@ cat <<'EOF'
 Why best-fit places fewer pods here in all, although more fit before the
 first failure: the example's pods arrive about twice as fast as the node
 can hold them, and a pod that fits nowhere fails. The node is full either
-way, and both strategies place about the same memory slices over the run;
-best-fit keeps whole and half GPUs free, so it admits more of the large
-profiles, each in the room of several small ones. On a saturated cluster
+way; best-fit keeps whole and half GPUs free, so it admits more of the
+large profiles, each in the room of several small ones. On a saturated cluster
 the pod count measures the mix that got in; the packing measure is "placed
 before first failure" (`TestBestFitOnASaturatedNode` pins this down).
 
