@@ -50,7 +50,7 @@ var fastObjectSeeds = []string{
 	// Map keys written with escapes, and the same entry in several maps
 	// (the fast decoder caches map values by their bytes).
 	`{"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice","metadata":{"name":"e"},"spec":{"driver":"d","pool":{"name":"p","resourceSliceCount":1},"allNodes":true,
-	  "devices":[{"name":"a","attributes":{"\u0061b":{"int":1},"c\/d":{"int":1},"big":{"int":9223372036854775807}},"capacity":{"m":{"value":"123456789012345678901234567890"},"n":{"value":"123456789012345678901234567890"}}},
+	  "devices":[{"name":"a","attributes":{"ls":{"strings":["a","b"]},"li":{"ints":[1,-2]},"lb":{"bools":[true]},"lv":{"versions":["1.0.0"]},"le":{"ints":[]},"\u0061b":{"int":1},"c\/d":{"int":1},"big":{"int":9223372036854775807}},"capacity":{"m":{"value":"123456789012345678901234567890"},"n":{"value":"123456789012345678901234567890"}}},
 	    {"name":"b","attributes":{"ab":{"int":1}},"capacity":{"m":{"value":"123456789012345678901234567890"}},"consumesCounters":[{"counterSet":"cs","counters":{"m":{"value":"1"},"n":{"value":"1"}}}]}]}}`,
 	`{"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice","metadata":{"name":"s","labels":null,"creationTimestamp":null},"spec":{"driver":"d","pool":{"name":"p","resourceSliceCount":1},"allNodes":null,"devices":null,"sharedCounters":null,"mixins":null}}`,
 }
@@ -269,7 +269,7 @@ func TestMutateJSONChangesInput(t *testing.T) {
 // no other device's.
 func TestFastMapsOwnTheirValues(t *testing.T) {
 	dev := func(name string) string {
-		return `{"name":"` + name + `","attributes":{"a":{"string":"x"},"i":{"int":1},"b":{"bool":true},"v":{"version":"1.0.0"}},` +
+		return `{"name":"` + name + `","attributes":{"a":{"string":"x"},"i":{"int":1},"b":{"bool":true},"v":{"version":"1.0.0"},"l":{"strings":["p","q"]}},` +
 			`"capacity":{"big":{"value":"123456789012345678901234567890"},"p":{"value":"1","requestPolicy":{"validValues":["1"]}}},` +
 			`"consumesCounters":[{"counterSet":"cs","counters":{"big":{"value":"123456789012345678901234567890"}}}]}`
 	}
@@ -285,6 +285,7 @@ func TestFastMapsOwnTheirValues(t *testing.T) {
 		*d0.Attributes["i"].IntValue = 7
 		*d0.Attributes["b"].BoolValue = false
 		*d0.Attributes["v"].VersionValue = "2.0.0"
+		d0.Attributes["l"].StringValues[0] = "changed"
 		big := d0.Capacity["big"].Value
 		big.Add(resource.MustParse("1"))
 		d0.Capacity["big"] = api.DeviceCapacity{Value: big}
@@ -292,7 +293,7 @@ func TestFastMapsOwnTheirValues(t *testing.T) {
 		c := d0.ConsumesCounters[0].Counters["big"].Value
 		c.Add(resource.MustParse("1"))
 		a := d1.Attributes
-		if *a["a"].StringValue != "x" || *a["i"].IntValue != 1 || !*a["b"].BoolValue || *a["v"].VersionValue != "1.0.0" {
+		if *a["a"].StringValue != "x" || *a["i"].IntValue != 1 || !*a["b"].BoolValue || *a["v"].VersionValue != "1.0.0" || a["l"].StringValues[0] != "p" {
 			t.Errorf("changing one device's attributes changed another's: %v", a)
 		}
 		if q := d1.Capacity["big"].Value; q.String() != "123456789012345678901234567890" {

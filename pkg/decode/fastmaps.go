@@ -187,8 +187,13 @@ func (d *fastDecoder) name(quoted []byte) string {
 }
 
 // ownAttribute copies an attribute, giving it value slots of its own.
+// List values (rare) are deep-copied the generated way.
 func (d *fastDecoder) ownAttribute(a resourcev1.DeviceAttribute) resourcev1.DeviceAttribute {
 	var out resourcev1.DeviceAttribute
+	if a.IntValues != nil || a.BoolValues != nil || a.StringValues != nil || a.VersionValues != nil {
+		a.DeepCopyInto(&out)
+		return out
+	}
 	if a.IntValue != nil {
 		out.IntValue = d.slots.int64(*a.IntValue)
 	}
