@@ -253,14 +253,15 @@ func runValidate(in *input) *validationReport {
 	}
 
 	pools := pool.Assemble(slices)
-	for _, p := range pools {
+	poolErrs := pool.ValidateAll(pools)
+	for i, p := range pools {
 		complete := p.Complete()
 		if !complete {
 			pr := problem{Severity: "warning", Pool: p.ID.String(), Type: problemPoolIncomplete, Message: completeness(p)}
 			pr.text = fmt.Sprintf("warning: pool %s: %s", p.ID, pr.Message)
 			r.add(pr)
 		}
-		perr := p.Validate()
+		perr := poolErrs[i]
 		if perr == nil {
 			continue
 		}

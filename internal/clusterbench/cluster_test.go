@@ -28,11 +28,11 @@ func pipeline(tb testing.TB, data []byte) []*pool.Pool {
 		}
 	}
 	pools := pool.Assemble(slices)
-	for _, p := range pools {
-		if !p.Complete() {
-			tb.Fatalf("pool %s incomplete", p.ID)
+	for i, err := range pool.ValidateAll(pools) {
+		if !pools[i].Complete() {
+			tb.Fatalf("pool %s incomplete", pools[i].ID)
 		}
-		if err := p.Validate(); err != nil {
+		if err != nil {
 			tb.Fatal(err)
 		}
 	}

@@ -10,11 +10,9 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"unicode"
 	"unicode/utf8"
@@ -26,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	kjson "sigs.k8s.io/json"
 
+	par "github.com/dractl/dractl/internal/parallel"
 	"github.com/dractl/dractl/pkg/api"
 	"github.com/dractl/dractl/pkg/convert"
 )
@@ -369,31 +368,8 @@ func skeleton(data []byte, units []unit) ([]byte, bool) {
 	return append(out, data[at:]...), true
 }
 
-// parallel runs fn(0..n-1) on up to GOMAXPROCS goroutines. Callers write
-// results by index, which keeps output order independent of scheduling.
-func parallel(n int, fn func(i int)) {
-	workers := min(runtime.GOMAXPROCS(0), n)
-	if workers <= 1 {
-		for i := range n {
-			fn(i)
-		}
-		return
-	}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= n {
-					return
-				}
-				fn(i)
-			}
-		})
-	}
-	wg.Wait()
-}
+// parallel runs fn(0..n-1) on the machine's cores.
+func parallel(n int, fn func(i int)) { par.For(n, fn) }
 
 var bom = []byte("\xef\xbb\xbf")
 

@@ -29,5 +29,7 @@ var fastOptions = jsonv2.JoinOptions(
 // whether it succeeded. On failure v may be partly filled in and must be
 // discarded.
 func decodeFast(data []byte, v any) bool {
-	return jsonv2.Unmarshal(data, v, fastOptions) == nil
+	d := fastDecoders.Get().(*fastDecoder)
+	defer fastDecoders.Put(d)
+	return jsonv2.Unmarshal(data, v, d.opts) == nil
 }

@@ -6,6 +6,10 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/dractl/dractl/pkg/api"
 )
 
 // fastObjectSeeds are objects of the kinds the fast decoder takes, using
@@ -43,6 +47,11 @@ var fastObjectSeeds = []string{
 	  "devices":[{"name":"x","includes":["dm"],"consumesCounters":[{"counterSet":"cs","includes":["cm"],"compatibilityGroups":["g"]}]}],
 	  "partitionTypeAttribute":"example.com/type"}}`,
 	`{"kind":"ResourceSlice","apiVersion":"resource.k8s.io/v1","metadata":{"name":"\u0073"},"spec":{"driver":"d","pool":{"name":"p","resourceSliceCount":1},"allNodes":true,"devices":[{"name":"a","capacity":{"m":{"value":" 1Gi "}}},{"name":"b","capacity":{"m":{"value":"1e3"}}},{"name":"c","capacity":{"m":{"value":null}}}]}}`,
+	// Map keys written with escapes, and the same entry in several maps
+	// (the fast decoder caches map values by their bytes).
+	`{"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice","metadata":{"name":"e"},"spec":{"driver":"d","pool":{"name":"p","resourceSliceCount":1},"allNodes":true,
+	  "devices":[{"name":"a","attributes":{"ls":{"strings":["a","b"]},"li":{"ints":[1,-2]},"lb":{"bools":[true]},"lv":{"versions":["1.0.0"]},"le":{"ints":[]},"\u0061b":{"int":1},"c\/d":{"int":1},"big":{"int":9223372036854775807}},"capacity":{"m":{"value":"123456789012345678901234567890"},"n":{"value":"123456789012345678901234567890"}}},
+	    {"name":"b","attributes":{"ab":{"int":1}},"capacity":{"m":{"value":"123456789012345678901234567890"}},"consumesCounters":[{"counterSet":"cs","counters":{"m":{"value":"1"},"n":{"value":"1"}}}]}]}}`,
 	`{"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice","metadata":{"name":"s","labels":null,"creationTimestamp":null},"spec":{"driver":"d","pool":{"name":"p","resourceSliceCount":1},"allNodes":null,"devices":null,"sharedCounters":null,"mixins":null}}`,
 }
 
@@ -73,6 +82,12 @@ func checkFastObject(t *testing.T, data []byte) {
 		}
 		if !reflect.DeepEqual(fastV.Interface(), strictV.Interface()) {
 			t.Fatalf("%s: the fast decoder's object differs from the strict decoder's:\nfast:   %+v\nstrict: %+v\ninput: %s", k.kind, fastV.Interface(), strictV.Interface(), data)
+		}
+		// Decoded again, every map entry comes from the fast decoder's
+		// caches: the object must not change.
+		againV := reflect.New(k.typ)
+		if !decodeFast(data, againV.Interface()) || !reflect.DeepEqual(againV.Interface(), strictV.Interface()) {
+			t.Fatalf("%s: decoding again with cached values gives another object:\nagain:  %+v\nstrict: %+v\ninput: %s", k.kind, againV.Interface(), strictV.Interface(), data)
 		}
 	}
 }
@@ -245,5 +260,70 @@ func TestMutateJSONChangesInput(t *testing.T) {
 	}
 	if changed < 50 {
 		t.Fatalf("only %d of 100 mutations changed the input", changed)
+	}
+}
+
+// TestFastMapsOwnTheirValues: map values of equal bytes come from one
+// cache entry, but each decoded object owns its values: changing one
+// device's attribute or quantity (also one held as a big number) changes
+// no other device's.
+func TestFastMapsOwnTheirValues(t *testing.T) {
+	dev := func(name string) string {
+		return `{"name":"` + name + `","attributes":{"a":{"string":"x"},"i":{"int":1},"b":{"bool":true},"v":{"version":"1.0.0"},"l":{"strings":["p","q"]}},` +
+			`"capacity":{"big":{"value":"123456789012345678901234567890"},"p":{"value":"1","requestPolicy":{"validValues":["1"]}}},` +
+			`"consumesCounters":[{"counterSet":"cs","counters":{"big":{"value":"123456789012345678901234567890"}}}]}`
+	}
+	data := []byte(`{"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice","metadata":{"name":"s"},"spec":{"driver":"d","pool":{"name":"p","resourceSliceCount":1},"nodeName":"n","devices":[` +
+		dev("d0") + `,` + dev("d1") + `]}}`)
+	for range 2 { // the second time, everything comes from the caches
+		var s api.ResourceSlice
+		if !decodeFast(data, &s) {
+			t.Fatal("fast decoder rejects a valid slice")
+		}
+		d0, d1 := &s.Spec.Devices[0], &s.Spec.Devices[1]
+		*d0.Attributes["a"].StringValue = "changed"
+		*d0.Attributes["i"].IntValue = 7
+		*d0.Attributes["b"].BoolValue = false
+		*d0.Attributes["v"].VersionValue = "2.0.0"
+		d0.Attributes["l"].StringValues[0] = "changed"
+		big := d0.Capacity["big"].Value
+		big.Add(resource.MustParse("1"))
+		d0.Capacity["big"] = api.DeviceCapacity{Value: big}
+		d0.Capacity["p"].RequestPolicy.ValidValues[0] = resource.MustParse("2")
+		c := d0.ConsumesCounters[0].Counters["big"].Value
+		c.Add(resource.MustParse("1"))
+		a := d1.Attributes
+		if *a["a"].StringValue != "x" || *a["i"].IntValue != 1 || !*a["b"].BoolValue || *a["v"].VersionValue != "1.0.0" || a["l"].StringValues[0] != "p" {
+			t.Errorf("changing one device's attributes changed another's: %v", a)
+		}
+		if q := d1.Capacity["big"].Value; q.String() != "123456789012345678901234567890" {
+			t.Errorf("changing one device's capacity changed another's: %s", q.String())
+		}
+		if q := d1.Capacity["p"].RequestPolicy.ValidValues[0]; q.String() != "1" {
+			t.Errorf("changing one device's request policy changed another's: %s", q.String())
+		}
+		if q := d1.ConsumesCounters[0].Counters["big"].Value; q.String() != "123456789012345678901234567890" {
+			t.Errorf("changing one device's counter changed another's: %s", q.String())
+		}
+	}
+}
+
+func TestCountElements(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want int
+	}{
+		{`[]`, 0},
+		{` [ ] `, 0},
+		{`[1]`, 1},
+		{`[{"a":[1,2]}, "x,y" ,[],null]`, 4},
+		{"[\n  {},\n  {}\n]", 2},
+		{`null`, 0},
+		{`{"a":1}`, 0},
+		{`[1,`, 1}, // not valid: any count will do, no panic
+	} {
+		if got := countElements([]byte(tc.in)); got != tc.want {
+			t.Errorf("countElements(%s) = %d, want %d", tc.in, got, tc.want)
+		}
 	}
 }

@@ -177,6 +177,27 @@ func scanObject(b []byte, i int, arrays bool) (members []member, end int, ok boo
 	return nil, 0, false
 }
 
+// countElements returns the number of elements of the array b (0 when b
+// is not an array).
+func countElements(b []byte) int {
+	i := skipSpace(b, 0)
+	if i >= len(b) || b[i] != '[' {
+		return 0
+	}
+	n := 0
+	for i = skipSpace(b, i+1); i < len(b) && b[i] != ']'; n++ {
+		end, ok := skipValue(b, i)
+		if !ok {
+			return n
+		}
+		i = skipSpace(b, end)
+		if i < len(b) && b[i] == ',' {
+			i = skipSpace(b, i+1)
+		}
+	}
+	return n
+}
+
 // arrayElements lists the elements of a JSON array. ok is false when b is
 // not an array.
 func arrayElements(b []byte) (elems [][]byte, ok bool) {

@@ -469,3 +469,34 @@ func TestCounterSets(t *testing.T) {
 		t.Error("gpu-0 has decoders, which only the duplicate in slice b defines")
 	}
 }
+
+// TestValidateAll: every pool's error lands at its index and is what
+// Validate reports, whichever worker judged it.
+func TestValidateAll(t *testing.T) {
+	var in []*api.ResourceSlice
+	for i := range 40 {
+		s := deviceSlice("s", 1, device("gpu-0", ""), device("gpu-1", ""))
+		s.Spec.Pool.Name = fmt.Sprintf("node-%02d", i)
+		if i%3 == 0 {
+			s.Spec.Devices[1].Name = "gpu-0" // duplicate device name
+		}
+		in = append(in, s)
+	}
+	pools := pool.Assemble(in)
+	errs := pool.ValidateAll(pools)
+	if len(errs) != len(pools) {
+		t.Fatalf("%d results for %d pools", len(errs), len(pools))
+	}
+	invalid := 0
+	for i, p := range pools {
+		if want := p.Validate(); !reflect.DeepEqual(errs[i], want) {
+			t.Errorf("pool %s: ValidateAll says %v, Validate %v", p.ID, errs[i], want)
+		}
+		if errs[i] != nil {
+			invalid++
+		}
+	}
+	if invalid != 14 {
+		t.Errorf("%d invalid pools, want 14", invalid)
+	}
+}

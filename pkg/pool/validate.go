@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/dractl/dractl/internal/parallel"
 	"github.com/dractl/dractl/pkg/api"
 )
 
@@ -90,6 +91,15 @@ func (p *Pool) Validate() *InvalidError {
 	return &InvalidError{Pool: p.ID, Problems: probs}
 }
 
+// ValidateAll validates every pool like Validate, spread over the machine's
+// cores: pools are independent. The result holds the error of pools[i] at
+// index i (nil for a valid pool).
+func ValidateAll(pools []*Pool) []*InvalidError {
+	out := make([]*InvalidError, len(pools))
+	parallel.For(len(pools), func(i int) { out[i] = pools[i].Validate() })
+	return out
+}
+
 // View is one generation of a pool as the allocator sees it for one node.
 // Upstream's allocator judges a pool by the slices the node sees, not by the
 // whole pool: a problem in a slice the node cannot see does not stop
@@ -159,40 +169,42 @@ func (v *View) problems() []Problem {
 	check := func(s *Slice, unique bool) {
 		for i := range s.Spec.Devices {
 			d := &s.Spec.Devices[i]
-			path := field.NewPath("spec", "devices").Index(i)
+			// Paths are built only for problems: a valid pool of a whole
+			// cluster has hundreds of thousands of devices.
+			path := func() *field.Path { return field.NewPath("spec", "devices").Index(i) }
 			if first, dup := deviceAt[d.Name]; dup && unique {
-				add(s, field.Duplicate(path.Child("name"), fmt.Sprintf("%s (also in ResourceSlice %s spec.devices[%d])", d.Name, first.slice, first.index)))
+				add(s, field.Duplicate(path().Child("name"), fmt.Sprintf("%s (also in ResourceSlice %s spec.devices[%d])", d.Name, first.slice, first.index)))
 			} else if unique {
 				deviceAt[d.Name] = place{s.Name, i}
 			}
 			dv, err := s.Mixins.Device(d)
 			if err != nil {
-				add(s, err.(*api.UnknownMixinError).FieldError(path))
+				add(s, err.(*api.UnknownMixinError).FieldError(path()))
 				continue
 			}
 			for name, c := range dv.Capacities() {
 				if !api.QuantityInRange(c.Value) {
-					add(s, outOfRange(path.Child("capacity").Key(string(name)).Child("value"), c.Value))
+					add(s, outOfRange(path().Child("capacity").Key(string(name)).Child("value"), c.Value))
 				}
 			}
 			if v.NoCounters {
 				continue
 			}
 			for j, c := range dv.Consumptions {
-				cpath := path.Child("consumesCounters").Index(j)
+				cpath := func() *field.Path { return path().Child("consumesCounters").Index(j) }
 				for name, q := range c.Counters() {
 					if !api.CounterInRange(q.Value) {
-						add(s, counterOutOfRange(cpath.Child("counters").Key(name).Child("value"), q.Value))
+						add(s, counterOutOfRange(cpath().Child("counters").Key(name).Child("value"), q.Value))
 					}
 				}
 				set, ok := sets[c.CounterSet()]
 				if !ok {
-					add(s, field.NotFound(cpath.Child("counterSet"), c.CounterSet()))
+					add(s, field.NotFound(cpath().Child("counterSet"), c.CounterSet()))
 					continue
 				}
 				for name := range c.Counters() {
 					if _, ok := set.Counter(name); !ok {
-						add(s, field.NotFound(cpath.Child("counters").Key(name),
+						add(s, field.NotFound(cpath().Child("counters").Key(name),
 							fmt.Sprintf("%s (counter set %s has no such counter)", name, set.Name())))
 					}
 				}

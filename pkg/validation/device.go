@@ -359,6 +359,9 @@ func taintEffect(e resourcev1.DeviceTaintEffect, required bool, p *field.Path) f
 // valid condition type (a qualified name), unique, the two lists disjoint,
 // and either both set or neither.
 func bindingConditions(conds, failures []string, p *field.Path) field.ErrorList {
+	if len(conds) == 0 && len(failures) == 0 {
+		return nil // nearly every device: no paths built
+	}
 	var errs field.ErrorList
 	condPath, failPath := p.Child("bindingConditions"), p.Child("bindingFailureConditions")
 	if e := tooMany(condPath, len(conds), MaxBindingConditions); e != nil {

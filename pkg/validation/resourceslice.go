@@ -2,13 +2,11 @@ package validation
 
 import (
 	"fmt"
-	"runtime"
 	"strings"
-	"sync"
-	"sync/atomic"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/dractl/dractl/internal/parallel"
 	"github.com/dractl/dractl/pkg/api"
 	resourcev1 "k8s.io/api/resource/v1"
 )
@@ -18,27 +16,7 @@ import (
 // whatever the scheduling.
 func ResourceSlices(slices []*api.ResourceSlice) []field.ErrorList {
 	out := make([]field.ErrorList, len(slices))
-	workers := min(runtime.GOMAXPROCS(0), len(slices))
-	if workers <= 1 {
-		for i, s := range slices {
-			out[i] = ResourceSlice(s)
-		}
-		return out
-	}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= len(slices) {
-					return
-				}
-				out[i] = ResourceSlice(slices[i])
-			}
-		})
-	}
-	wg.Wait()
+	parallel.For(len(slices), func(i int) { out[i] = ResourceSlice(slices[i]) })
 	return out
 }
 
@@ -163,7 +141,16 @@ func (v *sliceValidator) validate(p *field.Path) {
 		v.views = make([]api.DeviceView, len(spec.Devices))
 		v.ok = make([]bool, len(spec.Devices))
 		for i := range spec.Devices {
-			v.validateDevice(i, &spec.Devices[i], devicesPath.Index(i))
+			// A device's path is built only when it has a problem (see
+			// probePath): validateDevice has no effect besides its
+			// errors and the view it records, which the second run
+			// records again.
+			n := len(v.errs)
+			v.validateDevice(i, &spec.Devices[i], probePath)
+			if len(v.errs) > n {
+				v.errs = v.errs[:n]
+				v.validateDevice(i, &spec.Devices[i], devicesPath.Index(i))
+			}
 		}
 		v.add(duplicates(spec.Devices, func(d *api.Device) string { return d.Name }, devicesPath)...)
 	}
@@ -281,15 +268,14 @@ func (v *sliceValidator) validateDevice(i int, d *api.Device, p *field.Path) {
 		}
 	}
 
-	if len(d.ConsumesCounters) > 0 {
-		ccPath := p.Child("consumesCounters")
-		if errs := tooMany(ccPath, len(d.ConsumesCounters), v.lim.consumptionsPerDevice); errs != nil {
-			v.add(errs...)
-		} else {
-			for j := range d.ConsumesCounters {
-				v.validateConsumption(&d.ConsumesCounters[j], ccPath, j)
-			}
-			v.add(duplicates(d.ConsumesCounters, func(c *api.DeviceCounterConsumption) string { return c.CounterSet }, ccPath)...)
+	if n := len(d.ConsumesCounters); n > v.lim.consumptionsPerDevice {
+		v.add(tooMany(p.Child("consumesCounters"), n, v.lim.consumptionsPerDevice)...)
+	} else if n > 0 {
+		for j := range d.ConsumesCounters {
+			v.validateConsumption(&d.ConsumesCounters[j], p, j)
+		}
+		if n > 1 {
+			v.add(duplicates(d.ConsumesCounters, func(c *api.DeviceCounterConsumption) string { return c.CounterSet }, p.Child("consumesCounters"))...)
 		}
 	}
 
@@ -433,16 +419,16 @@ func (v *sliceValidator) validateDeviceNodeSelection(d *api.Device, p *field.Pat
 	}
 }
 
-// validateConsumption validates consumesCounters[j] of a device, whose
-// path is built only when it has a problem.
-func (v *sliceValidator) validateConsumption(c *api.DeviceCounterConsumption, ccPath *field.Path, j int) {
+// validateConsumption validates consumesCounters[j] of the device at p,
+// building the entry's path only when it has a problem.
+func (v *sliceValidator) validateConsumption(c *api.DeviceCounterConsumption, p *field.Path, j int) {
 	n := len(v.errs)
 	v.validateConsumptionAt(c, probePath)
 	if len(v.errs) == n {
 		return
 	}
 	v.errs = v.errs[:n]
-	v.validateConsumptionAt(c, ccPath.Index(j))
+	v.validateConsumptionAt(c, p.Child("consumesCounters").Index(j))
 }
 
 func (v *sliceValidator) validateConsumptionAt(c *api.DeviceCounterConsumption, p *field.Path) {
