@@ -257,6 +257,14 @@ func (f *feed) sync(tr fwk.ResourceClaimTracker) {
 	for uid, c := range f.pending {
 		a := tr.GetPendingAllocation(uid)
 		if a == nil {
+			// Another plugin's binding may have ended: its write is in
+			// the tracker's assume cache before the informer delivers it
+			// to the feed, and the devices are taken from then on.
+			if cur, err := tr.Get(c.Namespace, c.Name); err == nil && cur.UID == uid && cur.Status.Allocation != nil {
+				a = cur.Status.Allocation
+			}
+		}
+		if a == nil {
 			continue
 		}
 		in := *c

@@ -410,3 +410,26 @@ func TestWriteMayHaveLanded(t *testing.T) {
 		}
 	}
 }
+
+// TestForeignAllocationWrittenBeforeInformer: another plugin's binding
+// ended (its allocation is no longer in flight but written, in the
+// tracker's assume cache) before the informer delivered the written claim
+// to the State: the devices are taken all the same.
+func TestForeignAllocationWrittenBeforeInformer(t *testing.T) {
+	objs := append(gpuObjects(t), gpuClaim("stock", 1), gpuClaim("mine", 1))
+	c := newCluster(t, nil, objs...)
+	stock := gpuClaim("stock", 1)
+	stock.ResourceVersion = "2"
+	stock.Status.Allocation = &resourcev1.AllocationResult{Devices: resourcev1.DeviceAllocationResult{
+		Results: []resourcev1.DeviceRequestAllocationResult{at.Result("gpu", driver, "node-1", "gpu-0")}}}
+	c.tracker.set(stock)
+	if _, node, _ := schedule(t, c, gpuPod("pod-mine", "mine"), node1); node != "" {
+		t.Fatalf("placed on %s although gpu-0 is written for another plugin's claim", node)
+	}
+	// The informer catches up: the observed allocation replaces the
+	// assumed one, and the devices stay taken.
+	c.pl.feed.setClaim(stock)
+	if _, node, _ := schedule(t, c, gpuPod("pod-mine", "mine"), node1); node != "" {
+		t.Fatalf("placed on %s after the informer delivered the written claim", node)
+	}
+}
