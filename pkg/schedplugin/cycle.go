@@ -109,6 +109,12 @@ func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 			}
 			continue
 		}
+		if pl.feed.writeUnknown(state.KeyOf(c)) {
+			// Allocating it again could give it other devices while the
+			// earlier write still lands: an error sends the pod to
+			// backoff, to be tried again once the claim shows the outcome.
+			return nil, asError(logger, fmt.Errorf("resourceclaim %s: the API server did not say whether it stored the claim's allocation; waiting for the claim to show it", klog.KObj(c)))
+		}
 		if pl.dra.ResourceClaims().GetPendingAllocation(c.UID) != nil {
 			return nil, unresolvable(logger, fmt.Sprintf("resource claim %s is in the process of being allocated", klog.KObj(c)))
 		}

@@ -215,6 +215,20 @@ func (f *feed) mayBeWritten(key state.ClaimKey, base string) {
 	}
 }
 
+// writeUnknown reports whether PreBind's write of the claim's assumed
+// allocation ended without the API server saying whether it stored it
+// (mayBeWritten), and the claim has not shown the outcome yet.
+func (f *feed) writeUnknown(key state.ClaimKey) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	as, ok := f.assumed[key]
+	if !ok || as.until.IsZero() || !f.now().Before(as.until) {
+		return false
+	}
+	c := f.observed[key]
+	return c == nil || !newerVersion(c.ResourceVersion, as.written)
+}
+
 // forget drops an assumed allocation whose binding failed. Forgetting
 // what is not assumed (any more) is not an error.
 func (f *feed) forget(key state.ClaimKey) {

@@ -380,6 +380,13 @@ func TestWriteOfUnknownOutcomeKeepsDevices(t *testing.T) {
 				c.pl.feed.setClaim(a)
 			}
 			now = now.Add(tc.wait)
+			if !tc.free && !tc.stored {
+				// Allocating claim a again could give it other devices
+				// while the earlier write still lands.
+				if _, node, statuses := schedule(t, c, podA, node1); node != "" || statuses[0].Code() != fwk.Error {
+					t.Fatalf("pod-a tried again while its write's outcome is unknown: node %q, %v", node, statuses)
+				}
+			}
 			_, node, statuses := schedule(t, c, gpuPod("pod-b", "b"), node1)
 			if got := node == "node-1"; got != tc.free {
 				t.Fatalf("pod-b placed: %v, want %v (%v)", got, tc.free, statuses)
