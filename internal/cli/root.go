@@ -34,6 +34,12 @@ type globalOptions struct {
 // Execute runs dractl with the process's arguments and streams and returns
 // the exit code.
 func Execute() int {
+	stop, err := startProfiling()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "error: %v\n", err)
+		return ExitUsage
+	}
+	defer stop()
 	return RunAs(context.Background(), filepath.Base(os.Args[0]), os.Args[1:], Streams{In: os.Stdin, Out: os.Stdout, Err: os.Stderr})
 }
 
