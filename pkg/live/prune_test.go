@@ -2,20 +2,27 @@ package live
 
 import (
 	"math/rand/v2"
+	"reflect"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
 	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/dractl/dractl/internal/testgen"
 	"github.com/dractl/dractl/pkg/api"
 )
 
-// A slice pruned on the wire decodes to the slice TrimToPool leaves:
-// nothing else is lost, whatever the slice holds.
-func TestPoolFieldsPruneOnlyAttributesAndManagedFields(t *testing.T) {
+// A slice decoded for pool checks is the slice TrimToPool leaves: nothing
+// else is lost, whatever the slice holds, and whatever the slices decoded
+// before it (one decoder reads them all, sharing what they have in
+// common).
+func TestPoolFieldsDropOnlyAttributesAndManagedFields(t *testing.T) {
+	dec := newPoolDecoder()
 	for seed := range uint64(300) {
 		r := rand.New(rand.NewPCG(seed, 1))
 		s, err := api.ToV1(testgen.Slice(r, testgen.Options{}))
@@ -30,17 +37,13 @@ func TestPoolFieldsPruneOnlyAttributesAndManagedFields(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		pruned, err := slicePoolFields.prune(nil, raw)
+		got, err := dec.decode(raw)
 		if err != nil {
 			t.Fatalf("seed %d: %v", seed, err)
 		}
-		var got resourcev1.ResourceSlice
-		if err := got.Unmarshal(pruned); err != nil {
-			t.Fatalf("seed %d: the pruned slice does not decode: %v", seed, err)
-		}
 		want := decoded(t, raw)
 		TrimToPool(want)
-		if diff := cmp.Diff(want, &got); diff != "" {
+		if diff := cmp.Diff(want, got); diff != "" {
 			t.Fatalf("seed %d: pruned slice differs (-want +got):\n%s", seed, diff)
 		}
 	}
@@ -48,7 +51,7 @@ func TestPoolFieldsPruneOnlyAttributesAndManagedFields(t *testing.T) {
 
 // A device whose length prefix needs fewer bytes once its attributes are
 // gone (2 bytes before, 1 after) still decodes.
-func TestPruneShortensLengthPrefixes(t *testing.T) {
+func TestPoolFieldsShortenLengthPrefixes(t *testing.T) {
 	s := &resourcev1.ResourceSlice{
 		ObjectMeta: metav1.ObjectMeta{Name: "s"},
 		Spec: resourcev1.ResourceSliceSpec{Driver: "d", Pool: resourcev1.ResourcePool{Name: "p", ResourceSliceCount: 1},
@@ -60,25 +63,22 @@ func TestPruneShortensLengthPrefixes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pruned, err := slicePoolFields.prune(nil, raw)
+	dec := newPoolDecoder()
+	got, err := dec.decode(raw)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(pruned) >= len(raw)-200 {
-		t.Errorf("pruned %d bytes of %d, want the attribute gone", len(raw)-len(pruned), len(raw))
-	}
-	var got resourcev1.ResourceSlice
-	if err := got.Unmarshal(pruned); err != nil {
-		t.Fatal(err)
+	if len(dec.out) >= len(raw)-200 {
+		t.Errorf("decoded %d bytes of %d, want the attribute gone", len(dec.out), len(raw))
 	}
 	want := decoded(t, raw)
 	TrimToPool(want)
-	if diff := cmp.Diff(want, &got); diff != "" {
+	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
 	for _, n := range []int{1, 5, len(raw) / 2, len(raw) - 1} {
-		if _, err := slicePoolFields.prune(nil, raw[:n]); err == nil {
-			t.Errorf("a slice cut after %d of %d bytes was pruned without an error", n, len(raw))
+		if _, err := dec.decode(raw[:n]); err == nil {
+			t.Errorf("a slice cut after %d of %d bytes was decoded without an error", n, len(raw))
 		}
 	}
 }
@@ -91,4 +91,62 @@ func decoded(t *testing.T, raw []byte) *resourcev1.ResourceSlice {
 		t.Fatal(err)
 	}
 	return &s
+}
+
+// Slices of two nodes of one model share their counter sets, each
+// partition's capacities and counter consumption and the device names;
+// what differs (the node, a device's taint) is not shared.
+func TestPoolFieldsShareWhatSlicesHaveInCommon(t *testing.T) {
+	counters := map[string]resourcev1.Counter{"memory": {Value: resource.MustParse("80Gi")}, "slice-0": {Value: resource.MustParse("1")}}
+	slice := func(node string, taint bool) []byte {
+		s := &resourcev1.ResourceSlice{
+			ObjectMeta: metav1.ObjectMeta{Name: node + "-gpu"},
+			Spec: resourcev1.ResourceSliceSpec{Driver: "gpu.example.com", Pool: resourcev1.ResourcePool{Name: node, ResourceSliceCount: 1},
+				NodeName:       ptr.To(node),
+				SharedCounters: []resourcev1.CounterSet{{Name: "gpu-0", Counters: counters}},
+				Devices: []resourcev1.Device{{
+					Name:     "gpu-0-mig-0",
+					Capacity: map[resourcev1.QualifiedName]resourcev1.DeviceCapacity{"memory": {Value: resource.MustParse("10Gi")}},
+					ConsumesCounters: []resourcev1.DeviceCounterConsumption{{CounterSet: "gpu-0",
+						Counters: map[string]resourcev1.Counter{"memory": {Value: resource.MustParse("10Gi")}, "slice-0": {Value: resource.MustParse("1")}}}},
+				}}},
+		}
+		if taint {
+			s.Spec.Devices[0].Taints = []resourcev1.DeviceTaint{{Key: "broken", Effect: resourcev1.DeviceTaintEffectNoSchedule}}
+		}
+		raw, err := s.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return raw
+	}
+	dec := newPoolDecoder()
+	a, err := dec.decode(slice("node-a", false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := dec.decode(slice("node-b", true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	da, db := &a.Spec.Devices[0], &b.Spec.Devices[0]
+	same := func(what string, x, y any) {
+		t.Helper()
+		if reflect.ValueOf(x).Pointer() != reflect.ValueOf(y).Pointer() {
+			t.Errorf("%s: not shared", what)
+		}
+	}
+	same("capacity", da.Capacity, db.Capacity)
+	same("consumesCounters", da.ConsumesCounters, db.ConsumesCounters)
+	same("sharedCounters", a.Spec.SharedCounters, b.Spec.SharedCounters)
+	same("device name", unsafe.StringData(da.Name), unsafe.StringData(db.Name))
+	if *a.Spec.NodeName == *b.Spec.NodeName || len(da.Taints) != 0 || len(db.Taints) != 1 {
+		t.Errorf("what differs was shared: nodes %s and %s, taints %v and %v", *a.Spec.NodeName, *b.Spec.NodeName, da.Taints, db.Taints)
+	}
+	if got := db.ConsumesCounters[0].Counters["memory"].Value; got.String() != "10Gi" {
+		t.Errorf("consumed memory %s, want 10Gi", got.String())
+	}
+	if n := len(dec.sharedCapacities) + len(dec.sharedConsumes) + len(dec.sharedSets); n != 3 {
+		t.Errorf("%d values decoded, want 3 (one of each kind)", n)
+	}
 }

@@ -47,11 +47,13 @@ func (c *Client) slicesParallel(ctx context.Context, fieldSelector string, field
 		wg    sync.WaitGroup
 		mu    sync.Mutex
 		bad   error
-		work  = make(chan func(), 1024)
+		work  = make(chan func(*poolDecoder), 1024)
 		// A page's bytes are read into a buffer that goes back to bufs
 		// once its slices are decoded: the next pages reuse it rather than
-		// growing a new one.
-		bufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+		// growing a new one. (A sync.Pool would lose them to every
+		// garbage collection, which a list of thousands of slices causes
+		// many of.)
+		bufs = make(chan *bytes.Buffer, 4)
 	)
 	fail := func(err error) {
 		mu.Lock()
@@ -61,16 +63,27 @@ func (c *Client) slicesParallel(ctx context.Context, fieldSelector string, field
 	workers := max(runtime.GOMAXPROCS(0), 1)
 	for range workers {
 		go func() {
+			// Each worker shares what the slices it decodes have in
+			// common (see poolDecoder) across pages.
+			var dec *poolDecoder
+			if fields == PoolFields {
+				dec = newPoolDecoder()
+			}
 			for f := range work {
-				f()
+				f(dec)
 			}
 		}()
 	}
 	defer close(work)
 	opts := metav1.ListOptions{FieldSelector: fieldSelector, Limit: c.pageSize()}
 	for {
-		buf := bufs.Get().(*bytes.Buffer)
-		buf.Reset()
+		var buf *bytes.Buffer
+		select {
+		case buf = <-bufs:
+			buf.Reset()
+		default:
+			buf = new(bytes.Buffer)
+		}
 		if err := readPage(ctx, rc, &opts, buf); err != nil {
 			wg.Wait()
 			return nil, err
@@ -89,24 +102,19 @@ func (c *Client) slicesParallel(ctx context.Context, fieldSelector string, field
 			hi := min(lo+chunk, len(items))
 			wg.Add(1)
 			pageWG.Add(1)
-			work <- func() {
+			work <- func(dec *poolDecoder) {
 				defer wg.Done()
 				defer pageWG.Done()
-				var pruned []byte
 				for i := lo; i < hi; i++ {
-					b := items[i]
-					if fields == PoolFields {
-						// Unmarshal copies what it keeps, so pruned is
-						// reused.
-						var err error
-						if pruned, err = slicePoolFields.prune(pruned[:0], b); err != nil {
-							fail(err)
-							return
-						}
-						b = pruned
+					var s *resourcev1.ResourceSlice
+					var err error
+					if dec != nil {
+						s, err = dec.decode(items[i])
+					} else {
+						s = new(resourcev1.ResourceSlice)
+						err = s.Unmarshal(items[i])
 					}
-					s := new(resourcev1.ResourceSlice)
-					if err := s.Unmarshal(b); err != nil {
+					if err != nil {
 						fail(err)
 						return
 					}
@@ -118,7 +126,10 @@ func (c *Client) slicesParallel(ctx context.Context, fieldSelector string, field
 		go func() {
 			defer wg.Done()
 			pageWG.Wait()
-			bufs.Put(buf)
+			select {
+			case bufs <- buf:
+			default:
+			}
 		}()
 		if meta.Continue == "" {
 			break
