@@ -150,53 +150,51 @@ func (e *poolEntry) computeUsage() *PoolUsage {
 			}
 		}
 	}
+	left := remaining(u)
 	for i := range u.Devices {
 		d := &u.Devices[i]
 		if len(d.Holders) > 0 || d.ViewErr != nil {
 			continue
 		}
-		d.Blocked = !fits(d.View, u, consumed)
+		d.Blocked = !fits(d.View, left)
 	}
 	return u
 }
 
+// remaining is what is left of each counter of each set: nil for a
+// counter whose capacity is out of range (see api.QuantityInRange), which
+// no device can have.
+func remaining(u *PoolUsage) map[string]map[string]*resource.Quantity {
+	out := make(map[string]map[string]*resource.Quantity, len(u.CounterSets))
+	for _, cs := range u.CounterSets {
+		byName := make(map[string]*resource.Quantity, len(cs.Counters))
+		for _, c := range cs.Counters {
+			byName[c.Name] = nil
+			if api.QuantityInRange(c.Capacity) {
+				left := c.Capacity.DeepCopy()
+				left.Sub(c.Consumed)
+				byName[c.Name] = &left
+			}
+		}
+		out[cs.Name] = byName
+	}
+	return out
+}
+
 // fits reports whether every counter the device consumes is still there in
 // the amount it needs.
-func fits(v api.DeviceView, u *PoolUsage, consumed map[string]map[string]*resource.Quantity) bool {
+func fits(v api.DeviceView, left map[string]map[string]*resource.Quantity) bool {
 	for _, cv := range v.Consumptions {
-		byName := consumed[cv.CounterSet()]
+		byName := left[cv.CounterSet()]
 		if byName == nil {
 			return false
 		}
 		for name, c := range cv.Counters() {
 			q := byName[name]
-			if q == nil {
-				return false
-			}
-			capacity := u.counter(cv.CounterSet(), name)
-			if !api.QuantityInRange(capacity) || !api.QuantityInRange(c.Value) {
-				return false
-			}
-			left := capacity.DeepCopy()
-			left.Sub(*q)
-			if left.Cmp(c.Value) < 0 {
+			if q == nil || !api.QuantityInRange(c.Value) || q.Cmp(c.Value) < 0 {
 				return false
 			}
 		}
 	}
 	return true
-}
-
-func (u *PoolUsage) counter(set, name string) resource.Quantity {
-	for _, cs := range u.CounterSets {
-		if cs.Name != set {
-			continue
-		}
-		for _, c := range cs.Counters {
-			if c.Name == name {
-				return c.Capacity
-			}
-		}
-	}
-	return resource.Quantity{}
 }
