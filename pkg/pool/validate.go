@@ -165,7 +165,11 @@ func (v *View) problems() []Problem {
 			sets[cs.Name] = view
 		}
 	}
-	deviceAt := make(map[string]place)
+	n := 0
+	for _, s := range v.Devices {
+		n += len(s.Spec.Devices)
+	}
+	deviceAt := make(map[string]place, n)
 	check := func(s *Slice, unique bool) {
 		for i := range s.Spec.Devices {
 			d := &s.Spec.Devices[i]
