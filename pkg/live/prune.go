@@ -3,6 +3,7 @@ package live
 import (
 	"encoding/binary"
 	"fmt"
+	"sync"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	resourcev1 "k8s.io/api/resource/v1"
@@ -132,13 +133,19 @@ func (d *poolDecoder) decode(msg []byte) (*resourcev1.ResourceSlice, error) {
 			return nil, err
 		}
 	}
+	d.bound()
+	return s, nil
+}
+
+// bound forgets every value shared so far once there are more than
+// maxShared.
+func (d *poolDecoder) bound() {
 	if len(d.sharedNames)+len(d.sharedCapacities)+len(d.sharedConsumes)+len(d.sharedSets) > maxShared {
 		clear(d.sharedNames)
 		clear(d.sharedCapacities)
 		clear(d.sharedConsumes)
 		clear(d.sharedSets)
 	}
-	return s, nil
 }
 
 // The look-ups below convert their key to a string only to store it: a
@@ -150,6 +157,14 @@ func (d *poolDecoder) name(b []byte) string {
 		return s
 	}
 	s := string(b)
+	d.sharedNames[s] = s
+	return s
+}
+
+func (d *poolDecoder) nameOf(s string) string {
+	if shared, ok := d.sharedNames[s]; ok {
+		return shared
+	}
 	d.sharedNames[s] = s
 	return s
 }
@@ -319,4 +334,74 @@ func TrimToPool(s *resourcev1.ResourceSlice) {
 	for i := range s.Spec.Devices {
 		s.Spec.Devices[i].Attributes = nil
 	}
+}
+
+// Sharer shares what ResourceSlices decoded elsewhere (by an informer)
+// hold alike, as a list with PoolFields shares it: device names,
+// capacities, counter consumption and counter sets. Values are told apart
+// by their protobuf encoding, which is how the API server sent them: two
+// values share one copy only if they encode the same. It is safe for
+// concurrent use.
+type Sharer struct {
+	mu  sync.Mutex
+	d   *poolDecoder
+	buf []byte
+}
+
+// NewSharer returns a Sharer that shares nothing yet.
+func NewSharer() *Sharer { return &Sharer{d: newPoolDecoder()} }
+
+// Share replaces what s holds like a slice shared before by that slice's
+// values; s holds equal values afterwards, and must not be modified again,
+// as an informer's objects are not.
+func (sh *Sharer) Share(s *resourcev1.ResourceSlice) {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	d := sh.d
+	for i := range s.Spec.Devices {
+		dev := &s.Spec.Devices[i]
+		dev.Name = d.nameOf(dev.Name)
+		if dev.Capacity != nil {
+			key := sh.encode(&resourcev1.Device{Capacity: dev.Capacity})
+			if m, ok := d.sharedCapacities[string(key)]; ok {
+				dev.Capacity = m
+			} else if key != nil {
+				d.sharedCapacities[string(key)] = dev.Capacity
+			}
+		}
+		if dev.ConsumesCounters != nil {
+			key := sh.encode(&resourcev1.Device{ConsumesCounters: dev.ConsumesCounters})
+			if c, ok := d.sharedConsumes[string(key)]; ok {
+				dev.ConsumesCounters = c
+			} else if key != nil {
+				d.sharedConsumes[string(key)] = dev.ConsumesCounters
+			}
+		}
+	}
+	if s.Spec.SharedCounters != nil {
+		key := sh.encode(&resourcev1.ResourceSliceSpec{SharedCounters: s.Spec.SharedCounters})
+		if c, ok := d.sharedSets[string(key)]; ok {
+			s.Spec.SharedCounters = c
+		} else if key != nil {
+			d.sharedSets[string(key)] = s.Spec.SharedCounters
+		}
+	}
+	d.bound()
+}
+
+// encode encodes m into sh.buf; nil if it cannot be encoded (nothing is
+// shared then).
+func (sh *Sharer) encode(m interface {
+	Size() int
+	MarshalToSizedBuffer([]byte) (int, error)
+}) []byte {
+	n := m.Size()
+	if cap(sh.buf) < n {
+		sh.buf = make([]byte, n)
+	}
+	b := sh.buf[:n]
+	if _, err := m.MarshalToSizedBuffer(b); err != nil {
+		return nil
+	}
+	return b
 }

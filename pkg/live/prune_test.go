@@ -150,3 +150,40 @@ func TestPoolFieldsShareWhatSlicesHaveInCommon(t *testing.T) {
 		t.Errorf("%d values decoded, want 3 (one of each kind)", n)
 	}
 }
+
+// Sharing what decoded slices hold alike changes no slice: each is equal
+// to what it was, whatever the slices shared before; and a slice equal to
+// one shared before holds that one's values.
+func TestSharerKeepsEverySliceEqual(t *testing.T) {
+	sh := NewSharer()
+	first := map[uint64]*resourcev1.ResourceSlice{}
+	shared := 0
+	for seed := range uint64(300) {
+		r := rand.New(rand.NewPCG(seed%50, 1)) // every slice comes up six times
+		s, err := api.ToV1(testgen.Slice(r, testgen.Options{}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := s.DeepCopy()
+		sh.Share(s)
+		if diff := cmp.Diff(want, s); diff != "" {
+			t.Fatalf("seed %d: shared slice differs (-want +got):\n%s", seed, diff)
+		}
+		f := first[seed%50]
+		if f == nil {
+			first[seed%50] = s
+			continue
+		}
+		for i := range s.Spec.Devices {
+			if c := s.Spec.Devices[i].Capacity; c != nil {
+				if reflect.ValueOf(c).Pointer() != reflect.ValueOf(f.Spec.Devices[i].Capacity).Pointer() {
+					t.Fatalf("seed %d: device %d's capacities are not those of the equal slice shared before", seed, i)
+				}
+				shared++
+			}
+		}
+	}
+	if shared == 0 {
+		t.Error("no capacities were shared")
+	}
+}

@@ -29,6 +29,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/dractl/dractl/pkg/live"
 	"github.com/dractl/dractl/pkg/pool"
 	"github.com/dractl/dractl/pkg/state"
 )
@@ -114,7 +115,7 @@ func New(opts Options) *Monitor {
 	m.recorder = opts.Recorder
 	m.metrics = newMetrics(m)
 	m.factory = informers.NewSharedInformerFactoryWithOptions(opts.Client, 0,
-		informers.WithTransform(trim))
+		informers.WithTransform(trim(live.NewSharer())))
 	m.slices = m.factory.Resource().V1().ResourceSlices().Informer()
 	claims := m.factory.Resource().V1().ResourceClaims().Informer()
 	_, _ = m.slices.AddEventHandler(cache.ResourceEventHandlerFuncs{

@@ -106,18 +106,23 @@ func (m *Monitor) emit(s *poolStatus, eventType, reason, note string) {
 	}
 }
 
-// trim is the informers' transform: it drops what the monitor never reads
-// before the informer stores an object, which on a large cluster is most
-// of the monitor's memory: managedFields from every object, and from
+// trim returns the informers' transform: it drops what the monitor never
+// reads before the informer stores an object, which on a large cluster is
+// most of the monitor's memory: managedFields from every object, and from
 // ResourceSlices what no pool check reads (live.TrimToPool: device
-// attributes, about half of what a decoded MIG device holds).
-func trim(obj any) (any, error) {
-	if s, ok := obj.(*resourcev1.ResourceSlice); ok {
-		live.TrimToPool(s)
-		return s, nil
+// attributes, about half of what a decoded MIG device holds). What the
+// slices of a cluster's nodes hold alike (capacities, counter consumption,
+// counter sets, device names) is kept once (live.Sharer).
+func trim(sharer *live.Sharer) func(obj any) (any, error) {
+	return func(obj any) (any, error) {
+		if s, ok := obj.(*resourcev1.ResourceSlice); ok {
+			live.TrimToPool(s)
+			sharer.Share(s)
+			return s, nil
+		}
+		if a, err := meta.Accessor(obj); err == nil {
+			a.SetManagedFields(nil)
+		}
+		return obj, nil
 	}
-	if a, err := meta.Accessor(obj); err == nil {
-		a.SetManagedFields(nil)
-	}
-	return obj, nil
 }

@@ -1,6 +1,7 @@
 package monitor
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,8 @@ import (
 	"k8s.io/client-go/tools/events"
 	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
+
+	"github.com/dractl/dractl/pkg/live"
 )
 
 func slice(name string, count int64, counters bool) *resourcev1.ResourceSlice {
@@ -134,7 +137,10 @@ func TestTrimKeepsWhatPoolChecksRead(t *testing.T) {
 	d := &s.Spec.Devices[0]
 	d.Attributes = map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{"model": {StringValue: ptr.To("H100")}}
 	d.Capacity = map[resourcev1.QualifiedName]resourcev1.DeviceCapacity{"memory": {Value: resource.MustParse("10Gi")}}
-	obj, err := trim(s)
+	other := s.DeepCopy()
+	other.Name, other.Spec.Pool.Name = "other", "other"
+	transform := trim(live.NewSharer())
+	obj, err := transform(s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,5 +151,15 @@ func TestTrimKeepsWhatPoolChecksRead(t *testing.T) {
 	}
 	if len(d.Capacity) != 1 || len(d.ConsumesCounters) != 1 || d.Name != "part-0" {
 		t.Errorf("device %+v lost what pool checks read", d)
+	}
+	// Another pool's slice with the same devices keeps one copy of them.
+	obj, err = transform(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	od := &obj.(*resourcev1.ResourceSlice).Spec.Devices[0]
+	if reflect.ValueOf(od.Capacity).Pointer() != reflect.ValueOf(d.Capacity).Pointer() ||
+		&od.ConsumesCounters[0] != &d.ConsumesCounters[0] {
+		t.Error("equal capacities and counter consumption of two slices are not shared")
 	}
 }
