@@ -10,11 +10,14 @@ import (
 // Profiling is for measuring dractl as a user runs it, in its own process
 // against a real cluster: DRACTL_CPUPROFILE names a file for a CPU profile
 // of the whole command, DRACTL_MEMPROFILE one for an allocation profile
-// written when it ends. Neither is a flag: they are for developers, and a
-// verb's help should not carry them.
+// written when it ends, and DRACTL_MEMSTATS one for the totals a
+// benchmark reads ("mallocs N" and "bytes N" lines: what the command
+// allocated). None is a flag: they are for developers, and a verb's help
+// should not carry them.
 const (
 	cpuProfileEnv = "DRACTL_CPUPROFILE"
 	memProfileEnv = "DRACTL_MEMPROFILE"
+	memStatsEnv   = "DRACTL_MEMSTATS"
 )
 
 // startProfiling starts what the environment asks for and returns the
@@ -46,6 +49,13 @@ func startProfiling() (stop func(), err error) {
 				return err
 			}
 			return f.Close()
+		})
+	}
+	if path := os.Getenv(memStatsEnv); path != "" {
+		stops = append(stops, func() error {
+			var m runtime.MemStats
+			runtime.ReadMemStats(&m)
+			return os.WriteFile(path, fmt.Appendf(nil, "mallocs %d\nbytes %d\n", m.Mallocs, m.TotalAlloc), 0o644)
 		})
 	}
 	return func() {

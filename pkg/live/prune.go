@@ -118,18 +118,18 @@ func (d *poolDecoder) decode(msg []byte) (*resourcev1.ResourceSlice, error) {
 			dev.Name = d.name(f.name.of(d.names))
 		}
 		if b := f.capacity.of(d.capacity); len(b) > 0 {
-			if dev.Capacity, err = d.deviceCapacity(b); err != nil {
+			if dev.Capacity, err = sharedValue(d.sharedCapacities, b, deviceCapacity); err != nil {
 				return nil, err
 			}
 		}
 		if b := f.consumes.of(d.consumes); len(b) > 0 {
-			if dev.ConsumesCounters, err = d.deviceConsumes(b); err != nil {
+			if dev.ConsumesCounters, err = sharedValue(d.sharedConsumes, b, deviceConsumes); err != nil {
 				return nil, err
 			}
 		}
 	}
 	if len(d.sets) > 0 {
-		if s.Spec.SharedCounters, err = d.counterSets(d.sets); err != nil {
+		if s.Spec.SharedCounters, err = sharedValue(d.sharedSets, d.sets, specCounterSets); err != nil {
 			return nil, err
 		}
 	}
@@ -152,6 +152,18 @@ func (d *poolDecoder) bound() {
 // hit allocates nothing. A miss decodes the fields with the generated
 // code, as part of an otherwise empty message of their kind.
 
+func deviceCapacity(d *resourcev1.Device) map[resourcev1.QualifiedName]resourcev1.DeviceCapacity {
+	return d.Capacity
+}
+
+func deviceConsumes(d *resourcev1.Device) []resourcev1.DeviceCounterConsumption {
+	return d.ConsumesCounters
+}
+
+func specCounterSets(s *resourcev1.ResourceSliceSpec) []resourcev1.CounterSet {
+	return s.SharedCounters
+}
+
 func (d *poolDecoder) name(b []byte) string {
 	if s, ok := d.sharedNames[string(b)]; ok {
 		return s
@@ -169,40 +181,23 @@ func (d *poolDecoder) nameOf(s string) string {
 	return s
 }
 
-func (d *poolDecoder) deviceCapacity(b []byte) (map[resourcev1.QualifiedName]resourcev1.DeviceCapacity, error) {
-	if m, ok := d.sharedCapacities[string(b)]; ok {
-		return m, nil
+// sharedValue returns the value encoded as b: the one decoded before, or
+// else what field reads from b decoded as a message M.
+func sharedValue[V, M any, PM interface {
+	*M
+	Unmarshal([]byte) error
+}](table map[string]V, b []byte, field func(*M) V) (V, error) {
+	if v, ok := table[string(b)]; ok {
+		return v, nil
 	}
-	var dev resourcev1.Device
-	if err := dev.Unmarshal(b); err != nil {
-		return nil, err
+	var m M
+	if err := PM(&m).Unmarshal(b); err != nil {
+		var zero V
+		return zero, err
 	}
-	d.sharedCapacities[string(b)] = dev.Capacity
-	return dev.Capacity, nil
-}
-
-func (d *poolDecoder) deviceConsumes(b []byte) ([]resourcev1.DeviceCounterConsumption, error) {
-	if c, ok := d.sharedConsumes[string(b)]; ok {
-		return c, nil
-	}
-	var dev resourcev1.Device
-	if err := dev.Unmarshal(b); err != nil {
-		return nil, err
-	}
-	d.sharedConsumes[string(b)] = dev.ConsumesCounters
-	return dev.ConsumesCounters, nil
-}
-
-func (d *poolDecoder) counterSets(b []byte) ([]resourcev1.CounterSet, error) {
-	if c, ok := d.sharedSets[string(b)]; ok {
-		return c, nil
-	}
-	var spec resourcev1.ResourceSliceSpec
-	if err := spec.Unmarshal(b); err != nil {
-		return nil, err
-	}
-	d.sharedSets[string(b)] = spec.SharedCounters
-	return spec.SharedCounters, nil
+	v := field(&m)
+	table[string(b)] = v
+	return v, nil
 }
 
 // slice appends the ResourceSlice msg to out without managedFields and
@@ -362,31 +357,29 @@ func (sh *Sharer) Share(s *resourcev1.ResourceSlice) {
 		dev := &s.Spec.Devices[i]
 		dev.Name = d.nameOf(dev.Name)
 		if dev.Capacity != nil {
-			key := sh.encode(&resourcev1.Device{Capacity: dev.Capacity})
-			if m, ok := d.sharedCapacities[string(key)]; ok {
-				dev.Capacity = m
-			} else if key != nil {
-				d.sharedCapacities[string(key)] = dev.Capacity
-			}
+			dev.Capacity = share(d.sharedCapacities, sh.encode(&resourcev1.Device{Capacity: dev.Capacity}), dev.Capacity)
 		}
 		if dev.ConsumesCounters != nil {
-			key := sh.encode(&resourcev1.Device{ConsumesCounters: dev.ConsumesCounters})
-			if c, ok := d.sharedConsumes[string(key)]; ok {
-				dev.ConsumesCounters = c
-			} else if key != nil {
-				d.sharedConsumes[string(key)] = dev.ConsumesCounters
-			}
+			dev.ConsumesCounters = share(d.sharedConsumes, sh.encode(&resourcev1.Device{ConsumesCounters: dev.ConsumesCounters}), dev.ConsumesCounters)
 		}
 	}
 	if s.Spec.SharedCounters != nil {
-		key := sh.encode(&resourcev1.ResourceSliceSpec{SharedCounters: s.Spec.SharedCounters})
-		if c, ok := d.sharedSets[string(key)]; ok {
-			s.Spec.SharedCounters = c
-		} else if key != nil {
-			d.sharedSets[string(key)] = s.Spec.SharedCounters
-		}
+		s.Spec.SharedCounters = share(d.sharedSets, sh.encode(&resourcev1.ResourceSliceSpec{SharedCounters: s.Spec.SharedCounters}), s.Spec.SharedCounters)
 	}
 	d.bound()
+}
+
+// share returns the value shared under key, or v, which it shares under
+// key if there is one.
+func share[V any](table map[string]V, key []byte, v V) V {
+	if key == nil {
+		return v
+	}
+	if shared, ok := table[string(key)]; ok {
+		return shared
+	}
+	table[string(key)] = v
+	return v
 }
 
 // encode encodes m into sh.buf; nil if it cannot be encoded (nothing is
