@@ -121,28 +121,45 @@ func BenchmarkLive1000Nodes(b *testing.B) {
 	}
 	// run runs dractl once and returns the CPU time its process used: on
 	// a shared machine the wall time also counts other processes.
-	run := func(b *testing.B, want string, args ...string) time.Duration {
+	// Its allocations are what it writes to $DRACTL_MEMSTATS on exit.
+	stats := filepath.Join(b.TempDir(), "memstats")
+	type usage struct {
+		cpu            time.Duration
+		mallocs, bytes float64
+	}
+	run := func(b *testing.B, want string, args ...string) usage {
 		cmd := exec.Command(bin, append(args, "--kubeconfig", kc)...)
+		cmd.Env = append(os.Environ(), "DRACTL_MEMSTATS="+stats)
 		out, err := cmd.Output()
 		if err != nil || !strings.Contains(string(out), want) {
 			b.Fatalf("dractl %v: %v\n%.2000s", args, err, out)
 		}
-		return cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+		u := usage{cpu: cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()}
+		raw, err := os.ReadFile(stats)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := fmt.Sscanf(string(raw), "mallocs %g\nbytes %g\n", &u.mallocs, &u.bytes); err != nil {
+			b.Fatalf("%s: %v", stats, err)
+		}
+		return u
 	}
-	b.Run("get-pools", func(b *testing.B) {
-		var cpu time.Duration
-		for b.Loop() {
-			cpu += run(b, fmt.Sprintf("dgx-%04d", n-1), "get", "pools")
+	verb := func(want string, args ...string) func(b *testing.B) {
+		return func(b *testing.B) {
+			var sum usage
+			for b.Loop() {
+				u := run(b, want, args...)
+				sum.cpu += u.cpu
+				sum.mallocs += u.mallocs
+				sum.bytes += u.bytes
+			}
+			b.ReportMetric(sum.cpu.Seconds()/float64(b.N), "dractl-cpu-s/op")
+			b.ReportMetric(sum.mallocs/float64(b.N), "dractl-allocs/op")
+			b.ReportMetric(sum.bytes/float64(b.N)/(1<<20), "dractl-MiB/op")
 		}
-		b.ReportMetric(cpu.Seconds()/float64(b.N), "dractl-cpu-s/op")
-	})
-	b.Run("describe-node", func(b *testing.B) {
-		var cpu time.Duration
-		for b.Loop() {
-			cpu += run(b, "gpu.nvidia.com/dgx-0000", "describe", "node", "dgx-0000")
-		}
-		b.ReportMetric(cpu.Seconds()/float64(b.N), "dractl-cpu-s/op")
-	})
+	}
+	b.Run("get-pools", verb(fmt.Sprintf("dgx-%04d", n-1), "get", "pools"))
+	b.Run("describe-node", verb("gpu.nvidia.com/dgx-0000", "describe", "node", "dgx-0000"))
 	b.Run("monitor-heap", func(b *testing.B) {
 		// The monitor in this process, so that its heap can be read after
 		// a collection; ns/op is how long it takes to list, watch and
