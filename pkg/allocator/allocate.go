@@ -40,7 +40,17 @@ func (c *Claims) Allocate(ctx context.Context, node *corev1.Node) ([]*resourcev1
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	bufs := new(attemptBufs)
+	// The attempts' arrays and lists come from a pool: a scheduler asks
+	// every node in every cycle, and nothing of them outlives the call
+	// (results and explanations copy what they keep).
+	sc := scratchPool.Get().(*scratch)
+	bufs := &sc.bufs
+	var at *attempt
+	defer func() {
+		at.release()
+		sc.bufs = attemptBufs{}
+		scratchPool.Put(sc)
+	}()
 	pools, err := a.gatherPools(node, bufs.pools[:0])
 	if err != nil {
 		return nil, &FatalError{Err: err}
@@ -48,11 +58,9 @@ func (c *Claims) Allocate(ctx context.Context, node *corev1.Node) ([]*resourcev1
 	// First-fit tries the cheap first pass before the full one; best-fit
 	// orders whole candidate lists, so it starts with the full pass.
 	firstFit := a.opts.Strategy == FirstFit
-	var at *attempt
-	defer func() { at.release() }()
 	ok, err := false, errFirstPassBudget
 	if firstFit && a.opts.withoutLayers&layerFirstPass == 0 {
-		at = c.newAttempt(ctx, node, pools, true, bufs)
+		at = c.newAttempt(ctx, node, pools, true, sc, bufs)
 		if ok, err = at.run(); err != nil && !errors.Is(err, errFirstPassBudget) {
 			return nil, err
 		}
@@ -63,7 +71,7 @@ func (c *Claims) Allocate(ctx context.Context, node *corev1.Node) ([]*resourcev1
 			// The first pass used the buffers.
 			bufs = nil
 		}
-		at = c.newAttempt(ctx, node, pools, false, bufs)
+		at = c.newAttempt(ctx, node, pools, false, sc, bufs)
 		if ok, err = at.run(); err != nil {
 			return nil, err
 		}
@@ -108,11 +116,11 @@ type attemptBufs struct {
 	altUsed bool
 }
 
-// newAttempt starts a search on the node, with bufs (nil: none) for its
-// lists. Errors that no search can avoid (the claims' plan, "All"
-// requests) are the run's.
-func (c *Claims) newAttempt(ctx context.Context, node *corev1.Node, pools []nodePool, firstPass bool, bufs *attemptBufs) *attempt {
-	at := &attempt{a: c.a, ctx: ctx, node: node, claims: c.claims, plan: c.plan, pools: pools, firstPass: firstPass, bufs: bufs}
+// newAttempt starts a search on the node, with the arrays of sc and bufs
+// (nil: none) for its lists. Errors that no search can avoid (the claims'
+// plan, "All" requests) are the run's.
+func (c *Claims) newAttempt(ctx context.Context, node *corev1.Node, pools []nodePool, firstPass bool, sc *scratch, bufs *attemptBufs) *attempt {
+	at := &attempt{a: c.a, ctx: ctx, node: node, claims: c.claims, plan: c.plan, pools: pools, firstPass: firstPass, scratch: sc, bufs: bufs}
 	if c.a.opts.stepBudget > 0 {
 		at.stepLimit, at.overBudget = c.a.opts.stepBudget, errStepBudget
 	}

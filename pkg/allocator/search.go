@@ -93,8 +93,12 @@ func (at *attempt) size() {
 		nc += int32(len(np.t.capacity))
 		ns += int32(len(np.t.sets))
 	}
-	sc := scratchPool.Get().(*scratch)
-	at.scratch = sc
+	sc := at.scratch
+	if sc == nil {
+		// A probe: its arrays are left to the garbage collector.
+		sc = scratchPool.Get().(*scratch)
+		at.scratch = sc
+	}
 	at.used, sc.used = zeroed(sc.used, nc), nil
 	at.cntCtr, sc.cntCtr = zeroed(sc.cntCtr, nc), nil
 	at.minAmt, sc.minAmt = zeroed(sc.minAmt, nc), nil
@@ -114,13 +118,15 @@ func (at *attempt) size() {
 	}
 }
 
-// scratch holds the dense arrays of an attempt between Allocate calls:
-// a scheduler allocates on many nodes per cycle, and allocating them anew
-// each time costs more than the search on a node with free devices.
+// scratch holds the dense arrays and the lists of an attempt between
+// Allocate calls: a scheduler allocates on many nodes per cycle, and
+// allocating them anew each time costs more than the search on a node
+// with free devices.
 type scratch struct {
 	used, minAmt          []uint64
 	cntCtr, inUse, cntSet []int32
 	compat                []compatState
+	bufs                  attemptBufs
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
@@ -135,8 +141,9 @@ func zeroed[T any](s []T, n int32) []T {
 	return s
 }
 
-// release hands the attempt's arrays back for the next attempt; the
-// attempt must not be used afterwards.
+// release hands the attempt's arrays back to its scratch, for the next
+// attempt of the Allocate call that owns it; the attempt must not be used
+// afterwards.
 func (at *attempt) release() {
 	if at == nil || at.scratch == nil {
 		return
@@ -145,7 +152,6 @@ func (at *attempt) release() {
 	at.scratch = nil
 	sc.used, sc.cntCtr, sc.minAmt, sc.inUse, sc.cntSet, sc.compat = at.used, at.cntCtr, at.minAmt, at.inUse, at.cntSet, at.compat
 	at.used, at.cntCtr, at.minAmt, at.inUse, at.cntSet, at.compat = nil, nil, nil, nil, nil, nil
-	scratchPool.Put(sc)
 }
 
 // busy is the in-use test upstream runs first: admin access may reuse
