@@ -134,10 +134,12 @@ var errStepBudget = errors.New("search over step budget")
 // probes for infeasible suffixes first: a hard search is known by then,
 // and the probes cost more than an easy search.
 func (at *attempt) run() (bool, error) {
+	// Sized first: building candidate lists reads what held devices
+	// consume of counters (attempt.base).
+	at.size()
 	if err := at.prepare(); err != nil {
 		return false, err
 	}
-	at.size()
 	if !at.firstPass && at.a.opts.Strategy == FirstFit && at.on(layerInfeasibleSuffix) {
 		if err := at.suffixes(); err != nil {
 			return false, err

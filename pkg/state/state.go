@@ -443,7 +443,8 @@ func (s *State) SetClaim(c *resourcev1.ResourceClaim) error {
 	key := KeyOf(c)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	cur, had := s.claims.get(key)
+	h := hashClaim(key)
+	cur, had := s.claims.lookup(h, key)
 	next := claimEntry{observed: c}
 	if cur.assumed != nil && c.Status.Allocation == nil {
 		// Binding is still in flight: the assumption stands.
@@ -452,7 +453,7 @@ func (s *State) SetClaim(c *resourcev1.ResourceClaim) error {
 	if err := s.checkHeld(key, next.effective()); err != nil {
 		return err
 	}
-	s.claims.set(key, next)
+	s.claims.put(h, key, next)
 	s.moveHolds(key, present(&cur, had), &next)
 	s.version++
 	return nil
@@ -613,7 +614,8 @@ func (s *State) moveHolds(key ClaimKey, before, after *claimEntry) {
 		}
 	}
 	for _, id := range touched {
-		cur, _ := s.pools.get(id)
+		h := hashPool(id)
+		cur, _ := s.pools.lookup(h, id)
 		var held []heldResult
 		var ver *poolVersion
 		if cur != nil {
@@ -650,7 +652,7 @@ func (s *State) moveHolds(key ClaimKey, before, after *claimEntry) {
 			s.pools.del(id)
 			continue
 		}
-		s.pools.set(id, newPoolEntry(id, ver, next))
+		s.pools.put(h, id, newPoolEntry(id, ver, next))
 	}
 }
 
