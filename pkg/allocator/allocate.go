@@ -48,7 +48,7 @@ func (c *Claims) Allocate(ctx context.Context, node *corev1.Node) ([]*resourcev1
 	var at *attempt
 	defer func() {
 		at.release()
-		sc.bufs = attemptBufs{}
+		sc.bufs.reset()
 		scratchPool.Put(sc)
 	}()
 	pools, err := a.gatherPools(node, bufs.pools[:0])
@@ -114,6 +114,16 @@ type attemptBufs struct {
 	count [1]int
 	// altUsed: alt holds an alternative.
 	altUsed bool
+}
+
+// reset readies the lists for the next Allocate call. Only what is read
+// before it is written again is cleared: clearing all of them costs a
+// write barrier per pointer while the collector runs, and what they
+// still point to is at most the pods and pools of a recent call.
+func (b *attemptBufs) reset() {
+	b.cons[0] = nil
+	clear(b.count[:])
+	b.altUsed = false
 }
 
 // newAttempt starts a search on the node, with the arrays of sc and bufs
