@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -41,6 +42,10 @@ type Snapshot struct {
 	// rather than allocated apart: a scheduler takes a snapshot per cycle.
 	allocOnce [2]sync.Once
 	alloc     [2]allocator.Allocator
+	// first is the snapshot's first cycle, allocated with it for the same
+	// reason: a scheduler prepares one cycle, for one pod, per snapshot.
+	firstTaken atomic.Bool
+	first      Cycle
 }
 
 // lists are a snapshot's sorted lists of objects, each built on first
@@ -224,7 +229,10 @@ type Cycle struct {
 // Allocate does only the work that depends on the node. The claims are
 // allocated together, as the claims of one pod.
 func (s *Snapshot) Cycle(claims []*resourcev1.ResourceClaim, opts CycleOptions) *Cycle {
-	c := new(Cycle)
+	c := &s.first
+	if !s.firstTaken.CompareAndSwap(false, true) {
+		c = new(Cycle)
+	}
 	a, err := s.allocator(opts.Strategy)
 	if err != nil {
 		c.err = &allocator.FatalError{Err: err}
