@@ -97,7 +97,7 @@ func (al *alternative) selCols(t *genTable) []*selColumn {
 		cols = make([]*selColumn, len(al.exprs))
 	}
 	for i, e := range al.exprs {
-		cols[i] = t.selColumn(e.expr)
+		cols[i] = t.selColumn(e)
 	}
 	if al.cols == nil {
 		al.cols = al.buf[:0]
