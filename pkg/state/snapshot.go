@@ -35,8 +35,7 @@ type Snapshot struct {
 
 	// lists are the read model's sorted lists, apart because a scheduler's
 	// snapshots never build them.
-	listsOnce sync.Once
-	lists     *lists
+	lists atomic.Pointer[lists]
 
 	// The allocators, per allocator.Strategy, are part of the snapshot
 	// rather than allocated apart: a scheduler takes a snapshot per cycle.
@@ -62,8 +61,11 @@ type lists struct {
 }
 
 func (s *Snapshot) sorted() *lists {
-	s.listsOnce.Do(func() { s.lists = new(lists) })
-	return s.lists
+	if l := s.lists.Load(); l != nil {
+		return l
+	}
+	s.lists.CompareAndSwap(nil, new(lists))
+	return s.lists.Load()
 }
 
 // Version increases with every delta applied to the State.
