@@ -227,7 +227,7 @@ func (p *blockParser) key() (key []byte, rest int, ok bool) {
 			j++
 		}
 		key = src[i:j]
-		if _, special := yamlWords[string(key)]; special {
+		if _, special := yamlWord(key); special {
 			return nil, 0, false // go-yaml makes it a bool or null
 		}
 		i = j
@@ -283,7 +283,7 @@ func (p *blockParser) scalar(i int) bool {
 	}
 	s := src[i:j]
 	if isLetter(s[0]) {
-		if v, ok := yamlWords[string(s)]; ok {
+		if v, ok := yamlWord(s); ok {
 			p.out = append(p.out, v...)
 		} else {
 			p.out = appendASCII(p.out, s)
@@ -407,6 +407,29 @@ var yamlWords = map[string]string{
 	"n": "false", "N": "false", "no": "false", "No": "false", "NO": "false",
 	"false": "false", "False": "false", "FALSE": "false", "off": "false", "Off": "false", "OFF": "false",
 	"null": "null", "Null": "null", "NULL": "null",
+}
+
+// yamlWord looks s up in yamlWords. Most keys and words of a manifest
+// are longer than any of those words or start with another letter, and
+// are told apart without hashing them.
+func yamlWord(s []byte) (string, bool) {
+	if len(s) > maxYAMLWord || !yamlWordStart[s[0]] {
+		return "", false
+	}
+	v, ok := yamlWords[string(s)]
+	return v, ok
+}
+
+var (
+	maxYAMLWord   int
+	yamlWordStart [256]bool
+)
+
+func init() {
+	for w := range yamlWords {
+		maxYAMLWord = max(maxYAMLWord, len(w))
+		yamlWordStart[w[0]] = true
+	}
 }
 
 // appendASCII writes printable ASCII as a JSON string, as appendString

@@ -297,3 +297,17 @@ func mutateYAML(rng *rand.Rand, b []byte) []byte {
 	lines[i] = line
 	return bytes.Join(lines, nil)
 }
+
+// TestYAMLWord: the filter in front of yamlWords loses no word.
+func TestYAMLWord(t *testing.T) {
+	for w, want := range yamlWords {
+		if got, ok := yamlWord([]byte(w)); !ok || got != want {
+			t.Errorf("yamlWord(%q) = %q, %v; want %q", w, got, ok, want)
+		}
+	}
+	for _, s := range []string{"value", "name", "nope", "yess", "Trues", "o", "x"} {
+		if got, ok := yamlWord([]byte(s)); ok {
+			t.Errorf("yamlWord(%q) = %q; it is no YAML 1.1 word", s, got)
+		}
+	}
+}
