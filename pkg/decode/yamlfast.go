@@ -30,13 +30,20 @@ import (
 
 // fastYAMLToJSON converts one YAML document to JSON, or reports that the
 // document is outside the subset.
-func fastYAMLToJSON(data []byte) ([]byte, bool) {
+func fastYAMLToJSON(data []byte) ([]byte, bool) { return fastYAMLToJSONInto(nil, data) }
+
+// fastYAMLToJSONInto is fastYAMLToJSON writing into buf's memory when it
+// has room (the JSON is about a quarter longer than block-style YAML).
+func fastYAMLToJSONInto(buf, data []byte) ([]byte, bool) {
 	for _, c := range data {
 		if c != '\n' && (c < 0x20 || c > 0x7e) {
 			return nil, false
 		}
 	}
-	p := blockParser{src: data, out: make([]byte, 0, len(data)+len(data)/4)}
+	if n := len(data) + len(data)/4; cap(buf) < n {
+		buf = make([]byte, 0, n)
+	}
+	p := blockParser{src: data, out: buf[:0]}
 	p.next(0)
 	if p.eof || p.isSeqEntry() {
 		return nil, false
