@@ -206,6 +206,9 @@ func shadowed[K comparable, V any, M any](own map[K]V, later []*M, field func(*M
 }
 
 func countMerged[K comparable, V any, M any](own map[K]V, mixins []*M, field func(*M) map[K]V) int {
+	if len(mixins) == 0 {
+		return len(own)
+	}
 	n := 0
 	for range merged(own, mixins, field) {
 		n++

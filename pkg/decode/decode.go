@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"unicode"
 	"unicode/utf8"
@@ -184,7 +185,13 @@ type unit struct {
 	// other is set for an object of a kind dractl does not judge.
 	other *header
 	max   int // the size limit, checked for list items
+	// decoded is set when the unit was decoded while its document was
+	// read (see units).
+	decoded *unitResult
 }
+
+// jsonBuffers holds memory for the JSON of YAML documents (*[]byte).
+var jsonBuffers = sync.Pool{New: func() any { return new([]byte) }}
 
 type docResult struct {
 	units []unit
@@ -543,10 +550,17 @@ func (d *doc) units(fast bool) ([]unit, []*Error) {
 	if d.json && !fast && !json.Valid(data) {
 		return nil, []*Error{{Source: d.src, Detail: jsonSyntaxError(data, d.src.Line)}}
 	}
+	var buf *[]byte // pooled memory that holds data, if any
 	if d.yaml {
 		j, ok := []byte(nil), false
 		if fast {
-			j, ok = fastYAMLToJSON(d.data)
+			buf = jsonBuffers.Get().(*[]byte)
+			if j, ok = fastYAMLToJSONInto(*buf, d.data); ok {
+				*buf = j
+			} else {
+				jsonBuffers.Put(buf)
+				buf = nil
+			}
 		}
 		if !ok {
 			var err error
@@ -580,6 +594,14 @@ func (d *doc) units(fast bool) ([]unit, []*Error) {
 		u, errs := objectUnit(d.src, h, data)
 		if errs != nil {
 			return nil, errs
+		}
+		if buf != nil && u.kind != nil && u.kind.kind == api.KindSlice {
+			// A slice keeps nothing of its JSON (see decode), so it is
+			// decoded here and the memory goes back to the pool: the JSON
+			// of a big YAML input is never all in memory at once.
+			obj, errs := u.decode(fast)
+			u.data, u.decoded = nil, &unitResult{obj: obj, errs: errs}
+			jsonBuffers.Put(buf)
 		}
 		return []unit{u}, nil
 	}
@@ -743,6 +765,9 @@ func wrap(src Source, h header, ferrs []fieldError) []*Error {
 // are tried on the fast decoder first (see fastjson.go); the strict
 // decoder decodes whatever that does not accept.
 func (u *unit) decode(fast bool) (Object, []*Error) {
+	if u.decoded != nil {
+		return u.decoded.obj, u.decoded.errs
+	}
 	if u.list != nil {
 		if u.max > 0 && len(u.data) > u.max {
 			return Object{}, []*Error{{Source: u.src, Kind: u.itemKind, Detail: tooLarge(len(u.data), u.max)}}

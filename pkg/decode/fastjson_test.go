@@ -2,6 +2,7 @@ package decode
 
 import (
 	"bytes"
+	"fmt"
 	"math/rand/v2"
 	"reflect"
 	"strings"
@@ -324,6 +325,26 @@ func TestCountElements(t *testing.T) {
 	} {
 		if got := countElements([]byte(tc.in)); got != tc.want {
 			t.Errorf("countElements(%s) = %d, want %d", tc.in, got, tc.want)
+		}
+	}
+}
+
+// TestFastDevicesMadeAtFinalSize: the fast path gives a slice's device
+// list exactly the room it needs, whatever the spacing around the array.
+func TestFastDevicesMadeAtFinalSize(t *testing.T) {
+	for _, sep := range []string{"", " ", "\n  "} {
+		var devs []string
+		for i := range 5 {
+			devs = append(devs, fmt.Sprintf(`{"name":"d%d","attributes":{"a":{"int":%d}}}`, i, i))
+		}
+		data := `{"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice","metadata":{"name":"s"},"spec":{"driver":"d","pool":{"name":"p","resourceSliceCount":1},"allNodes":true,"devices"` +
+			sep + ":" + sep + "[" + sep + strings.Join(devs, ","+sep) + sep + "]}}"
+		var s api.ResourceSlice
+		if !decodeFast([]byte(data), &s) {
+			t.Fatalf("fast path rejected %s", data)
+		}
+		if got := s.Spec.Devices; len(got) != 5 || cap(got) != 5 {
+			t.Errorf("separator %q: %d devices in a slice of capacity %d, want 5 and 5", sep, len(got), cap(got))
 		}
 	}
 }

@@ -76,28 +76,33 @@ func newFastDecoder() *fastDecoder {
 	// The devices of a slice are decoded into a slice made at its final
 	// size: growing it element by element would allocate twice the memory
 	// of a big device list over again.
-	inner := jsonv2.JoinOptions(fastOptions, jsonv2.WithUnmarshalers(maps))
 	d.opts = jsonv2.JoinOptions(fastOptions, jsonv2.WithUnmarshalers(jsonv2.JoinUnmarshalers(maps,
-		jsonv2.UnmarshalFromFunc(func(dec *jsontext.Decoder, s *[]api.Device) error {
-			return decodePresized(dec, s, inner)
-		}),
+		jsonv2.UnmarshalFromFunc(presize[api.Device]),
 	)))
 	return d
 }
 
-// decodePresized decodes a JSON array into *s as jsonv2 does, into a
-// slice that already has room for every element (jsonv2 fills the
-// capacity a slice has). The count only sizes the slice: a wrong count
-// could cost time, never change what is decoded.
-func decodePresized[T any](dec *jsontext.Decoder, s *[]T, opts jsonv2.Options) error {
-	raw, err := dec.ReadValue()
-	if err != nil {
-		return err
+// presize gives *s room for every element of the JSON array the decoder
+// is about to read and then leaves the decoding to jsonv2 (by returning
+// errors.ErrUnsupported without reading anything), which fills the
+// capacity a slice has. The elements are counted by skipping over the
+// unread input, far cheaper than reading the array as a value first,
+// which would parse it twice. The count only sizes the slice: a wrong
+// count could cost time, never change what is decoded.
+func presize[T any](dec *jsontext.Decoder, s *[]T) error {
+	if dec.PeekKind() != '[' {
+		return errors.ErrUnsupported
 	}
-	if n := countElements(raw); n > cap(*s) {
+	// The unread input starts after the member name, before its colon.
+	b := dec.UnreadBuffer()
+	i := skipSpace(b, 0)
+	if i < len(b) && b[i] == ':' {
+		i++
+	}
+	if n := countElements(b[i:]); n > cap(*s) {
 		*s = make([]T, 0, n)
 	}
-	return jsonv2.Unmarshal(raw, s, opts)
+	return errors.ErrUnsupported
 }
 
 var errNotObject = errors.New("expected an object")

@@ -30,13 +30,20 @@ import (
 
 // fastYAMLToJSON converts one YAML document to JSON, or reports that the
 // document is outside the subset.
-func fastYAMLToJSON(data []byte) ([]byte, bool) {
+func fastYAMLToJSON(data []byte) ([]byte, bool) { return fastYAMLToJSONInto(nil, data) }
+
+// fastYAMLToJSONInto is fastYAMLToJSON writing into buf's memory when it
+// has room (the JSON is about a quarter longer than block-style YAML).
+func fastYAMLToJSONInto(buf, data []byte) ([]byte, bool) {
 	for _, c := range data {
 		if c != '\n' && (c < 0x20 || c > 0x7e) {
 			return nil, false
 		}
 	}
-	p := blockParser{src: data, out: make([]byte, 0, len(data)+len(data)/4)}
+	if n := len(data) + len(data)/4; cap(buf) < n {
+		buf = make([]byte, 0, n)
+	}
+	p := blockParser{src: data, out: buf[:0]}
 	p.next(0)
 	if p.eof || p.isSeqEntry() {
 		return nil, false
@@ -227,7 +234,7 @@ func (p *blockParser) key() (key []byte, rest int, ok bool) {
 			j++
 		}
 		key = src[i:j]
-		if _, special := yamlWords[string(key)]; special {
+		if _, special := yamlWord(key); special {
 			return nil, 0, false // go-yaml makes it a bool or null
 		}
 		i = j
@@ -283,7 +290,7 @@ func (p *blockParser) scalar(i int) bool {
 	}
 	s := src[i:j]
 	if isLetter(s[0]) {
-		if v, ok := yamlWords[string(s)]; ok {
+		if v, ok := yamlWord(s); ok {
 			p.out = append(p.out, v...)
 		} else {
 			p.out = appendASCII(p.out, s)
@@ -407,6 +414,29 @@ var yamlWords = map[string]string{
 	"n": "false", "N": "false", "no": "false", "No": "false", "NO": "false",
 	"false": "false", "False": "false", "FALSE": "false", "off": "false", "Off": "false", "OFF": "false",
 	"null": "null", "Null": "null", "NULL": "null",
+}
+
+// yamlWord looks s up in yamlWords. Most keys and words of a manifest
+// are longer than any of those words or start with another letter, and
+// are told apart without hashing them.
+func yamlWord(s []byte) (string, bool) {
+	if len(s) > maxYAMLWord || !yamlWordStart[s[0]] {
+		return "", false
+	}
+	v, ok := yamlWords[string(s)]
+	return v, ok
+}
+
+var (
+	maxYAMLWord   int
+	yamlWordStart [256]bool
+)
+
+func init() {
+	for w := range yamlWords {
+		maxYAMLWord = max(maxYAMLWord, len(w))
+		yamlWordStart[w[0]] = true
+	}
 }
 
 // appendASCII writes printable ASCII as a JSON string, as appendString

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -296,4 +297,71 @@ func mutateYAML(rng *rand.Rand, b []byte) []byte {
 	}
 	lines[i] = line
 	return bytes.Join(lines, nil)
+}
+
+// TestYAMLWord: the filter in front of yamlWords loses no word.
+func TestYAMLWord(t *testing.T) {
+	for w, want := range yamlWords {
+		if got, ok := yamlWord([]byte(w)); !ok || got != want {
+			t.Errorf("yamlWord(%q) = %q, %v; want %q", w, got, ok, want)
+		}
+	}
+	for _, s := range []string{"value", "name", "nope", "yess", "Trues", "o", "x"} {
+		if got, ok := yamlWord([]byte(s)); ok {
+			t.Errorf("yamlWord(%q) = %q; it is no YAML 1.1 word", s, got)
+		}
+	}
+}
+
+// TestYAMLSlicesKeepNoPooledMemory: the JSON of a YAML slice is written
+// into pooled memory that later documents reuse; nothing decoded from it
+// may still point there.
+func TestYAMLSlicesKeepNoPooledMemory(t *testing.T) {
+	stream := func(tag string) []byte {
+		var b strings.Builder
+		for i := range 4 {
+			fmt.Fprintf(&b, `---
+apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata:
+  name: %[1]s-%[2]d
+  labels:
+    %[1]s: %[1]s-label
+spec:
+  driver: %[1]s.example.com
+  nodeName: %[1]s-node
+  pool:
+    name: %[1]s-pool
+    resourceSliceCount: 4
+  devices:
+  - name: %[1]s-dev
+    attributes:
+      %[1]s/model:
+        string: %[1]s-model
+      %[1]s/driverVersion:
+        version: 1.2.3-%[1]s
+    capacity:
+      %[1]s/memory:
+        value: 8Gi
+`, tag, i)
+		}
+		return []byte(b.String())
+	}
+	first := stream("aaaa")
+	got, err := Bytes("a.yaml", first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 20 {
+		if _, err := Bytes("b.yaml", stream("zzzz")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, werr, _ := decodeInputsMode([]input{{name: "a.yaml", data: first}}, false, DefaultMaxObjectBytes)
+	if werr != nil {
+		t.Fatal(werr)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("slices decoded from YAML changed when later documents were decoded:\n got %+v\nwant %+v", got, want)
+	}
 }

@@ -82,7 +82,14 @@ func TestHealthAsKubelet(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(e.gpus.Dir, "unhealthy"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(e.gpus.Dir, "unhealthy", "0"), []byte("XID 79: fallen off the bus\n"), 0o644); err != nil {
+	// Written aside and renamed into place: the driver polls, and a poll
+	// between os.WriteFile's create and its write would read an empty
+	// reason.
+	fault := filepath.Join(e.gpus.Dir, "unhealthy", "0")
+	if err := os.WriteFile(fault+".tmp", []byte("XID 79: fallen off the bus\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(fault+".tmp", fault); err != nil {
 		t.Fatal(err)
 	}
 	sick, well := migDev(0, "1g.5gb", 0), migDev(1, "1g.5gb", 0)

@@ -6,6 +6,8 @@ import (
 	"math/big"
 	"regexp"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
@@ -20,6 +22,31 @@ import (
 var semverRe = regexp.MustCompile(`^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)` +
 	`(-(0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(\.(0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*)?` +
 	`(\+[0-9a-zA-Z-]+(\.[0-9a-zA-Z-]+)*)?$`)
+
+// validVersions remembers versions that semverRe accepted: the devices
+// of a cluster repeat a handful of versions (driver, CUDA), and matching
+// the expression costs far more than a lookup. It holds at most
+// maxValidVersions strings, each no longer than an attribute value may be.
+var (
+	validVersions    sync.Map // string → struct{}
+	numValidVersions atomic.Int32
+)
+
+const maxValidVersions = 1024
+
+// isSemver reports whether s matches semverRe.
+func isSemver(s string) bool {
+	if _, ok := validVersions.Load(s); ok {
+		return true
+	}
+	if !semverRe.MatchString(s) {
+		return false
+	}
+	if len(s) <= AttributeValueMaxLength && numValidVersions.Add(1) <= maxValidVersions {
+		validVersions.Store(strings.Clone(s), struct{}{})
+	}
+	return true
+}
 
 // attributes validates names and values of a device's or device mixin's
 // attributes. Name errors are reported at the entry (attributes[name]).
@@ -101,7 +128,7 @@ func stringValue(s string, p *field.Path) field.ErrorList {
 
 func versionValue(s string, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
-	if !semverRe.MatchString(s) {
+	if !isSemver(s) {
 		errs = append(errs, field.Invalid(p, s, "must be a string compatible with semver.org spec 2.0.0"))
 	}
 	return append(errs, stringValue(s, p)...)

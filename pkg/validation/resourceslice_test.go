@@ -591,3 +591,16 @@ func TestResourceSliceDoesNotMutate(t *testing.T) {
 		t.Fatal("ResourceSlice modified its input")
 	}
 }
+
+// TestIsSemverRemembersOnlyMatches: asking twice gives the expression's
+// answer both times, for versions it accepts and ones it rejects.
+func TestIsSemverRemembersOnlyMatches(t *testing.T) {
+	for _, s := range []string{"1.2.3", "12.6.0", "560.35.3", "1.0.0-rc.1+build.5", "1.2", "01.2.3", "1.2.3-01", "v1.2.3", "", "1.2.3 "} {
+		want := semverRe.MatchString(s)
+		for range 2 {
+			if got := isSemver(s); got != want {
+				t.Errorf("isSemver(%q) = %v, want %v", s, got, want)
+			}
+		}
+	}
+}
