@@ -14,11 +14,19 @@ import (
 // scrape fetches /metrics as Prometheus does (gzip accepted) and parses
 // it with the client library's parser, which rejects a family that
 // appears twice or a malformed line.
-func scrape(t *testing.T, m *Monitor) map[string]*dto.MetricFamily {
+func scrape(t *testing.T, m *Monitor, query ...string) map[string]*dto.MetricFamily {
 	t.Helper()
 	srv := httptest.NewServer(m.Handler())
 	defer srv.Close()
-	resp, err := http.Get(srv.URL + "/metrics")
+	url := srv.URL + "/metrics"
+	for i, q := range query {
+		sep := "&"
+		if i == 0 {
+			sep = "?"
+		}
+		url += sep + q
+	}
+	resp, err := http.Get(url)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,5 +118,39 @@ func TestMetricsServeEveryPoolFromTheLastSync(t *testing.T) {
 	}
 	if got := value(mfs, MetricPools, map[string]string{"condition": "invalid"}); got != 0 {
 		t.Errorf("invalid pools = %v after the delete, want 0", got)
+	}
+}
+
+// TestMetricsNameFilter: name[] parameters select families as promhttp's
+// handler does, the pool families and the registry's alike; without them
+// every family is served, the Go heap kept by the last collection included.
+func TestMetricsNameFilter(t *testing.T) {
+	m, _, _ := newTestMonitor(time.Hour)
+	m.setSlice(slice("counters", 2, true))
+	m.setSlice(slice("devices", 2, false))
+	m.sync()
+	all := scrape(t, m)
+	for _, name := range []string{MetricPools, MetricDevices, MetricCounterCapacity, MetricSyncs, "go_gc_heap_live_bytes", "process_resident_memory_bytes"} {
+		if all[name] == nil {
+			t.Errorf("unfiltered scrape lacks %s", name)
+		}
+	}
+	for _, c := range []struct {
+		query []string
+		want  []string
+	}{
+		{[]string{"name[]=" + MetricDevices}, []string{MetricDevices}},
+		{[]string{"name[]=" + MetricSyncs, "name[]=" + MetricPools}, []string{MetricSyncs, MetricPools}},
+		{[]string{"name[]=no_such_metric"}, nil},
+	} {
+		got := scrape(t, m, c.query...)
+		if len(got) != len(c.want) {
+			t.Errorf("%v: %d families, want %v", c.query, len(got), c.want)
+		}
+		for _, name := range c.want {
+			if got[name] == nil || len(got[name].Metric) != len(all[name].Metric) {
+				t.Errorf("%v: family %s not served whole", c.query, name)
+			}
+		}
 	}
 }

@@ -2,6 +2,7 @@ package monitor
 
 import (
 	"net/http"
+	"regexp"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -41,7 +42,11 @@ func newMetrics(m *Monitor) *metrics {
 		events:   prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricEvents, Help: "Events emitted, by reason."}, []string{"reason"}),
 	}
 	x.registry.MustRegister(x.syncs, x.lastSync, x.events,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		// go_gc_heap_live_bytes (the heap the last collection kept) sizes the
+		// monitor's memory limit better than the allocation counters do.
+		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(
+			collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/gc/heap/live:bytes$`)})),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return x
 }
 
