@@ -26,7 +26,7 @@ type Snapshot struct {
 	cache    *allocator.Cache
 	protos   *[2]allocator.Allocator
 	classGen uint64
-	memo     *memoCounters
+	memo     *memoShared
 
 	slices  cowView[string, *sliceEntry]
 	pools   cowView[pool.ID, *poolEntry]
@@ -34,6 +34,9 @@ type Snapshot struct {
 	claims  cowView[ClaimKey, *claimEntry]
 	byNode  cowView[string, []pool.ID]
 	shared  []pool.ID
+
+	byNodeGen uint64
+	nodeIndex *nodeIndexCache
 
 	// Sorted lists for the read model, built on first request.
 	slicesOnce  sync.Once
@@ -140,7 +143,7 @@ func (src source) Class(name string) *resourcev1.DeviceClass {
 func (src source) NodePools(node string) []*allocator.PoolState {
 	var ids []pool.ID
 	if node != "" {
-		ids, _ = src.s.byNode.get(node)
+		ids = src.s.poolsOfNode(node)
 	}
 	if len(src.s.shared) == 0 && len(ids) == 1 {
 		// A node with its own pool only, as most are: no list to build.
@@ -198,10 +201,10 @@ type Cycle struct {
 	snap    *Snapshot
 	timeout time.Duration
 	err     error
-	// shape is the memo key of the claims ("" when the snapshot does not
+	// shape is the memo key of the claims (nil when the snapshot does not
 	// remember answers) and names are the claims' names, for
 	// explanations.
-	shape string
+	shape *shape
 	names []string
 }
 
@@ -219,8 +222,8 @@ func (s *Snapshot) Cycle(claims []*resourcev1.ResourceClaim, opts CycleOptions) 
 	a.PrepareInto(&c.claims, claims)
 	c.snap, c.timeout = s, opts.Timeout
 	if s.opts.MemoizeNodes {
-		if shape, ok := shapeOf(opts.Strategy, s.classGen, claims); ok {
-			c.shape = shape
+		if key, ok := shapeOf(opts.Strategy, s.classGen, claims); ok {
+			c.shape = s.memo.intern(key)
 			c.names = make([]string, len(claims))
 			for i, cl := range claims {
 				c.names[i] = cl.Namespace + "/" + cl.Name
@@ -243,7 +246,7 @@ func (c *Cycle) Allocate(ctx context.Context, node *corev1.Node) ([]*resourcev1.
 		return nil, c.err
 	}
 	var memo *nodeMemo
-	if c.shape != "" && node != nil {
+	if c.shape != nil && node != nil {
 		memo = c.snap.memoOf(node)
 	}
 	if memo != nil {

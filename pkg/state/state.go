@@ -72,7 +72,7 @@ type State struct {
 	version uint64
 	// classGen counts class changes, which may change any answer.
 	classGen uint64
-	memo     *memoCounters
+	memo     *memoShared
 
 	slices  *cowMap[string, *sliceEntry]
 	pools   *cowMap[pool.ID, *poolEntry]
@@ -83,6 +83,10 @@ type State struct {
 	// Both are replaced on change, never modified.
 	byNode *cowMap[string, []pool.ID]
 	shared []pool.ID
+	// byNodeGen counts changes of byNode; nodeIndex is byNode as a plain
+	// map, for snapshots of one generation (see Snapshot.poolsOfNode).
+	byNodeGen uint64
+	nodeIndex *nodeIndexCache
 	// holder is which claim's effective allocation holds each device
 	// exclusively (results without a shareID and without admin access).
 	holder map[DeviceID]ClaimKey
@@ -207,16 +211,17 @@ func New(opts Options) *State {
 			NewShareID: opts.NewShareID, Features: opts.Features, Cache: cache})
 	}
 	return &State{
-		opts:    opts,
-		cache:   cache,
-		protos:  protos,
-		memo:    &memoCounters{},
-		slices:  newCowMap[string, *sliceEntry](hashString),
-		pools:   newCowMap[pool.ID, *poolEntry](hashPool),
-		classes: newCowMap[string, *resourcev1.DeviceClass](hashString),
-		claims:  newCowMap[ClaimKey, *claimEntry](hashClaim),
-		byNode:  newCowMap[string, []pool.ID](hashString),
-		holder:  map[DeviceID]ClaimKey{},
+		opts:      opts,
+		cache:     cache,
+		protos:    protos,
+		memo:      &memoShared{},
+		slices:    newCowMap[string, *sliceEntry](hashString),
+		pools:     newCowMap[pool.ID, *poolEntry](hashPool),
+		classes:   newCowMap[string, *resourcev1.DeviceClass](hashString),
+		claims:    newCowMap[ClaimKey, *claimEntry](hashClaim),
+		byNode:    newCowMap[string, []pool.ID](hashString),
+		nodeIndex: &nodeIndexCache{},
+		holder:    map[DeviceID]ClaimKey{},
 	}
 }
 
@@ -362,6 +367,7 @@ func (s *State) reindex(id pool.ID, old, cur *poolVersion) {
 	for _, n := range was {
 		if _, keep := slices.BinarySearch(is, n); !keep {
 			ids, _ := s.byNode.get(n)
+			s.byNodeGen++
 			if ids = without(ids, id); len(ids) == 0 {
 				s.byNode.del(n)
 			} else {
@@ -373,6 +379,7 @@ func (s *State) reindex(id pool.ID, old, cur *poolVersion) {
 		if _, had := slices.BinarySearch(was, n); !had {
 			ids, _ := s.byNode.get(n)
 			s.byNode.set(n, with(ids, id))
+			s.byNodeGen++
 		}
 	}
 	switch {
@@ -654,6 +661,7 @@ func (s *State) Snapshot() *Snapshot {
 		version: s.version, opts: s.opts, cache: s.cache, protos: s.protos, classGen: s.classGen, memo: s.memo,
 		slices: s.slices.freeze(), pools: s.pools.freeze(), classes: s.classes.freeze(),
 		claims: s.claims.freeze(), byNode: s.byNode.freeze(), shared: s.shared,
+		byNodeGen: s.byNodeGen, nodeIndex: s.nodeIndex,
 	}
 	return s.last
 }
