@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/utils/ptr"
 
@@ -509,6 +510,53 @@ func TestUnreserveAfterPreBindKeepsReservation(t *testing.T) {
 			}
 			if got.Status.Allocation == nil {
 				t.Error("written allocation gone after Unreserve")
+			}
+		})
+	}
+}
+
+// TestQueueingHints: claim and slice events requeue only the pods they may
+// help. A pod whose claims are not all there waits for them: slice events
+// pass it by, and a claim event only brings it back when it is one of the
+// pod's claims (by name, or generated for it from a template).
+func TestQueueingHints(t *testing.T) {
+	withTemplate := gpuPod("pod-t", "unused")
+	withTemplate.Spec.ResourceClaims[0] = v1.PodResourceClaim{Name: "gpu", ResourceClaimTemplateName: ptr.To("tmpl")}
+	withTemplate.Status.ResourceClaimStatuses = []v1.PodResourceClaimStatus{{Name: "gpu", ResourceClaimName: ptr.To("pod-t-gpu-x1")}}
+	generated := gpuClaim("pod-t-gpu-x1", 1)
+	generated.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: withTemplate.Name, UID: withTemplate.UID, Controller: ptr.To(true)}}
+	forOther := gpuClaim("pod-u-gpu-x2", 1)
+	forOther.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: "pod-u", UID: "uid-pod-u", Controller: ptr.To(true)}}
+	objs := append(gpuObjects(t), gpuClaim("a", 1), gpuClaim("b", 1), generated, forOther)
+	c := newCluster(t, nil, objs...)
+	logger := klog.Background()
+	allocated := gpuClaim("b", 1)
+	allocated.ResourceVersion = "2"
+	allocated.Status.Allocation = &resourcev1.AllocationResult{}
+	slice := &resourcev1.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: "s", Generation: 1}}
+	relabelled := slice.DeepCopy()
+	relabelled.Labels = map[string]string{"a": "b"}
+	for _, tc := range []struct {
+		name     string
+		hint     func(klog.Logger, *v1.Pod, any, any) (fwk.QueueingHint, error)
+		pod      *v1.Pod
+		old, cur any
+		want     fwk.QueueingHint
+	}{
+		{"the pod's claim appears", c.pl.afterClaimChange, gpuPod("p", "a"), nil, gpuClaim("a", 1), fwk.Queue},
+		{"another claim appears", c.pl.afterClaimChange, gpuPod("p", "a"), nil, gpuClaim("other", 1), fwk.QueueSkip},
+		{"another claim is deallocated", c.pl.afterClaimChange, gpuPod("p", "a"), allocated, gpuClaim("b", 1), fwk.Queue},
+		{"the claim generated for the pod appears", c.pl.afterClaimChange, withTemplate, nil, generated, fwk.Queue},
+		{"a claim generated for another pod appears", c.pl.afterClaimChange, withTemplate, nil, forOther, fwk.QueueSkip},
+		{"a slice appears, the pod's claims are there", c.pl.afterSliceChange, gpuPod("p", "a"), nil, slice, fwk.Queue},
+		{"a slice appears, the pod's claim is not there", c.pl.afterSliceChange, gpuPod("p", "missing"), nil, slice, fwk.QueueSkip},
+		{"a slice's labels change", c.pl.afterSliceChange, gpuPod("p", "a"), slice, relabelled, fwk.QueueSkip},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := tc.hint(logger, tc.pod, tc.old, tc.cur)
+			must(t, err)
+			if got != tc.want {
+				t.Errorf("hint %v, want %v", got, tc.want)
 			}
 		})
 	}
