@@ -65,3 +65,29 @@ func TestWorkloadsAgree(t *testing.T) {
 		}
 	}
 }
+
+// TestChurnHoldsDevices checks that every workload's churn claim names
+// devices its slices publish: a claim holding nothing would make the delta
+// of each cycle cheaper than a scheduler's.
+func TestChurnHoldsDevices(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow")
+	}
+	for _, r := range All() {
+		w := r.Make()
+		if w.Churn == nil {
+			continue
+		}
+		devices := map[[3]string]bool{}
+		for _, s := range w.Scenario.Slices {
+			for _, d := range s.Spec.Devices {
+				devices[[3]string{s.Spec.Driver, s.Spec.Pool.Name, d.Name}] = true
+			}
+		}
+		for _, res := range w.Churn.Status.Allocation.Devices.Results {
+			if !devices[[3]string{res.Driver, res.Pool, res.Device}] {
+				t.Errorf("%s: churn claim holds %s/%s/%s, which no slice publishes", w.Name, res.Driver, res.Pool, res.Device)
+			}
+		}
+	}
+}

@@ -70,9 +70,11 @@ func fill1g(node string, pct int) []*resourcev1.ResourceClaim {
 
 var oneG = gen.AttrIs(gen.GPUDriver, "profile", "1g.10gb")
 
-// churn is the claim the previous cycle allocated: one 1g.10gb device.
-func churn(node, device string) *resourcev1.ResourceClaim {
-	return allocated("churn", gen.GPUDriver, "gpu-"+node, device)
+// churn is the claim the previous cycle allocated: the 1g.10gb device
+// at memory slice start of the GPU, which takes counters from the GPU's
+// counter set as a scheduler's last allocation does.
+func churn(node string, gpu, start int) *resourcev1.ResourceClaim {
+	return allocated("churn", gen.GPUDriver, "gpu-"+node, mig.MIGDeviceName(gpu, "1g.10gb", start))
 }
 
 // MIG1g: one 1g.10gb MIG device on an 8×H100 node at pct fill.
@@ -83,7 +85,7 @@ func MIG1g(pct int) Workload {
 		Scenario: &scenario.Scenario{Name: "mig1g", Nodes: []*corev1.Node{n}, Classes: classes(), Slices: slices,
 			Allocated: fill1g("node-0", pct), Claims: []*resourcev1.ResourceClaim{gen.Claim("c", gen.Exact("r", "mig", 1, oneG))}},
 		Nodes: []*corev1.Node{n},
-		Churn: churn("node-0", "gpu-7-mig-1g.10gb-6"),
+		Churn: churn("node-0", 7, 6),
 	}
 }
 
@@ -97,7 +99,7 @@ func MIG4Match(pct int) Workload {
 		Scenario: &scenario.Scenario{Name: "mig4", Nodes: []*corev1.Node{n}, Classes: classes(), Slices: slices,
 			Allocated: fill1g("node-0", pct), Claims: []*resourcev1.ResourceClaim{c}},
 		Nodes: []*corev1.Node{n},
-		Churn: churn("node-0", "gpu-7-mig-1g.10gb-6"),
+		Churn: churn("node-0", 7, 6),
 	}
 }
 
@@ -120,7 +122,7 @@ func Backtrack(count int) Workload {
 		Scenario: &scenario.Scenario{Name: "backtrack", Nodes: []*corev1.Node{n}, Classes: classes(), Slices: slices,
 			Allocated: alloc, Claims: []*resourcev1.ResourceClaim{c}},
 		Nodes: []*corev1.Node{n},
-		Churn: churn("node-0", "gpu-0-mig-1g.10gb-6"),
+		Churn: churn("node-0", 0, 6),
 	}
 }
 
@@ -138,7 +140,7 @@ func H100Cluster(nodes int, filter bool) Workload {
 	sc.Claims = []*resourcev1.ResourceClaim{gen.Claim("c", gen.Exact("r", "mig", 1, oneG))}
 	w := Workload{Name: H100ClusterName(nodes, filter), Scenario: sc, Nodes: sc.Nodes, Filter: filter}
 	if !filter {
-		w.Churn = churn("node-0000", "gpu-7-mig-1g.10gb-6")
+		w.Churn = churn("node-0000", 7, 6)
 	}
 	return w
 }

@@ -40,7 +40,17 @@ func (c *Claims) Allocate(ctx context.Context, node *corev1.Node) ([]*resourcev1
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	bufs := new(attemptBufs)
+	// The attempts' arrays and lists come from a pool: a scheduler asks
+	// every node in every cycle, and nothing of them outlives the call
+	// (results and explanations copy what they keep).
+	sc := scratchPool.Get().(*scratch)
+	bufs := &sc.bufs
+	var at *attempt
+	defer func() {
+		at.release()
+		sc.bufs.reset()
+		scratchPool.Put(sc)
+	}()
 	pools, err := a.gatherPools(node, bufs.pools[:0])
 	if err != nil {
 		return nil, &FatalError{Err: err}
@@ -48,11 +58,9 @@ func (c *Claims) Allocate(ctx context.Context, node *corev1.Node) ([]*resourcev1
 	// First-fit tries the cheap first pass before the full one; best-fit
 	// orders whole candidate lists, so it starts with the full pass.
 	firstFit := a.opts.Strategy == FirstFit
-	var at *attempt
-	defer func() { at.release() }()
 	ok, err := false, errFirstPassBudget
 	if firstFit && a.opts.withoutLayers&layerFirstPass == 0 {
-		at = c.newAttempt(ctx, node, pools, true, bufs)
+		at = c.newAttempt(ctx, node, pools, true, sc, bufs)
 		if ok, err = at.run(); err != nil && !errors.Is(err, errFirstPassBudget) {
 			return nil, err
 		}
@@ -63,7 +71,7 @@ func (c *Claims) Allocate(ctx context.Context, node *corev1.Node) ([]*resourcev1
 			// The first pass used the buffers.
 			bufs = nil
 		}
-		at = c.newAttempt(ctx, node, pools, false, bufs)
+		at = c.newAttempt(ctx, node, pools, false, sc, bufs)
 		if ok, err = at.run(); err != nil {
 			return nil, err
 		}
@@ -108,11 +116,21 @@ type attemptBufs struct {
 	altUsed bool
 }
 
-// newAttempt starts a search on the node, with bufs (nil: none) for its
-// lists. Errors that no search can avoid (the claims' plan, "All"
-// requests) are the run's.
-func (c *Claims) newAttempt(ctx context.Context, node *corev1.Node, pools []nodePool, firstPass bool, bufs *attemptBufs) *attempt {
-	at := &attempt{a: c.a, ctx: ctx, node: node, claims: c.claims, plan: c.plan, pools: pools, firstPass: firstPass, bufs: bufs}
+// reset readies the lists for the next Allocate call. Only what is read
+// before it is written again is cleared: clearing all of them costs a
+// write barrier per pointer while the collector runs, and what they
+// still point to is at most the pods and pools of a recent call.
+func (b *attemptBufs) reset() {
+	b.cons[0] = nil
+	clear(b.count[:])
+	b.altUsed = false
+}
+
+// newAttempt starts a search on the node, with the arrays of sc and bufs
+// (nil: none) for its lists. Errors that no search can avoid (the claims'
+// plan, "All" requests) are the run's.
+func (c *Claims) newAttempt(ctx context.Context, node *corev1.Node, pools []nodePool, firstPass bool, sc *scratch, bufs *attemptBufs) *attempt {
+	at := &attempt{a: c.a, ctx: ctx, node: node, claims: c.claims, plan: c.plan, pools: pools, firstPass: firstPass, scratch: sc, bufs: bufs}
 	if c.a.opts.stepBudget > 0 {
 		at.stepLimit, at.overBudget = c.a.opts.stepBudget, errStepBudget
 	}
@@ -126,10 +144,12 @@ var errStepBudget = errors.New("search over step budget")
 // probes for infeasible suffixes first: a hard search is known by then,
 // and the probes cost more than an easy search.
 func (at *attempt) run() (bool, error) {
+	// Sized first: building candidate lists reads what held devices
+	// consume of counters (attempt.base).
+	at.size()
 	if err := at.prepare(); err != nil {
 		return false, err
 	}
-	at.size()
 	if !at.firstPass && at.a.opts.Strategy == FirstFit && at.on(layerInfeasibleSuffix) {
 		if err := at.suffixes(); err != nil {
 			return false, err

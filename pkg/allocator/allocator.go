@@ -31,13 +31,20 @@ type Source interface {
 // safe for concurrent use and cheap to build: everything that takes
 // looking at devices lives in the pools' tables, which outlive it.
 type Allocator struct {
-	src   Source
-	opts  Options
-	g     gates
-	exprs *Cache
+	src Source
+	*config
 	// nodes, probeNodes: search work of every Allocate call (Stats).
 	nodes      atomic.Int64
 	probeNodes atomic.Int64
+}
+
+// config is what an Allocator decided from its Options. Allocators over
+// successive states of one cluster share it (InitLike), which keeps an
+// Allocator small enough to build per scheduling cycle.
+type config struct {
+	opts  Options
+	g     gates
+	exprs *Cache
 }
 
 // NewForSource returns an Allocator over src. Its cost does not depend on
@@ -52,7 +59,7 @@ func NewForSource(src Source, opts Options) *Allocator {
 // state, taken as they are rather than decided again: a cluster state
 // that takes a snapshot per scheduling cycle decides them once.
 func (a *Allocator) InitLike(src Source, like *Allocator) {
-	a.src, a.opts, a.g, a.exprs = src, like.opts, like.g, like.exprs
+	a.src, a.config = src, like.config
 }
 
 // Init makes a, which must be the zero Allocator and not be copied
@@ -60,7 +67,7 @@ func (a *Allocator) InitLike(src Source, like *Allocator) {
 // Allocator in an object of its own (a cluster snapshot) and so saves its
 // allocation.
 func (a *Allocator) Init(src Source, opts Options) {
-	a.src, a.opts, a.g, a.exprs = src, opts, newGates(opts.Features), opts.Cache
+	a.src, a.config = src, &config{opts: opts, g: newGates(opts.Features), exprs: opts.Cache}
 	if a.opts.Compiler == nil {
 		a.opts.Compiler = defaultCompiler()
 	}

@@ -134,7 +134,7 @@ func (at *attempt) bestFitOrder(al *alternative) []candidate {
 						break
 					}
 				}
-				if left := np.h.avail[u.rel] - at.used[lc]; extra > left || u.amt > left-extra {
+				if left := np.t.capacity[u.rel] - at.used[lc]; extra > left || u.amt > left-extra {
 					sc[i].lost++
 					if avail[sigKey{c.pool, sizeOf(od)}] <= 1 {
 						sc[i].crit++

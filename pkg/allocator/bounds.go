@@ -240,7 +240,7 @@ func (at *attempt) countBound(al *alternative, rest []candidate, need int) bool 
 			rel := si.ctrStart + int32(j)
 			lc := np.ctrBase + rel
 			if at.cntCtr[lc] == at.cntSet[t.local] && at.minAmt[lc] > 0 {
-				if q := (np.h.avail[rel] - at.used[lc]) / at.minAmt[lc]; q < uint64(room) {
+				if q := (np.t.capacity[rel] - at.used[lc]) / at.minAmt[lc]; q < uint64(room) {
 					room = int64(q)
 				}
 			}
@@ -267,7 +267,7 @@ func (at *attempt) admitted(al *alternative, c candidate) bool {
 
 func (at *attempt) countersFit(np *nodePool, d *devInfo) bool {
 	for _, u := range d.uses {
-		if u.amt > np.h.avail[u.rel]-at.used[np.ctrBase+u.rel] {
+		if u.amt > np.t.capacity[u.rel]-at.used[np.ctrBase+u.rel] {
 			return false
 		}
 	}

@@ -12,8 +12,10 @@ import (
 // pool's slices do not change. Columns are allocated when an expression or
 // attribute first meets the pool, so memory follows what was asked.
 type resultCache struct {
-	mu      sync.Mutex
-	sel     map[string]*selColumn
+	mu sync.Mutex
+	// sel is keyed by the compiled expression (of the Cache), whose
+	// pointer hashes faster than its text, every Allocate call.
+	sel     map[*exprEntry]*selColumn
 	attrs   map[string]*attrColumn
 	derived map[string]*attrColumn
 }
@@ -38,22 +40,22 @@ const (
 	resNoMatch
 )
 
-func column[C any](mu *sync.Mutex, m *map[string]*C, key string, n int32, mk func(int32) C) *C {
+func column[K comparable, C any](mu *sync.Mutex, m *map[K]*C, key K, n int32, mk func(int32) C) *C {
 	mu.Lock()
 	defer mu.Unlock()
 	if c, ok := (*m)[key]; ok {
 		return c
 	}
 	if *m == nil || len(*m) >= maxColumns {
-		*m = map[string]*C{}
+		*m = map[K]*C{}
 	}
 	c := mk(n)
 	(*m)[key] = &c
 	return &c
 }
 
-func (t *genTable) selColumn(expr string) *selColumn {
-	return column(&t.cache.mu, &t.cache.sel, expr, t.nDevs, func(n int32) selColumn { return make(selColumn, n) })
+func (t *genTable) selColumn(e *exprEntry) *selColumn {
+	return column(&t.cache.mu, &t.cache.sel, e, t.nDevs, func(n int32) selColumn { return make(selColumn, n) })
 }
 
 func (t *genTable) attrColumn(name string) *attrColumn {

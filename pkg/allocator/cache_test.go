@@ -133,12 +133,13 @@ func TestColumnsAreBounded(t *testing.T) {
 	e := clusterEnv(1, 0)
 	pt := NewPoolTable(pool.Assemble(e.slices)[0], features.Set{})
 	g := pt.gens[0].static()
-	first := g.selColumn("expr-0")
-	if g.selColumn("expr-0") != first {
+	e0 := &exprEntry{expr: "expr-0"}
+	first := g.selColumn(e0)
+	if g.selColumn(e0) != first {
 		t.Fatal("the same expression got a second column")
 	}
 	for i := range 3 * maxColumns {
-		g.selColumn(fmt.Sprintf("expr-%d", i))
+		g.selColumn(&exprEntry{expr: fmt.Sprintf("expr-%d", i)})
 		g.attrColumn(fmt.Sprintf("attr-%d", i))
 	}
 	if n, m := len(g.cache.sel), len(g.cache.attrs); n > maxColumns || m > maxColumns {

@@ -75,13 +75,19 @@ type heldGen struct {
 	shared bitset
 	// consumed is the capacity the shares of a device consume, by device.
 	consumed map[int32]capMap
-	// avail is per counter: the set's amount minus what held devices
-	// consume (the table's capacity when nothing is held).
-	avail []uint64
+	// take is what held devices consume of the counters takeLo,
+	// takeLo+1, ..., each at most the counter's capacity; counters
+	// outside the window are untouched. An attempt starts its count of
+	// used counters from it (attempt.base). It is a window rather than an
+	// array per counter because a claim delta derives it again, and a
+	// claim's devices usually draw from one counter set of many (one GPU
+	// of a node's eight).
+	takeLo int32
+	take   []uint64
 	// overcommitted: held devices consume more of some counter than there
 	// is. Upstream then rejects every counter-consuming device of the
 	// pool, because it checks all counters of the pool after adding a
-	// device. over are those counters (kept at 0 in avail), sorted.
+	// device. over are those counters (taken whole in take), sorted.
 	overcommitted bool
 	over          []int32
 	// baseline is per counter set: the compatibility groups of the held
@@ -107,6 +113,50 @@ func (h *heldGen) shareInUse(i int32) bool { return h.shared.has(i) }
 
 func (h *heldGen) aggCap(i int32) capMap { return h.consumed[i] }
 
+// alloc sizes the bitsets and the counter window for the results, in one
+// block: a claim delta derives them again.
+func (h *heldGen) alloc(t *genTable, held []*resourcev1.DeviceRequestAllocationResult) {
+	dedicated, shared := false, false
+	lo, hi := int32(len(t.capacity)), int32(0)
+	for _, r := range held {
+		if ptr.Deref(r.AdminAccess, false) {
+			continue
+		}
+		for _, nd := range t.named(r.Device) {
+			dedicated = dedicated || r.ShareID == nil
+			shared = shared || r.ShareID != nil
+			if !nd.counters {
+				continue
+			}
+			if d := t.dev(nd.idx); !t.slices[d.slice].counters && len(d.uses) > 0 {
+				// Uses are sorted by counter.
+				lo, hi = min(lo, d.uses[0].rel), max(hi, d.uses[len(d.uses)-1].rel+1)
+			}
+		}
+	}
+	words := int((t.nDevs + 63) / 64)
+	n := max(0, int(hi-lo))
+	if dedicated {
+		n += words
+	}
+	if shared {
+		n += words
+	}
+	if n == 0 {
+		return
+	}
+	block := make([]uint64, n)
+	if dedicated {
+		h.dedicated, block = bitset(block[:words:words]), block[words:]
+	}
+	if shared {
+		h.shared, block = bitset(block[:words:words]), block[words:]
+	}
+	if lo < hi {
+		h.takeLo, h.take = lo, block
+	}
+}
+
 // init applies the results to the generation's table. A result
 // names a device by name, so every device of that name is held: with
 // duplicate names in slices a node does not see, the pool is still valid
@@ -115,7 +165,7 @@ func (h *heldGen) aggCap(i int32) capMap { return h.consumed[i] }
 // Counters are taken once per device however many shares it has, in device
 // order, as upstream does: compatibility-group baselines depend on it.
 func (h *heldGen) init(t *genTable, held []*resourcev1.DeviceRequestAllocationResult) {
-	h.avail = t.capacity
+	h.alloc(t, held)
 	var buf [8]int32
 	withCtr := buf[:0]
 	for _, r := range held {
@@ -152,23 +202,23 @@ func (h *heldGen) init(t *genTable, held []*resourcev1.DeviceRequestAllocationRe
 		return
 	}
 	slices.Sort(withCtr)
-	h.avail = slices.Clone(t.capacity)
 	if t.usesCompat {
 		h.baseline = make([]compatState, len(t.sets))
 	}
+	lo := h.takeLo
 	for _, i := range withCtr {
 		d := t.dev(i)
 		if t.slices[d.slice].counters {
 			continue
 		}
 		for _, u := range d.uses {
-			if u.amt > h.avail[u.rel] {
+			if u.amt > t.capacity[u.rel]-h.take[u.rel-lo] {
 				// Held devices consume more than there is.
 				h.over = append(h.over, u.rel)
-				h.avail[u.rel] = 0
+				h.take[u.rel-lo] = t.capacity[u.rel]
 				continue
 			}
-			h.avail[u.rel] -= u.amt
+			h.take[u.rel-lo] += u.amt
 		}
 		if h.baseline != nil {
 			for _, cu := range d.compat {

@@ -40,7 +40,12 @@ func flatten(a *Allocator) flatView {
 				fv.held = append(fv.held, devHeld{allocated: h.allocated(i), shareInUse: h.shareInUse(i)})
 				fv.poolOf = append(fv.poolOf, pi)
 			}
-			fv.avail = append(fv.avail, h.avail...)
+			for rel, c := range t.capacity {
+				if k := int32(rel) - h.takeLo; k >= 0 && int(k) < len(h.take) {
+					c -= h.take[k]
+				}
+				fv.avail = append(fv.avail, c)
+			}
 		}
 	}
 	return fv

@@ -26,7 +26,6 @@ type request struct {
 	claim  int
 	name   string // as written into results: "req" or "req/sub"
 	parent string // request name when this is a subrequest
-	short  string // request or subrequest name
 	class  *resourcev1.DeviceClass
 	exprs  []*exprEntry // class selectors, then request selectors
 	nClass int
@@ -35,6 +34,10 @@ type request struct {
 	exprBuf [2]*exprEntry
 	admin   bool
 	all     bool
+	// mayFail: trying it can end in a fatal error whatever the node: a
+	// constraint reads a derived attribute, or an "All" request is
+	// constrained.
+	mayFail bool
 	// count and want are those of an ExactCount request (see alternative).
 	count  int
 	want   int64
@@ -44,10 +47,6 @@ type request struct {
 	// read these instead of the device's own attributes.
 	derived map[string]*derivedEntry
 	applies []int // indices of the claim's constraints that cover this request
-	// mayFail: trying it can end in a fatal error whatever the node: a
-	// constraint reads a derived attribute, or an "All" request is
-	// constrained.
-	mayFail bool
 	// err: preparing the request failed; Allocate reports it when it
 	// reaches the request, as upstream does.
 	err error
@@ -98,7 +97,7 @@ func (al *alternative) selCols(t *genTable) []*selColumn {
 		cols = make([]*selColumn, len(al.exprs))
 	}
 	for i, e := range al.exprs {
-		cols[i] = t.selColumn(e.expr)
+		cols[i] = t.selColumn(e)
 	}
 	if al.cols == nil {
 		al.cols = al.buf[:0]
@@ -155,10 +154,8 @@ type Claims struct {
 	a      *Allocator
 	claims []*resourcev1.ResourceClaim
 	plan   []claimPlan
-	// free is what is left of the arrays the plan is carved from: sized
-	// for the claims' requests, inline for a pod with one claim of one
-	// request (most pods), so that preparing them is one allocation.
-	free   planArena
+	// inline holds the plan of a pod with one claim of one request (most
+	// pods), so that preparing them is one allocation.
 	inline struct {
 		plan  [1]claimPlan
 		rps   [1]reqPlan
@@ -167,7 +164,8 @@ type Claims struct {
 	}
 }
 
-// planArena are the arrays the plan's slices are cut from.
+// planArena is what is left of the arrays the plan's slices are cut from,
+// sized for the claims' requests.
 type planArena struct {
 	rps   []reqPlan
 	rptrs []*request
@@ -219,21 +217,22 @@ func (a *Allocator) Prepare(claims []*resourcev1.ResourceClaim) *Claims {
 // its own per scheduling cycle and so saves their allocation.
 func (a *Allocator) PrepareInto(c *Claims, claims []*resourcev1.ResourceClaim) {
 	c.a, c.claims = a, claims
-	c.arena(claims)
+	var free planArena
+	c.arena(claims, &free)
 	for ci, claim := range claims {
 		cp := &c.plan[ci]
 		if claim == nil {
 			cp.err = &FatalError{Err: errors.New("nil claim")}
 			break
 		}
-		if !c.planClaim(ci, claim, cp) {
+		if !c.planClaim(ci, claim, cp, &free) {
 			break
 		}
 	}
 }
 
 // arena sizes the arrays for the claims' requests and subrequests.
-func (c *Claims) arena(claims []*resourcev1.ResourceClaim) {
+func (c *Claims) arena(claims []*resourcev1.ResourceClaim, free *planArena) {
 	nr, na := 0, 0
 	for _, claim := range claims {
 		if claim == nil {
@@ -251,28 +250,28 @@ func (c *Claims) arena(claims []*resourcev1.ResourceClaim) {
 		c.plan = make([]claimPlan, len(claims))
 	}
 	if nr <= len(in.rps) {
-		c.free.rps = in.rps[:]
+		free.rps = in.rps[:]
 	} else {
-		c.free.rps = make([]reqPlan, nr)
+		free.rps = make([]reqPlan, nr)
 	}
 	if na <= len(in.reqs) {
-		c.free.rptrs, c.free.reqs = in.rptrs[:], in.reqs[:]
+		free.rptrs, free.reqs = in.rptrs[:], in.reqs[:]
 	} else {
-		c.free.rptrs, c.free.reqs = make([]*request, na), make([]request, na)
+		free.rptrs, free.reqs = make([]*request, na), make([]request, na)
 	}
 }
 
 // planClaim fills cp; false when preparing stopped at an error.
-func (c *Claims) planClaim(ci int, claim *resourcev1.ResourceClaim, cp *claimPlan) bool {
+func (c *Claims) planClaim(ci int, claim *resourcev1.ResourceClaim, cp *claimPlan, free *planArena) bool {
 	a := c.a
 	fatal := func(request string, err error) error {
 		return &FatalError{Claim: claimName(claim), Request: request, Err: err}
 	}
-	cp.reqs = take(&c.free.rps, len(claim.Spec.Devices.Requests))
+	cp.reqs = take(&free.rps, len(claim.Spec.Devices.Requests))
 	for ri := range claim.Spec.Devices.Requests {
 		req := &claim.Spec.Devices.Requests[ri]
 		rp := reqPlan{first: len(req.FirstAvailable) > 0}
-		rp.reqs = take(&c.free.rptrs, max(1, len(req.FirstAvailable)))
+		rp.reqs = take(&free.rptrs, max(1, len(req.FirstAvailable)))
 		rp.err = a.gateRequest(claim, req)
 		if rp.err == nil && len(req.FirstAvailable) == 0 && req.Exactly == nil {
 			rp.err = fatal(req.Name, errors.New("neither exactly nor firstAvailable is set (unsupported request type?)"))
@@ -284,7 +283,7 @@ func (c *Claims) planClaim(ci int, claim *resourcev1.ResourceClaim, cp *claimPla
 		if rp.first {
 			for si := range req.FirstAvailable {
 				sub := &req.FirstAvailable[si]
-				r := c.newRequest(ci, req.Name, sub.Name, subrequestSpec(sub))
+				r := c.newRequest(free, ci, req.Name, sub.Name, subrequestSpec(sub))
 				rp.reqs = append(rp.reqs, r)
 				if r.err != nil {
 					cp.reqs = append(cp.reqs, rp)
@@ -293,7 +292,7 @@ func (c *Claims) planClaim(ci int, claim *resourcev1.ResourceClaim, cp *claimPla
 			}
 		} else {
 			ex := req.Exactly
-			r := c.newRequest(ci, "", req.Name, exactSpec(ex))
+			r := c.newRequest(free, ci, "", req.Name, exactSpec(ex))
 			rp.reqs = append(rp.reqs, r)
 			if r.err != nil {
 				cp.reqs = append(cp.reqs, rp)
@@ -379,19 +378,21 @@ func subrequestSpec(sub *resourcev1.DeviceSubRequest) requestSpec {
 		tols: sub.Tolerations, capReq: sub.Capacity, derived: sub.DerivedAttributes}
 }
 
-// newRequest prepares request short of claim ci, or subrequest short of
-// request parent.
-func (c *Claims) newRequest(ci int, parent, short string, spec requestSpec) *request {
+// newRequest prepares, in the next request of free, request short of
+// claim ci, or subrequest short of request parent.
+func (c *Claims) newRequest(free *planArena, ci int, parent, short string, spec requestSpec) *request {
 	a := c.a
 	name := short
 	if parent != "" {
 		name = parent + "/" + short
 	}
 	class, sels, mode, count, derived := spec.class, spec.sels, spec.mode, spec.count, spec.derived
-	r := &c.free.reqs[0]
-	c.free.reqs = c.free.reqs[1:]
-	*r = request{claim: ci, name: name, parent: parent, short: short, admin: ptr.Deref(spec.admin, false),
-		tols: spec.tols, capReq: spec.capReq}
+	r := &free.reqs[0]
+	free.reqs = free.reqs[1:]
+	// Field by field: the request is zero, and copying a whole one in
+	// would pass every pointer slot through the write barrier.
+	r.claim, r.name, r.parent, r.admin = ci, name, parent, ptr.Deref(spec.admin, false)
+	r.tols, r.capReq = spec.tols, spec.capReq
 	fatal := func(err error) *request {
 		r.err = &FatalError{Claim: claimName(c.claims[ci]), Request: name, Err: err}
 		return r
@@ -752,7 +753,7 @@ func (at *attempt) scanDev(al *alternative, np *nodePool, npi, i int32, explainO
 		al.rej[ReasonTaint]++
 		return
 	}
-	if bad := counterMisfitAlone(d, np.h); bad >= 0 {
+	if bad := at.counterMisfitAlone(d, np); bad >= 0 {
 		al.rej[ReasonCounterExhausted]++
 		if explainOnly {
 			if al.ctrRej == nil {
@@ -769,12 +770,13 @@ func (at *attempt) scanDev(al *alternative, np *nodePool, npi, i int32, explainO
 
 // counterMisfitAlone returns the pool-relative index of the first counter
 // the device cannot get even if nothing else were picked, -1 when it fits.
-func counterMisfitAlone(d *devInfo, h *heldGen) int32 {
+func (at *attempt) counterMisfitAlone(d *devInfo, np *nodePool) int32 {
+	h := np.h
 	if len(d.uses) == 0 || (d.multi && h.shareInUse(d.idx)) {
 		return -1
 	}
 	for _, u := range d.uses {
-		if u.amt > h.avail[u.rel] {
+		if u.amt > np.t.capacity[u.rel]-at.base[np.ctrBase+u.rel] {
 			return u.rel
 		}
 	}

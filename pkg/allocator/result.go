@@ -97,23 +97,31 @@ func (at *attempt) chosen(ci int, alternatives []*alternative) []*alternative {
 // "applies to all".
 func (at *attempt) configs(ci int, claim *resourcev1.ResourceClaim) []resourcev1.DeviceAllocationConfiguration {
 	var cfg []resourcev1.DeviceAllocationConfiguration
-	type span struct{ start, end int }
-	byClass := map[string]span{}
+	// A claim has few requests and fewer classes: a list beats a map.
+	type span struct {
+		class      string
+		start, end int
+	}
+	var spanBuf [4]span
+	byClass := spanBuf[:0]
 	var buf [4]*alternative
 	alternatives := at.chosen(ci, buf[:0])
+next:
 	for _, al := range alternatives {
-		if sp, ok := byClass[al.class.Name]; ok {
-			for i := sp.start; i < sp.end; i++ {
-				cfg[i].Requests = append(cfg[i].Requests, al.name)
+		for _, sp := range byClass {
+			if sp.class == al.class.Name {
+				for i := sp.start; i < sp.end; i++ {
+					cfg[i].Requests = append(cfg[i].Requests, al.name)
+				}
+				continue next
 			}
-			continue
 		}
 		start := len(cfg)
 		for _, c := range al.class.Spec.Config {
 			cfg = append(cfg, resourcev1.DeviceAllocationConfiguration{
 				Source: resourcev1.AllocationConfigSourceClass, Requests: []string{al.name}, DeviceConfiguration: c.DeviceConfiguration})
 		}
-		byClass[al.class.Name] = span{start, len(cfg)}
+		byClass = append(byClass, span{al.class.Name, start, len(cfg)})
 	}
 	for _, c := range claim.Spec.Devices.Config {
 		use := len(c.Requests) == 0

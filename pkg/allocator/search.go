@@ -25,7 +25,11 @@ type attempt struct {
 	scratch *scratch
 	bufs    *attemptBufs // nil for probes
 	// Dense per-attempt state, indexed by attempt-local indices.
-	used   []uint64      // per counter: consumed by picks of this attempt; never above avail
+	// base is per counter what held devices consume (heldGen.take); used
+	// is that plus what picks of this attempt consume, never above the
+	// counter's capacity.
+	base   []uint64
+	used   []uint64
 	inUse  []int32       // per device: dedicated picks of this attempt
 	compat []compatState // per counter set: running group intersection
 	shares map[int32]*shareState
@@ -93,9 +97,18 @@ func (at *attempt) size() {
 		nc += int32(len(np.t.capacity))
 		ns += int32(len(np.t.sets))
 	}
-	sc := scratchPool.Get().(*scratch)
-	at.scratch = sc
+	sc := at.scratch
+	if sc == nil {
+		// A probe: its arrays are left to the garbage collector.
+		sc = scratchPool.Get().(*scratch)
+		at.scratch = sc
+	}
+	at.base, sc.base = zeroed(sc.base, nc), nil
+	for _, np := range at.pools {
+		copy(at.base[np.ctrBase+np.h.takeLo:], np.h.take)
+	}
 	at.used, sc.used = zeroed(sc.used, nc), nil
+	copy(at.used, at.base)
 	at.cntCtr, sc.cntCtr = zeroed(sc.cntCtr, nc), nil
 	at.minAmt, sc.minAmt = zeroed(sc.minAmt, nc), nil
 	at.inUse, sc.inUse = zeroed(sc.inUse, nd), nil
@@ -114,13 +127,15 @@ func (at *attempt) size() {
 	}
 }
 
-// scratch holds the dense arrays of an attempt between Allocate calls:
-// a scheduler allocates on many nodes per cycle, and allocating them anew
-// each time costs more than the search on a node with free devices.
+// scratch holds the dense arrays and the lists of an attempt between
+// Allocate calls: a scheduler allocates on many nodes per cycle, and
+// allocating them anew each time costs more than the search on a node
+// with free devices.
 type scratch struct {
-	used, minAmt          []uint64
+	base, used, minAmt    []uint64
 	cntCtr, inUse, cntSet []int32
 	compat                []compatState
+	bufs                  attemptBufs
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
@@ -135,17 +150,17 @@ func zeroed[T any](s []T, n int32) []T {
 	return s
 }
 
-// release hands the attempt's arrays back for the next attempt; the
-// attempt must not be used afterwards.
+// release hands the attempt's arrays back to its scratch, for the next
+// attempt of the Allocate call that owns it; the attempt must not be used
+// afterwards.
 func (at *attempt) release() {
 	if at == nil || at.scratch == nil {
 		return
 	}
 	sc := at.scratch
 	at.scratch = nil
-	sc.used, sc.cntCtr, sc.minAmt, sc.inUse, sc.cntSet, sc.compat = at.used, at.cntCtr, at.minAmt, at.inUse, at.cntSet, at.compat
-	at.used, at.cntCtr, at.minAmt, at.inUse, at.cntSet, at.compat = nil, nil, nil, nil, nil, nil
-	scratchPool.Put(sc)
+	sc.base, sc.used, sc.cntCtr, sc.minAmt, sc.inUse, sc.cntSet, sc.compat = at.base, at.used, at.cntCtr, at.minAmt, at.inUse, at.cntSet, at.compat
+	at.base, at.used, at.cntCtr, at.minAmt, at.inUse, at.cntSet, at.compat = nil, nil, nil, nil, nil, nil, nil
 }
 
 // busy is the in-use test upstream runs first: admin access may reuse
@@ -215,8 +230,8 @@ func (at *attempt) tryAdd(al *alternative, c candidate) (bool, error) {
 			return false, nil
 		}
 		for _, u := range d.uses {
-			// Never overflows: used never exceeds avail.
-			if u.amt > h.avail[u.rel]-at.used[np.ctrBase+u.rel] {
+			// Never overflows: used never exceeds capacity.
+			if u.amt > t.capacity[u.rel]-at.used[np.ctrBase+u.rel] {
 				at.rollback(&pk)
 				return false, nil
 			}

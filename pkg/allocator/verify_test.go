@@ -84,7 +84,8 @@ func verify(t testing.TB, e *env, node *corev1.Node, cls []*resourcev1.ResourceC
 			for _, g := range got {
 				for _, s := range exprs {
 					d := fv.devs[g]
-					ok, err := eval(context.Background(), a.exprs.selector(a.opts.Compiler, s.CEL.Expression), d.t.selColumn(s.CEL.Expression), d)
+					e := a.exprs.selector(a.opts.Compiler, s.CEL.Expression)
+					ok, err := eval(context.Background(), e, d.t.selColumn(e), d)
 					if err != nil || !ok {
 						t.Fatalf("request %s: device %s fails %q: %v", name, fv.devs[g].d.Name, s.CEL.Expression, err)
 					}

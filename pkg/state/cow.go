@@ -67,13 +67,21 @@ func (m *cowMap[K, V]) freeze() cowView[K, V] {
 }
 
 func (m *cowMap[K, V]) get(k K) (V, bool) {
-	return cowView[K, V]{root: m.root, n: m.n, hash: m.hash}.get(k)
+	return m.lookup(m.hash(k), k)
+}
+
+// lookup is get for a key whose hash h the caller has: a delta that reads
+// an entry and writes it back hashes its key once (lookup, put).
+func (m *cowMap[K, V]) lookup(h uint64, k K) (V, bool) {
+	return cowView[K, V]{root: m.root, n: m.n, hash: m.hash}.lookup(h, k)
 }
 
 func (m *cowMap[K, V]) len() int { return m.n }
 
-func (m *cowMap[K, V]) set(k K, v V) {
-	h := m.hash(k)
+func (m *cowMap[K, V]) set(k K, v V) { m.put(m.hash(k), k, v) }
+
+// put is set for a key whose hash h the caller has.
+func (m *cowMap[K, V]) put(h uint64, k K, v V) {
 	b, depth := m.bucket(h)
 	for i := range b.e {
 		if b.e[i].h == h && b.e[i].k == k {
@@ -195,12 +203,19 @@ func (m *cowMap[K, V]) own(n *cowNode[K, V]) *cowNode[K, V] {
 }
 
 func (v cowView[K, V]) get(k K) (V, bool) {
+	if v.root == nil {
+		var zero V
+		return zero, false
+	}
+	return v.lookup(v.hash(k), k)
+}
+
+func (v cowView[K, V]) lookup(h uint64, k K) (V, bool) {
 	var zero V
 	n := v.root
 	if n == nil {
 		return zero, false
 	}
-	h := v.hash(k)
 	for g := h; n.kids != nil; g >>= cowBits {
 		if n = n.kids[g%cowFan]; n == nil {
 			return zero, false

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -21,24 +22,36 @@ import (
 // use, and what depends only on one pool is shared with later snapshots
 // in which the pool did not change.
 type Snapshot struct {
-	version  uint64
-	opts     Options
-	cache    *allocator.Cache
-	protos   *[2]allocator.Allocator
+	version uint64
+	*common
 	classGen uint64
-	memo     *memoShared
 
 	slices  cowView[string, *sliceEntry]
 	pools   cowView[pool.ID, *poolEntry]
 	classes cowView[string, *resourcev1.DeviceClass]
-	claims  cowView[ClaimKey, *claimEntry]
+	claims  cowView[ClaimKey, claimEntry]
 	byNode  cowView[string, []pool.ID]
 	shared  []pool.ID
 
 	byNodeGen uint64
-	nodeIndex *nodeIndexCache
 
-	// Sorted lists for the read model, built on first request.
+	// lists are the read model's sorted lists, apart because a scheduler's
+	// snapshots never build them.
+	lists atomic.Pointer[lists]
+
+	// The allocators, per allocator.Strategy, are part of the snapshot
+	// rather than allocated apart: a scheduler takes a snapshot per cycle.
+	allocOnce [2]sync.Once
+	alloc     [2]allocator.Allocator
+	// first is the snapshot's first cycle, allocated with it for the same
+	// reason: a scheduler prepares one cycle, for one pod, per snapshot.
+	firstTaken atomic.Bool
+	first      Cycle
+}
+
+// lists are a snapshot's sorted lists of objects, each built on first
+// request.
+type lists struct {
 	slicesOnce  sync.Once
 	sliceList   []*api.ResourceSlice
 	classesOnce sync.Once
@@ -47,11 +60,14 @@ type Snapshot struct {
 	claimList   []*resourcev1.ResourceClaim
 	poolsOnce   sync.Once
 	poolList    []*pool.Pool
+}
 
-	// The allocators, per allocator.Strategy, are part of the snapshot
-	// rather than allocated apart: a scheduler takes a snapshot per cycle.
-	allocOnce [2]sync.Once
-	alloc     [2]allocator.Allocator
+func (s *Snapshot) sorted() *lists {
+	if l := s.lists.Load(); l != nil {
+		return l
+	}
+	s.lists.CompareAndSwap(nil, new(lists))
+	return s.lists.Load()
 }
 
 // Version increases with every delta applied to the State.
@@ -60,22 +76,24 @@ func (s *Snapshot) Version() uint64 { return s.version }
 // Slices are every ResourceSlice, sorted by name, whatever their
 // generation.
 func (s *Snapshot) Slices() []*api.ResourceSlice {
-	s.slicesOnce.Do(func() {
-		s.sliceList = make([]*api.ResourceSlice, 0, s.slices.len())
-		s.slices.each(func(_ string, e *sliceEntry) { s.sliceList = append(s.sliceList, e.s.ResourceSlice) })
-		slices.SortFunc(s.sliceList, func(x, y *api.ResourceSlice) int { return strings.Compare(x.Name, y.Name) })
+	l := s.sorted()
+	l.slicesOnce.Do(func() {
+		l.sliceList = make([]*api.ResourceSlice, 0, s.slices.len())
+		s.slices.each(func(_ string, e *sliceEntry) { l.sliceList = append(l.sliceList, e.s.ResourceSlice) })
+		slices.SortFunc(l.sliceList, func(x, y *api.ResourceSlice) int { return strings.Compare(x.Name, y.Name) })
 	})
-	return s.sliceList
+	return l.sliceList
 }
 
 // Classes are every DeviceClass, sorted by name.
 func (s *Snapshot) Classes() []*resourcev1.DeviceClass {
-	s.classesOnce.Do(func() {
-		s.classList = make([]*resourcev1.DeviceClass, 0, s.classes.len())
-		s.classes.each(func(_ string, c *resourcev1.DeviceClass) { s.classList = append(s.classList, c) })
-		slices.SortFunc(s.classList, func(x, y *resourcev1.DeviceClass) int { return strings.Compare(x.Name, y.Name) })
+	l := s.sorted()
+	l.classesOnce.Do(func() {
+		l.classList = make([]*resourcev1.DeviceClass, 0, s.classes.len())
+		s.classes.each(func(_ string, c *resourcev1.DeviceClass) { l.classList = append(l.classList, c) })
+		slices.SortFunc(l.classList, func(x, y *resourcev1.DeviceClass) int { return strings.Compare(x.Name, y.Name) })
 	})
-	return s.classList
+	return l.classList
 }
 
 // Class returns the named DeviceClass.
@@ -86,12 +104,13 @@ func (s *Snapshot) Class(name string) (*resourcev1.DeviceClass, bool) {
 // Claims are every claim, sorted by namespace and name. A claim with an
 // assumed allocation appears with it.
 func (s *Snapshot) Claims() []*resourcev1.ResourceClaim {
-	s.claimsOnce.Do(func() {
-		s.claimList = make([]*resourcev1.ResourceClaim, 0, s.claims.len())
-		s.claims.each(func(_ ClaimKey, e *claimEntry) { s.claimList = append(s.claimList, e.effective()) })
-		slices.SortFunc(s.claimList, func(x, y *resourcev1.ResourceClaim) int { return compareKeys(KeyOf(x), KeyOf(y)) })
+	l := s.sorted()
+	l.claimsOnce.Do(func() {
+		l.claimList = make([]*resourcev1.ResourceClaim, 0, s.claims.len())
+		s.claims.each(func(_ ClaimKey, e claimEntry) { l.claimList = append(l.claimList, e.effective()) })
+		slices.SortFunc(l.claimList, func(x, y *resourcev1.ResourceClaim) int { return compareKeys(KeyOf(x), KeyOf(y)) })
 	})
-	return s.claimList
+	return l.claimList
 }
 
 // Claim returns a claim (with its assumed allocation, if any).
@@ -112,15 +131,16 @@ func (s *Snapshot) Assumed(key ClaimKey) bool {
 // Pools are the pools of the snapshot (current generation of each), sorted
 // by driver and pool name.
 func (s *Snapshot) Pools() []*pool.Pool {
-	s.poolsOnce.Do(func() {
+	l := s.sorted()
+	l.poolsOnce.Do(func() {
 		s.pools.each(func(_ pool.ID, e *poolEntry) {
 			if e.ver != nil {
-				s.poolList = append(s.poolList, e.ver.p)
+				l.poolList = append(l.poolList, e.ver.p)
 			}
 		})
-		slices.SortFunc(s.poolList, func(x, y *pool.Pool) int { return x.ID.Compare(y.ID) })
+		slices.SortFunc(l.poolList, func(x, y *pool.Pool) int { return x.ID.Compare(y.ID) })
 	})
-	return s.poolList
+	return l.poolList
 }
 
 // Pool returns one pool.
@@ -213,7 +233,10 @@ type Cycle struct {
 // Allocate does only the work that depends on the node. The claims are
 // allocated together, as the claims of one pod.
 func (s *Snapshot) Cycle(claims []*resourcev1.ResourceClaim, opts CycleOptions) *Cycle {
-	c := new(Cycle)
+	c := &s.first
+	if !s.firstTaken.CompareAndSwap(false, true) {
+		c = new(Cycle)
+	}
 	a, err := s.allocator(opts.Strategy)
 	if err != nil {
 		c.err = &allocator.FatalError{Err: err}

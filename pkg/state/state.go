@@ -63,36 +63,43 @@ func KeyOf(c *resourcev1.ResourceClaim) ClaimKey {
 // attribute values, validity per node view), live as long as the pool's
 // slices do not change.
 type State struct {
-	mu    sync.Mutex
-	opts  Options
-	cache *allocator.Cache
-	// protos are allocators over no source, per allocator.Strategy, whose
-	// options every snapshot's allocators take.
-	protos  *[2]allocator.Allocator
+	mu sync.Mutex
+	*common
 	version uint64
 	// classGen counts class changes, which may change any answer.
 	classGen uint64
-	memo     *memoShared
 
 	slices  *cowMap[string, *sliceEntry]
 	pools   *cowMap[pool.ID, *poolEntry]
 	classes *cowMap[string, *resourcev1.DeviceClass]
-	claims  *cowMap[ClaimKey, *claimEntry]
+	claims  *cowMap[ClaimKey, claimEntry]
 	// byNode are the pools with a slice naming the node, sorted; shared
 	// are the pools with a slice that selects nodes otherwise, sorted.
 	// Both are replaced on change, never modified.
 	byNode *cowMap[string, []pool.ID]
 	shared []pool.ID
-	// byNodeGen counts changes of byNode; nodeIndex is byNode as a plain
-	// map, for snapshots of one generation (see Snapshot.poolsOfNode).
+	// byNodeGen counts changes of byNode.
 	byNodeGen uint64
-	nodeIndex *nodeIndexCache
 	// holder is which claim's effective allocation holds each device
 	// exclusively (results without a shareID and without admin access).
 	holder map[DeviceID]ClaimKey
 
 	stats Stats
 	last  *Snapshot
+}
+
+// common is what a State and every snapshot of it share, decided once:
+// a snapshot points to it rather than copying it, because a scheduler
+// takes a snapshot per cycle.
+type common struct {
+	opts Options
+	// protos are allocators over no source, per allocator.Strategy, whose
+	// options every snapshot's allocators take.
+	protos [2]allocator.Allocator
+	memo   memoShared
+	// nodeIndex is the node index as a plain map, for snapshots of one
+	// generation of it (see Snapshot.poolsOfNode).
+	nodeIndex nodeIndexCache
 }
 
 // Stats count the work deltas caused, for tests and metrics.
@@ -113,7 +120,8 @@ type sliceEntry struct {
 
 // claimEntry is a claim as last observed and the allocation the caller
 // assumed for it, if any. Its effective allocation is the assumed one if
-// any, else the observed one.
+// any, else the observed one. The claims map holds entries by value: a
+// claim delta then allocates no entry of its own.
 type claimEntry struct {
 	observed *resourcev1.ResourceClaim
 	assumed  *resourcev1.ResourceClaim
@@ -205,23 +213,19 @@ func New(opts Options) *State {
 		opts.Compiler = allocator.NewSelectorCompiler()
 	}
 	cache := allocator.NewCache()
-	protos := new([2]allocator.Allocator)
-	for i := range protos {
-		protos[i].Init(nil, allocator.Options{Strategy: allocator.Strategy(i), Compiler: opts.Compiler,
+	c := &common{opts: opts}
+	for i := range c.protos {
+		c.protos[i].Init(nil, allocator.Options{Strategy: allocator.Strategy(i), Compiler: opts.Compiler,
 			NewShareID: opts.NewShareID, Features: opts.Features, Cache: cache})
 	}
 	return &State{
-		opts:      opts,
-		cache:     cache,
-		protos:    protos,
-		memo:      &memoShared{},
-		slices:    newCowMap[string, *sliceEntry](hashString),
-		pools:     newCowMap[pool.ID, *poolEntry](hashPool),
-		classes:   newCowMap[string, *resourcev1.DeviceClass](hashString),
-		claims:    newCowMap[ClaimKey, *claimEntry](hashClaim),
-		byNode:    newCowMap[string, []pool.ID](hashString),
-		nodeIndex: &nodeIndexCache{},
-		holder:    map[DeviceID]ClaimKey{},
+		common:  c,
+		slices:  newCowMap[string, *sliceEntry](hashString),
+		pools:   newCowMap[pool.ID, *poolEntry](hashPool),
+		classes: newCowMap[string, *resourcev1.DeviceClass](hashString),
+		claims:  newCowMap[ClaimKey, claimEntry](hashClaim),
+		byNode:  newCowMap[string, []pool.ID](hashString),
+		holder:  map[DeviceID]ClaimKey{},
 	}
 }
 
@@ -446,17 +450,18 @@ func (s *State) SetClaim(c *resourcev1.ResourceClaim) error {
 	key := KeyOf(c)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	cur, _ := s.claims.get(key)
-	next := &claimEntry{observed: c}
-	if cur != nil && cur.assumed != nil && c.Status.Allocation == nil {
+	h := hashClaim(key)
+	cur, had := s.claims.lookup(h, key)
+	next := claimEntry{observed: c}
+	if cur.assumed != nil && c.Status.Allocation == nil {
 		// Binding is still in flight: the assumption stands.
 		next.assumed = cur.assumed
 	}
 	if err := s.checkHeld(key, next.effective()); err != nil {
 		return err
 	}
-	s.claims.set(key, next)
-	s.moveHolds(key, cur, next)
+	s.claims.put(h, key, next)
+	s.moveHolds(key, present(&cur, had), &next)
 	s.version++
 	return nil
 }
@@ -471,7 +476,7 @@ func (s *State) DeleteClaim(namespace, name string) error {
 		return &NotFoundError{Kind: "ResourceClaim", Name: key.String()}
 	}
 	s.claims.del(key)
-	s.moveHolds(key, cur, nil)
+	s.moveHolds(key, &cur, nil)
 	s.version++
 	return nil
 }
@@ -499,9 +504,9 @@ func (s *State) Assume(c *resourcev1.ResourceClaim) error {
 	if err := s.checkHeld(key, c); err != nil {
 		return err
 	}
-	next := &claimEntry{observed: cur.observed, assumed: c}
+	next := claimEntry{observed: cur.observed, assumed: c}
 	s.claims.set(key, next)
-	s.moveHolds(key, cur, next)
+	s.moveHolds(key, &cur, &next)
 	s.version++
 	return nil
 }
@@ -512,12 +517,12 @@ func (s *State) Forget(namespace, name string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	cur, _ := s.claims.get(key)
-	if cur == nil || cur.assumed == nil {
+	if cur.assumed == nil {
 		return &NotFoundError{Kind: "assumed allocation of ResourceClaim", Name: key.String()}
 	}
-	next := &claimEntry{observed: cur.observed}
+	next := claimEntry{observed: cur.observed}
 	s.claims.set(key, next)
-	s.moveHolds(key, cur, next)
+	s.moveHolds(key, &cur, &next)
 	s.version++
 	return nil
 }
@@ -544,7 +549,7 @@ func (s *State) checkHeld(key ClaimKey, c *resourcev1.ResourceClaim) error {
 	exclusive(c, func(d DeviceID) bool {
 		if h, ok := s.holder[d]; ok && h != key {
 			other, _ := s.claims.get(h)
-			err = &ConflictError{Claim: key, Device: d, Holder: h, HolderAssumed: other != nil && other.assumed != nil}
+			err = &ConflictError{Claim: key, Device: d, Holder: h, HolderAssumed: other.assumed != nil}
 			return false
 		}
 		return true
@@ -574,6 +579,14 @@ func compareKeys(x, y ClaimKey) int {
 		}
 	}
 	return cmp.Compare(nx, ny)
+}
+
+// present is e when the claim was there (ok), else nil.
+func present(e *claimEntry, ok bool) *claimEntry {
+	if !ok {
+		return nil
+	}
+	return e
 }
 
 // moveHolds replaces what the claim's effective allocation holds (from
@@ -608,7 +621,8 @@ func (s *State) moveHolds(key ClaimKey, before, after *claimEntry) {
 		}
 	}
 	for _, id := range touched {
-		cur, _ := s.pools.get(id)
+		h := hashPool(id)
+		cur, _ := s.pools.lookup(h, id)
 		var held []heldResult
 		var ver *poolVersion
 		if cur != nil {
@@ -645,7 +659,7 @@ func (s *State) moveHolds(key ClaimKey, before, after *claimEntry) {
 			s.pools.del(id)
 			continue
 		}
-		s.pools.set(id, newPoolEntry(id, ver, next))
+		s.pools.put(h, id, newPoolEntry(id, ver, next))
 	}
 }
 
@@ -658,10 +672,10 @@ func (s *State) Snapshot() *Snapshot {
 		return s.last
 	}
 	s.last = &Snapshot{
-		version: s.version, opts: s.opts, cache: s.cache, protos: s.protos, classGen: s.classGen, memo: s.memo,
+		version: s.version, common: s.common, classGen: s.classGen,
 		slices: s.slices.freeze(), pools: s.pools.freeze(), classes: s.classes.freeze(),
 		claims: s.claims.freeze(), byNode: s.byNode.freeze(), shared: s.shared,
-		byNodeGen: s.byNodeGen, nodeIndex: s.nodeIndex,
+		byNodeGen: s.byNodeGen,
 	}
 	return s.last
 }
