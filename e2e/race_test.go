@@ -31,6 +31,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/utils/ptr"
 
 	"github.com/dractl/dractl/e2e/framework"
@@ -389,8 +390,24 @@ func startSchedulerProcess(b *testing.B, cp *framework.ControlPlane, qps int, pr
 	if err != nil {
 		b.Fatal(err)
 	}
+	// A serving certificate made beforehand, as a deployment mounts one:
+	// without it the scheduler generates a key at start-up, in the CPU
+	// time the race measures.
+	cert := servingCert()
+	if cert.err != nil {
+		b.Fatal(cert.err)
+	}
+	certPEM, keyPEM := cert.cert, cert.key
+	certFile, keyFile := filepath.Join(dir, "serving.crt"), filepath.Join(dir, "serving.key")
+	if err := os.WriteFile(certFile, certPEM, 0o600); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, keyPEM, 0o600); err != nil {
+		b.Fatal(err)
+	}
 	cmd := exec.Command(*schedulerBinary, "--config="+config, "--leader-elect=false",
-		"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(port), "--cert-dir="+dir,
+		"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(port),
+		"--tls-cert-file="+certFile, "--tls-private-key-file="+keyFile,
 		"--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics", "--v=1")
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if profile != "" {
@@ -407,6 +424,18 @@ func startSchedulerProcess(b *testing.B, cp *framework.ControlPlane, qps int, pr
 	}()
 	b.Cleanup(p.stop)
 	return p
+}
+
+// servingCert is the scheduler's self-signed serving certificate and key
+// (PEM) for 127.0.0.1, made once per benchmark process.
+var servingCert = sync.OnceValue(func() (c keyPair) {
+	c.cert, c.key, c.err = certutil.GenerateSelfSignedCertKey("127.0.0.1", []net.IP{net.ParseIP("127.0.0.1")}, nil)
+	return c
+})
+
+type keyPair struct {
+	cert, key []byte // PEM
+	err       error
 }
 
 func (p *schedulerProcess) running() bool {

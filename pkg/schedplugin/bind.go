@@ -134,6 +134,16 @@ func (pl *Plugin) Unreserve(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 		}
 		s.reserved[j] = false
 	}
+	if s.preBound {
+		// The binding failed after PreBind, and may have failed with an
+		// unknown outcome (etcd timed out) while the API server stores it:
+		// a pod bound to a node must find its claims reserved for it, or
+		// the kubelet does not start it. The reservation stays; the next
+		// attempt finds the claims reserved for the pod and allocated on
+		// that node, and PostFilter deallocates a claim reserved for this
+		// pod alone if no node fits it any more.
+		return
+	}
 	for _, pc := range s.claims {
 		c := pc.claim
 		if c.Status.Allocation == nil || !resourceclaim.IsReservedForPod(pod, c, false) {
@@ -209,6 +219,7 @@ func (pl *Plugin) PreBind(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, n
 		s.reserved[j] = false
 	}
 	if !pl.fts.BindingConditions || !hasBindingConditions(s) {
+		s.preBound = true
 		return nil
 	}
 	pl.fh.EventRecorder().Eventf(pod, nil, v1.EventTypeNormal, "BindingConditionsPending", "Scheduling", "waiting for binding conditions for device on node %s", nodeName)
@@ -223,6 +234,7 @@ func (pl *Plugin) PreBind(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, n
 		// PostFilter deallocates.
 		return asError(logger, err)
 	}
+	s.preBound = true
 	return nil
 }
 

@@ -7,6 +7,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	"k8s.io/klog/v2"
@@ -91,7 +92,7 @@ func (pl *Plugin) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint,
 		// A class the pod waits for appears, or its selectors change.
 		{Event: fwk.ClusterEvent{Resource: fwk.DeviceClass, ActionType: fwk.Add | fwk.Update}, QueueingHintFn: pl.afterClassChange},
 		// New devices, or devices that changed.
-		{Event: fwk.ClusterEvent{Resource: fwk.ResourceSlice, ActionType: fwk.Add | fwk.Update}, QueueingHintFn: afterSliceChange},
+		{Event: fwk.ClusterEvent{Resource: fwk.ResourceSlice, ActionType: fwk.Add | fwk.Update}, QueueingHintFn: pl.afterSliceChange},
 	}, nil
 }
 
@@ -119,10 +120,15 @@ func (pl *Plugin) afterClaimChange(logger klog.Logger, pod *v1.Pod, oldObj, newO
 		return fwk.QueueSkip, nil
 	case old != nil && old.Status.Allocation != nil && cur.Status.Allocation == nil:
 		return fwk.Queue, nil
+	case !references(pod, cur):
+		// Every claim event is asked about every waiting pod (at start-up,
+		// every claim about every pod whose claims were not there yet):
+		// the names decide without looking anything up.
+		return fwk.QueueSkip, nil
 	}
 	claims, err := pl.podClaims(pod)
 	if err != nil {
-		logger.V(6).Info("Pod still not schedulable after claim change", "pod", klog.KObj(pod), "claim", klog.KObj(cur), "reason", err.Error())
+		logger.V(6).Info("Pod still not schedulable after claim change", "pod", klog.KObj(pod), "claim", klog.KObj(cur), "reason", err)
 		return fwk.QueueSkip, nil
 	}
 	uses := false
@@ -148,7 +154,7 @@ func (pl *Plugin) afterPodUpdate(logger klog.Logger, pod *v1.Pod, _, newObj any)
 		return fwk.Queue, fmt.Errorf("unexpected object %T in a Pod event", newObj)
 	}
 	if _, err := pl.podClaims(cur); err != nil {
-		logger.V(6).Info("Pod still not schedulable after update", "pod", klog.KObj(pod), "reason", err.Error())
+		logger.V(6).Info("Pod still not schedulable after update", "pod", klog.KObj(pod), "reason", err)
 		return fwk.QueueSkip, nil
 	}
 	return fwk.Queue, nil
@@ -194,7 +200,13 @@ func usesClass(c *resourcev1.ResourceClaim, class string) bool {
 // references) cannot. The API server bumps metadata.generation exactly
 // when the spec changes, which is cheaper to compare than the spec for
 // every waiting pod.
-func afterSliceChange(_ klog.Logger, _ *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
+//
+// A pod whose claims are not all there (PreEnqueue turned it away) waits
+// for them, not for devices: the claims' events bring it back. At
+// start-up every slice event is asked about every pod whose claims the
+// informers had not delivered yet, and requeueing each would run its
+// PreEnqueue again for nothing.
+func (pl *Plugin) afterSliceChange(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
 	cur, ok := newObj.(*resourcev1.ResourceSlice)
 	if !ok {
 		return fwk.Queue, fmt.Errorf("unexpected object %T in a ResourceSlice event", newObj)
@@ -202,5 +214,24 @@ func afterSliceChange(_ klog.Logger, _ *v1.Pod, oldObj, newObj any) (fwk.Queuein
 	if old, _ := oldObj.(*resourcev1.ResourceSlice); old != nil && old.Generation == cur.Generation {
 		return fwk.QueueSkip, nil
 	}
+	if _, err := pl.podClaims(pod); err != nil {
+		logger.V(6).Info("Pod waits for its claims, not for devices", "pod", klog.KObj(pod), "reason", err)
+		return fwk.QueueSkip, nil
+	}
 	return fwk.Queue, nil
+}
+
+// references reports whether the pod may use the claim: by name, or as
+// the claim generated from one of its templates, which the pod controls
+// (the resourceclaim controller makes it so).
+func references(pod *v1.Pod, claim *resourcev1.ResourceClaim) bool {
+	if claim.Namespace != pod.Namespace {
+		return false
+	}
+	for i := range pod.Spec.ResourceClaims {
+		if name := pod.Spec.ResourceClaims[i].ResourceClaimName; name != nil && *name == claim.Name {
+			return true
+		}
+	}
+	return metav1.IsControlledBy(claim, pod)
 }

@@ -55,6 +55,9 @@ type cycleState struct {
 	allocations []*resourcev1.AllocationResult
 	reserved    []bool
 	written     []bool
+	// preBound: PreBind wrote every claim and returned success, so the
+	// pod's binding may have been sent (see Unreserve).
+	preBound bool
 }
 
 // Clone shares the state: the framework clones cycle state for
@@ -75,9 +78,9 @@ func readState(cs fwk.CycleState) (*cycleState, error) {
 
 // PreFilter checks the pod's claims and prepares the allocation of those
 // still pending.
-func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	logger := klog.FromContext(ctx)
-	s := &cycleState{results: map[string][]*resourcev1.AllocationResult{}}
+	s := &cycleState{}
 	cs.Write(stateKey, s)
 	if len(pod.Spec.ResourceClaims) == 0 {
 		return nil, fwk.NewStatus(fwk.Skip)
@@ -147,6 +150,9 @@ func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 		opts.Timeout = pl.cfg.filterTimeout
 	}
 	s.cycle = s.snap.Cycle(toAllocate, opts)
+	// Sized for every node Filter may be asked about: growing the map
+	// node by node cost more than the rest of a remembered node's Filter.
+	s.results = make(map[string][]*resourcev1.AllocationResult, len(nodes))
 	return nil, nil
 }
 

@@ -35,6 +35,8 @@ type fakeTracker struct {
 	mu       sync.Mutex
 	claims   map[string]*resourcev1.ResourceClaim
 	inFlight map[types.UID]*resourcev1.ResourceClaim
+	// lookups counts Get and GetPendingAllocation calls.
+	lookups int
 }
 
 func newFakeTracker() *fakeTracker {
@@ -50,6 +52,7 @@ func (t *fakeTracker) set(c *resourcev1.ResourceClaim) {
 func (t *fakeTracker) Get(namespace, name string) (*resourcev1.ResourceClaim, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.lookups++
 	c, ok := t.claims[namespace+"/"+name]
 	if !ok {
 		return nil, apierrors.NewNotFound(resourcev1.Resource("resourceclaims"), name)
@@ -60,6 +63,7 @@ func (t *fakeTracker) Get(namespace, name string) (*resourcev1.ResourceClaim, er
 func (t *fakeTracker) GetPendingAllocation(uid types.UID) *resourcev1.AllocationResult {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.lookups++
 	if c := t.inFlight[uid]; c != nil {
 		return c.Status.Allocation
 	}
@@ -150,6 +154,10 @@ func (h *fakeHandle) takeActivated() []string {
 	return out
 }
 
+// profile is the scheduling profile of the plugin under test.
+const profile = "dractl"
+
+func (h *fakeHandle) ProfileName() string                                    { return profile }
 func (h *fakeHandle) SharedDRAManager() fwk.SharedDRAManager                 { return h.dra }
 func (h *fakeHandle) ClientSet() kubernetes.Interface                        { return h.client }
 func (h *fakeHandle) SharedInformerFactory() informers.SharedInformerFactory { return h.informer }

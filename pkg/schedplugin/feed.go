@@ -32,6 +32,16 @@ type feed struct {
 	pending map[types.UID]*resourcev1.ResourceClaim
 	// assumed are the State's assumed allocations.
 	assumed map[state.ClaimKey]assumption
+	// checked are the assumed allocations that sync looks at in every
+	// cycle: other plugins' (whose end no event of this plugin reports)
+	// and this plugin's writes of unknown outcome (whose hold runs out).
+	// This plugin's other assumptions end through its own phases and the
+	// claim events, so a cycle costs nothing per pod in flight.
+	checked map[state.ClaimKey]struct{}
+	// foreignClaims returns the claims ("namespace/name") that pods of
+	// other scheduling profiles reference: of the pending claims, the only
+	// ones another plugin can be allocating. Nil: none.
+	foreignClaims func() []string
 	// rejected are observed claims the State refused because their
 	// allocation holds a device an observed claim holds too. That happens
 	// only while the API is inconsistent (two schedulers allocated one
@@ -67,6 +77,7 @@ func newFeed(st *state.State, waiting *waitlist, logger klog.Logger) *feed {
 		observed: map[state.ClaimKey]*resourcev1.ResourceClaim{},
 		pending:  map[types.UID]*resourcev1.ResourceClaim{},
 		assumed:  map[state.ClaimKey]assumption{},
+		checked:  map[state.ClaimKey]struct{}{},
 		rejected: map[state.ClaimKey]*resourcev1.ResourceClaim{},
 		now:      time.Now,
 	}
@@ -86,13 +97,20 @@ func (f *feed) setClaim(c *resourcev1.ResourceClaim) {
 // assumption it contradicts was dropped.
 func (f *feed) setClaimLocked(c *resourcev1.ResourceClaim) (freed bool) {
 	key := state.KeyOf(c)
+	if as, ok := f.assumed[key]; ok && c.Status.Allocation == nil &&
+		(as.uid != c.UID || as.written != "" && newerVersion(c.ResourceVersion, as.written)) {
+		// The assumption is of a claim that was replaced, or the claim
+		// moved past the allocation's write without it: deallocated since,
+		// or a write of unknown outcome that was not stored.
+		freed = f.forgetLocked(key)
+	}
 	err := f.st.SetClaim(c)
 	var conflict *state.ConflictError
 	if errors.As(err, &conflict) && conflict.HolderAssumed {
 		// The API has the last word: an assumption it contradicts was
 		// wrong (its binding failed, or the claim was allocated twice).
 		f.logger.V(4).Info("Observed allocation replaces an assumed one", "claim", key, "device", conflict.Device, "assumedFor", conflict.Holder)
-		freed = f.forgetLocked(conflict.Holder)
+		freed = f.forgetLocked(conflict.Holder) || freed
 		err = f.st.SetClaim(c)
 	}
 	if err != nil {
@@ -111,7 +129,7 @@ func (f *feed) setClaimLocked(c *resourcev1.ResourceClaim) (freed bool) {
 	f.observed[key] = c
 	if c.Status.Allocation != nil {
 		// An observed allocation replaces an assumed one.
-		delete(f.assumed, key)
+		f.dropAssumedLocked(key)
 		delete(f.pending, c.UID)
 		return freed
 	}
@@ -129,7 +147,7 @@ func (f *feed) deleteClaim(c *resourcev1.ResourceClaim) {
 		freed = true
 	}
 	delete(f.pending, c.UID)
-	delete(f.assumed, key)
+	f.dropAssumedLocked(key)
 	delete(f.rejected, key)
 	delete(f.observed, key)
 	if err := f.st.DeleteClaim(c.Namespace, c.Name); err != nil {
@@ -183,9 +201,20 @@ func (f *feed) assumeLocked(c *resourcev1.ResourceClaim, foreign bool) error {
 	if err := f.st.Assume(c); err != nil {
 		return err
 	}
-	f.assumed[state.KeyOf(c)] = assumption{uid: c.UID, foreign: foreign}
+	key := state.KeyOf(c)
+	f.assumed[key] = assumption{uid: c.UID, foreign: foreign}
+	if foreign {
+		f.checked[key] = struct{}{}
+	}
 	delete(f.pending, c.UID)
 	return nil
+}
+
+// dropAssumedLocked removes an assumption from the books (not from the
+// State).
+func (f *feed) dropAssumedLocked(key state.ClaimKey) {
+	delete(f.assumed, key)
+	delete(f.checked, key)
 }
 
 // written records that PreBind stored the assumed allocation in the
@@ -212,6 +241,7 @@ func (f *feed) mayBeWritten(key state.ClaimKey, base string) {
 		as.written = base
 		as.until = f.now().Add(uncertainHold)
 		f.assumed[key] = as
+		f.checked[key] = struct{}{}
 	}
 }
 
@@ -243,7 +273,7 @@ func (f *feed) forgetLocked(key state.ClaimKey) bool {
 	if _, ok := f.assumed[key]; !ok {
 		return false
 	}
-	delete(f.assumed, key)
+	f.dropAssumedLocked(key)
 	if err := f.st.Forget(key.Namespace, key.Name); err != nil {
 		f.logger.Error(err, "Forgetting an assumed allocation", "claim", key)
 		return false
@@ -256,25 +286,40 @@ func (f *feed) forgetLocked(key state.ClaimKey) bool {
 
 // sync brings the State's assumptions in line with the claim tracker,
 // which every DRA plugin of the scheduler writes to: allocations another
-// plugin has in flight are assumed, and assumptions whose allocation
-// neither is in flight nor in the API (the binding failed, or the API
-// deallocated it before the informer showed the allocation) are dropped. Scheduling cycles run one at a time, so nothing can be put in
-// flight while the cycle that called sync runs; bindings may end at any
-// time.
+// plugin has in flight (or has written, before the informer delivers the
+// claim) are assumed, and assumptions sync checks (see checked) whose
+// allocation neither is in flight nor in the API (the binding failed, or
+// the API deallocated it before the informer showed the allocation) are
+// dropped. Only claims that pods of other profiles reference are looked
+// at for allocations of other plugins. Scheduling cycles run one at a
+// time, so nothing can be put in flight while the cycle that called sync
+// runs; bindings may end at any time.
 func (f *feed) sync(tr fwk.ResourceClaimTracker) {
+	var foreign []string
+	if f.foreignClaims != nil {
+		foreign = f.foreignClaims()
+	}
 	freed := false
 	f.mu.Lock()
 	defer func() {
 		f.mu.Unlock()
 		f.released(freed)
 	}()
-	for uid, c := range f.pending {
-		a := tr.GetPendingAllocation(uid)
+	for _, k := range foreign {
+		ns, name, err := cache.SplitMetaNamespaceKey(k)
+		if err != nil {
+			continue
+		}
+		c := f.observed[state.ClaimKey{Namespace: ns, Name: name}]
+		if c == nil || f.pending[c.UID] == nil {
+			continue
+		}
+		a := tr.GetPendingAllocation(c.UID)
 		if a == nil {
 			// Another plugin's binding may have ended: its write is in
 			// the tracker's assume cache before the informer delivers it
 			// to the feed, and the devices are taken from then on.
-			if cur, err := tr.Get(c.Namespace, c.Name); err == nil && cur.UID == uid && cur.Status.Allocation != nil {
+			if cur, err := tr.Get(c.Namespace, c.Name); err == nil && cur.UID == c.UID && cur.Status.Allocation != nil {
 				a = cur.Status.Allocation
 			}
 		}
@@ -287,7 +332,8 @@ func (f *feed) sync(tr fwk.ResourceClaimTracker) {
 			f.logger.Error(err, "Allocation in flight for another plugin cannot be assumed", "claim", state.KeyOf(c))
 		}
 	}
-	for key, as := range f.assumed {
+	for key := range f.checked {
+		as := f.assumed[key]
 		if tr.GetPendingAllocation(as.uid) != nil {
 			continue
 		}

@@ -10,6 +10,7 @@ import (
 	resourceinformers "k8s.io/client-go/informers/resource/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	resourceslicetracker "k8s.io/dynamic-resource-allocation/resourceslice/tracker"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -143,6 +144,39 @@ func (pl *Plugin) watch(ctx context.Context, logger klog.Logger) error {
 		return fmt.Errorf("watch ResourceClaims: %w", err)
 	}
 	pl.synced = []cache.InformerSynced{slices.HasSynced, sliceReg.HasSynced, classReg.HasSynced, claimReg.HasSynced}
+	return pl.indexForeignClaims()
+}
+
+// indexForeignClaims indexes the scheduler's pods by the claims that pods
+// of other profiles reference, which another DRA plugin of the scheduler
+// may be allocating (see feed.sync). The informer updates its index before
+// it notifies the scheduling queue, so a pod is indexed before another
+// profile can schedule it. Pods of every phase but the terminal ones,
+// which the scheduler does not watch, stay indexed: a bound pod's claim
+// may reach the State after the pod's binding does.
+func (pl *Plugin) indexForeignClaims() error {
+	profile := pl.fh.ProfileName()
+	name := Name + "/claims-of-pods-not-in-" + profile
+	pods := pl.fh.SharedInformerFactory().Core().V1().Pods().Informer()
+	err := pods.AddIndexers(cache.Indexers{name: func(obj any) ([]string, error) {
+		pod, ok := obj.(*v1.Pod)
+		if !ok || pod.Spec.SchedulerName == profile || len(pod.Spec.ResourceClaims) == 0 {
+			return nil, nil
+		}
+		keys := make([]string, 0, len(pod.Spec.ResourceClaims))
+		for i := range pod.Spec.ResourceClaims {
+			// A template's claim is known once the pod's status names it.
+			if claim, _, err := resourceclaim.Name(pod, &pod.Spec.ResourceClaims[i]); err == nil && claim != nil {
+				keys = append(keys, pod.Namespace+"/"+*claim)
+			}
+		}
+		return keys, nil
+	}})
+	if err != nil {
+		return fmt.Errorf("index pods by claim: %w", err)
+	}
+	indexer := pods.GetIndexer()
+	pl.feed.foreignClaims = func() []string { return indexer.ListIndexFuncValues(name) }
 	return nil
 }
 

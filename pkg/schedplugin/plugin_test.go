@@ -16,7 +16,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/utils/ptr"
 
@@ -49,8 +51,17 @@ func gpuObjects(t *testing.T) []runtime.Object {
 func gpuPod(name, claim string) *v1.Pod {
 	return &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID("uid-" + name)},
-		Spec:       v1.PodSpec{ResourceClaims: []v1.PodResourceClaim{{Name: "gpu", ResourceClaimName: ptr.To(claim)}}},
+		Spec: v1.PodSpec{SchedulerName: profile,
+			ResourceClaims: []v1.PodResourceClaim{{Name: "gpu", ResourceClaimName: ptr.To(claim)}}},
 	}
+}
+
+// stockPod is a pod of another scheduling profile (whose DRA plugin is
+// the in-tree one) using claim.
+func stockPod(name, claim string) *v1.Pod {
+	p := gpuPod(name, claim)
+	p.Spec.SchedulerName = v1.DefaultSchedulerName
+	return p
 }
 
 func gpuClaim(name string, count int64) *resourcev1.ResourceClaim {
@@ -208,7 +219,7 @@ func TestPreBindRetriesConflicts(t *testing.T) {
 }
 
 func TestForeignAllocationInFlight(t *testing.T) {
-	objs := append(gpuObjects(t), gpuClaim("stock", 1), gpuClaim("mine", 1))
+	objs := append(gpuObjects(t), gpuClaim("stock", 1), gpuClaim("mine", 1), stockPod("pod-stock", "stock"))
 	c := newCluster(t, nil, objs...)
 	// Another plugin (the in-tree one, in another profile) reserved gpu-0
 	// for claim "stock" and has not written it yet.
@@ -423,7 +434,7 @@ func TestWriteMayHaveLanded(t *testing.T) {
 // tracker's assume cache) before the informer delivered the written claim
 // to the State: the devices are taken all the same.
 func TestForeignAllocationWrittenBeforeInformer(t *testing.T) {
-	objs := append(gpuObjects(t), gpuClaim("stock", 1), gpuClaim("mine", 1))
+	objs := append(gpuObjects(t), gpuClaim("stock", 1), gpuClaim("mine", 1), stockPod("pod-stock", "stock"))
 	c := newCluster(t, nil, objs...)
 	stock := gpuClaim("stock", 1)
 	stock.ResourceVersion = "2"
@@ -438,5 +449,115 @@ func TestForeignAllocationWrittenBeforeInformer(t *testing.T) {
 	c.pl.feed.setClaim(stock)
 	if _, node, _ := schedule(t, c, gpuPod("pod-mine", "mine"), node1); node != "" {
 		t.Fatalf("placed on %s after the informer delivered the written claim", node)
+	}
+}
+
+// TestCycleLooksOnlyAtForeignClaims: a cycle looks up in the claim
+// tracker the pod's own claims and the pending claims of other profiles'
+// pods, not every pending claim: the first cycles of a scheduler that
+// starts with many pending pods would otherwise cost the square of their
+// number.
+func TestCycleLooksOnlyAtForeignClaims(t *testing.T) {
+	objs := gpuObjects(t)
+	for i := range 50 {
+		objs = append(objs, gpuClaim(fmt.Sprintf("claim-%d", i), 1))
+	}
+	objs = append(objs, gpuClaim("stock", 1), stockPod("pod-stock", "stock"))
+	c := newCluster(t, nil, objs...)
+	// The informer delivered every claim to the State.
+	err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		return len(c.pl.st.Snapshot().Claims()) == 51, nil
+	})
+	must(t, err)
+	c.tracker.mu.Lock()
+	c.tracker.lookups = 0
+	c.tracker.mu.Unlock()
+	if _, st := c.pl.PreFilter(context.Background(), newCycleState(), gpuPod("pod-0", "claim-0"), nil); !st.IsSuccess() {
+		t.Fatalf("PreFilter: %v", st)
+	}
+	c.tracker.mu.Lock()
+	defer c.tracker.mu.Unlock()
+	// claim-0: Get and GetPendingAllocation; stock: both again.
+	if c.tracker.lookups > 4 {
+		t.Errorf("%d claim tracker lookups in one cycle, want at most 4", c.tracker.lookups)
+	}
+}
+
+// TestUnreserveAfterPreBindKeepsReservation: once PreBind has written
+// the claims the pod's binding may be stored even if it is reported to
+// have failed, and a bound pod needs its claims reserved for it. Before
+// that, Unreserve takes the pod out of reservedFor.
+func TestUnreserveAfterPreBindKeepsReservation(t *testing.T) {
+	for _, preBound := range []bool{true, false} {
+		t.Run(fmt.Sprintf("PreBind succeeded=%v", preBound), func(t *testing.T) {
+			objs := append(gpuObjects(t), gpuClaim("a", 1))
+			c := newCluster(t, nil, objs...)
+			ctx := context.Background()
+			podA := gpuPod("pod-a", "a")
+			cs, node, _ := schedule(t, c, podA, node1)
+			if st := c.pl.PreBind(ctx, cs, podA, node); !st.IsSuccess() {
+				t.Fatalf("PreBind: %v", st)
+			}
+			s, err := readState(cs)
+			must(t, err)
+			// A failure in the binding cycle before PreBind ended.
+			s.preBound = preBound
+			c.pl.Unreserve(ctx, cs, podA, node)
+			got, err := c.client.ResourceV1().ResourceClaims("default").Get(ctx, "a", metav1.GetOptions{})
+			must(t, err)
+			if reserved := len(got.Status.ReservedFor) == 1; reserved != preBound {
+				t.Errorf("claim reserved for the pod after Unreserve: %v, want %v", reserved, preBound)
+			}
+			if got.Status.Allocation == nil {
+				t.Error("written allocation gone after Unreserve")
+			}
+		})
+	}
+}
+
+// TestQueueingHints: claim and slice events requeue only the pods they may
+// help. A pod whose claims are not all there waits for them: slice events
+// pass it by, and a claim event only brings it back when it is one of the
+// pod's claims (by name, or generated for it from a template).
+func TestQueueingHints(t *testing.T) {
+	withTemplate := gpuPod("pod-t", "unused")
+	withTemplate.Spec.ResourceClaims[0] = v1.PodResourceClaim{Name: "gpu", ResourceClaimTemplateName: ptr.To("tmpl")}
+	withTemplate.Status.ResourceClaimStatuses = []v1.PodResourceClaimStatus{{Name: "gpu", ResourceClaimName: ptr.To("pod-t-gpu-x1")}}
+	generated := gpuClaim("pod-t-gpu-x1", 1)
+	generated.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: withTemplate.Name, UID: withTemplate.UID, Controller: ptr.To(true)}}
+	forOther := gpuClaim("pod-u-gpu-x2", 1)
+	forOther.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: "pod-u", UID: "uid-pod-u", Controller: ptr.To(true)}}
+	objs := append(gpuObjects(t), gpuClaim("a", 1), gpuClaim("b", 1), generated, forOther)
+	c := newCluster(t, nil, objs...)
+	logger := klog.Background()
+	allocated := gpuClaim("b", 1)
+	allocated.ResourceVersion = "2"
+	allocated.Status.Allocation = &resourcev1.AllocationResult{}
+	slice := &resourcev1.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: "s", Generation: 1}}
+	relabelled := slice.DeepCopy()
+	relabelled.Labels = map[string]string{"a": "b"}
+	for _, tc := range []struct {
+		name     string
+		hint     func(klog.Logger, *v1.Pod, any, any) (fwk.QueueingHint, error)
+		pod      *v1.Pod
+		old, cur any
+		want     fwk.QueueingHint
+	}{
+		{"the pod's claim appears", c.pl.afterClaimChange, gpuPod("p", "a"), nil, gpuClaim("a", 1), fwk.Queue},
+		{"another claim appears", c.pl.afterClaimChange, gpuPod("p", "a"), nil, gpuClaim("other", 1), fwk.QueueSkip},
+		{"another claim is deallocated", c.pl.afterClaimChange, gpuPod("p", "a"), allocated, gpuClaim("b", 1), fwk.Queue},
+		{"the claim generated for the pod appears", c.pl.afterClaimChange, withTemplate, nil, generated, fwk.Queue},
+		{"a claim generated for another pod appears", c.pl.afterClaimChange, withTemplate, nil, forOther, fwk.QueueSkip},
+		{"a slice appears, the pod's claims are there", c.pl.afterSliceChange, gpuPod("p", "a"), nil, slice, fwk.Queue},
+		{"a slice appears, the pod's claim is not there", c.pl.afterSliceChange, gpuPod("p", "missing"), nil, slice, fwk.QueueSkip},
+		{"a slice's labels change", c.pl.afterSliceChange, gpuPod("p", "a"), slice, relabelled, fwk.QueueSkip},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := tc.hint(logger, tc.pod, tc.old, tc.cur)
+			must(t, err)
+			if got != tc.want {
+				t.Errorf("hint %v, want %v", got, tc.want)
+			}
+		})
 	}
 }

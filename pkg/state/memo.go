@@ -32,8 +32,17 @@ const maxMemoShapes = 16
 // nodeMemo is a pool entry's remembered answers, by shape.
 type nodeMemo struct {
 	mu      sync.Mutex
-	answers map[string]*answer
+	answers map[*shape]*answer
 }
+
+// shape is an interned memo key (see shapeOf): a cycle asks every node,
+// and comparing keys by identity costs nothing next to hashing and
+// comparing their bytes once per node.
+type shape struct{ key string }
+
+// maxShapes bounds the shapes the State interns; past it, it starts over
+// (answers remembered under the old shapes are then not found again).
+const maxShapes = 4096
 
 // answer is one Allocate outcome for a shape of claims on a node.
 type answer struct {
@@ -46,22 +55,22 @@ type answer struct {
 	claims []string
 }
 
-func (m *nodeMemo) get(shape string, node *corev1.Node) *answer {
+func (m *nodeMemo) get(sh *shape, node *corev1.Node) *answer {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if a := m.answers[shape]; a != nil && a.node == node {
+	if a := m.answers[sh]; a != nil && a.node == node {
 		return a
 	}
 	return nil
 }
 
-func (m *nodeMemo) put(shape string, a *answer) {
+func (m *nodeMemo) put(sh *shape, a *answer) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.answers == nil || len(m.answers) >= maxMemoShapes {
-		m.answers = map[string]*answer{}
+		m.answers = map[*shape]*answer{}
 	}
-	m.answers[shape] = a
+	m.answers[sh] = a
 }
 
 // MemoStats count how Allocate calls of cycles were answered, when the
@@ -72,7 +81,29 @@ type MemoStats struct {
 	Hits, Misses int64
 }
 
-type memoCounters struct{ hits, misses atomic.Int64 }
+// memoShared is what the State and its snapshots share for remembering
+// answers: the counters and the interned shapes.
+type memoShared struct {
+	hits, misses atomic.Int64
+
+	mu     sync.Mutex
+	shapes map[string]*shape
+}
+
+// intern returns the one shape of key.
+func (m *memoShared) intern(key string) *shape {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if sh := m.shapes[key]; sh != nil {
+		return sh
+	}
+	if m.shapes == nil || len(m.shapes) >= maxShapes {
+		m.shapes = map[string]*shape{}
+	}
+	sh := &shape{key: key}
+	m.shapes[key] = sh
+	return sh
+}
 
 // shapeOf is the key of what, besides the node and its pools, an answer
 // depends on: the strategy, the classes (by the State's count of class
@@ -102,7 +133,7 @@ func (s *Snapshot) memoOf(node *corev1.Node) *nodeMemo {
 	if len(s.shared) > 0 {
 		return nil
 	}
-	ids, _ := s.byNode.get(node.Name)
+	ids := s.poolsOfNode(node.Name)
 	if len(ids) != 1 {
 		return nil
 	}
@@ -134,7 +165,7 @@ func (a *answer) recall(claims []string) ([]*resourcev1.AllocationResult, error)
 }
 
 // remember keeps an outcome worth keeping.
-func (m *nodeMemo) remember(shape string, node *corev1.Node, claims []string, res []*resourcev1.AllocationResult, err error) {
+func (m *nodeMemo) remember(sh *shape, node *corev1.Node, claims []string, res []*resourcev1.AllocationResult, err error) {
 	var unfit *allocator.UnfitError
 	switch {
 	case err == nil:
@@ -142,5 +173,5 @@ func (m *nodeMemo) remember(shape string, node *corev1.Node, claims []string, re
 	default:
 		return
 	}
-	m.put(shape, &answer{node: node, results: res, unfit: unfit, claims: claims})
+	m.put(sh, &answer{node: node, results: res, unfit: unfit, claims: claims})
 }

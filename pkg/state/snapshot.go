@@ -33,6 +33,8 @@ type Snapshot struct {
 	byNode  cowView[string, []pool.ID]
 	shared  []pool.ID
 
+	byNodeGen uint64
+
 	// lists are the read model's sorted lists, apart because a scheduler's
 	// snapshots never build them.
 	lists atomic.Pointer[lists]
@@ -161,7 +163,7 @@ func (src source) Class(name string) *resourcev1.DeviceClass {
 func (src source) NodePools(node string) []*allocator.PoolState {
 	var ids []pool.ID
 	if node != "" {
-		ids, _ = src.s.byNode.get(node)
+		ids = src.s.poolsOfNode(node)
 	}
 	if len(src.s.shared) == 0 && len(ids) == 1 {
 		// A node with its own pool only, as most are: no list to build.
@@ -219,10 +221,10 @@ type Cycle struct {
 	snap    *Snapshot
 	timeout time.Duration
 	err     error
-	// shape is the memo key of the claims ("" when the snapshot does not
+	// shape is the memo key of the claims (nil when the snapshot does not
 	// remember answers) and names are the claims' names, for
 	// explanations.
-	shape string
+	shape *shape
 	names []string
 }
 
@@ -243,8 +245,8 @@ func (s *Snapshot) Cycle(claims []*resourcev1.ResourceClaim, opts CycleOptions) 
 	a.PrepareInto(&c.claims, claims)
 	c.snap, c.timeout = s, opts.Timeout
 	if s.opts.MemoizeNodes {
-		if shape, ok := shapeOf(opts.Strategy, s.classGen, claims); ok {
-			c.shape = shape
+		if key, ok := shapeOf(opts.Strategy, s.classGen, claims); ok {
+			c.shape = s.memo.intern(key)
 			c.names = make([]string, len(claims))
 			for i, cl := range claims {
 				c.names[i] = cl.Namespace + "/" + cl.Name
@@ -267,7 +269,7 @@ func (c *Cycle) Allocate(ctx context.Context, node *corev1.Node) ([]*resourcev1.
 		return nil, c.err
 	}
 	var memo *nodeMemo
-	if c.shape != "" && node != nil {
+	if c.shape != nil && node != nil {
 		memo = c.snap.memoOf(node)
 	}
 	if memo != nil {

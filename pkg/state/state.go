@@ -78,6 +78,8 @@ type State struct {
 	// Both are replaced on change, never modified.
 	byNode *cowMap[string, []pool.ID]
 	shared []pool.ID
+	// byNodeGen counts changes of byNode.
+	byNodeGen uint64
 	// holder is which claim's effective allocation holds each device
 	// exclusively (results without a shareID and without admin access).
 	holder map[DeviceID]ClaimKey
@@ -94,7 +96,10 @@ type common struct {
 	// protos are allocators over no source, per allocator.Strategy, whose
 	// options every snapshot's allocators take.
 	protos [2]allocator.Allocator
-	memo   memoCounters
+	memo   memoShared
+	// nodeIndex is the node index as a plain map, for snapshots of one
+	// generation of it (see Snapshot.poolsOfNode).
+	nodeIndex nodeIndexCache
 }
 
 // Stats count the work deltas caused, for tests and metrics.
@@ -366,6 +371,7 @@ func (s *State) reindex(id pool.ID, old, cur *poolVersion) {
 	for _, n := range was {
 		if _, keep := slices.BinarySearch(is, n); !keep {
 			ids, _ := s.byNode.get(n)
+			s.byNodeGen++
 			if ids = without(ids, id); len(ids) == 0 {
 				s.byNode.del(n)
 			} else {
@@ -377,6 +383,7 @@ func (s *State) reindex(id pool.ID, old, cur *poolVersion) {
 		if _, had := slices.BinarySearch(was, n); !had {
 			ids, _ := s.byNode.get(n)
 			s.byNode.set(n, with(ids, id))
+			s.byNodeGen++
 		}
 	}
 	switch {
@@ -668,6 +675,7 @@ func (s *State) Snapshot() *Snapshot {
 		version: s.version, common: s.common, classGen: s.classGen,
 		slices: s.slices.freeze(), pools: s.pools.freeze(), classes: s.classes.freeze(),
 		claims: s.claims.freeze(), byNode: s.byNode.freeze(), shared: s.shared,
+		byNodeGen: s.byNodeGen,
 	}
 	return s.last
 }
