@@ -157,6 +157,9 @@ func BenchmarkLive1000Nodes(b *testing.B) {
 		}
 	}
 	b.Run("get-pools", verb(fmt.Sprintf("dgx-%04d", n-1), "get", "pools"))
+	// kubectl's --disable-compression: on a loopback or LAN link the API
+	// server's gzip of every page costs more than the bytes it saves.
+	b.Run("get-pools-uncompressed", verb(fmt.Sprintf("dgx-%04d", n-1), "get", "pools", "--disable-compression"))
 	b.Run("describe-node", verb("gpu.nvidia.com/dgx-0000", "describe", "node", "dgx-0000"))
 	b.Run("monitor-slice-to-metric", func(b *testing.B) {
 		// dractl monitor in its own process, as it is deployed. A loop
