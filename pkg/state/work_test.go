@@ -3,6 +3,7 @@ package state_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"reflect"
 	"sync"
 	"testing"
@@ -96,17 +97,24 @@ func TestCycleWorkDoesNotGrowWithCluster(t *testing.T) {
 		_, err := st.Snapshot().Cycle(claims, state.CycleOptions{}).Allocate(context.Background(), node)
 		must(t, err)
 		i := 0
-		allocs[n] = testing.AllocsPerRun(50, func() {
-			i++
-			c := allocatedOn("churn", "node-3", "part-3")
-			if i%2 == 0 {
-				c = pending("churn")
-			}
-			must(t, st.SetClaim(c))
-			if _, err := st.Snapshot().Cycle(claims, state.CycleOptions{}).Allocate(context.Background(), node); err != nil {
-				t.Fatal(err)
-			}
-		})
+		// The least of five measurements: under the race detector
+		// sync.Pool drops the search's scratch space at random, which only
+		// ever adds allocations, and a single average of 50 cycles varies
+		// by a few objects from run to run.
+		allocs[n] = math.Inf(1)
+		for range 5 {
+			allocs[n] = min(allocs[n], testing.AllocsPerRun(50, func() {
+				i++
+				c := allocatedOn("churn", "node-3", "part-3")
+				if i%2 == 0 {
+					c = pending("churn")
+				}
+				must(t, st.SetClaim(c))
+				if _, err := st.Snapshot().Cycle(claims, state.CycleOptions{}).Allocate(context.Background(), node); err != nil {
+					t.Fatal(err)
+				}
+			}))
+		}
 	}
 	if allocs[1000] > allocs[10]+2 {
 		t.Errorf("a cycle allocates %.0f objects on 1000 nodes, %.0f on 10: it must not depend on the cluster", allocs[1000], allocs[10])
