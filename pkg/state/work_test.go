@@ -210,11 +210,16 @@ func TestFilterAllocatesAFewBlocks(t *testing.T) {
 	node := at.Node("node-3")
 	_, err := cyc.Allocate(context.Background(), node)
 	must(t, err)
-	n := testing.AllocsPerRun(50, func() {
-		if _, err := cyc.Allocate(context.Background(), node); err != nil {
-			t.Fatal(err)
-		}
-	})
+	// The least of five measurements, as in the test above: pooled
+	// scratch that the race detector's sync.Pool drops only adds.
+	n := math.Inf(1)
+	for range 5 {
+		n = min(n, testing.AllocsPerRun(50, func() {
+			if _, err := cyc.Allocate(context.Background(), node); err != nil {
+				t.Fatal(err)
+			}
+		}))
+	}
 	limit := 1.0
 	if raceEnabled {
 		limit += 2 // the pooled scratch space, reallocated when the pool drops it
