@@ -97,24 +97,17 @@ func TestCycleWorkDoesNotGrowWithCluster(t *testing.T) {
 		_, err := st.Snapshot().Cycle(claims, state.CycleOptions{}).Allocate(context.Background(), node)
 		must(t, err)
 		i := 0
-		// The least of five measurements: under the race detector
-		// sync.Pool drops the search's scratch space at random, which only
-		// ever adds allocations, and a single average of 50 cycles varies
-		// by a few objects from run to run.
-		allocs[n] = math.Inf(1)
-		for range 5 {
-			allocs[n] = min(allocs[n], testing.AllocsPerRun(50, func() {
-				i++
-				c := allocatedOn("churn", "node-3", "part-3")
-				if i%2 == 0 {
-					c = pending("churn")
-				}
-				must(t, st.SetClaim(c))
-				if _, err := st.Snapshot().Cycle(claims, state.CycleOptions{}).Allocate(context.Background(), node); err != nil {
-					t.Fatal(err)
-				}
-			}))
-		}
+		allocs[n] = leastAllocs(func() {
+			i++
+			c := allocatedOn("churn", "node-3", "part-3")
+			if i%2 == 0 {
+				c = pending("churn")
+			}
+			must(t, st.SetClaim(c))
+			if _, err := st.Snapshot().Cycle(claims, state.CycleOptions{}).Allocate(context.Background(), node); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 	if allocs[1000] > allocs[10]+2 {
 		t.Errorf("a cycle allocates %.0f objects on 1000 nodes, %.0f on 10: it must not depend on the cluster", allocs[1000], allocs[10])
@@ -210,16 +203,11 @@ func TestFilterAllocatesAFewBlocks(t *testing.T) {
 	node := at.Node("node-3")
 	_, err := cyc.Allocate(context.Background(), node)
 	must(t, err)
-	// The least of five measurements, as in the test above: pooled
-	// scratch that the race detector's sync.Pool drops only adds.
-	n := math.Inf(1)
-	for range 5 {
-		n = min(n, testing.AllocsPerRun(50, func() {
-			if _, err := cyc.Allocate(context.Background(), node); err != nil {
-				t.Fatal(err)
-			}
-		}))
-	}
+	n := leastAllocs(func() {
+		if _, err := cyc.Allocate(context.Background(), node); err != nil {
+			t.Fatal(err)
+		}
+	})
 	limit := 1.0
 	if raceEnabled {
 		limit += 2 // the pooled scratch space, reallocated when the pool drops it
@@ -227,4 +215,16 @@ func TestFilterAllocatesAFewBlocks(t *testing.T) {
 	if n > limit {
 		t.Errorf("Filter on a warm node allocates %.0f objects, want at most %.0f", n, limit)
 	}
+}
+
+// leastAllocs is the least of five testing.AllocsPerRun(50, f) counts:
+// under the race detector sync.Pool drops the search's pooled scratch at
+// random, which only ever adds allocations, so one average varies by a
+// few objects from run to run; without it every count is the same.
+func leastAllocs(f func()) float64 {
+	n := math.Inf(1)
+	for range 5 {
+		n = min(n, testing.AllocsPerRun(50, f))
+	}
+	return n
 }
