@@ -18,6 +18,22 @@ type resultCache struct {
 	sel     map[*exprEntry]*selColumn
 	attrs   map[string]*attrColumn
 	derived map[string]*attrColumn
+	// recentSel are the sel columns asked for last, read without the
+	// lock: every Filter asks for the columns of its request's
+	// expressions, and on a cluster of many nodes the table has left the
+	// CPU caches since the node's last Filter, so the lock and the map
+	// lookup would each cost memory accesses that miss.
+	recentSel atomic.Pointer[recentCols]
+}
+
+// recentCols is an immutable list of the last columns asked for, the
+// newest first.
+type recentCols struct {
+	n int
+	e [4]struct {
+		key *exprEntry
+		col *selColumn
+	}
 }
 
 // maxColumns bounds the columns of each kind a table keeps: a long-running
@@ -55,7 +71,29 @@ func column[K comparable, C any](mu *sync.Mutex, m *map[K]*C, key K, n int32, mk
 }
 
 func (t *genTable) selColumn(e *exprEntry) *selColumn {
-	return column(&t.cache.mu, &t.cache.sel, e, t.nDevs, func(n int32) selColumn { return make(selColumn, n) })
+	r := t.cache.recentSel.Load()
+	if r != nil {
+		for i := range r.e[:r.n] {
+			if r.e[i].key == e {
+				return r.e[i].col
+			}
+		}
+	}
+	col := column(&t.cache.mu, &t.cache.sel, e, t.nDevs, func(n int32) selColumn { return make(selColumn, n) })
+	// Concurrent callers may each publish a list; any of them will do.
+	next := &recentCols{n: 1}
+	next.e[0].key, next.e[0].col = e, col
+	if r != nil {
+		for i := range r.e[:r.n] {
+			if next.n == len(next.e) {
+				break
+			}
+			next.e[next.n] = r.e[i]
+			next.n++
+		}
+	}
+	t.cache.recentSel.Store(next)
+	return col
 }
 
 func (t *genTable) attrColumn(name string) *attrColumn {

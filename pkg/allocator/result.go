@@ -172,15 +172,18 @@ func (at *attempt) nodeSelector(ci int, pin *pinned) (*corev1.NodeSelector, erro
 			continue
 		}
 		d := pk.c.d
-		s := d.sliceInfo().s
-		var name *string
+		si := d.sliceInfo()
+		// The table knows whether the slice names its node: the slice
+		// object is read only for a selector, since on a cluster of many
+		// nodes it is no longer in the CPU caches.
+		named := si.pinned
 		var sel *corev1.NodeSelector
-		if d.sliceInfo().perDevice {
-			name, sel = d.d.NodeName, d.d.NodeSelector
-		} else {
-			name, sel = s.Spec.NodeName, s.Spec.NodeSelector
+		if si.perDevice {
+			named, sel = d.d.NodeName != nil, d.d.NodeSelector
+		} else if !named {
+			sel = si.s.Spec.NodeSelector
 		}
-		if name != nil || ptr.Deref(d.d.BindsToNode, false) {
+		if named || ptr.Deref(d.d.BindsToNode, false) {
 			if pin == nil {
 				pin = new(pinned)
 			}
