@@ -133,11 +133,11 @@ func (s *Snapshot) memoOf(node *corev1.Node) *nodeMemo {
 	if len(s.shared) > 0 {
 		return nil
 	}
-	ids := s.poolsOfNode(node.Name)
-	if len(ids) != 1 {
+	own := s.slotsOfNode(node.Name)
+	if own.one == nil {
 		return nil
 	}
-	if e, ok := s.pools.get(ids[0]); ok && e.ps != nil {
+	if e := s.entry(own.one); e != nil {
 		return &e.memo
 	}
 	return nil

@@ -161,35 +161,49 @@ func (src source) Class(name string) *resourcev1.DeviceClass {
 }
 
 func (src source) NodePools(node string) []*allocator.PoolState {
-	var ids []pool.ID
+	var own nodeSlots
 	if node != "" {
-		ids = src.s.poolsOfNode(node)
+		own = src.s.slotsOfNode(node)
 	}
-	if len(src.s.shared) == 0 && len(ids) == 1 {
+	shared := src.s.shared
+	if len(shared) == 0 && own.len() == 1 {
 		// A node with its own pool only, as most are: no list to build.
-		if e, ok := src.s.pools.get(ids[0]); ok && e.ps != nil {
+		if e := src.s.entry(own.one); e != nil {
 			return e.self[:]
 		}
 		return nil
 	}
-	out := make([]*allocator.PoolState, 0, len(ids)+len(src.s.shared))
+	out := make([]*allocator.PoolState, 0, own.len()+len(shared))
+	add := func(e *poolEntry) {
+		if e != nil && e.ps != nil {
+			out = append(out, e.ps)
+		}
+	}
 	i, j := 0, 0
-	for i < len(ids) || j < len(src.s.shared) {
-		var id pool.ID
+	for i < own.len() || j < len(shared) {
 		switch {
-		case j == len(src.s.shared) || (i < len(ids) && ids[i].Compare(src.s.shared[j]) < 0):
-			id = ids[i]
+		case j == len(shared):
+			add(src.s.entry(own.at(i)))
 			i++
-		case i == len(ids) || ids[i] != src.s.shared[j]:
-			id = src.s.shared[j]
+		case i == own.len():
+			e, _ := src.s.pools.get(shared[j])
+			add(e)
 			j++
 		default:
-			id = ids[i]
-			i++
-			j++
-		}
-		if e, ok := src.s.pools.get(id); ok && e.ps != nil {
-			out = append(out, e.ps)
+			sl := own.at(i)
+			switch c := sl.id.Compare(shared[j]); {
+			case c < 0:
+				add(src.s.entry(sl))
+				i++
+			case c > 0:
+				e, _ := src.s.pools.get(shared[j])
+				add(e)
+				j++
+			default:
+				add(src.s.entry(sl))
+				i++
+				j++
+			}
 		}
 	}
 	return out

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -169,15 +170,24 @@ type heldResult struct {
 // it. A pool that no slice names has no version but may hold results of
 // claims allocated before its slices appeared (or after they went).
 type poolEntry struct {
+	// ps is the pool's state for the allocator (nil without a version), in
+	// state; self is ps as the Source hands it out. Filter reads these
+	// first, so they come first.
+	ps   *allocator.PoolState
+	self [1]*allocator.PoolState
+	// slot is the pool's slot, shared by its successive entries; since is
+	// the State version from which the entry is current, and prev the
+	// entry it replaced, while it is the slot's current one (see
+	// poolSlot).
+	slot  *poolSlot
+	since uint64
+	prev  atomic.Pointer[poolEntry]
+
 	id   pool.ID
 	ver  *poolVersion
 	held []heldResult // by claim ("namespace/name", compareKeys), then result order
-	// ps is the pool's state for the allocator (nil without a version), in
-	// state; self is ps as the Source hands it out; rs holds the one held
-	// result most pools have. All are in the entry, which is allocated
-	// anew for every claim delta that names the pool.
-	ps    *allocator.PoolState
-	self  [1]*allocator.PoolState
+	// state and rs (the one held result most pools have) are in the entry,
+	// which is allocated anew for every claim delta that names the pool.
 	state allocator.PoolState
 	rs    [1]*resourcev1.DeviceRequestAllocationResult
 
@@ -351,11 +361,33 @@ func (s *State) replaceSlice(id pool.ID, name string, e *sliceEntry) {
 		s.stats.PoolBuilds++
 	}
 	s.reindex(id, oldVer, ver)
-	if ver == nil && len(held) == 0 {
-		s.pools.del(id)
+	s.setPool(hashPool(id), id, cur, ver, held)
+}
+
+// setPool replaces the pool's entry cur (nil: none) with one for ver and
+// held, or removes it when neither is left, and publishes the change to
+// the pool's slot, which the node index hands to Filter.
+func (s *State) setPool(h uint64, id pool.ID, cur *poolEntry, ver *poolVersion, held []heldResult) {
+	gone := ver == nil && len(held) == 0
+	if gone && cur == nil {
 		return
 	}
-	s.pools.set(id, newPoolEntry(id, ver, held))
+	var e *poolEntry
+	if gone {
+		s.pools.del(id)
+		e = &poolEntry{id: id}
+	} else {
+		e = newPoolEntry(id, ver, held)
+		s.pools.put(h, id, e)
+	}
+	if cur != nil {
+		e.slot = cur.slot
+	} else {
+		e.slot = &poolSlot{id: id}
+	}
+	// The delta being applied makes the next version.
+	e.since = s.version + 1
+	e.slot.publish(e)
 }
 
 // reindex updates the node index for a pool whose version changed.
@@ -655,11 +687,7 @@ func (s *State) moveHolds(key ClaimKey, before, after *claimEntry) {
 		}
 		next = append(next, held[j:]...)
 		s.stats.HeldUpdates++
-		if ver == nil && len(next) == 0 {
-			s.pools.del(id)
-			continue
-		}
-		s.pools.put(h, id, newPoolEntry(id, ver, next))
+		s.setPool(h, id, cur, ver, next)
 	}
 }
 

@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"runtime"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -114,6 +117,82 @@ func TestCycleWorkDoesNotGrowWithCluster(t *testing.T) {
 	}
 }
 
+// What a claim delta and a snapshot allocate does not grow with the number
+// of nodes, but for the depth of the pools map's trie: a write copies the
+// nodes on its path, one inner node more per 16 times more pools. The
+// bucket a pool shares with others differs by chance, by up to one
+// bucket's size.
+func TestDeltaBytesDoNotGrowWithCluster(t *testing.T) {
+	const innerNode, bucket = 176, 480 // size classes of a 16-way inner node and a full bucket
+	bytes := map[int]float64{}
+	for _, n := range []int{100, 1000} {
+		st := cluster(t, n)
+		c, released := allocatedOn("churn", "node-3", "part-3"), pending("churn")
+		must(t, st.SetClaim(released))
+		i := 0
+		bytes[n] = leastBytes(func() {
+			i++
+			x := c
+			if i%2 == 0 {
+				x = released
+			}
+			must(t, st.SetClaim(x))
+			st.Snapshot()
+		})
+	}
+	if bytes[1000] > bytes[100]+innerNode+bucket {
+		t.Errorf("a delta allocates %.0f bytes on 1000 nodes, %.0f on 100: more than one trie level and one bucket apart", bytes[1000], bytes[100])
+	}
+}
+
+// Filter reaches the node's pools through the node index and the pools'
+// slots, reading no map keyed by pool: on a cluster of many nodes a Filter
+// finds the node's data out of the CPU caches, and each map level costs a
+// miss. A snapshot whose pools map is emptied still allocates on the node.
+func TestFilterReadsNoPoolsMap(t *testing.T) {
+	st := cluster(t, 100)
+	must(t, st.SetClaim(allocatedOn("a", "node-3", "part-0")))
+	snap := st.Snapshot()
+	claims := []*resourcev1.ResourceClaim{pending("p")}
+	want := outcomeOf(snap.Cycle(claims, state.CycleOptions{}).Allocate(context.Background(), at.Node("node-3")))
+	state.DropPoolsMap(snap)
+	got := outcomeOf(snap.Cycle(claims, state.CycleOptions{}).Allocate(context.Background(), at.Node("node-3")))
+	if got != want || !strings.Contains(got, `"device":"part-1"`) {
+		t.Errorf("without the pools map, Filter on node-3 gives %s, want %s (part-1)", got, want)
+	}
+}
+
+// A snapshot keeps the pools it was taken with, however often deltas
+// change them afterwards: its Filter reads the pool's slot while the pool
+// changed at most once since, and its own pools map after that.
+func TestOldSnapshotsKeepTheirPools(t *testing.T) {
+	st := cluster(t, 20)
+	claims := []*resourcev1.ResourceClaim{pending("p")}
+	filter := func(s *state.Snapshot) string {
+		return outcomeOf(s.Cycle(claims, state.CycleOptions{}).Allocate(context.Background(), at.Node("node-3")))
+	}
+	var snaps []*state.Snapshot
+	var want []string
+	for i := range 8 {
+		snaps = append(snaps, st.Snapshot())
+		want = append(want, filter(snaps[i]))
+		// Partitions taken one by one, then given back.
+		c := allocatedOn(fmt.Sprint("c-", i%4), "node-3", at.Name("part", i%4))
+		if i >= 4 {
+			c = pending(fmt.Sprint("c-", i%4))
+		}
+		must(t, st.SetClaim(c))
+	}
+	if distinct := len(slices.Compact(slices.Sorted(slices.Values(want)))); distinct < 4 {
+		t.Fatalf("the deltas changed node-3's answer %d times, want at least 4 different answers", distinct)
+	}
+	for _, i := range []int{7, 0, 5, 2, 6, 1, 4, 3} {
+		if got := filter(snaps[i]); got != want[i] {
+			t.Errorf("snapshot %d: Filter on node-3 gives %s after later deltas, want %s", i, got, want[i])
+		}
+	}
+}
+
 // Filter runs on many goroutines against one snapshot while deltas keep
 // arriving; every answer is the one the snapshot gives alone.
 func TestParallelFilterWhileDeltasArrive(t *testing.T) {
@@ -215,6 +294,23 @@ func TestFilterAllocatesAFewBlocks(t *testing.T) {
 	if n > limit {
 		t.Errorf("Filter on a warm node allocates %.0f objects, want at most %.0f", n, limit)
 	}
+}
+
+// leastBytes is the least of five counts of the bytes f allocates per
+// call, over 50 calls, for the reason leastAllocs gives.
+func leastBytes(f func()) float64 {
+	n := math.Inf(1)
+	for range 5 {
+		var m0, m1 runtime.MemStats
+		f()
+		runtime.ReadMemStats(&m0)
+		for range 50 {
+			f()
+		}
+		runtime.ReadMemStats(&m1)
+		n = min(n, float64(m1.TotalAlloc-m0.TotalAlloc)/50)
+	}
+	return n
 }
 
 // leastAllocs is the least of five testing.AllocsPerRun(50, f) counts:
