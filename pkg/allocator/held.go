@@ -54,12 +54,17 @@ func (ps *PoolState) Table() *PoolTable { return ps.t }
 // gen returns generation gi's table and what is held of it.
 func (ps *PoolState) gen(gi int) (*genTable, *heldGen) {
 	t := ps.t.gens[gi].static()
+	return t, ps.heldOf(gi, t)
+}
+
+// heldOf is what is held of generation gi, whose table t the caller has.
+func (ps *PoolState) heldOf(gi int, t *genTable) *heldGen {
 	h := &ps.current
 	if gi > 0 {
 		h = &ps.older[gi-1]
 	}
 	h.once.Do(func() { h.h.init(t, ps.held) })
-	return t, &h.h
+	return &h.h
 }
 
 // heldGen is what allocated claims hold of one generation: dedicated

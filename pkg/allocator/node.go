@@ -86,7 +86,7 @@ func (a *Allocator) gatherPools(node *corev1.Node, buf []nodePool) ([]nodePool, 
 // other pools, which gatherPools judges per node.
 func (a *Allocator) localView(ps *PoolState, node *corev1.Node) (np nodePool, ok, known bool) {
 	pt := ps.t
-	if pt.selects || len(pt.nodes) != 1 || pt.nodes[0] != node.Name {
+	if pt.only == "" || pt.only != node.Name {
 		return nodePool{}, false, false
 	}
 	pt.localOnce.Do(func() {
@@ -108,7 +108,7 @@ func (a *Allocator) localView(ps *PoolState, node *corev1.Node) (np nodePool, ok
 	}
 	np = v.np
 	np.ps = ps
-	_, np.h = ps.gen(v.gi)
+	np.h = ps.heldOf(v.gi, np.t)
 	return np, true, true
 }
 

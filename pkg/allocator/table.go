@@ -32,8 +32,12 @@ import (
 // cluster state keeps it across scheduling cycles and pairs it with what
 // allocated claims hold (PoolState). It is safe for concurrent use.
 type PoolTable struct {
-	p *pool.Pool
-	g gates
+	// only is the one node the pool's slices name when no slice selects
+	// nodes otherwise, "" when there is no such node: what Filter asks
+	// first (see localView), so it comes first.
+	only string
+	p    *pool.Pool
+	g    gates
 	// driver and pool name the pool in results without a visit to p.
 	driver, pool string
 	// gens are the pool's generations, newest first; gens[0] is p's
@@ -88,6 +92,9 @@ func NewPoolTable(p *pool.Pool, f features.Set) *PoolTable {
 	}
 	slices.Sort(pt.nodes)
 	pt.nodes = slices.Compact(pt.nodes)
+	if len(pt.nodes) == 1 && !pt.selects {
+		pt.only = pt.nodes[0]
+	}
 	return pt
 }
 
