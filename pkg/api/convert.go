@@ -39,6 +39,16 @@ func deviceToV1(d *Device) resourcev1.Device {
 }
 
 func deviceFromV1(d *resourcev1.Device) Device {
+	var cons []DeviceCounterConsumption
+	if d.ConsumesCounters != nil {
+		cons = make([]DeviceCounterConsumption, len(d.ConsumesCounters))
+	}
+	return deviceFromV1Into(d, cons)
+}
+
+// deviceFromV1Into is deviceFromV1 with cons (as long as d's consumption
+// list, nil when it is nil) to hold the converted consumption list.
+func deviceFromV1Into(d *resourcev1.Device, cons []DeviceCounterConsumption) Device {
 	out := Device{
 		Name:                     d.Name,
 		Attributes:               d.Attributes,
@@ -54,7 +64,7 @@ func deviceFromV1(d *resourcev1.Device) Device {
 		NodeAllocatableResources: d.NodeAllocatableResources,
 	}
 	if d.ConsumesCounters != nil {
-		out.ConsumesCounters = make([]DeviceCounterConsumption, len(d.ConsumesCounters))
+		out.ConsumesCounters = cons
 		for i, c := range d.ConsumesCounters {
 			out.ConsumesCounters[i] = DeviceCounterConsumption{
 				CounterSet:          c.CounterSet,
@@ -104,9 +114,22 @@ func specFromV1(s *resourcev1.ResourceSliceSpec) ResourceSliceSpec {
 		SkipNodeOperations:     s.SkipNodeOperations,
 	}
 	if s.Devices != nil {
+		// The devices' consumption lists share one allocation: a
+		// cluster's slices hold hundreds of thousands of devices.
+		n := 0
+		for i := range s.Devices {
+			n += len(s.Devices[i].ConsumesCounters)
+		}
+		cons := make([]DeviceCounterConsumption, n)
 		out.Devices = make([]Device, len(s.Devices))
 		for i := range s.Devices {
-			out.Devices[i] = deviceFromV1(&s.Devices[i])
+			d := &s.Devices[i]
+			var own []DeviceCounterConsumption
+			if d.ConsumesCounters != nil {
+				k := len(d.ConsumesCounters)
+				own, cons = cons[:k:k], cons[k:]
+			}
+			out.Devices[i] = deviceFromV1Into(d, own)
 		}
 	}
 	if s.SharedCounters != nil {

@@ -138,13 +138,52 @@ type DeviceView struct {
 // Device resolves the includes of d and of its counter consumptions. The
 // error is an *UnknownMixinError.
 func (ix *MixinIndex) Device(d *Device) (DeviceView, error) {
+	var cons []ConsumptionView
+	if len(d.ConsumesCounters) > 0 {
+		cons = make([]ConsumptionView, len(d.ConsumesCounters))
+	}
+	return ix.deviceView(d, cons)
+}
+
+// DeviceViews resolves devices as MixinIndex.Device does, taking their
+// consumption views from one allocation made for a whole list of devices:
+// a cluster's pools have hundreds of thousands of them.
+type DeviceViews struct {
+	ix   *MixinIndex
+	cons []ConsumptionView
+}
+
+// Views returns DeviceViews with room for the devices of devs.
+func (ix *MixinIndex) Views(devs []Device) DeviceViews {
+	n := 0
+	for i := range devs {
+		n += len(devs[i].ConsumesCounters)
+	}
+	return DeviceViews{ix: ix, cons: make([]ConsumptionView, n)}
+}
+
+// Device is MixinIndex.Device.
+func (dv *DeviceViews) Device(d *Device) (DeviceView, error) {
+	k := len(d.ConsumesCounters)
+	if len(dv.cons) < k {
+		// More devices than Views was given.
+		dv.cons = make([]ConsumptionView, k)
+	}
+	cons := dv.cons[:k:k]
+	dv.cons = dv.cons[k:]
+	return dv.ix.deviceView(d, cons)
+}
+
+// deviceView is Device, with cons (as long as d's consumption list) to hold
+// the consumption views.
+func (ix *MixinIndex) deviceView(d *Device, cons []ConsumptionView) (DeviceView, error) {
 	v := DeviceView{Device: d}
 	var err error
 	if v.Mixins, err = resolve(MixinDevice, d.Includes, ix.DeviceMixin); err != nil {
 		return DeviceView{}, err
 	}
 	if len(d.ConsumesCounters) > 0 {
-		v.Consumptions = make([]ConsumptionView, len(d.ConsumesCounters))
+		v.Consumptions = cons
 		for i := range d.ConsumesCounters {
 			if v.Consumptions[i], err = ix.Consumption(&d.ConsumesCounters[i]); err != nil {
 				err.(*UnknownMixinError).Consumption = i

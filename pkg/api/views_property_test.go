@@ -43,10 +43,15 @@ func checkViews(t *testing.T, name string, s *api.ResourceSlice) {
 	}
 
 	ix := api.NewMixinIndex(&s.Spec)
+	views := ix.Views(s.Spec.Devices)
 	for i := range s.Spec.Devices {
 		v, err := ix.Device(&s.Spec.Devices[i])
 		if err != nil {
 			t.Fatalf("%s: device %d: %v", name, i, err)
+		}
+		// Views of a whole list resolve each device as Device does.
+		if batched, err := views.Device(&s.Spec.Devices[i]); err != nil || !equality.Semantic.DeepEqual(batched, v) {
+			t.Fatalf("%s: device %d: Views gives %+v, %v; Device %+v", name, i, batched, err, v)
 		}
 		fd := &flat.Spec.Devices[i]
 		where := fmt.Sprintf("%s: device %s", name, fd.Name)
@@ -185,4 +190,33 @@ func TestViewsAgreeWithFlattenHandwritten(t *testing.T) {
 		},
 	}}
 	checkViews(t, "handwritten", s)
+}
+
+// Views of a list resolve each device as Device does, also when an
+// include names no mixin, and also for more devices than they were made
+// for.
+func TestDeviceViewsAgreeWithDevice(t *testing.T) {
+	spec := &api.ResourceSliceSpec{
+		Mixins: &api.ResourceSliceMixins{DeviceCounterConsumption: []api.DeviceCounterConsumptionMixin{{Name: "one",
+			Counters: map[string]api.Counter{"memory": {Value: resource.MustParse("1Gi")}}}}},
+		Devices: []api.Device{
+			{Name: "a", ConsumesCounters: []api.DeviceCounterConsumption{{CounterSet: "s", Includes: []string{"one"}}}},
+			{Name: "b", ConsumesCounters: []api.DeviceCounterConsumption{{CounterSet: "s"}, {CounterSet: "t", Includes: []string{"none"}}}},
+			{Name: "c"},
+			{Name: "d", ConsumesCounters: []api.DeviceCounterConsumption{{CounterSet: "s"}, {CounterSet: "t", Includes: []string{"one"}}}},
+		},
+	}
+	ix := api.NewMixinIndex(spec)
+	views := ix.Views(spec.Devices[:2])
+	for i := range spec.Devices {
+		d := &spec.Devices[i]
+		want, wantErr := ix.Device(d)
+		got, err := views.Device(d)
+		if !equality.Semantic.DeepEqual(got, want) || fmt.Sprint(err) != fmt.Sprint(wantErr) {
+			t.Errorf("device %s: Views gives %+v, %v; Device %+v, %v", d.Name, got, err, want, wantErr)
+		}
+	}
+	if _, err := ix.Device(&spec.Devices[1]); err == nil {
+		t.Error("an include of no mixin resolved")
+	}
 }

@@ -5,8 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"math"
 	"runtime"
-	"slices"
 	"sync"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -22,16 +23,24 @@ import (
 // MIG node's slices hold some 150 devices, each with maps of attributes,
 // capacities and counters. client-go decodes a page in the goroutine that
 // fetches the next one, so a list of thousands of slices runs on one core
-// while the API server waits. slicesParallel reads each page's list
-// metadata first (the continue token is all the next request needs), asks
-// for the next page at once, and decodes the slices on every core.
+// while the API server waits. slicesParallel decodes the slices on every
+// core, and asks for the next page as soon as a page's list metadata has
+// arrived: the API server writes it before the items (its streaming
+// protobuf encoder does), and the continue token is all the next request
+// needs. The server then prepares the next page while this one is still
+// being sent, read and decoded, instead of the two taking turns.
 
 // errNotProtobuf: the server answered in another encoding; the caller
 // lists the ordinary way.
 var errNotProtobuf = errors.New("list not encoded as protobuf")
 
+// pagesInFlight is how many page requests are open at once: a page being
+// read, and the next one, asked for as soon as the first one's metadata
+// arrived.
+const pagesInFlight = 2
+
 // slicesParallel lists ResourceSlices page by page, decoding the slices of
-// each page in parallel with the next request. The result is in the
+// each page in parallel with the next requests. The result is in the
 // server's order.
 func (c *Client) slicesParallel(ctx context.Context, fieldSelector string, fields SliceFields) ([]*resourcev1.ResourceSlice, error) {
 	// A fake clientset has no REST client.
@@ -39,26 +48,35 @@ func (c *Client) slicesParallel(ctx context.Context, fieldSelector string, field
 	if !ok || rc == nil {
 		return nil, errNotProtobuf
 	}
-	// Items decode in workers, into their page's slots. The queue is long
-	// enough that handing out a page's work never holds up the request
-	// for the next page.
+	// A failed page stops the pages already asked for.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	// Pages are read, and their items decoded, in goroutines, into their
+	// page's slots. The work queue is long enough that handing out a
+	// page's work never holds up reading.
 	var (
-		pages [][]*resourcev1.ResourceSlice
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		bad   error
-		work  = make(chan func(*poolDecoder), 1024)
+		pages    []*[]*resourcev1.ResourceSlice
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		bad      error
+		work     = make(chan func(*poolDecoder), 1024)
+		inFlight = make(chan struct{}, pagesInFlight)
 		// A page's bytes are read into a buffer that goes back to bufs
 		// once its slices are decoded: the next pages reuse it rather than
 		// growing a new one. (A sync.Pool would lose them to every
 		// garbage collection, which a list of thousands of slices causes
 		// many of.)
-		bufs = make(chan *bytes.Buffer, 4)
+		bufs = make(chan *bytes.Buffer, pagesInFlight+2)
 	)
+	// The first failure is the list's: it cancels the requests in
+	// flight, whose own failures say only that.
 	fail := func(err error) {
 		mu.Lock()
-		bad = errors.Join(bad, fmt.Errorf("decoding a ResourceSlice: %w", err))
+		if bad == nil {
+			bad = err
+		}
 		mu.Unlock()
+		cancel()
 	}
 	workers := max(runtime.GOMAXPROCS(0), 1)
 	for range workers {
@@ -75,26 +93,15 @@ func (c *Client) slicesParallel(ctx context.Context, fieldSelector string, field
 		}()
 	}
 	defer close(work)
-	opts := metav1.ListOptions{FieldSelector: fieldSelector, Limit: c.pageSize()}
-	for {
-		var buf *bytes.Buffer
-		select {
-		case buf = <-bufs:
-			buf.Reset()
-		default:
-			buf = new(bytes.Buffer)
-		}
-		if err := readPage(ctx, rc, &opts, buf); err != nil {
-			wg.Wait()
-			return nil, err
-		}
-		meta, items, err := splitList(buf.Bytes())
+	// decodePage hands out the decoding of one page's items to the
+	// workers; buf goes back to bufs once they are done.
+	decodePage := func(page *[]*resourcev1.ResourceSlice, buf *bytes.Buffer) error {
+		_, items, err := splitList(buf.Bytes())
 		if err != nil {
-			wg.Wait()
-			return nil, fmt.Errorf("decoding a page of ResourceSlices: %w", err)
+			return fmt.Errorf("decoding a page of ResourceSlices: %w", err)
 		}
-		page := make([]*resourcev1.ResourceSlice, len(items))
-		pages = append(pages, page)
+		out := make([]*resourcev1.ResourceSlice, len(items))
+		*page = out
 		// Enough chunks for every worker, few enough to stay cheap.
 		chunk := max(len(items)/(2*workers), 1)
 		var pageWG sync.WaitGroup
@@ -115,10 +122,10 @@ func (c *Client) slicesParallel(ctx context.Context, fieldSelector string, field
 						err = s.Unmarshal(items[i])
 					}
 					if err != nil {
-						fail(err)
+						fail(fmt.Errorf("decoding a ResourceSlice: %w", err))
 						return
 					}
-					page[i] = s
+					out[i] = s
 				}
 			}
 		}
@@ -131,36 +138,120 @@ func (c *Client) slicesParallel(ctx context.Context, fieldSelector string, field
 			default:
 			}
 		}()
-		if meta.Continue == "" {
-			break
+		return nil
+	}
+	opts := metav1.ListOptions{FieldSelector: fieldSelector, Limit: c.pageSize()}
+	for {
+		var buf *bytes.Buffer
+		select {
+		case buf = <-bufs:
+			buf.Reset()
+		default:
+			buf = new(bytes.Buffer)
 		}
-		opts.Continue = meta.Continue
+		// At most pagesInFlight requests are open at once.
+		select {
+		case inFlight <- struct{}{}:
+		case <-ctx.Done():
+		}
 		if ctx.Err() != nil {
 			break
 		}
+		body, err := openPage(ctx, rc, &opts)
+		if err != nil {
+			<-inFlight
+			fail(err)
+			break
+		}
+		cont, err := readListMeta(body, buf)
+		if err != nil {
+			body.Close()
+			<-inFlight
+			fail(err)
+			break
+		}
+		page := new([]*resourcev1.ResourceSlice)
+		pages = append(pages, page)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := readPage(body, buf)
+			body.Close()
+			<-inFlight
+			if err == nil {
+				err = decodePage(page, buf)
+			}
+			if err != nil {
+				fail(err)
+			}
+		}()
+		if cont == "" {
+			break
+		}
+		opts.Continue = cont
 	}
 	wg.Wait()
 	if bad != nil {
 		return nil, bad
 	}
-	return slices.Concat(pages...), ctx.Err()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	out := make([]*resourcev1.ResourceSlice, 0, len(pages)*int(max(opts.Limit, 1)))
+	for _, p := range pages {
+		out = append(out, *p...)
+	}
+	return out, nil
 }
 
-// readPage requests one page of ResourceSlices as protobuf and reads the
-// list it holds into buf. A server that does not answer in protobuf
-// (refusing it, or another encoding) is errNotProtobuf.
-func readPage(ctx context.Context, rc *rest.RESTClient, opts *metav1.ListOptions, buf *bytes.Buffer) error {
+// openPage requests one page of ResourceSlices as protobuf. A server that
+// refuses protobuf is errNotProtobuf.
+func openPage(ctx context.Context, rc *rest.RESTClient, opts *metav1.ListOptions) (io.ReadCloser, error) {
 	body, err := rc.Get().Resource("resourceslices").VersionedParams(opts, scheme.ParameterCodec).
 		SetHeader("Accept", k8sruntime.ContentTypeProtobuf).Stream(ctx)
 	if apierrors.IsNotAcceptable(err) || apierrors.IsUnsupportedMediaType(err) {
-		return errNotProtobuf
+		return nil, errNotProtobuf
 	}
-	if err != nil {
-		// Stream returns the Status the server sent (forbidden, expired)
-		// as a typed client's List does.
-		return err
+	// Stream returns the Status the server sent (forbidden, expired) as
+	// a typed client's List does.
+	return body, err
+}
+
+// readListMeta reads body into buf until the list's continue token has
+// arrived, and returns it. An answer that is not a protobuf list, or one
+// that does not put the list metadata first, is read to its end, and the
+// token is read from the whole list.
+func readListMeta(body io.Reader, buf *bytes.Buffer) (string, error) {
+	for {
+		meta, err := listMetaPrefix(buf.Bytes())
+		if err != nil {
+			return "", err
+		}
+		if meta != nil {
+			return meta.Continue, nil
+		}
+		buf.Grow(64 << 10)
+		room := buf.AvailableBuffer()
+		n, err := body.Read(room[:cap(room)])
+		buf.Write(room[:n])
+		if err == io.EOF {
+			raw, err := unwrap(buf.Bytes())
+			if err != nil {
+				return "", err
+			}
+			meta, _, err := splitList(raw)
+			return meta.Continue, err
+		}
+		if err != nil {
+			return "", err
+		}
 	}
-	defer body.Close()
+}
+
+// readPage reads the rest of a page (body) into buf, then moves the list
+// it holds out of its envelope to the front of buf. A server that did not
+// answer in protobuf is errNotProtobuf.
+func readPage(body io.Reader, buf *bytes.Buffer) error {
 	if _, err := buf.ReadFrom(body); err != nil {
 		return err
 	}
@@ -168,10 +259,63 @@ func readPage(ctx context.Context, rc *rest.RESTClient, opts *metav1.ListOptions
 	if err != nil {
 		return err
 	}
-	// The list is moved to the front of buf, which the caller slices.
 	n := copy(buf.Bytes(), raw)
 	buf.Truncate(n)
 	return nil
+}
+
+// listMetaPrefix reads the list metadata of an enveloped list from its
+// first bytes b: the envelope's magic number, its type (field 1), then its
+// object (field 2), whose first field is the list metadata. It returns
+// nil, and no error, when b does not hold all of that yet or is laid out
+// otherwise (which readListMeta then reads from the whole list), and
+// errNotProtobuf when b is no protobuf envelope.
+func listMetaPrefix(b []byte) (*metav1.ListMeta, error) {
+	magic := []byte{'k', '8', 's', 0}
+	if len(b) < len(magic) {
+		if !bytes.HasPrefix(magic, b) {
+			return nil, errNotProtobuf
+		}
+		return nil, nil
+	}
+	if !bytes.HasPrefix(b, magic) {
+		return nil, errNotProtobuf
+	}
+	b = b[len(magic):]
+	// field consumes the tag and the length of a length-delimited field
+	// num; ok is false when b is shorter or holds something else.
+	field := func(num protowire.Number) (length, n int, ok bool) {
+		got, typ, t := protowire.ConsumeTag(b)
+		if t < 0 || got != num || typ != protowire.BytesType {
+			return 0, 0, false
+		}
+		v, l := protowire.ConsumeVarint(b[t:])
+		if l < 0 || v > math.MaxInt32 {
+			return 0, 0, false
+		}
+		return int(v), t + l, true
+	}
+	// The envelope's type, which an envelope may leave out.
+	if length, n, ok := field(1); ok {
+		if len(b) < n+length {
+			return nil, nil
+		}
+		b = b[n+length:]
+	}
+	_, n, ok := field(2)
+	if !ok {
+		return nil, nil
+	}
+	b = b[n:]
+	length, n, ok := field(1)
+	if !ok || len(b) < n+length {
+		return nil, nil
+	}
+	meta := new(metav1.ListMeta)
+	if err := meta.Unmarshal(b[n : n+length]); err != nil {
+		return nil, err
+	}
+	return meta, nil
 }
 
 // unwrap returns the object inside a Kubernetes protobuf envelope (a

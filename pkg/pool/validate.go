@@ -171,6 +171,7 @@ func (v *View) problems() []Problem {
 	}
 	deviceAt := make(map[string]place, n)
 	check := func(s *Slice, unique bool) {
+		views := s.Mixins.Views(s.Spec.Devices)
 		for i := range s.Spec.Devices {
 			d := &s.Spec.Devices[i]
 			// Paths are built only for problems: a valid pool of a whole
@@ -181,7 +182,7 @@ func (v *View) problems() []Problem {
 			} else if unique {
 				deviceAt[d.Name] = place{s.Name, i}
 			}
-			dv, err := s.Mixins.Device(d)
+			dv, err := views.Device(d)
 			if err != nil {
 				add(s, err.(*api.UnknownMixinError).FieldError(path()))
 				continue

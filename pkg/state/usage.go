@@ -92,10 +92,11 @@ func (e *poolEntry) computeUsage() *PoolUsage {
 	}
 	u.Devices = make([]DeviceUsage, 0, n)
 	for _, sl := range p.Slices {
+		views := sl.Mixins.Views(sl.Spec.Devices)
 		for i := range sl.Spec.Devices {
 			d := &sl.Spec.Devices[i]
 			du := DeviceUsage{Slice: sl, Device: d}
-			du.View, du.ViewErr = sl.Mixins.Device(d)
+			du.View, du.ViewErr = views.Device(d)
 			u.Devices = append(u.Devices, du)
 		}
 	}
