@@ -130,7 +130,10 @@ func (n *node) start(failpoint driverkit.Failpoint) {
 	}
 	n.exited = make(chan struct{})
 	go func(c *exec.Cmd, ch chan struct{}) { n.exitErr = c.Wait(); close(ch) }(n.child, n.exited)
-	deadline := time.Now().Add(30 * time.Second)
+	// Generous: the child is this test binary, often built with the race
+	// detector and started on a loaded machine; the poll costs nothing
+	// when it is fast.
+	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		_, e1 := os.Stat(sock)
 		_, e2 := os.Stat(reg)
@@ -164,10 +167,19 @@ func (n *node) killed() {
 		if !errors.As(n.exitErr, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
 			n.t.Fatalf("driver ended with %v, want SIGKILL at the failpoint", n.exitErr)
 		}
-	case <-time.After(30 * time.Second):
+	case <-time.After(2 * time.Minute):
 		n.t.Fatal("driver did not hit its failpoint")
 	}
-	n.conn.Close()
+	n.closeConn()
+}
+
+// closeConn closes the client connection of the last start, if it got
+// that far: a start that failed leaves none.
+func (n *node) closeConn() {
+	if n.conn != nil {
+		n.conn.Close()
+		n.conn, n.dra = nil, nil
+	}
 }
 
 func (n *node) stop() {
@@ -181,7 +193,7 @@ func (n *node) stop() {
 		_ = n.child.Process.Kill()
 		<-n.exited
 	}
-	n.conn.Close()
+	n.closeConn()
 	n.child = nil
 }
 
