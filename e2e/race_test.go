@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -61,6 +62,12 @@ type raceWorkload struct {
 	full      int  // 1g.10gb placements already allocated per node
 	templates bool // pods' claims come from a template (resourceclaim controller)
 	mix       bool // each claim: 4 MIG requests on one GPU (matchAttribute)
+	// floor: the same cluster, and pods without claims: what
+	// kube-scheduler itself costs for them (start-up with every slice and
+	// class to decode, and a scheduling cycle and binding per pod), which
+	// no DRA plugin can take away. DRA plugins skip such pods, so the row
+	// runs in one profile (dractl's when raced).
+	floor bool
 }
 
 func raceWorkloads() []raceWorkload {
@@ -68,6 +75,7 @@ func raceWorkloads() []raceWorkload {
 		{name: "plain, 100 nodes × 8 devices", nodes: 100, pods: 400},
 		{name: "plain, 500 nodes × 8 devices", nodes: 500, pods: 2000},
 		{name: "MIG, 100 8×H100 nodes, 1g.10gb", nodes: 100, pods: 400, mig: true},
+		{name: "MIG, 100 8×H100 nodes, no claims (kube-scheduler's floor)", nodes: 100, pods: 400, mig: true, floor: true},
 		{name: "MIG, 500 8×H100 nodes, 1g.10gb", nodes: 500, pods: 2000, mig: true},
 		{name: "MIG, 100 nodes 90 % full, 1g.10gb", nodes: 100, pods: 400, mig: true, full: 52},
 		{name: "MIG, 100 nodes, 1g.10gb from claim templates", nodes: 100, pods: 400, mig: true, templates: true},
@@ -110,7 +118,7 @@ func BenchmarkRace(b *testing.B) {
 		w.nodes = max(1, int(math.Round(float64(w.nodes)**raceScale)))
 		w.pods = max(1, int(math.Round(float64(w.pods)**raceScale)))
 		var results []raceResult
-		for _, profile := range strings.Split(*raceProfiles, ",") {
+		for _, profile := range w.profiles() {
 			b.Run(w.name+"/"+profile, func(b *testing.B) {
 				for range b.N {
 					results = append(results, runRace(b, w, profile))
@@ -126,6 +134,18 @@ func BenchmarkRace(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// profiles are the scheduler profiles the workload is raced in.
+func (w raceWorkload) profiles() []string {
+	ps := strings.Split(*raceProfiles, ",")
+	if !w.floor {
+		return ps
+	}
+	if slices.Contains(ps, dractlProfile) {
+		return []string{dractlProfile}
+	}
+	return ps[:1]
 }
 
 func runRace(b *testing.B, w raceWorkload, profile string) raceResult {
@@ -270,9 +290,11 @@ func populate(b *testing.B, cp *framework.ControlPlane, client kubernetes.Interf
 			Constraints: []resourcev1.DeviceConstraint{{MatchAttribute: ptr.To(resourcev1.FullyQualifiedName(examplegen.NVIDIADriver + "/parentUUID"))}},
 		}
 	}
-	if w.templates {
+	switch {
+	case w.floor:
+	case w.templates:
 		createTemplate(b, cp, "race", spec)
-	} else {
+	default:
 		parallel(b, w.pods, func(i int) error {
 			c := &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("claim-%d", i), Namespace: "default"}, Spec: resourcev1.ResourceClaimSpec{Devices: spec}}
 			_, err := client.ResourceV1().ResourceClaims("default").Create(ctx, c, metav1.CreateOptions{})
@@ -288,6 +310,9 @@ func populate(b *testing.B, cp *framework.ControlPlane, client kubernetes.Interf
 			Spec: corev1.PodSpec{SchedulerName: profile, ResourceClaims: []corev1.PodResourceClaim{pc},
 				Containers: []corev1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10",
 					Resources: corev1.ResourceRequirements{Claims: []corev1.ResourceClaim{{Name: "gpu"}}}}}}}
+		if w.floor {
+			pod.Spec.ResourceClaims, pod.Spec.Containers[0].Resources.Claims = nil, nil
+		}
 		_, err := client.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{})
 		return err
 	})
@@ -546,7 +571,10 @@ func raceRows(w raceWorkload, rs []raceResult) []string {
 		cpuPerPod := float64(r.cpu.Microseconds()) / 1000 / float64(max(1, r.bound))
 		name := "stock DynamicResources"
 		ratio, ratioAfter := "", ""
-		if r.profile == dractlProfile {
+		switch {
+		case w.floor:
+			name = "none at work (" + r.profile + " profile)"
+		case r.profile == dractlProfile:
 			name = "dractl"
 			if stock.bound > 0 && r.bound > 0 {
 				stockCPU := float64(stock.cpu.Microseconds()) / 1000 / float64(stock.bound)
@@ -583,7 +611,9 @@ func raceTable(rows []string) string {
 	fmt.Fprintf(&b, "created first, then the scheduler started; the clock runs until every pod is bound. Latency is the scheduler's\n")
 	fmt.Fprintf(&b, "scheduling-attempt histogram (p50/p99, interpolated within buckets); CPU is the scheduler process's user+system time,\n")
 	fmt.Fprintf(&b, "per pod over the whole run and, in the next column, per pod bound after the first (start-up and informer sync left out);\n")
-	fmt.Fprintf(&b, "violations are CheckAllocations findings afterwards (a device used twice, counters or capacity exceeded).\n\n")
+	fmt.Fprintf(&b, "violations are CheckAllocations findings afterwards (a device used twice, counters or capacity exceeded). The row\n")
+	fmt.Fprintf(&b, "without claims is the floor: the same cluster, pods without claims, one profile; what kube-scheduler itself costs,\n")
+	fmt.Fprintf(&b, "which no DRA plugin removes.\n\n")
 	b.WriteString("| workload | plugin | bound | pods/s | p50 | p99 | scheduler CPU-ms/pod | after the first bind | cores used | violations |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rows {

@@ -42,6 +42,7 @@ var (
 	_ fwk.PreFilterPlugin   = &Plugin{}
 	_ fwk.FilterPlugin      = &Plugin{}
 	_ fwk.PostFilterPlugin  = &Plugin{}
+	_ fwk.PreScorePlugin    = &Plugin{}
 	_ fwk.ScorePlugin       = &Plugin{}
 	_ fwk.ReservePlugin     = &Plugin{}
 	_ fwk.PreBindPlugin     = &Plugin{}

@@ -14,6 +14,33 @@ import (
 	"github.com/dractl/dractl/pkg/state"
 )
 
+// PreScore skips Score when every node would score the same: no claim to
+// allocate, or FirstFit with no firstAvailable subrequests to rank. The
+// framework then calls Score for none of the nodes.
+func (pl *Plugin) PreScore(ctx context.Context, cs fwk.CycleState, _ *v1.Pod, _ []fwk.NodeInfo) *fwk.Status {
+	s, err := readState(cs)
+	if err != nil {
+		return asError(klog.FromContext(ctx), err)
+	}
+	if s.cycle == nil || pl.cfg.strategy != allocator.BestFit && !(pl.fts.PrioritizedList && s.hasSubrequests()) {
+		return fwk.NewStatus(fwk.Skip)
+	}
+	return nil
+}
+
+// hasSubrequests reports whether a claim to allocate has a request with
+// firstAvailable subrequests.
+func (s *cycleState) hasSubrequests() bool {
+	for _, i := range s.pending {
+		for _, r := range s.claims[i].claim.Spec.Devices.Requests {
+			if len(r.FirstAvailable) > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // Score ranks a node that passed Filter. FirstFit ranks like the in-tree
 // plugin: the earlier the firstAvailable subrequests the node could
 // serve, the better. BestFit ranks by how used the pools the node's
