@@ -57,11 +57,21 @@ func (pl *Plugin) podClaims(pod *v1.Pod) ([]podClaim, error) {
 // PreEnqueue keeps a pod out of the scheduling queue while one of its
 // claims does not exist or is not usable by it; a claim or pod event
 // brings it back (see EventsToRegister).
+//
+// Until the claim informer has listed every claim, a missing claim may
+// only not have arrived yet, and the pod is let in: no cycle runs before
+// the scheduler's caches are synced, and PreFilter looks again then.
+// Gating instead would, when a scheduler starts with many pending pods,
+// make the queue ask every gated pod about every claim the informer then
+// adds (pods × claims queueing-hint calls).
 func (pl *Plugin) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status {
 	if len(pod.Spec.ResourceClaims) == 0 {
 		return nil
 	}
 	if _, err := pl.podClaims(pod); err != nil {
+		if !pl.claimsListed() {
+			return nil
+		}
 		return unresolvable(klog.FromContext(ctx), err.Error())
 	}
 	return nil

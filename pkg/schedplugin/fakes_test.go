@@ -195,9 +195,25 @@ type cluster struct {
 	client  *fake.Clientset
 	tracker *fakeTracker
 	handle  *fakeHandle
+	ctx     context.Context
 }
 
 func newCluster(t testing.TB, args runtime.Object, objs ...runtime.Object) *cluster {
+	t.Helper()
+	c := newUnstartedCluster(t, args, objs...)
+	c.start()
+	return c
+}
+
+// start starts the informers and waits until they have listed.
+func (c *cluster) start() {
+	c.handle.informer.Start(c.ctx.Done())
+	c.handle.informer.WaitForCacheSync(c.ctx.Done())
+}
+
+// newUnstartedCluster is newCluster before the informers have started,
+// as the plugin is while kube-scheduler starts.
+func newUnstartedCluster(t testing.TB, args runtime.Object, objs ...runtime.Object) *cluster {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	client := fake.NewClientset(objs...)
@@ -226,11 +242,9 @@ func newCluster(t testing.TB, args runtime.Object, objs ...runtime.Object) *clus
 		cancel()
 		t.Fatal(err)
 	}
-	h.informer.Start(ctx.Done())
-	h.informer.WaitForCacheSync(ctx.Done())
 	t.Cleanup(func() {
 		cancel()
 		h.informer.Shutdown()
 	})
-	return &cluster{pl: pl, client: client, tracker: tracker, handle: h}
+	return &cluster{pl: pl, client: client, tracker: tracker, handle: h, ctx: ctx}
 }

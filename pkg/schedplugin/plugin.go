@@ -35,6 +35,9 @@ type Plugin struct {
 	// synced reports whether the State has seen every object the
 	// informers listed at start.
 	synced []cache.InformerSynced
+	// claimsListed reports whether the claim informer has listed every
+	// claim (see PreEnqueue).
+	claimsListed cache.InformerSynced
 }
 
 var (
@@ -145,6 +148,7 @@ func (pl *Plugin) watch(ctx context.Context, logger klog.Logger) error {
 		return fmt.Errorf("watch ResourceClaims: %w", err)
 	}
 	pl.synced = []cache.InformerSynced{slices.HasSynced, sliceReg.HasSynced, classReg.HasSynced, claimReg.HasSynced}
+	pl.claimsListed = inf.ResourceClaims().Informer().HasSynced
 	return pl.indexForeignClaims()
 }
 

@@ -321,6 +321,25 @@ func TestPreFilterRejects(t *testing.T) {
 	}
 }
 
+// TestPreEnqueueBeforeClaimsListed: while kube-scheduler starts, a claim
+// missing from the tracker may just not have been listed yet, so the pod
+// is let in (PreFilter looks again once the caches are synced); once the
+// claims are listed, a missing claim keeps the pod out.
+func TestPreEnqueueBeforeClaimsListed(t *testing.T) {
+	c := newUnstartedCluster(t, nil, gpuObjects(t)...)
+	pod := gpuPod("pod", "missing")
+	if st := c.pl.PreEnqueue(context.Background(), pod); !st.IsSuccess() {
+		t.Errorf("PreEnqueue before the claims are listed: %v, want success", st)
+	}
+	c.start()
+	if st := c.pl.PreEnqueue(context.Background(), pod); st.Code() != fwk.UnschedulableAndUnresolvable || !strings.Contains(st.Message(), `"missing" not found`) {
+		t.Errorf("PreEnqueue after the claims are listed: %v, want UnschedulableAndUnresolvable for the missing claim", st)
+	}
+	if _, st := c.pl.PreFilter(context.Background(), newCycleState(), pod, nil); st.Code() != fwk.UnschedulableAndUnresolvable {
+		t.Errorf("PreFilter: %v, want UnschedulableAndUnresolvable", st)
+	}
+}
+
 // TestSignPod: pods without claims may be batched by kube-scheduler, pods
 // with claims may not.
 func TestSignPod(t *testing.T) {
