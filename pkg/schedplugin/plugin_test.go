@@ -535,16 +535,23 @@ func TestUnreserveAfterPreBindKeepsReservation(t *testing.T) {
 	}
 }
 
+// templatedPod is pod-t, whose claim comes from a template, and the claim
+// the resourceclaim controller generated for it.
+func templatedPod() (*v1.Pod, *resourcev1.ResourceClaim) {
+	pod := gpuPod("pod-t", "unused")
+	pod.Spec.ResourceClaims[0] = v1.PodResourceClaim{Name: "gpu", ResourceClaimTemplateName: ptr.To("tmpl")}
+	pod.Status.ResourceClaimStatuses = []v1.PodResourceClaimStatus{{Name: "gpu", ResourceClaimName: ptr.To("pod-t-gpu-x1")}}
+	claim := gpuClaim("pod-t-gpu-x1", 1)
+	claim.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID, Controller: ptr.To(true)}}
+	return pod, claim
+}
+
 // TestQueueingHints: claim and slice events requeue only the pods they may
 // help. A pod whose claims are not all there waits for them: slice events
 // pass it by, and a claim event only brings it back when it is one of the
 // pod's claims (by name, or generated for it from a template).
 func TestQueueingHints(t *testing.T) {
-	withTemplate := gpuPod("pod-t", "unused")
-	withTemplate.Spec.ResourceClaims[0] = v1.PodResourceClaim{Name: "gpu", ResourceClaimTemplateName: ptr.To("tmpl")}
-	withTemplate.Status.ResourceClaimStatuses = []v1.PodResourceClaimStatus{{Name: "gpu", ResourceClaimName: ptr.To("pod-t-gpu-x1")}}
-	generated := gpuClaim("pod-t-gpu-x1", 1)
-	generated.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: withTemplate.Name, UID: withTemplate.UID, Controller: ptr.To(true)}}
+	withTemplate, generated := templatedPod()
 	forOther := gpuClaim("pod-u-gpu-x2", 1)
 	forOther.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: "pod-u", UID: "uid-pod-u", Controller: ptr.To(true)}}
 	objs := append(gpuObjects(t), gpuClaim("a", 1), gpuClaim("b", 1), generated, forOther)
@@ -587,11 +594,7 @@ func TestQueueingHints(t *testing.T) {
 // podsOfClaim names (or to all). Every pod the claim hint would requeue
 // must be among them, and a claim no pod references names none.
 func TestPreQueueingHintNarrowsClaimEvents(t *testing.T) {
-	withTemplate := gpuPod("pod-t", "unused")
-	withTemplate.Spec.ResourceClaims[0] = v1.PodResourceClaim{Name: "gpu", ResourceClaimTemplateName: ptr.To("tmpl")}
-	withTemplate.Status.ResourceClaimStatuses = []v1.PodResourceClaimStatus{{Name: "gpu", ResourceClaimName: ptr.To("pod-t-gpu-x1")}}
-	generated := gpuClaim("pod-t-gpu-x1", 1)
-	generated.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: withTemplate.Name, UID: withTemplate.UID, Controller: ptr.To(true)}}
+	withTemplate, generated := templatedPod()
 	pods := []*v1.Pod{gpuPod("pod-a", "a"), gpuPod("pod-a2", "a"), gpuPod("pod-b", "b"), withTemplate, gpuPod("pod-m", "missing")}
 	objs := append(gpuObjects(t), gpuClaim("a", 1), gpuClaim("b", 1), generated)
 	for _, p := range pods {
