@@ -88,6 +88,7 @@ func (pl *Plugin) Reserve(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, n
 	s.mu.Lock()
 	res, ok := s.results[nodeName]
 	s.mu.Unlock()
+	pl.releaseResults(s)
 	if !ok {
 		return asError(logger, fmt.Errorf("no allocation for node %s", nodeName))
 	}

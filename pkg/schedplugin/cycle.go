@@ -150,10 +150,34 @@ func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 		opts.Timeout = pl.cfg.filterTimeout
 	}
 	s.cycle = s.snap.Cycle(toAllocate, opts)
-	// Sized for every node Filter may be asked about: growing the map
-	// node by node cost more than the rest of a remembered node's Filter.
-	s.results = make(map[string][]*resourcev1.AllocationResult, len(nodes))
+	s.results = pl.resultsMap(len(nodes))
 	return nil, nil
+}
+
+// resultsMap returns an empty map for a cycle's results on up to nodes
+// nodes: one a finished cycle released, or a new one sized for every node
+// Filter may be asked about, since growing it node by node cost more than
+// the rest of a remembered node's Filter. Released maps are reused
+// because a map for hundreds of nodes is a large allocation, whose fresh
+// memory cost more to fault in than a used one costs to clear.
+func (pl *Plugin) resultsMap(nodes int) map[string][]*resourcev1.AllocationResult {
+	if m, ok := pl.resultMaps.Get().(map[string][]*resourcev1.AllocationResult); ok {
+		return m
+	}
+	return make(map[string][]*resourcev1.AllocationResult, nodes)
+}
+
+// releaseResults hands the cycle's results map back for reuse once
+// nothing reads it any more: after Reserve took the chosen node's.
+func (pl *Plugin) releaseResults(s *cycleState) {
+	s.mu.Lock()
+	m := s.results
+	s.results = nil
+	s.mu.Unlock()
+	if m != nil {
+		clear(m)
+		pl.resultMaps.Put(m)
+	}
 }
 
 // checkClasses: every class a pending claim names must exist; a missing
@@ -283,7 +307,9 @@ func (pl *Plugin) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, no
 		return asError(logger, fmt.Errorf("node %s: %d allocation results for %d claims", node.Name, len(res), len(s.pending)))
 	}
 	s.mu.Lock()
-	s.results[node.Name] = res
+	if s.results != nil { // nil only once Reserve has released it
+		s.results[node.Name] = res
+	}
 	s.mu.Unlock()
 	return nil
 }

@@ -3,6 +3,7 @@ package schedplugin
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	v1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
@@ -42,6 +43,8 @@ type Plugin struct {
 	// name in spec.resourceClaims (see podsOfClaim).
 	podsByClaimName  cache.Indexer
 	podsByClaimIndex string
+	// resultMaps holds cycles' results maps for reuse (see resultsMap).
+	resultMaps sync.Pool
 }
 
 var (

@@ -101,6 +101,37 @@ func schedule(t *testing.T, c *cluster, pod *v1.Pod, nodes ...fakeNodeInfo) (*fa
 	return cs, "", statuses
 }
 
+// TestCycleResultsStartEmpty: a cycle's per-node results map may be one an
+// earlier cycle released after Reserve; it must start empty, so that
+// Reserve never takes another pod's allocation for a node.
+func TestCycleResultsStartEmpty(t *testing.T) {
+	objs := append(gpuObjects(t), gpuClaim("a", 1), gpuClaim("b", 1))
+	c := newCluster(t, nil, objs...)
+	for i, pod := range []*v1.Pod{gpuPod("pod-a", "a"), gpuPod("pod-b", "b")} {
+		// pod-b's Filter on node-1 fails (gpu-0 holds every counter), so
+		// only a stale entry could make its Reserve there succeed.
+		cs := newCycleState()
+		if _, st := c.pl.PreFilter(context.Background(), cs, pod, nil); !st.IsSuccess() {
+			t.Fatalf("PreFilter %s: %v", pod.Name, st)
+		}
+		s, err := readState(cs)
+		must(t, err)
+		if len(s.results) != 0 {
+			t.Fatalf("cycle %d starts with results %v", i, s.results)
+		}
+		fits := c.pl.Filter(context.Background(), cs, pod, node1).IsSuccess()
+		if fits != (i == 0) {
+			t.Fatalf("Filter %s on node-1: fits %t", pod.Name, fits)
+		}
+		if st := c.pl.Reserve(context.Background(), cs, pod, node1.node.Name); st.IsSuccess() != fits {
+			t.Fatalf("Reserve %s on node-1: %v", pod.Name, st)
+		}
+		if s.results != nil {
+			t.Errorf("cycle %d kept its results map after Reserve", i)
+		}
+	}
+}
+
 func TestPhasesAllocateReserveAndBind(t *testing.T) {
 	objs := append(gpuObjects(t), gpuClaim("a", 1), gpuClaim("b", 1), gpuClaim("c", 1))
 	c := newCluster(t, nil, objs...)
