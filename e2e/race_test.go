@@ -111,6 +111,11 @@ func BenchmarkRace(b *testing.B) {
 		b.Fatalf("the race runs the dractl-scheduler binary: %v (make scheduler)", err)
 	}
 	var rows []string
+	type run struct {
+		w       raceWorkload
+		results []raceResult
+	}
+	var runs []run
 	for _, w := range raceWorkloads() {
 		if *raceOnly != "" && !strings.Contains(w.name, *raceOnly) {
 			continue
@@ -126,8 +131,24 @@ func BenchmarkRace(b *testing.B) {
 			})
 		}
 		rows = append(rows, raceRows(w, results)...)
+		runs = append(runs, run{w, results})
 	}
-	table := raceTable(rows)
+	var floor *run
+	for i, r := range runs {
+		if r.w.floor && len(r.results) > 0 {
+			floor = &runs[i]
+		}
+	}
+	var aboveFloor []string
+	for _, r := range runs {
+		if floor == nil || r.w.floor || !r.w.sameCluster(floor.w) {
+			continue
+		}
+		if line := r.w.aboveFloor(r.results, floor.results[0].cpuPerPod()); line != "" {
+			aboveFloor = append(aboveFloor, line)
+		}
+	}
+	table := raceTable(rows, aboveFloor)
 	fmt.Println(table)
 	if *raceDocs != "" {
 		if err := replaceSection(*raceDocs, table); err != nil {
@@ -568,7 +589,7 @@ func raceRows(w raceWorkload, rs []raceResult) []string {
 	}
 	for _, r := range rs {
 		podsPerSec := float64(r.bound) / r.wall.Seconds()
-		cpuPerPod := float64(r.cpu.Microseconds()) / 1000 / float64(max(1, r.bound))
+		cpuPerPod := r.cpuPerPod()
 		name := "stock DynamicResources"
 		ratio, ratioAfter := "", ""
 		switch {
@@ -577,8 +598,7 @@ func raceRows(w raceWorkload, rs []raceResult) []string {
 		case r.profile == dractlProfile:
 			name = "dractl"
 			if stock.bound > 0 && r.bound > 0 {
-				stockCPU := float64(stock.cpu.Microseconds()) / 1000 / float64(stock.bound)
-				ratio = fmt.Sprintf(" (%.1f× less CPU, %.2f× pods/s)", stockCPU/cpuPerPod, podsPerSec/(float64(stock.bound)/stock.wall.Seconds()))
+				ratio = fmt.Sprintf(" (%.1f× less CPU, %.2f× pods/s)", stock.cpuPerPod()/cpuPerPod, podsPerSec/(float64(stock.bound)/stock.wall.Seconds()))
 				ratioAfter = fmt.Sprintf(" (%.1f×)", stock.cpuPerPodAfterFirst()/r.cpuPerPodAfterFirst())
 			}
 		}
@@ -587,6 +607,40 @@ func raceRows(w raceWorkload, rs []raceResult) []string {
 			r.cpuPerPodAfterFirst(), ratioAfter, r.cpu.Seconds()/r.wall.Seconds(), r.violations))
 	}
 	return out
+}
+
+// sameCluster reports whether the two workloads run the same nodes,
+// slices and number of pods, with no claims allocated beforehand.
+func (w raceWorkload) sameCluster(o raceWorkload) bool {
+	return w.mig == o.mig && w.nodes == o.nodes && w.pods == o.pods && w.full == 0 && o.full == 0
+}
+
+// aboveFloor compares what the row's DRA pods cost each profile beyond
+// floor, the CPU per pod of pods without claims on the same cluster, if
+// both profiles ran; else "".
+func (w raceWorkload) aboveFloor(rs []raceResult, floor float64) string {
+	var stock, dractl raceResult
+	for _, r := range rs {
+		switch r.profile {
+		case stockProfile:
+			stock = r
+		case dractlProfile:
+			dractl = r
+		}
+	}
+	if stock.bound == 0 || dractl.bound == 0 {
+		return ""
+	}
+	s, d := stock.cpuPerPod()-floor, dractl.cpuPerPod()-floor
+	if d <= 0 {
+		return fmt.Sprintf("- %s: stock %.1f, dractl %.1f ms per pod above the floor", w.name, s, d)
+	}
+	return fmt.Sprintf("- %s: stock %.1f, dractl %.1f ms per pod above the floor (%.1f×)", w.name, s, d, s/d)
+}
+
+// cpuPerPod is the scheduler's CPU per pod bound over the whole run.
+func (r raceResult) cpuPerPod() float64 {
+	return float64(r.cpu.Microseconds()) / 1000 / float64(max(1, r.bound))
 }
 
 // cpuPerPodAfterFirst is the scheduler's CPU per pod bound after the
@@ -602,7 +656,7 @@ const (
 	raceEnd   = "<!-- race:end -->"
 )
 
-func raceTable(rows []string) string {
+func raceTable(rows, aboveFloor []string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s\n## The race: stock DynamicResources vs dractl in one kube-scheduler\n\n", raceBegin)
 	fmt.Fprintf(&b, "`make bench-e2e` on %d CPUs (%s/%s), %s. One dractl-scheduler binary (kube-scheduler v1.37.2) with two profiles\n", runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, time.Now().UTC().Format("2006-01-02"))
@@ -618,6 +672,12 @@ func raceTable(rows []string) string {
 	b.WriteString("|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rows {
 		b.WriteString(r + "\n")
+	}
+	if len(aboveFloor) > 0 {
+		b.WriteString("\nWhat the DRA pods of the rows on the floor's cluster cost beyond it (the row's CPU per pod minus the floor's):\n\n")
+		for _, l := range aboveFloor {
+			b.WriteString(l + "\n")
+		}
 	}
 	b.WriteString(raceEnd + "\n")
 	return b.String()

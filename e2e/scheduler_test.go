@@ -16,17 +16,22 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/component-base/metrics/testutil"
+	schedmetrics "k8s.io/kubernetes/pkg/scheduler/metrics"
 	"k8s.io/utils/ptr"
 
 	"github.com/dractl/dractl/e2e/framework"
 	"github.com/dractl/dractl/internal/examplegen"
 	"github.com/dractl/dractl/pkg/api"
+	"github.com/dractl/dractl/pkg/schedplugin"
 )
 
 // The scheduler's configurations and RBAC, as deployed.
 const (
 	twoProfiles = "../deploy/scheduler/config-two-profiles.yaml"
-	rbac        = "../deploy/scheduler/rbac.yaml"
+	// oneProfile puts dractl's plugin in the default profile.
+	oneProfile = "../deploy/scheduler/config.yaml"
+	rbac       = "../deploy/scheduler/rbac.yaml"
 	// dractlProfile is the profile of config-two-profiles.yaml that runs
 	// dractl's plugin; the default profile runs the in-tree one.
 	dractlProfile = "dractl"
@@ -38,12 +43,20 @@ const (
 // as the ServiceAccount of deploy/scheduler with exactly its RBAC.
 func startScheduling(t *testing.T) *framework.ControlPlane {
 	t.Helper()
-	cp := framework.StartControlPlane(t, framework.Options{Components: []framework.Component{framework.ResourceClaimController{}}})
+	return startSchedulingWith(t, nil, twoProfiles)
+}
+
+// startSchedulingWith is startScheduling with feature gates set (for
+// kube-scheduler too, which runs in this process) and the scheduler
+// configuration in configFile.
+func startSchedulingWith(t *testing.T, gates map[string]bool, configFile string) *framework.ControlPlane {
+	t.Helper()
+	cp := framework.StartControlPlane(t, framework.Options{FeatureGates: gates, Components: []framework.Component{framework.ResourceClaimController{}}})
 	// The account first: it creates kube-system if the API server has
 	// not yet.
 	sa := cp.ServiceAccount(t, "kube-system", "dractl-scheduler")
 	cp.Apply(t, rbac)
-	cp.Start(framework.Scheduler{ConfigFile: twoProfiles, Client: sa})
+	cp.Start(framework.Scheduler{ConfigFile: configFile, Client: sa})
 	return cp
 }
 
@@ -465,8 +478,26 @@ func TestUnschedulableExplained(t *testing.T) {
 // are no kubelets here, so the test does that part itself, as the kubelet
 // does it; the resourceclaim controller then takes the pod out of the
 // claim's reservedFor and deallocates (or deletes) the claim.
+//
+// It runs again with kube-scheduler's SchedulerPreQueueingHints feature,
+// where a claim event reaches only the pods that some plugin names for
+// it: the deallocation must still bring the waiting pod back. That run
+// uses the single-profile configuration, so that no other DRA plugin's
+// narrowing stands in for dractl's.
 func TestDeletedPodFreesDevices(t *testing.T) {
-	cp := startScheduling(t)
+	t.Run("default", func(t *testing.T) { testDeletedPodFreesDevices(t, nil, twoProfiles, dractlProfile) })
+	t.Run("SchedulerPreQueueingHints", func(t *testing.T) {
+		testDeletedPodFreesDevices(t, map[string]bool{"SchedulerPreQueueingHints": true}, oneProfile, stockProfile)
+	})
+}
+
+func testDeletedPodFreesDevices(t *testing.T, gates map[string]bool, configFile, profile string) {
+	cp := startSchedulingWith(t, gates, configFile)
+	for gate, on := range gates {
+		if framework.Enabled(gate) != on {
+			t.Fatalf("feature gate %s is not %t in this process", gate, on)
+		}
+	}
 	createNodes(t, cp, "node-1")
 	plainClass(t, cp)
 	v := plainSlice("node-1", 1, "only")
@@ -474,10 +505,10 @@ func TestDeletedPodFreesDevices(t *testing.T) {
 		t.Fatal(err)
 	}
 	createTemplate(t, cp, "one", resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{request("gpu", "plain", 1)}})
-	createClaimPod(t, cp, "first", dractlProfile, "one", "")
+	createClaimPod(t, cp, "first", profile, "one", "")
 	waitBound(t, cp, 1, 2*time.Minute)
 	firstClaim := claimOf(t, cp, "first")
-	createClaimPod(t, cp, "second", dractlProfile, "one", "")
+	createClaimPod(t, cp, "second", profile, "one", "")
 	waitFor(t, time.Minute, "the second pod to be unschedulable", func(ctx context.Context) (bool, error) {
 		p, err := cp.Client.CoreV1().Pods("default").Get(ctx, "second", metav1.GetOptions{})
 		if err != nil {
@@ -538,6 +569,18 @@ func TestDeletedPodFreesDevices(t *testing.T) {
 		t.Errorf("the first pod's claim is still allocated (%v) or reserved (%v)", c.Status.Allocation, c.Status.ReservedFor)
 	}
 	checkAllocations(t, cp)
+	if gates["SchedulerPreQueueingHints"] {
+		// Claim events were narrowed to named pods, and the deallocation
+		// went to all (kube-scheduler records these counts asynchronously).
+		waitFor(t, 30*time.Second, "dractl's PreQueueingHint evaluations", func(context.Context) (bool, error) {
+			narrowed, err := testutil.GetCounterMetricValue(schedmetrics.PreQueueingHintEvaluations.WithLabelValues(schedplugin.Name, "narrowed"))
+			if err != nil {
+				return false, err
+			}
+			all, err := testutil.GetCounterMetricValue(schedmetrics.PreQueueingHintEvaluations.WithLabelValues(schedplugin.Name, "all_pods"))
+			return narrowed > 0 && all > 0, err
+		})
+	}
 }
 
 // TestSlicesUpdatedMidRun: while pods are being scheduled, the pool is

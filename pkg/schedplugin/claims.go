@@ -8,6 +8,7 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	"k8s.io/klog/v2"
@@ -96,7 +97,7 @@ func (pl *Plugin) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint,
 		// Node labels can satisfy a node selector of a device or allocation.
 		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeLabel | fwk.UpdateNodeAllocatable}},
 		// Claims: created for the pod, allocated or deallocated.
-		{Event: fwk.ClusterEvent{Resource: fwk.ResourceClaim, ActionType: fwk.Add | fwk.Update | fwk.Delete}, QueueingHintFn: pl.afterClaimChange},
+		{Event: fwk.ClusterEvent{Resource: fwk.ResourceClaim, ActionType: fwk.Add | fwk.Update | fwk.Delete}, QueueingHintFn: pl.afterClaimChange, PreQueueingHintFn: pl.podsOfClaim},
 		// The resourceclaim controller records generated claims in the pod.
 		{Event: fwk.ClusterEvent{Resource: fwk.TargetPod, ActionType: fwk.UpdatePodGeneratedResourceClaim}, QueueingHintFn: pl.afterPodUpdate},
 		// A class the pod waits for appears, or its selectors change.
@@ -154,6 +155,42 @@ func (pl *Plugin) afterClaimChange(logger klog.Logger, pod *v1.Pod, oldObj, newO
 		return fwk.QueueSkip, nil
 	}
 	return fwk.Queue, nil
+}
+
+// podsOfClaim narrows a claim event to the pods afterClaimChange could
+// requeue for it (with the SchedulerPreQueueingHints feature, kube-scheduler
+// then asks only them): every pod when devices were freed, else the pods
+// that name the claim and the pod that controls it.
+func (pl *Plugin) podsOfClaim(_ klog.Logger, oldObj, newObj any) (fwk.PreQueueingHintResult, error) {
+	all := fwk.PreQueueingHintResult{AllPods: true}
+	old, _ := oldObj.(*resourcev1.ResourceClaim)
+	cur, _ := newObj.(*resourcev1.ResourceClaim)
+	switch {
+	case cur == nil && old == nil:
+		// A deletion whose last state is unknown may have freed devices.
+		return all, nil
+	case cur == nil:
+		if old.Status.Allocation != nil {
+			return all, nil
+		}
+		return fwk.PreQueueingHintResult{}, nil
+	case old != nil && old.Status.Allocation != nil && cur.Status.Allocation == nil:
+		return all, nil
+	}
+	objs, err := pl.podsByClaimName.ByIndex(pl.podsByClaimIndex, cur.Namespace+"/"+cur.Name)
+	if err != nil {
+		return all, err
+	}
+	var out fwk.PreQueueingHintResult
+	for _, o := range objs {
+		if pod, ok := o.(*v1.Pod); ok {
+			out.Pods = append(out.Pods, types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name})
+		}
+	}
+	if owner := metav1.GetControllerOf(cur); owner != nil && owner.Kind == "Pod" && owner.APIVersion == "v1" {
+		out.Pods = append(out.Pods, types.NamespacedName{Namespace: cur.Namespace, Name: owner.Name})
+	}
+	return out, nil
 }
 
 // afterPodUpdate: the pod's generated claims were recorded; requeue once

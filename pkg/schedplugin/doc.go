@@ -39,5 +39,10 @@
 // the State could not find are therefore also kept on a waitlist and
 // activated once the State has applied a change that may make room (a
 // deallocation, a deleted claim, a new slice or class), so that a pod
-// tried on a State that lagged behind its event is tried again.
+// tried on a State that lagged behind its event is tried again. With
+// kube-scheduler's SchedulerPreQueueingHints feature a claim event is put
+// only to the pods that reference the claim, or to all when it freed
+// devices. PreEnqueue does not gate a pod for a missing claim before the
+// claim informer has listed, so that a scheduler starting with many
+// pending pods does not ask each of them about every claim it lists.
 package schedplugin

@@ -38,6 +38,10 @@ type Plugin struct {
 	// claimsListed reports whether the claim informer has listed every
 	// claim (see PreEnqueue).
 	claimsListed cache.InformerSynced
+	// podsByClaimName indexes the scheduler's pods by the claims they
+	// name in spec.resourceClaims (see podsOfClaim).
+	podsByClaimName  cache.Indexer
+	podsByClaimIndex string
 }
 
 var (
@@ -149,7 +153,36 @@ func (pl *Plugin) watch(ctx context.Context, logger klog.Logger) error {
 	}
 	pl.synced = []cache.InformerSynced{slices.HasSynced, sliceReg.HasSynced, classReg.HasSynced, claimReg.HasSynced}
 	pl.claimsListed = inf.ResourceClaims().Informer().HasSynced
+	if err := pl.indexClaimNames(); err != nil {
+		return err
+	}
 	return pl.indexForeignClaims()
+}
+
+// indexClaimNames indexes the scheduler's pods by the names of the claims
+// their spec references ("namespace/name"); a generated claim is known by
+// its controlling pod instead.
+func (pl *Plugin) indexClaimNames() error {
+	name := Name + "/pods-by-claim-name-" + pl.fh.ProfileName()
+	pods := pl.fh.SharedInformerFactory().Core().V1().Pods().Informer()
+	err := pods.AddIndexers(cache.Indexers{name: func(obj any) ([]string, error) {
+		pod, ok := obj.(*v1.Pod)
+		if !ok {
+			return nil, nil
+		}
+		var keys []string
+		for i := range pod.Spec.ResourceClaims {
+			if claim := pod.Spec.ResourceClaims[i].ResourceClaimName; claim != nil {
+				keys = append(keys, pod.Namespace+"/"+*claim)
+			}
+		}
+		return keys, nil
+	}})
+	if err != nil {
+		return fmt.Errorf("index pods by claim name: %w", err)
+	}
+	pl.podsByClaimName, pl.podsByClaimIndex = pods.GetIndexer(), name
+	return nil
 }
 
 // indexForeignClaims indexes the scheduler's pods by the claims that pods

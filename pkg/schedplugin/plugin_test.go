@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/utils/ptr"
@@ -534,16 +535,23 @@ func TestUnreserveAfterPreBindKeepsReservation(t *testing.T) {
 	}
 }
 
+// templatedPod is pod-t, whose claim comes from a template, and the claim
+// the resourceclaim controller generated for it.
+func templatedPod() (*v1.Pod, *resourcev1.ResourceClaim) {
+	pod := gpuPod("pod-t", "unused")
+	pod.Spec.ResourceClaims[0] = v1.PodResourceClaim{Name: "gpu", ResourceClaimTemplateName: ptr.To("tmpl")}
+	pod.Status.ResourceClaimStatuses = []v1.PodResourceClaimStatus{{Name: "gpu", ResourceClaimName: ptr.To("pod-t-gpu-x1")}}
+	claim := gpuClaim("pod-t-gpu-x1", 1)
+	claim.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID, Controller: ptr.To(true)}}
+	return pod, claim
+}
+
 // TestQueueingHints: claim and slice events requeue only the pods they may
 // help. A pod whose claims are not all there waits for them: slice events
 // pass it by, and a claim event only brings it back when it is one of the
 // pod's claims (by name, or generated for it from a template).
 func TestQueueingHints(t *testing.T) {
-	withTemplate := gpuPod("pod-t", "unused")
-	withTemplate.Spec.ResourceClaims[0] = v1.PodResourceClaim{Name: "gpu", ResourceClaimTemplateName: ptr.To("tmpl")}
-	withTemplate.Status.ResourceClaimStatuses = []v1.PodResourceClaimStatus{{Name: "gpu", ResourceClaimName: ptr.To("pod-t-gpu-x1")}}
-	generated := gpuClaim("pod-t-gpu-x1", 1)
-	generated.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: withTemplate.Name, UID: withTemplate.UID, Controller: ptr.To(true)}}
+	withTemplate, generated := templatedPod()
 	forOther := gpuClaim("pod-u-gpu-x2", 1)
 	forOther.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: "pod-u", UID: "uid-pod-u", Controller: ptr.To(true)}}
 	objs := append(gpuObjects(t), gpuClaim("a", 1), gpuClaim("b", 1), generated, forOther)
@@ -576,6 +584,64 @@ func TestQueueingHints(t *testing.T) {
 			must(t, err)
 			if got != tc.want {
 				t.Errorf("hint %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestPreQueueingHintNarrowsClaimEvents: with kube-scheduler's
+// SchedulerPreQueueingHints feature, a claim event is put to the pods
+// podsOfClaim names (or to all). Every pod the claim hint would requeue
+// must be among them, and a claim no pod references names none.
+func TestPreQueueingHintNarrowsClaimEvents(t *testing.T) {
+	withTemplate, generated := templatedPod()
+	pods := []*v1.Pod{gpuPod("pod-a", "a"), gpuPod("pod-a2", "a"), gpuPod("pod-b", "b"), withTemplate, gpuPod("pod-m", "missing")}
+	objs := append(gpuObjects(t), gpuClaim("a", 1), gpuClaim("b", 1), generated)
+	for _, p := range pods {
+		objs = append(objs, p)
+	}
+	c := newCluster(t, nil, objs...)
+	allocatedB := allocatedClaim("b")
+	allocatedB.ResourceVersion = "2"
+	changedA := gpuClaim("a", 1)
+	changedA.ResourceVersion = "2"
+	changedA.Status.ReservedFor = []resourcev1.ResourceClaimConsumerReference{{Resource: "pods", Name: "x", UID: "x"}}
+	const all = "all"
+	for _, tc := range []struct {
+		name     string
+		old, cur any
+		want     []string // pod names, or all
+	}{
+		{"a named claim appears", nil, gpuClaim("a", 1), []string{"pod-a", "pod-a2"}},
+		{"a named claim's status changes", gpuClaim("a", 1), changedA, []string{"pod-a", "pod-a2"}},
+		{"a generated claim appears", nil, generated, []string{"pod-t"}},
+		{"a claim no pod references appears", nil, gpuClaim("other", 1), nil},
+		{"a claim is allocated", gpuClaim("b", 1), allocatedB, []string{"pod-b"}},
+		{"a claim is deallocated", allocatedB, gpuClaim("b", 1), []string{all}},
+		{"an allocated claim is deleted", allocatedB, nil, []string{all}},
+		{"an unallocated claim is deleted", gpuClaim("a", 1), nil, nil},
+		{"a claim is deleted in an unknown state", cache.DeletedFinalStateUnknown{Key: "default/b", Obj: allocatedB}, nil, []string{all}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := c.pl.podsOfClaim(klog.Background(), tc.old, tc.cur)
+			must(t, err)
+			var got []string
+			if res.AllPods {
+				got = []string{all}
+			}
+			for _, nn := range res.Pods {
+				got = append(got, nn.Name)
+			}
+			slices.Sort(got)
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("narrowed to %v, want %v", got, tc.want)
+			}
+			for _, p := range pods {
+				hint, err := c.pl.afterClaimChange(klog.Background(), p, tc.old, tc.cur)
+				must(t, err)
+				if hint == fwk.Queue && !res.AllPods && !slices.Contains(got, p.Name) {
+					t.Errorf("the claim hint requeues %s, which the narrowing leaves out", p.Name)
+				}
 			}
 		})
 	}
