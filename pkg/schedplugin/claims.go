@@ -3,6 +3,7 @@ package schedplugin
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	v1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
@@ -113,11 +114,8 @@ func (pl *Plugin) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint,
 // finalizer alone changes nothing). The event may reach the queue before
 // the State has it; the waitlist then brings the pod back.
 func (pl *Plugin) afterClaimChange(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
-	if newObj == nil {
-		if _, ok := oldObj.(cache.DeletedFinalStateUnknown); ok {
-			// The last state is unknown; it may have held devices.
-			return fwk.Queue, nil
-		}
+	if freedDevices(oldObj, newObj) {
+		return fwk.Queue, nil
 	}
 	old, _ := oldObj.(*resourcev1.ResourceClaim)
 	cur, _ := newObj.(*resourcev1.ResourceClaim)
@@ -125,12 +123,8 @@ func (pl *Plugin) afterClaimChange(logger klog.Logger, pod *v1.Pod, oldObj, newO
 	case old == nil && cur == nil:
 		return fwk.Queue, fmt.Errorf("unexpected objects %T, %T in a ResourceClaim event", oldObj, newObj)
 	case cur == nil:
-		if old.Status.Allocation != nil {
-			return fwk.Queue, nil
-		}
+		// An unallocated claim was deleted.
 		return fwk.QueueSkip, nil
-	case old != nil && old.Status.Allocation != nil && cur.Status.Allocation == nil:
-		return fwk.Queue, nil
 	case !references(pod, cur):
 		// Every claim event is asked about every waiting pod (at start-up,
 		// every claim about every pod whose claims were not there yet):
@@ -157,25 +151,36 @@ func (pl *Plugin) afterClaimChange(logger klog.Logger, pod *v1.Pod, oldObj, newO
 	return fwk.Queue, nil
 }
 
+// freedDevices reports whether a claim event may have freed devices for
+// any pod: a deallocation, the deletion of an allocated claim, or a
+// deletion whose last state is unknown.
+func freedDevices(oldObj, newObj any) bool {
+	if _, ok := oldObj.(cache.DeletedFinalStateUnknown); ok && newObj == nil {
+		return true
+	}
+	old, _ := oldObj.(*resourcev1.ResourceClaim)
+	cur, _ := newObj.(*resourcev1.ResourceClaim)
+	return old != nil && old.Status.Allocation != nil && (cur == nil || cur.Status.Allocation == nil)
+}
+
 // podsOfClaim narrows a claim event to the pods afterClaimChange could
 // requeue for it (with the SchedulerPreQueueingHints feature, kube-scheduler
 // then asks only them): every pod when devices were freed, else the pods
 // that name the claim and the pod that controls it.
 func (pl *Plugin) podsOfClaim(_ klog.Logger, oldObj, newObj any) (fwk.PreQueueingHintResult, error) {
 	all := fwk.PreQueueingHintResult{AllPods: true}
+	if freedDevices(oldObj, newObj) {
+		return all, nil
+	}
 	old, _ := oldObj.(*resourcev1.ResourceClaim)
 	cur, _ := newObj.(*resourcev1.ResourceClaim)
 	switch {
 	case cur == nil && old == nil:
-		// A deletion whose last state is unknown may have freed devices.
+		// Objects of another kind: let every pod's hint decide.
 		return all, nil
 	case cur == nil:
-		if old.Status.Allocation != nil {
-			return all, nil
-		}
+		// An unallocated claim was deleted.
 		return fwk.PreQueueingHintResult{}, nil
-	case old != nil && old.Status.Allocation != nil && cur.Status.Allocation == nil:
-		return all, nil
 	}
 	objs, err := pl.podsByClaimName.ByIndex(pl.podsByClaimIndex, cur.Namespace+"/"+cur.Name)
 	if err != nil {
@@ -187,8 +192,12 @@ func (pl *Plugin) podsOfClaim(_ klog.Logger, oldObj, newObj any) (fwk.PreQueuein
 			out.Pods = append(out.Pods, types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name})
 		}
 	}
+	// The pod a generated claim is for, if its status does not name the
+	// claim yet.
 	if owner := metav1.GetControllerOf(cur); owner != nil && owner.Kind == "Pod" && owner.APIVersion == "v1" {
-		out.Pods = append(out.Pods, types.NamespacedName{Namespace: cur.Namespace, Name: owner.Name})
+		if nn := (types.NamespacedName{Namespace: cur.Namespace, Name: owner.Name}); !slices.Contains(out.Pods, nn) {
+			out.Pods = append(out.Pods, nn)
+		}
 	}
 	return out, nil
 }

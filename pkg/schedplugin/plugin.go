@@ -40,7 +40,7 @@ type Plugin struct {
 	// claim (see PreEnqueue).
 	claimsListed cache.InformerSynced
 	// podsByClaimName indexes the scheduler's pods by the claims they
-	// name in spec.resourceClaims (see podsOfClaim).
+	// reference (see podsOfClaim).
 	podsByClaimName  cache.Indexer
 	podsByClaimIndex string
 	// resultMaps holds cycles' results maps for reuse (see resultsMap).
@@ -162,9 +162,9 @@ func (pl *Plugin) watch(ctx context.Context, logger klog.Logger) error {
 	return pl.indexForeignClaims()
 }
 
-// indexClaimNames indexes the scheduler's pods by the names of the claims
-// their spec references ("namespace/name"); a generated claim is known by
-// its controlling pod instead.
+// indexClaimNames indexes the scheduler's pods by the claims they
+// reference (see claimKeys); a generated claim whose name the pod's status
+// does not carry yet is known by its controlling pod instead.
 func (pl *Plugin) indexClaimNames() error {
 	name := Name + "/pods-by-claim-name-" + pl.fh.ProfileName()
 	pods := pl.fh.SharedInformerFactory().Core().V1().Pods().Informer()
@@ -173,13 +173,7 @@ func (pl *Plugin) indexClaimNames() error {
 		if !ok {
 			return nil, nil
 		}
-		var keys []string
-		for i := range pod.Spec.ResourceClaims {
-			if claim := pod.Spec.ResourceClaims[i].ResourceClaimName; claim != nil {
-				keys = append(keys, pod.Namespace+"/"+*claim)
-			}
-		}
-		return keys, nil
+		return claimKeys(pod), nil
 	}})
 	if err != nil {
 		return fmt.Errorf("index pods by claim name: %w", err)
@@ -201,17 +195,10 @@ func (pl *Plugin) indexForeignClaims() error {
 	pods := pl.fh.SharedInformerFactory().Core().V1().Pods().Informer()
 	err := pods.AddIndexers(cache.Indexers{name: func(obj any) ([]string, error) {
 		pod, ok := obj.(*v1.Pod)
-		if !ok || pod.Spec.SchedulerName == profile || len(pod.Spec.ResourceClaims) == 0 {
+		if !ok || pod.Spec.SchedulerName == profile {
 			return nil, nil
 		}
-		keys := make([]string, 0, len(pod.Spec.ResourceClaims))
-		for i := range pod.Spec.ResourceClaims {
-			// A template's claim is known once the pod's status names it.
-			if claim, _, err := resourceclaim.Name(pod, &pod.Spec.ResourceClaims[i]); err == nil && claim != nil {
-				keys = append(keys, pod.Namespace+"/"+*claim)
-			}
-		}
-		return keys, nil
+		return claimKeys(pod), nil
 	}})
 	if err != nil {
 		return fmt.Errorf("index pods by claim: %w", err)
@@ -219,6 +206,21 @@ func (pl *Plugin) indexForeignClaims() error {
 	indexer := pods.GetIndexer()
 	pl.feed.foreignClaims = func() []string { return indexer.ListIndexFuncValues(name) }
 	return nil
+}
+
+// claimKeys are the claims ("namespace/name") the pod references; a
+// template's claim is known once the pod's status names it.
+func claimKeys(pod *v1.Pod) []string {
+	if len(pod.Spec.ResourceClaims) == 0 {
+		return nil
+	}
+	keys := make([]string, 0, len(pod.Spec.ResourceClaims))
+	for i := range pod.Spec.ResourceClaims {
+		if claim, _, err := resourceclaim.Name(pod, &pod.Spec.ResourceClaims[i]); err == nil && claim != nil {
+			keys = append(keys, pod.Namespace+"/"+*claim)
+		}
+	}
+	return keys
 }
 
 // indexedSlices is a ResourceSlice informer for a second tracker: adding
