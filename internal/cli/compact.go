@@ -5,7 +5,6 @@ import (
 	"strconv"
 
 	"github.com/spf13/cobra"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/dractl/dractl/pkg/api"
 	"github.com/dractl/dractl/pkg/compact"
@@ -97,61 +96,38 @@ func (o *compactOptions) run() error {
 	if err != nil {
 		return err
 	}
-	failed := in.printDecodeErrors(o.Err)
-	// Slices that admission rejects are not rewritten: their errors are
-	// what the user needs, and the limits admission enforces are what
-	// bound the work of rewriting (a mixin bomb never gets that far).
-	objErrs := validateObjects(in.objects)
 	var (
-		out           []any
 		n             int
 		before, after int
 		done          = map[string]bool{} // pools repacked
 	)
-	for i := range in.objects {
-		obj := &in.objects[i]
-		if len(objErrs[i]) > 0 {
-			for _, e := range objErrs[i] {
-				fmt.Fprintf(o.Err, "error: %s: %s\n", where(obj), oneLine(e.Error()))
-			}
-			failed = true
-			continue
-		}
-		s, ok := obj.Obj.(*api.ResourceSlice)
-		if !ok {
-			// Printed as written: nothing added, not even defaults.
-			out = append(out, obj.Raw)
-			continue
-		}
+	out, failed := in.rewriteSlices(o.Err, func(obj *decode.Object, s *api.ResourceSlice, admitted []*api.ResourceSlice) ([]any, error) {
 		if o.repack {
 			key := poolKey(s)
 			if done[key] {
-				continue
+				return nil, nil
 			}
 			done[key] = true
-			pool := poolOf(in.objects, objErrs, key)
+			pool := poolOf(admitted, key)
 			c, st, err := compact.Pool(pool, o.opts)
 			if err != nil {
-				fmt.Fprintf(o.Err, "error: %s: %s\n", where(obj), oneLine(err.Error()))
-				failed = true
-				continue
+				return nil, err
 			}
 			n += len(pool)
 			before += st.BytesBefore
 			after += st.BytesAfter
-			for _, s := range c {
-				out = append(out, s)
-			}
 			fmt.Fprintf(o.Err, "pool %s/%s: %s in %s, %s, mixins: %d device, %d consumption, %d counter set\n",
 				s.Spec.Driver, s.Spec.Pool.Name, plural(len(pool), "slice"), plural(len(c), "slice"),
 				savings(st.BytesBefore, st.BytesAfter), st.DeviceMixins, st.ConsumptionMixins, st.CounterSetMixins)
-			continue
+			out := make([]any, len(c))
+			for i, s := range c {
+				out[i] = s
+			}
+			return out, nil
 		}
 		c, st, err := compact.Compact(s, o.opts)
 		if err != nil {
-			fmt.Fprintf(o.Err, "error: %s: %s\n", where(obj), oneLine(err.Error()))
-			failed = true
-			continue
+			return nil, err
 		}
 		n++
 		before += st.BytesBefore
@@ -159,17 +135,16 @@ func (o *compactOptions) run() error {
 			// A hand-written mixin form can beat compact's; a command named
 			// compact must never make a slice larger, so keep the input,
 			// which means the same (compact flattens it first anyway).
-			out = append(out, s)
 			after += st.BytesBefore
 			fmt.Fprintf(o.Err, "%s: %s, kept as is (compacted: %s bytes)\n",
 				where(obj), savings(st.BytesBefore, st.BytesBefore), thousands(st.BytesAfter))
-			continue
+			return []any{s}, nil
 		}
-		out = append(out, c)
 		after += st.BytesAfter
 		fmt.Fprintf(o.Err, "%s: %s, mixins: %d device, %d consumption, %d counter set\n",
 			where(obj), savings(st.BytesBefore, st.BytesAfter), st.DeviceMixins, st.ConsumptionMixins, st.CounterSetMixins)
-	}
+		return []any{c}, nil
+	})
 	if err := decode.Encode(o.Out, out, o.output); err != nil {
 		return writeError(err)
 	}
@@ -212,11 +187,11 @@ func thousands(n int) string {
 
 func poolKey(s *api.ResourceSlice) string { return s.Spec.Driver + "/" + s.Spec.Pool.Name }
 
-// poolOf returns the valid slices of the pool key in input order.
-func poolOf(objs []decode.Object, errs []field.ErrorList, key string) []*api.ResourceSlice {
+// poolOf returns the slices of the pool key in input order.
+func poolOf(slices []*api.ResourceSlice, key string) []*api.ResourceSlice {
 	var out []*api.ResourceSlice
-	for i := range objs {
-		if s, ok := objs[i].Obj.(*api.ResourceSlice); ok && len(errs[i]) == 0 && poolKey(s) == key {
+	for _, s := range slices {
+		if poolKey(s) == key {
 			out = append(out, s)
 		}
 	}

@@ -62,37 +62,15 @@ func (o *flattenOptions) run() error {
 	if err != nil {
 		return err
 	}
-	failed := in.printDecodeErrors(o.Err)
-	// Slices that admission rejects are not rewritten: their errors are
-	// what the user needs, and the limits admission enforces are what
-	// bound the work of rewriting (a mixin bomb never gets that far).
-	objErrs := validateObjects(in.objects)
 	warned := false
 	severity := "warning"
 	if o.strict {
 		severity = "error"
 	}
-	var out []any
-	for i := range in.objects {
-		obj := &in.objects[i]
-		if len(objErrs[i]) > 0 {
-			for _, e := range objErrs[i] {
-				fmt.Fprintf(o.Err, "error: %s: %s\n", where(obj), oneLine(e.Error()))
-			}
-			failed = true
-			continue
-		}
-		s, ok := obj.Obj.(*api.ResourceSlice)
-		if !ok {
-			// Printed as written: nothing added, not even defaults.
-			out = append(out, obj.Raw)
-			continue
-		}
+	out, failed := in.rewriteSlices(o.Err, func(obj *decode.Object, s *api.ResourceSlice, _ []*api.ResourceSlice) ([]any, error) {
 		v1, err := api.ToV1(s)
 		if err != nil {
-			fmt.Fprintf(o.Err, "error: %s: %s\n", where(obj), oneLine(err.Error()))
-			failed = true
-			continue
+			return nil, err
 		}
 		// Validated in dractl's model rather than as v1 because that is
 		// what pkg/validation takes; without mixins the two are the same
@@ -101,8 +79,8 @@ func (o *flattenOptions) run() error {
 			fmt.Fprintf(o.Err, "%s: %s: flattened: %s\n", severity, where(obj), oneLine(e.Error()))
 			warned = true
 		}
-		out = append(out, v1)
-	}
+		return []any{v1}, nil
+	})
 	if err := decode.Encode(o.Out, out, o.output); err != nil {
 		return writeError(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/dractl/dractl/pkg/api"
 	"github.com/dractl/dractl/pkg/decode"
 )
 
@@ -136,6 +137,49 @@ func (in *input) printDecodeErrors(w io.Writer) bool {
 		fmt.Fprintf(w, "error: %s\n", oneLine(e.line))
 	}
 	return len(in.decodeErrors) > 0
+}
+
+// rewriteSlices is the loop of the verbs that rewrite slices. Documents
+// that do not decode and objects that admission rejects are printed to w
+// as errors and left out: their errors are what the user needs, and the
+// limits admission enforces are what bound the work of rewriting (a mixin
+// bomb never gets that far). Objects of other kinds pass through as
+// written, not even defaulted. Each admitted slice is replaced by what
+// rewrite returns for it, or left out with rewrite's error printed;
+// admitted are all the admitted slices in input order. failed reports
+// whether any error was printed.
+func (in *input) rewriteSlices(w io.Writer, rewrite func(obj *decode.Object, s *api.ResourceSlice, admitted []*api.ResourceSlice) ([]any, error)) (out []any, failed bool) {
+	failed = in.printDecodeErrors(w)
+	objErrs := validateObjects(in.objects)
+	var admitted []*api.ResourceSlice
+	for i := range in.objects {
+		if s, ok := in.objects[i].Obj.(*api.ResourceSlice); ok && len(objErrs[i]) == 0 {
+			admitted = append(admitted, s)
+		}
+	}
+	for i := range in.objects {
+		obj := &in.objects[i]
+		if len(objErrs[i]) > 0 {
+			for _, e := range objErrs[i] {
+				fmt.Fprintf(w, "error: %s: %s\n", where(obj), oneLine(e.Error()))
+			}
+			failed = true
+			continue
+		}
+		s, ok := obj.Obj.(*api.ResourceSlice)
+		if !ok {
+			out = append(out, obj.Raw)
+			continue
+		}
+		objs, err := rewrite(obj, s, admitted)
+		if err != nil {
+			fmt.Fprintf(w, "error: %s: %s\n", where(obj), oneLine(err.Error()))
+			failed = true
+			continue
+		}
+		out = append(out, objs...)
+	}
+	return out, failed
 }
 
 // where locates an object the way every dractl message does:
