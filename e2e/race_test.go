@@ -91,14 +91,14 @@ type raceResult struct {
 	cpu         time.Duration // the scheduler process's user+system time
 	// cpuAtFirst is cpu when the first pod was seen bound: start-up,
 	// informer sync and the first cycles, which both profiles pay alike.
-	cpuAtFirst   time.Duration
-	p50, p99     time.Duration // scheduling attempt duration (the scheduler's histogram)
-	// boundP50 and boundP99 are how long after the scheduler started half
-	// of the pods, and 99 %, were bound: the latency a user sees, since
-	// every pod was pending when it started.
-	boundP50, boundP99 time.Duration
-	startToFirst       time.Duration
-	violations   int
+	cpuAtFirst time.Duration
+	p50, p99   time.Duration // scheduling attempt duration (the scheduler's histogram)
+	// startToFirst, boundP50 and boundP99 are how long after the
+	// scheduler started the first pod, half of them and 99 % were bound:
+	// the latency a pod's owner sees, since every pod was pending from
+	// the start.
+	startToFirst, boundP50, boundP99 time.Duration
+	violations                       int
 }
 
 // BenchmarkRace races stock kube-scheduler's DynamicResources plugin
