@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"flag"
@@ -49,6 +50,7 @@ var (
 	raceOnly        = flag.String("race-only", "", "run only the race workloads whose name contains this")
 	raceDocs        = flag.String("race-docs", "", "if set, the race table replaces its section of this Markdown file")
 	raceProfiles    = flag.String("race-profiles", stockProfile+","+dractlProfile, "the scheduler profiles raced, comma-separated (one alone, for a long row)")
+	raceRuns        = flag.Int("race-runs", 1, "runs per row and profile, the profiles taking turns; the table shows each profile's run with the median CPU per pod")
 	raceProfile     = flag.String("race-profile", "", "if set, a directory for CPU profiles of the scheduler per row and profile: <row>.<profile>.cpu.0 until the first bind, .1 until every pod is bound, .2 the shutdown")
 )
 
@@ -114,7 +116,7 @@ func BenchmarkRace(b *testing.B) {
 	if _, err := os.Stat(*schedulerBinary); err != nil {
 		b.Fatalf("the race runs the dractl-scheduler binary: %v (make scheduler)", err)
 	}
-	var rows []string
+	var rows, spreads []string
 	type run struct {
 		w       raceWorkload
 		results []raceResult
@@ -126,13 +128,19 @@ func BenchmarkRace(b *testing.B) {
 		}
 		w.nodes = max(1, int(math.Round(float64(w.nodes)**raceScale)))
 		w.pods = max(1, int(math.Round(float64(w.pods)**raceScale)))
-		var results []raceResult
-		for _, profile := range w.profiles() {
-			b.Run(w.name+"/"+profile, func(b *testing.B) {
-				for range b.N {
-					results = append(results, runRace(b, w, profile))
-				}
-			})
+		var all []raceResult
+		for range max(1, *raceRuns) {
+			for _, profile := range w.profiles() {
+				b.Run(w.name+"/"+profile, func(b *testing.B) {
+					for range b.N {
+						all = append(all, runRace(b, w, profile))
+					}
+				})
+			}
+		}
+		results, spread := medianRuns(all)
+		if spread != "" {
+			spreads = append(spreads, fmt.Sprintf("- %s: %s", w.name, spread))
 		}
 		rows = append(rows, raceRows(w, results)...)
 		runs = append(runs, run{w, results})
@@ -152,7 +160,7 @@ func BenchmarkRace(b *testing.B) {
 			aboveFloor = append(aboveFloor, line)
 		}
 	}
-	table := raceTable(rows, aboveFloor)
+	table := raceTable(rows, aboveFloor, spreads)
 	fmt.Println(table)
 	if *raceDocs != "" {
 		if err := replaceSection(*raceDocs, table); err != nil {
@@ -650,6 +658,35 @@ func (w raceWorkload) aboveFloor(rs []raceResult, floor float64) string {
 	return fmt.Sprintf("- %s: stock %.1f, dractl %.1f ms per pod above the floor (%.1f×)", w.name, s, d, s/d)
 }
 
+// medianRuns keeps, per profile in the order first run, the run with the
+// median CPU per pod (the higher of the two middle ones for an even
+// count): a whole run, so that a row's columns come from one run. spread
+// names each profile's range when a profile ran more than once.
+func medianRuns(all []raceResult) (median []raceResult, spread string) {
+	var order []string
+	byProfile := map[string][]raceResult{}
+	for _, r := range all {
+		if _, ok := byProfile[r.profile]; !ok {
+			order = append(order, r.profile)
+		}
+		byProfile[r.profile] = append(byProfile[r.profile], r)
+	}
+	var ranges []string
+	for _, p := range order {
+		rs := byProfile[p]
+		slices.SortStableFunc(rs, func(a, b raceResult) int { return cmp.Compare(a.cpuPerPod(), b.cpuPerPod()) })
+		median = append(median, rs[len(rs)/2])
+		if len(rs) > 1 {
+			name := p
+			if p == stockProfile {
+				name = "stock"
+			}
+			ranges = append(ranges, fmt.Sprintf("%s %.1f–%.1f (%d runs)", name, rs[0].cpuPerPod(), rs[len(rs)-1].cpuPerPod(), len(rs)))
+		}
+	}
+	return median, strings.Join(ranges, ", ")
+}
+
 // cpuPerPod is the scheduler's CPU per pod bound over the whole run.
 func (r raceResult) cpuPerPod() float64 {
 	return float64(r.cpu.Microseconds()) / 1000 / float64(max(1, r.bound))
@@ -676,7 +713,7 @@ const (
 	raceEnd   = "<!-- race:end -->"
 )
 
-func raceTable(rows, aboveFloor []string) string {
+func raceTable(rows, aboveFloor, spreads []string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s\n## The race: stock DynamicResources vs dractl in one kube-scheduler\n\n", raceBegin)
 	fmt.Fprintf(&b, "`make bench-e2e` on %d CPUs (%s/%s), %s. One dractl-scheduler binary (kube-scheduler v1.37.2) with two profiles\n", runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, time.Now().UTC().Format("2006-01-02"))
@@ -689,7 +726,12 @@ func raceTable(rows, aboveFloor []string) string {
 	fmt.Fprintf(&b, "per pod over the whole run and, in the next column, per pod bound after the first (start-up and informer sync left out);\n")
 	fmt.Fprintf(&b, "violations are CheckAllocations findings afterwards (a device used twice, counters or capacity exceeded). The row\n")
 	fmt.Fprintf(&b, "without claims is the floor: the same cluster, pods without claims, one profile; what kube-scheduler itself costs,\n")
-	fmt.Fprintf(&b, "which no DRA plugin removes.\n\n")
+	fmt.Fprintf(&b, "which no DRA plugin removes.")
+	if *raceRuns > 1 {
+		fmt.Fprintf(&b, " Each row ran %d times per profile, the profiles taking turns; a profile's row is its run with\n", *raceRuns)
+		fmt.Fprintf(&b, "the median CPU per pod.")
+	}
+	b.WriteString("\n\n")
 	b.WriteString("| workload | plugin | bound | pods/s | bound after: first / 50 % / 99 % | attempt p50 | attempt p99 | scheduler CPU-ms/pod | after the first bind | cores used | violations |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rows {
@@ -698,6 +740,12 @@ func raceTable(rows, aboveFloor []string) string {
 	if len(aboveFloor) > 0 {
 		b.WriteString("\nWhat the DRA pods of the rows on the floor's cluster cost beyond it (the row's CPU per pod minus the floor's):\n\n")
 		for _, l := range aboveFloor {
+			b.WriteString(l + "\n")
+		}
+	}
+	if len(spreads) > 0 {
+		b.WriteString("\nScheduler CPU-ms per pod over all runs of a row (min–max), the spread this machine's load gives:\n\n")
+		for _, l := range spreads {
 			b.WriteString(l + "\n")
 		}
 	}
