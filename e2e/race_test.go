@@ -771,3 +771,31 @@ func replaceSection(path, section string) error {
 	}
 	return os.WriteFile(path, []byte(s), 0o644)
 }
+
+func TestMedianRuns(t *testing.T) {
+	run := func(profile string, cpuMs int) raceResult {
+		return raceResult{profile: profile, bound: 10, cpu: time.Duration(cpuMs) * 10 * time.Millisecond}
+	}
+	// Profiles take turns, as BenchmarkRace runs them.
+	all := []raceResult{
+		run(stockProfile, 40), run(dractlProfile, 7),
+		run(stockProfile, 36), run(dractlProfile, 9),
+		run(stockProfile, 38), run(dractlProfile, 6),
+	}
+	median, spread := medianRuns(all)
+	if len(median) != 2 || median[0].profile != stockProfile || median[1].profile != dractlProfile {
+		t.Fatalf("medianRuns kept %+v, want one run per profile in the order first run", median)
+	}
+	if got := median[0].cpuPerPod(); got != 38 {
+		t.Errorf("stock: kept the run of %.1f CPU-ms per pod, want the median 38", got)
+	}
+	if got := median[1].cpuPerPod(); got != 7 {
+		t.Errorf("dractl: kept the run of %.1f CPU-ms per pod, want the median 7", got)
+	}
+	if want := "stock 36.0–40.0 (3 runs), dractl 6.0–9.0 (3 runs)"; spread != want {
+		t.Errorf("spread = %q, want %q", spread, want)
+	}
+	if _, spread := medianRuns(all[:2]); spread != "" {
+		t.Errorf("one run per profile: spread = %q, want none", spread)
+	}
+}
