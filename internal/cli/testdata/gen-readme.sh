@@ -515,7 +515,10 @@ then share the scheduler's claim tracker and never hand out a device twice;
 run one scheduler process for DRA pods, since two processes cannot see each
 other's allocations in flight. `kubectl apply -k deploy/scheduler` installs
 RBAC, the configuration and a Deployment (image built with
-`scheduler/Dockerfile`). When no node fits, the pod's `PodScheduled`
+`scheduler/Dockerfile`). With kube-scheduler's alpha
+`--feature-gates=SchedulerPreQueueingHints=true`, dractl's plugin narrows
+each claim event to the pods that reference the claim (or to all pods when
+the event freed devices), as the in-tree plugin does. When no node fits, the pod's `PodScheduled`
 condition and `FailedScheduling` event say per claim what stopped the
 nodes: per node (the scheduler's count of nodes per reason), then dractl's
 summary. From the e2e test of a pod asking for an A100 MIG device in a
@@ -530,6 +533,7 @@ cluster of one DGX H100 node and two nodes without devices:
 
     make conformance   # N=2000 seeded scenarios side by side with upstream; last line "N passed, M failed"
     make bench         # upstream vs dractl benchmarks; rewrites docs/performance.md
+    make bench-e2e     # the race: stock DynamicResources vs dractl in one dractl-scheduler; rewrites its table
 
 `conformance/` is a separate Go module (so the main module never depends on
 `k8s.io/dynamic-resource-allocation`). It generates scenarios (pools split
@@ -545,6 +549,16 @@ Disagreements are shrunk and written to `pkg/allocator/testdata/regressions/`;
 the fixed ones are replayed by `pkg/allocator`'s regression test. CI runs
 `make conformance`. The latest benchmark table, with the machine it ran on,
 is [docs/performance.md](docs/performance.md).
+
+The race (about 35 minutes) starts a real control plane per workload, with
+kube-apiserver, etcd and dractl-scheduler as its own process: plain and MIG
+clusters of 100 and 500 nodes, one 90 % full, claims from templates, a
+4-request matchAttribute mix, and a row without claims that shows what
+kube-scheduler itself costs. Each row runs three times with the two
+profiles taking turns; the table gives pods/s, when the first, half and
+99 % of the pods were bound, the scheduler's CPU per pod and a check of
+every allocation afterwards. docs/performance.md also explains where the
+CPU goes and what was tried.
 
 ## Architecture
 
