@@ -80,6 +80,11 @@ func (pl *Plugin) Reserve(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, n
 	if err != nil {
 		return asError(logger, err)
 	}
+	if len(s.claims) > 0 {
+		// PreBind writes the claims; Unreserve ends the count if it never
+		// gets there.
+		pl.gate.take(pod.UID)
+	}
 	if s.cycle == nil {
 		return nil
 	}
@@ -118,6 +123,7 @@ func (pl *Plugin) Reserve(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, n
 // claims' reservedFor. It is idempotent.
 func (pl *Plugin) Unreserve(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, _ string) {
 	logger := klog.FromContext(ctx)
+	pl.gate.release(pod.UID)
 	s, err := readState(cs)
 	if err != nil || len(s.claims) == 0 {
 		return
@@ -186,6 +192,7 @@ func (pl *Plugin) PreBind(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, n
 	if len(s.claims) == 0 {
 		return nil
 	}
+	defer pl.gate.release(pod.UID)
 	pendingAt := map[int]int{}
 	for j, i := range s.pending {
 		pendingAt[i] = j
@@ -223,6 +230,8 @@ func (pl *Plugin) PreBind(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, n
 		s.preBound = true
 		return nil
 	}
+	// Waiting for devices is not the API server's work.
+	pl.gate.release(pod.UID)
 	pl.fh.EventRecorder().Eventf(pod, nil, v1.EventTypeNormal, "BindingConditionsPending", "Scheduling", "waiting for binding conditions for device on node %s", nodeName)
 	err = wait.PollUntilContextTimeout(ctx, bindingPollInterval, pl.cfg.bindingTimeout, true, func(context.Context) (bool, error) {
 		return pl.readyForBinding(s)

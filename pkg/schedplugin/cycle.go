@@ -85,6 +85,7 @@ func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 	if len(pod.Spec.ResourceClaims) == 0 {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
+	pl.gate.wait(ctx)
 	// A new attempt: whatever turned the pod away before is looked at
 	// again.
 	pl.waiting.drop(pod.UID)

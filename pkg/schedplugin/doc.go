@@ -7,7 +7,9 @@
 //
 //   - PreEnqueue: every claim the pod references exists, is not being
 //     deleted and, when generated from a template, belongs to the pod.
-//   - PreFilter: allocated claims may be used by the pod; pending claims
+//   - PreFilter: waits while Args.BindingsInFlight of the plugin's pods
+//     are between Reserve and the end of PreBind's writes (see bindGate);
+//     allocated claims may be used by the pod; pending claims
 //     have known classes and no allocation in flight; one state.Cycle is
 //     prepared for the pod's pending claims.
 //   - Filter: allocated claims must be available on the node (node

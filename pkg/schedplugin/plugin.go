@@ -45,6 +45,8 @@ type Plugin struct {
 	podsByClaimIndex string
 	// resultMaps holds cycles' results maps for reuse (see resultsMap).
 	resultMaps sync.Pool
+	// gate paces the cycles to the binding cycles (nil: no bound).
+	gate *bindGate
 }
 
 var (
@@ -95,7 +97,7 @@ func New(ctx context.Context, args runtime.Object, fh fwk.Handle, fts Features, 
 	// The framework's PodActivator is set after the plugins are made.
 	waiting := newWaitlist(func(pods map[string]*v1.Pod) { fh.Activate(logger, pods) })
 	pl := &Plugin{cfg: cfg, fts: fts, fh: fh, clientset: fh.ClientSet(), dra: dra, st: st,
-		feed: newFeed(st, waiting, logger), waiting: waiting}
+		feed: newFeed(st, waiting, logger), waiting: waiting, gate: newBindGate(cfg.bindingsInFlight)}
 	if err := pl.watch(ctx, logger); err != nil {
 		return nil, err
 	}

@@ -64,6 +64,22 @@ func (m *nodeMemo) get(sh *shape, node *corev1.Node) *answer {
 	return nil
 }
 
+// copyFrom gives m the answers of o, the entry m replaces, when the
+// replacement changed nothing an answer depends on.
+func (m *nodeMemo) copyFrom(o *nodeMemo) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if len(o.answers) == 0 {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.answers = make(map[*shape]*answer, len(o.answers))
+	for k, v := range o.answers {
+		m.answers[k] = v
+	}
+}
+
 func (m *nodeMemo) put(sh *shape, a *answer) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -114,6 +114,27 @@ func TestMemoForgetsWhatChanged(t *testing.T) {
 			t.Errorf("allocated %s, want part-1", got)
 		}
 	})
+	// A binding's usual end: the allocation is written as it was assumed.
+	must(t, st.SetClaim(pending("z")))
+	must(t, st.Assume(allocated("z", "part-1")))
+	step("an allocation assumed", false, func() { device(ask(node, pending("c1"))) })
+	step("the assumed allocation written as assumed", true, func() {
+		must(t, st.SetClaim(allocated("z", "part-1")))
+		if got := device(ask(node, pending("c2"))); got != "part-2" {
+			t.Errorf("allocated %s, want part-2", got)
+		}
+	})
+	must(t, st.SetClaim(pending("w")))
+	must(t, st.Assume(allocated("w", "part-2")))
+	device(ask(node, pending("c3")))
+	step("an allocation written otherwise than assumed", false, func() {
+		must(t, st.SetClaim(allocated("w", "part-3")))
+		if got := device(ask(node, pending("c4"))); got != "part-2" {
+			t.Errorf("allocated %s, want part-2", got)
+		}
+	})
+	must(t, st.DeleteClaim("default", "z"))
+	must(t, st.DeleteClaim("default", "w"))
 	step("a new copy of the Node", false, func() { device(ask(node.DeepCopy(), pending("d"))) })
 	step("a class changed", false, func() {
 		must(t, st.SetClass(at.Class("gpu", `device.driver == "`+driver+`" && true`)))

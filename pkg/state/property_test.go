@@ -212,6 +212,10 @@ func (w *world) delta(st *state.State, o *objects) (string, error) {
 		return "set class", err
 	case k < 13:
 		c := w.claim(claim, r.Intn(2) == 0)
+		if a := o.assumed[key]; a != nil && r.Intn(2) == 0 {
+			// A binding's usual end: the allocation written as assumed.
+			c = a.DeepCopy()
+		}
 		err := st.SetClaim(c)
 		if err == nil {
 			o.observed[key] = c

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
@@ -366,11 +367,12 @@ func (s *State) replaceSlice(id pool.ID, name string, e *sliceEntry) {
 
 // setPool replaces the pool's entry cur (nil: none) with one for ver and
 // held, or removes it when neither is left, and publishes the change to
-// the pool's slot, which the node index hands to Filter.
-func (s *State) setPool(h uint64, id pool.ID, cur *poolEntry, ver *poolVersion, held []heldResult) {
+// the pool's slot, which the node index hands to Filter. It returns the
+// new entry, nil when the pool is gone.
+func (s *State) setPool(h uint64, id pool.ID, cur *poolEntry, ver *poolVersion, held []heldResult) *poolEntry {
 	gone := ver == nil && len(held) == 0
 	if gone && cur == nil {
-		return
+		return nil
 	}
 	var e *poolEntry
 	if gone {
@@ -388,6 +390,10 @@ func (s *State) setPool(h uint64, id pool.ID, cur *poolEntry, ver *poolVersion, 
 	// The delta being applied makes the next version.
 	e.since = s.version + 1
 	e.slot.publish(e)
+	if gone {
+		return nil
+	}
+	return e
 }
 
 // reindex updates the node index for a pool whose version changed.
@@ -685,10 +691,31 @@ func (s *State) moveHolds(key ClaimKey, before, after *claimEntry) {
 				next = append(next, heldResult{claim: key, r: &rs[k], assumed: isAssumed})
 			}
 		}
+		// An allocation written as it was assumed (the usual end of a
+		// binding) holds what the assumption held: the nodes' answers
+		// stay true, and the cycles that follow need not search again.
+		same := cur != nil && sameResults(held[i:j], next[i:i+n])
 		next = append(next, held[j:]...)
 		s.stats.HeldUpdates++
-		s.setPool(h, id, cur, ver, next)
+		e := s.setPool(h, id, cur, ver, next)
+		if same && e != nil {
+			e.memo.copyFrom(&cur.memo)
+		}
 	}
+}
+
+// sameResults reports whether two claims' results in one pool hold the
+// same devices in the same way.
+func sameResults(a, b []heldResult) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k := range a {
+		if a[k].r != b[k].r && !equality.Semantic.DeepEqual(*a[k].r, *b[k].r) {
+			return false
+		}
+	}
+	return true
 }
 
 // Snapshot returns an immutable view of the current state in O(1). While

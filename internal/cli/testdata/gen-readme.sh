@@ -518,7 +518,11 @@ RBAC, the configuration and a Deployment (image built with
 `scheduler/Dockerfile`). With kube-scheduler's alpha
 `--feature-gates=SchedulerPreQueueingHints=true`, dractl's plugin narrows
 each claim event to the pods that reference the claim (or to all pods when
-the event freed devices), as the in-tree plugin does. When no node fits, the pod's `PodScheduled`
+the event freed devices), as the in-tree plugin does. Its cycles take
+microseconds, so it holds the next one back while 64 of its pods are
+between Reserve and the end of PreBind's writes (`bindingsInFlight`):
+the API server stays as busy, and pods are bound about in the order they
+were scheduled instead of all near the end. When no node fits, the pod's `PodScheduled`
 condition and `FailedScheduling` event say per claim what stopped the
 nodes: per node (the scheduler's count of nodes per reason), then dractl's
 summary. From the e2e test of a pod asking for an A100 MIG device in a
