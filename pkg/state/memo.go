@@ -64,16 +64,15 @@ func (m *nodeMemo) get(sh *shape, node *corev1.Node) *answer {
 	return nil
 }
 
-// copyFrom gives m the answers of o, the entry m replaces, when the
-// replacement changed nothing an answer depends on.
+// copyFrom gives m, a new entry's memo no cycle has seen yet, the answers
+// of o, the entry it replaces, when the replacement changed nothing an
+// answer depends on.
 func (m *nodeMemo) copyFrom(o *nodeMemo) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if len(o.answers) == 0 {
 		return
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
 	m.answers = make(map[*shape]*answer, len(o.answers))
 	for k, v := range o.answers {
 		m.answers[k] = v

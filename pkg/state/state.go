@@ -362,17 +362,18 @@ func (s *State) replaceSlice(id pool.ID, name string, e *sliceEntry) {
 		s.stats.PoolBuilds++
 	}
 	s.reindex(id, oldVer, ver)
-	s.setPool(hashPool(id), id, cur, ver, held)
+	s.setPool(hashPool(id), id, cur, ver, held, false)
 }
 
 // setPool replaces the pool's entry cur (nil: none) with one for ver and
 // held, or removes it when neither is left, and publishes the change to
-// the pool's slot, which the node index hands to Filter. It returns the
-// new entry, nil when the pool is gone.
-func (s *State) setPool(h uint64, id pool.ID, cur *poolEntry, ver *poolVersion, held []heldResult) *poolEntry {
+// the pool's slot, which the node index hands to Filter. With
+// keepAnswers the new entry starts with cur's remembered answers, given
+// before Filter can see it.
+func (s *State) setPool(h uint64, id pool.ID, cur *poolEntry, ver *poolVersion, held []heldResult, keepAnswers bool) {
 	gone := ver == nil && len(held) == 0
 	if gone && cur == nil {
-		return nil
+		return
 	}
 	var e *poolEntry
 	if gone {
@@ -380,6 +381,9 @@ func (s *State) setPool(h uint64, id pool.ID, cur *poolEntry, ver *poolVersion, 
 		e = &poolEntry{id: id}
 	} else {
 		e = newPoolEntry(id, ver, held)
+		if keepAnswers && cur != nil {
+			e.memo.copyFrom(&cur.memo)
+		}
 		s.pools.put(h, id, e)
 	}
 	if cur != nil {
@@ -390,10 +394,6 @@ func (s *State) setPool(h uint64, id pool.ID, cur *poolEntry, ver *poolVersion, 
 	// The delta being applied makes the next version.
 	e.since = s.version + 1
 	e.slot.publish(e)
-	if gone {
-		return nil
-	}
-	return e
 }
 
 // reindex updates the node index for a pool whose version changed.
@@ -697,10 +697,7 @@ func (s *State) moveHolds(key ClaimKey, before, after *claimEntry) {
 		same := cur != nil && sameResults(held[i:j], next[i:i+n])
 		next = append(next, held[j:]...)
 		s.stats.HeldUpdates++
-		e := s.setPool(h, id, cur, ver, next)
-		if same && e != nil {
-			e.memo.copyFrom(&cur.memo)
-		}
+		s.setPool(h, id, cur, ver, next, same)
 	}
 }
 
