@@ -100,7 +100,9 @@ type raceResult struct {
 	// the latency a pod's owner sees, since every pod was pending from
 	// the start.
 	startToFirst, boundP50, boundP99 time.Duration
-	violations                       int
+	// lastBound is when the last pod seen bound was.
+	lastBound  time.Duration
+	violations int
 }
 
 // BenchmarkRace races stock kube-scheduler's DynamicResources plugin
@@ -117,11 +119,7 @@ func BenchmarkRace(b *testing.B) {
 		b.Fatalf("the race runs the dractl-scheduler binary: %v (make scheduler)", err)
 	}
 	var rows, spreads []string
-	type run struct {
-		w       raceWorkload
-		results []raceResult
-	}
-	var runs []run
+	var runs []raceRun
 	for _, w := range raceWorkloads() {
 		if *raceOnly != "" && !strings.Contains(w.name, *raceOnly) {
 			continue
@@ -143,9 +141,9 @@ func BenchmarkRace(b *testing.B) {
 			spreads = append(spreads, fmt.Sprintf("- %s: %s", w.name, spread))
 		}
 		rows = append(rows, raceRows(w, results)...)
-		runs = append(runs, run{w, results})
+		runs = append(runs, raceRun{w, results})
 	}
-	var floor *run
+	var floor *raceRun
 	for i, r := range runs {
 		if r.w.floor && len(r.results) > 0 {
 			floor = &runs[i]
@@ -160,7 +158,7 @@ func BenchmarkRace(b *testing.B) {
 			aboveFloor = append(aboveFloor, line)
 		}
 	}
-	table := raceTable(rows, aboveFloor, spreads)
+	table := raceTable(rows, aboveFloor, migAgainstPlain(runs), spreads)
 	fmt.Println(table)
 	if *raceDocs != "" {
 		if err := replaceSection(*raceDocs, table); err != nil {
@@ -233,6 +231,9 @@ func runRace(b *testing.B, w raceWorkload, profile string) raceResult {
 	}
 	res.startToFirst = boundBy(0)
 	res.boundP50, res.boundP99 = boundBy(0.5), boundBy(0.99)
+	if res.bound > 0 {
+		res.lastBound = time.Unix(0, boundAt[min(res.bound, w.pods)-1].Load()).Sub(start)
+	}
 	res.p50, res.p99 = sched.attemptQuantiles(b, profile)
 	sched.stop()
 	problems, err := framework.CheckAllocations(context.Background(), client)
@@ -246,7 +247,7 @@ func runRace(b *testing.B, w raceWorkload, profile string) raceResult {
 	if res.bound < w.pods {
 		b.Errorf("%s, %s: %d of %d pods bound in %s", w.name, profile, res.bound, w.pods, wall.Round(time.Second))
 	}
-	b.ReportMetric(float64(res.bound)/wall.Seconds(), "pods/s")
+	b.ReportMetric(res.podsPerSec(), "pods/s")
 	b.ReportMetric(float64(res.cpu.Milliseconds())/float64(max(1, res.bound)), "CPU-ms/pod")
 	return res
 }
@@ -608,7 +609,7 @@ func raceRows(w raceWorkload, rs []raceResult) []string {
 		}
 	}
 	for _, r := range rs {
-		podsPerSec := float64(r.bound) / r.wall.Seconds()
+		podsPerSec := r.podsPerSec()
 		cpuPerPod := r.cpuPerPod()
 		name := "stock DynamicResources"
 		ratio, ratioAfter := "", ""
@@ -618,7 +619,7 @@ func raceRows(w raceWorkload, rs []raceResult) []string {
 		case r.profile == dractlProfile:
 			name = "dractl"
 			if stock.bound > 0 && r.bound > 0 {
-				ratio = fmt.Sprintf(" (%.1f× less CPU, %.2f× pods/s)", stock.cpuPerPod()/cpuPerPod, podsPerSec/(float64(stock.bound)/stock.wall.Seconds()))
+				ratio = fmt.Sprintf(" (%.1f× less CPU, %.2f× pods/s)", stock.cpuPerPod()/cpuPerPod, podsPerSec/stock.podsPerSec())
 				ratioAfter = fmt.Sprintf(" (%.1f×)", stock.cpuPerPodAfterFirst()/r.cpuPerPodAfterFirst())
 			}
 		}
@@ -627,6 +628,74 @@ func raceRows(w raceWorkload, rs []raceResult) []string {
 			r.cpuPerPodAfterFirst(), ratioAfter, r.cpu.Seconds()/r.wall.Seconds(), r.violations))
 	}
 	return out
+}
+
+// raceRun is a workload and the run of each profile the table shows.
+type raceRun struct {
+	w       raceWorkload
+	results []raceResult
+}
+
+// migAgainstPlain compares, per node count, dractl's pods/s on the
+// 1g.10gb row with stock's on the plain row: the rate at which allocation
+// would stop being what holds a MIG cluster back. Node counts without
+// both rows give no line.
+func migAgainstPlain(runs []raceRun) []string {
+	of := func(w raceWorkload, profile string) (raceResult, bool) {
+		for _, r := range runs {
+			if r.w == w {
+				for _, res := range r.results {
+					if res.profile == profile && res.bound > 1 {
+						return res, true
+					}
+				}
+			}
+		}
+		return raceResult{}, false
+	}
+	var out []string
+	for _, r := range runs {
+		w := r.w
+		if !w.mig || w.floor || w.full > 0 || w.templates || w.mix {
+			continue
+		}
+		mig, ok := of(w, dractlProfile)
+		if !ok {
+			continue
+		}
+		var plain raceResult
+		found := false
+		for _, p := range runs {
+			if !p.w.mig && p.w.nodes == w.nodes {
+				plain, found = of(p.w, stockProfile)
+			}
+		}
+		if !found {
+			continue
+		}
+		line := fmt.Sprintf("- %d nodes: %.1f against %.1f pods/s (%.1f %%) over the whole run", w.nodes,
+			mig.podsPerSec(), plain.podsPerSec(), 100*mig.podsPerSec()/plain.podsPerSec())
+		if m, p := mig.podsPerSecAfterFirst(), plain.podsPerSecAfterFirst(); m > 0 && p > 0 {
+			line += fmt.Sprintf(", %.1f against %.1f (%.1f %%) from the first bind", m, p, 100*m/p)
+		}
+		out = append(out, line)
+	}
+	return out
+}
+
+// podsPerSec is the pods bound per second of the whole run.
+func (r raceResult) podsPerSec() float64 {
+	return float64(r.bound) / r.wall.Seconds()
+}
+
+// podsPerSecAfterFirst is the pods bound per second from the first bind
+// to the last: the scheduler's pace once start-up is paid.
+func (r raceResult) podsPerSecAfterFirst() float64 {
+	d := (r.lastBound - r.startToFirst).Seconds()
+	if r.bound < 2 || d <= 0 {
+		return 0
+	}
+	return float64(r.bound-1) / d
 }
 
 // sameCluster reports whether the two workloads run the same nodes,
@@ -713,7 +782,7 @@ const (
 	raceEnd   = "<!-- race:end -->"
 )
 
-func raceTable(rows, aboveFloor, spreads []string) string {
+func raceTable(rows, aboveFloor, againstPlain, spreads []string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s\n## The race: stock DynamicResources vs dractl in one kube-scheduler\n\n", raceBegin)
 	fmt.Fprintf(&b, "`make bench-e2e` on %d CPUs (%s/%s), %s. One dractl-scheduler binary (kube-scheduler v1.37.2) with two profiles\n", runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, time.Now().UTC().Format("2006-01-02"))
@@ -740,6 +809,13 @@ func raceTable(rows, aboveFloor, spreads []string) string {
 	if len(aboveFloor) > 0 {
 		b.WriteString("\nWhat the DRA pods of the rows on the floor's cluster cost beyond it (the row's CPU per pod minus the floor's):\n\n")
 		for _, l := range aboveFloor {
+			b.WriteString(l + "\n")
+		}
+	}
+	if len(againstPlain) > 0 {
+		b.WriteString("\ndractl's pods/s on the 1g.10gb rows against stock's on the plain row of as many nodes, over the whole run and from\n")
+		b.WriteString("the first bind to the last (kube-scheduler's start-up left out: decoding and syncing the MIG slices before any cycle):\n\n")
+		for _, l := range againstPlain {
 			b.WriteString(l + "\n")
 		}
 	}
@@ -770,6 +846,31 @@ func replaceSection(path, section string) error {
 		s += section
 	}
 	return os.WriteFile(path, []byte(s), 0o644)
+}
+
+func TestMIGAgainstPlain(t *testing.T) {
+	plain := raceWorkload{name: "plain", nodes: 100, pods: 400}
+	mig := raceWorkload{name: "MIG", nodes: 100, pods: 400, mig: true}
+	full := raceWorkload{name: "MIG full", nodes: 100, pods: 400, mig: true, full: 52}
+	lone := raceWorkload{name: "MIG, 500", nodes: 500, pods: 2000, mig: true}
+	res := func(profile string, bound int, wall, first, last float64) raceResult {
+		sec := func(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+		return raceResult{profile: profile, bound: bound, pods: bound, wall: sec(wall), startToFirst: sec(first), lastBound: sec(last)}
+	}
+	runs := []raceRun{
+		// Stock binds the plain row at 100 pods/s, 133 from its first bind;
+		// dractl binds the MIG row at 80, 133 once its start-up is paid.
+		{plain, []raceResult{res(stockProfile, 400, 4, 1, 4), res(dractlProfile, 400, 2, 0.5, 2)}},
+		{mig, []raceResult{res(stockProfile, 400, 40, 2, 40), res(dractlProfile, 400, 5, 2, 5)}},
+		// Neither a full cluster nor a node count without a plain row gives a line.
+		{full, []raceResult{res(dractlProfile, 400, 5, 2, 5)}},
+		{lone, []raceResult{res(dractlProfile, 2000, 20, 5, 20)}},
+	}
+	got := migAgainstPlain(runs)
+	want := []string{"- 100 nodes: 80.0 against 100.0 pods/s (80.0 %) over the whole run, 133.0 against 133.0 (100.0 %) from the first bind"}
+	if !slices.Equal(got, want) {
+		t.Errorf("migAgainstPlain =\n%q\nwant\n%q", got, want)
+	}
 }
 
 func TestMedianRuns(t *testing.T) {
