@@ -3,6 +3,7 @@ package state
 import (
 	"encoding/binary"
 	"errors"
+	"maps"
 	"sync"
 	"sync/atomic"
 
@@ -70,12 +71,8 @@ func (m *nodeMemo) get(sh *shape, node *corev1.Node) *answer {
 func (m *nodeMemo) copyFrom(o *nodeMemo) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if len(o.answers) == 0 {
-		return
-	}
-	m.answers = make(map[*shape]*answer, len(o.answers))
-	for k, v := range o.answers {
-		m.answers[k] = v
+	if len(o.answers) > 0 {
+		m.answers = maps.Clone(o.answers)
 	}
 }
 
