@@ -37,7 +37,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/dractl/dractl/e2e/framework"
-	"github.com/dractl/dractl/internal/examplegen"
+	"github.com/dractl/dractl/internal/testing/examplegen"
 	"github.com/dractl/dractl/pkg/api"
 	migtables "github.com/dractl/dractl/pkg/mig"
 	schedapp "github.com/dractl/dractl/scheduler/app"

@@ -17,7 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"github.com/dractl/dractl/internal/examplegen"
+	"github.com/dractl/dractl/internal/testing/examplegen"
 	"github.com/dractl/dractl/pkg/api"
 	"github.com/dractl/dractl/pkg/cel"
 	"github.com/dractl/dractl/pkg/decode"
@@ -346,7 +346,7 @@ func TestDGXFlattensToV1(t *testing.T) {
 
 // TestGeneratedFilesAreMarked: the files examplegen owns say so, and the
 // hand-written ones do not claim to be generated. A hand edit of a
-// generated file is caught by internal/examplegen's golden test.
+// generated file is caught by internal/testing/examplegen's golden test.
 func TestGeneratedFilesAreMarked(t *testing.T) {
 	gen, err := examplegen.Files()
 	if err != nil {

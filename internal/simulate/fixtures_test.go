@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/dractl/dractl/internal/examplegen"
+	"github.com/dractl/dractl/internal/testing/examplegen"
 	"github.com/dractl/dractl/pkg/decode"
 	"github.com/dractl/dractl/pkg/mig"
 	"github.com/dractl/dractl/pkg/state"
@@ -65,7 +65,7 @@ func migWorkload(seed int64, pods int32, interarrival, lifetime time.Duration) *
 		})
 		w.Spec.Mix = append(w.Spec.Mix, workload.MixEntry{Name: name, Weight: p.weight, ResourceClaimTemplates: []string{name}})
 	}
-	set.Workloads = []*workload.Workload{w}
+	set.Registered = []any{w}
 	return set
 }
 

@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
-	"github.com/dractl/dractl/internal/testgen"
+	"github.com/dractl/dractl/internal/testing/testgen"
 	at "github.com/dractl/dractl/pkg/allocator/allocatortest"
 	"github.com/dractl/dractl/pkg/api"
 	"github.com/dractl/dractl/pkg/pool"

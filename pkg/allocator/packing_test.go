@@ -3,7 +3,7 @@ package allocator_test
 import (
 	"testing"
 
-	"github.com/dractl/dractl/internal/packing"
+	"github.com/dractl/dractl/internal/testing/packing"
 )
 
 // TestBestFitPacksMIGStream is the fragmentation claim of best-fit: on

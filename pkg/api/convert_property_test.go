@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 
-	"github.com/dractl/dractl/internal/testgen"
+	"github.com/dractl/dractl/internal/testing/testgen"
 	"github.com/dractl/dractl/pkg/api"
 )
 

@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
 
-	"github.com/dractl/dractl/internal/testgen"
+	"github.com/dractl/dractl/internal/testing/testgen"
 	"github.com/dractl/dractl/pkg/api"
 )
 

@@ -7,8 +7,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/equality"
 
-	"github.com/dractl/dractl/internal/examplegen"
-	"github.com/dractl/dractl/internal/testgen"
+	"github.com/dractl/dractl/internal/testing/examplegen"
+	"github.com/dractl/dractl/internal/testing/testgen"
 	"github.com/dractl/dractl/pkg/api"
 	"github.com/dractl/dractl/pkg/validation"
 )

@@ -25,9 +25,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	kjson "sigs.k8s.io/json"
 
-	par "github.com/dractl/dractl/internal/parallel"
 	"github.com/dractl/dractl/pkg/api"
 	"github.com/dractl/dractl/pkg/convert"
+	par "github.com/dractl/dractl/pkg/internal/parallel"
 )
 
 // Paths decodes every object in the given files, directories and, for

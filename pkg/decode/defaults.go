@@ -1,8 +1,9 @@
 package decode
 
 import (
+	"reflect"
+
 	"github.com/dractl/dractl/pkg/api"
-	"github.com/dractl/dractl/pkg/workload"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 )
@@ -29,10 +30,12 @@ func SetDefaults(obj any) bool {
 		defaultNode(o)
 	case *corev1.Pod:
 		defaultPod(o)
-	case *workload.Workload:
-		workload.SetDefaults(o)
 	default:
-		return false
+		def, ok := defaulters[reflect.TypeOf(obj)]
+		if !ok {
+			return false
+		}
+		def(obj)
 	}
 	return true
 }

@@ -2,7 +2,6 @@ package decode
 
 import (
 	"github.com/dractl/dractl/pkg/api"
-	"github.com/dractl/dractl/pkg/workload"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 )
@@ -15,7 +14,9 @@ type Set struct {
 	ClaimTemplates []*resourcev1.ResourceClaimTemplate
 	Nodes          []*corev1.Node
 	Pods           []*corev1.Pod
-	Workloads      []*workload.Workload
+	// Registered are the objects of kinds added with Register, in input
+	// order; ObjectsOf picks one kind out.
+	Registered []any
 	// Sources maps each object pointer above to where it was read.
 	Sources map[any]Source
 }
@@ -38,10 +39,11 @@ func Group(objs []Object) *Set {
 			s.Nodes = append(s.Nodes, v)
 		case *corev1.Pod:
 			s.Pods = append(s.Pods, v)
-		case *workload.Workload:
-			s.Workloads = append(s.Workloads, v)
 		default:
-			continue
+			if !registered(v) {
+				continue
+			}
+			s.Registered = append(s.Registered, v)
 		}
 		s.Sources[o.Obj] = o.Source
 	}
@@ -52,4 +54,16 @@ func Group(objs []Object) *Set {
 func (s *Set) Source(obj any) (Source, bool) {
 	src, ok := s.Sources[obj]
 	return src, ok
+}
+
+// ObjectsOf returns the objects of type T among s.Registered, in input
+// order.
+func ObjectsOf[T any](s *Set) []T {
+	var out []T
+	for _, o := range s.Registered {
+		if t, ok := o.(T); ok {
+			out = append(out, t)
+		}
+	}
+	return out
 }

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dractl/dractl/internal/examplegen"
+	"github.com/dractl/dractl/internal/testing/examplegen"
 	yaml "go.yaml.in/yaml/v2"
 )
 

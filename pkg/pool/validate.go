@@ -7,7 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"github.com/dractl/dractl/internal/parallel"
+	"github.com/dractl/dractl/pkg/internal/parallel"
 	"github.com/dractl/dractl/pkg/api"
 )
 

@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/dractl/dractl/internal/examplegen"
+	"github.com/dractl/dractl/internal/testing/examplegen"
 	at "github.com/dractl/dractl/pkg/allocator/allocatortest"
 	"github.com/dractl/dractl/pkg/api"
 )

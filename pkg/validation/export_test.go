@@ -1,7 +1,7 @@
 package validation
 
 // The slice builders of this package's tests, for the external tests
-// (which may import packages that import this one: internal/testgen,
+// (which may import packages that import this one: internal/testing/testgen,
 // pkg/mig).
 var (
 	PlainSlice        = plainSlice

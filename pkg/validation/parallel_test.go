@@ -5,7 +5,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/dractl/dractl/internal/testgen"
+	"github.com/dractl/dractl/internal/testing/testgen"
 	"github.com/dractl/dractl/pkg/api"
 	. "github.com/dractl/dractl/pkg/validation"
 )

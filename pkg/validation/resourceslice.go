@@ -6,7 +6,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"github.com/dractl/dractl/internal/parallel"
+	"github.com/dractl/dractl/pkg/internal/parallel"
 	"github.com/dractl/dractl/pkg/api"
 	resourcev1 "k8s.io/api/resource/v1"
 )

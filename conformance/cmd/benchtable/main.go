@@ -21,9 +21,9 @@ import (
 	"github.com/dractl/dractl/conformance/dractlrun"
 	"github.com/dractl/dractl/conformance/gen"
 	"github.com/dractl/dractl/conformance/scenario"
-	"github.com/dractl/dractl/internal/clusterbench"
-	"github.com/dractl/dractl/internal/examplegen"
-	"github.com/dractl/dractl/internal/packing"
+	"github.com/dractl/dractl/internal/testing/clusterbench"
+	"github.com/dractl/dractl/internal/testing/examplegen"
+	"github.com/dractl/dractl/internal/testing/packing"
 	"github.com/dractl/dractl/pkg/api"
 	"github.com/dractl/dractl/pkg/decode"
 	"github.com/dractl/dractl/pkg/pool"
@@ -60,7 +60,7 @@ func main() {
 
 Streams of single-request MIG claims (seeded; 1g.10gb most often, 7g.80gb
 least) placed one at a time on a DGX H100 (8 GPUs, 152 devices) until the
-first claim that does not fit (internal/packing):
+first claim that does not fit (internal/testing/packing):
 
 | streams × claims | first-fit placed | best-fit placed | gain | best-fit wins / ties / losses |
 | --- | --- | --- | --- | --- |

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dractl/dractl/internal/examplegen"
+	"github.com/dractl/dractl/internal/testing/examplegen"
 	"github.com/dractl/dractl/pkg/decode"
 	"github.com/dractl/dractl/pkg/pool"
 	"github.com/dractl/dractl/pkg/validation"

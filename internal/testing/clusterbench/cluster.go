@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"runtime"
 
-	"github.com/dractl/dractl/internal/examplegen"
+	"github.com/dractl/dractl/internal/testing/examplegen"
 	"github.com/dractl/dractl/pkg/api"
 	"github.com/dractl/dractl/pkg/decode"
 )

@@ -10,7 +10,7 @@
 //
 // TestExamplesUpToDate compares Files with the checked-in files;
 //
-//	go test ./internal/examplegen -update
+//	go test ./internal/testing/examplegen -update
 //
 // rewrites them.
 package examplegen

@@ -3,7 +3,7 @@ package clusterbench
 import (
 	"testing"
 
-	"github.com/dractl/dractl/internal/examplegen"
+	"github.com/dractl/dractl/internal/testing/examplegen"
 	"github.com/dractl/dractl/pkg/decode"
 	"github.com/dractl/dractl/pkg/validation"
 )

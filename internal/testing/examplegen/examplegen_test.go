@@ -13,7 +13,7 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the generated files under examples/")
 
-const examplesDir = "../../examples"
+const examplesDir = "../../../examples"
 
 // TestExamplesUpToDate is the golden test of the generated examples. It
 // also fails on a generated file that Files no longer produces, so that a
@@ -38,11 +38,11 @@ func TestExamplesUpToDate(t *testing.T) {
 		}
 		got, err := os.ReadFile(path)
 		if err != nil {
-			t.Errorf("%v; run go test ./internal/examplegen -update", err)
+			t.Errorf("%v; run go test ./internal/testing/examplegen -update", err)
 			continue
 		}
 		if !bytes.Equal(got, f.Data) {
-			t.Errorf("examples/%s is out of date (first difference at line %d); run go test ./internal/examplegen -update",
+			t.Errorf("examples/%s is out of date (first difference at line %d); run go test ./internal/testing/examplegen -update",
 				f.Path, firstDiffLine(got, f.Data))
 		}
 	}
@@ -64,7 +64,7 @@ func TestExamplesUpToDate(t *testing.T) {
 		if *update {
 			return os.Remove(path)
 		}
-		t.Errorf("examples/%s is generated but no longer produced by Files; run go test ./internal/examplegen -update", rel)
+		t.Errorf("examples/%s is generated but no longer produced by Files; run go test ./internal/testing/examplegen -update", rel)
 		return nil
 	})
 	if err != nil {
