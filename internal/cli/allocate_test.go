@@ -164,3 +164,34 @@ func readFile(t *testing.T, path string) string {
 	}
 	return string(b)
 }
+
+// TestAllocateAndExplainPodNameOneClaim: a pod whose template claim the
+// resourceclaim controller has not created yet gets one name from every
+// verb, the name allocate prints being the one explain pod reports.
+func TestAllocateAndExplainPodNameOneClaim(t *testing.T) {
+	in := []string{"-f", filepath.Join("examples", "gpu-partitions"), "-f", filepath.Join("internal", "cli", "testdata", "explainpod")}
+	alloc := run(t, "", append([]string{"allocate", "-o", "json"}, in...)...)
+	if alloc.code != ExitOK {
+		t.Fatalf("allocate: exit %d\n%s", alloc.code, alloc)
+	}
+	objs, err := decode.Bytes("allocate", []byte(alloc.stdout))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var made string
+	for _, o := range objs {
+		if c, ok := o.Obj.(*resourcev1.ResourceClaim); ok && c.Annotations[resourcev1.PodResourceClaimAnnotation] == "gpus" {
+			made = c.Name
+		}
+	}
+	if !strings.HasPrefix(made, "waiting-gpus-") {
+		t.Fatalf("allocate made no claim for pod waiting's entry gpus (found %q):\n%s", made, alloc.stdout)
+	}
+	explain := run(t, "", append([]string{"explain", "pod/waiting"}, in...)...)
+	if explain.code != ExitOK {
+		t.Fatalf("explain pod: exit %d\n%s", explain.code, explain)
+	}
+	if want := "gpus: ResourceClaim default/" + made + " "; !strings.Contains(explain.stdout, want) {
+		t.Errorf("explain pod does not name the claim allocate made (%q):\n%s", want, explain.stdout)
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"io"
 	"slices"
 	"strings"
@@ -18,6 +17,7 @@ import (
 	"github.com/dractl/dractl/pkg/allocator"
 	"github.com/dractl/dractl/pkg/api"
 	"github.com/dractl/dractl/pkg/decode"
+	"github.com/dractl/dractl/pkg/podclaims"
 	"github.com/dractl/dractl/pkg/state"
 )
 
@@ -140,26 +140,23 @@ func (c *cluster) groupClaims() error {
 	for _, claim := range c.set.Claims {
 		byKey[state.KeyOf(claim)] = claim
 	}
-	templates := map[state.ClaimKey]*resourcev1.ResourceClaimTemplate{}
-	for _, t := range c.set.ClaimTemplates {
-		templates[state.ClaimKey{Namespace: t.Namespace, Name: t.Name}] = t
-	}
+	resolver := inputResolver(c.set, byKey)
 	used := map[*resourcev1.ResourceClaim]bool{}
 	var podGroups []*group
 	for _, pod := range c.set.Pods {
 		g := &group{pod: pod, created: map[*resourcev1.ResourceClaim]bool{}}
-		for i, pc := range pod.Spec.ResourceClaims {
-			claim, err := podClaim(pod, i, pc, byKey, templates, c.set.Claims)
-			if err != nil {
+		entries, _ := resolver.Resolve(pod)
+		for _, e := range entries {
+			if e.Err != nil {
 				src, _ := c.set.Source(pod)
-				return &exitError{code: ExitCannotAnswer, msg: fmt.Sprintf("%s Pod/%s: %v", src, pod.Name, err)}
+				return &exitError{code: ExitCannotAnswer, msg: fmt.Sprintf("%s Pod/%s: %s: %v", src, pod.Name, e.Field, e.Err)}
 			}
-			if byKey[state.KeyOf(claim)] != claim {
-				g.created[claim] = true
-				byKey[state.KeyOf(claim)] = claim
+			if e.Generated {
+				g.created[e.Claim] = true
+				byKey[state.KeyOf(e.Claim)] = e.Claim
 			}
-			used[claim] = true
-			g.claims = append(g.claims, claim)
+			used[e.Claim] = true
+			g.claims = append(g.claims, e.Claim)
 		}
 		podGroups = append(podGroups, g)
 	}
@@ -177,6 +174,28 @@ func (c *cluster) groupClaims() error {
 	return nil
 }
 
+// inputResolver resolves pods' claims against the input, standing in for
+// the resourceclaim controller: claims (by key) are the input's and those
+// made for pods before, which the caller adds as it goes.
+func inputResolver(set *decode.Set, claims map[state.ClaimKey]*resourcev1.ResourceClaim) podclaims.Resolver {
+	return podclaims.Resolver{
+		Claim: func(ns, name string) (*resourcev1.ResourceClaim, error) {
+			return claims[state.ClaimKey{Namespace: ns, Name: name}], nil
+		},
+		Templates: &podclaims.Templates{
+			Template: func(ns, name string) (*resourcev1.ResourceClaimTemplate, error) {
+				for _, t := range set.ClaimTemplates {
+					if t.Namespace == ns && t.Name == name {
+						return t, nil
+					}
+				}
+				return nil, nil
+			},
+			Owned: func(*corev1.Pod) []*resourcev1.ResourceClaim { return set.Claims },
+		},
+	}
+}
+
 // pending are a group's claims that have no allocation yet, neither in
 // the input nor from a group allocated before (two pods may share a
 // claim).
@@ -191,105 +210,6 @@ func (c *cluster) pending(g *group) []*resourcev1.ResourceClaim {
 		}
 	}
 	return out
-}
-
-// podClaim returns the claim behind pod.spec.resourceClaims[i]: the named
-// claim, or the claim made from the template. The latter is the one the
-// pod's status names, or one the input holds that the pod owns for this
-// entry, or else a new one made as the resourceclaim controller makes it.
-func podClaim(pod *corev1.Pod, i int, pc corev1.PodResourceClaim, claims map[state.ClaimKey]*resourcev1.ResourceClaim,
-	templates map[state.ClaimKey]*resourcev1.ResourceClaimTemplate, all []*resourcev1.ResourceClaim) (*resourcev1.ResourceClaim, error) {
-	path := fmt.Sprintf("spec.resourceClaims[%d]", i)
-	switch {
-	case pc.ResourceClaimName != nil:
-		claim := claims[state.ClaimKey{Namespace: pod.Namespace, Name: *pc.ResourceClaimName}]
-		if claim == nil {
-			return nil, fmt.Errorf("%s.resourceClaimName: ResourceClaim %s/%s is not in the input", path, pod.Namespace, *pc.ResourceClaimName)
-		}
-		return claim, nil
-	case pc.ResourceClaimTemplateName != nil:
-		for _, st := range pod.Status.ResourceClaimStatuses {
-			if st.Name == pc.Name && st.ResourceClaimName != nil {
-				if claim := claims[state.ClaimKey{Namespace: pod.Namespace, Name: *st.ResourceClaimName}]; claim != nil {
-					return claim, nil
-				}
-			}
-		}
-		for _, claim := range all {
-			if claim.Namespace == pod.Namespace && claim.Annotations[resourcev1.PodResourceClaimAnnotation] == pc.Name && ownedBy(claim, pod) {
-				return claim, nil
-			}
-		}
-		t := templates[state.ClaimKey{Namespace: pod.Namespace, Name: *pc.ResourceClaimTemplateName}]
-		if t == nil {
-			return nil, fmt.Errorf("%s.resourceClaimTemplateName: ResourceClaimTemplate %s/%s is not in the input", path, pod.Namespace, *pc.ResourceClaimTemplateName)
-		}
-		claim := claimFromTemplate(pod, pc, t)
-		for _, st := range pod.Status.ResourceClaimStatuses {
-			if st.Name == pc.Name && st.ResourceClaimName != nil {
-				claim.Name, claim.GenerateName = *st.ResourceClaimName, ""
-			}
-		}
-		return claim, nil
-	}
-	return nil, fmt.Errorf("%s: neither resourceClaimName nor resourceClaimTemplateName is set", path)
-}
-
-func ownedBy(claim *resourcev1.ResourceClaim, pod *corev1.Pod) bool {
-	for _, ref := range claim.OwnerReferences {
-		if ref.Kind == "Pod" && ref.APIVersion == "v1" && ref.Name == pod.Name && (pod.UID == "" || ref.UID == pod.UID) && ptr.Deref(ref.Controller, false) {
-			return true
-		}
-	}
-	return false
-}
-
-// claimFromTemplate makes the claim the resourceclaim controller would
-// create for a pod's template entry: the template's labels, annotations
-// and spec, the pod as controlling owner, the annotation naming the entry,
-// and a name generated from "<pod>-<entry>-" (both shortened in proportion
-// when together longer than 57 characters). The API server appends five
-// random characters; here they are derived from the pod and the entry, so
-// that the same input always gives the same name.
-func claimFromTemplate(pod *corev1.Pod, pc corev1.PodResourceClaim, t *resourcev1.ResourceClaimTemplate) *resourcev1.ResourceClaim {
-	annotations := map[string]string{}
-	for k, v := range t.Spec.ObjectMeta.Annotations {
-		annotations[k] = v
-	}
-	annotations[resourcev1.PodResourceClaimAnnotation] = pc.Name
-	base := pod.Name + "-" + pc.Name + "-"
-	const maxBaseLen = 57
-	if len(base) > maxBaseLen {
-		base = pod.Name[:len(pod.Name)*maxBaseLen/len(base)] + "-" + pc.Name[:len(pc.Name)*maxBaseLen/len(base)]
-	}
-	claim := &resourcev1.ResourceClaim{
-		TypeMeta: metav1.TypeMeta{APIVersion: api.APIVersion, Kind: "ResourceClaim"},
-		ObjectMeta: metav1.ObjectMeta{
-			Name:            base + nameSuffix(pod.Namespace+"/"+pod.Name+"/"+pc.Name),
-			GenerateName:    base,
-			Namespace:       pod.Namespace,
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID, Controller: ptr.To(true)}},
-			Annotations:     annotations,
-			Labels:          t.Spec.ObjectMeta.Labels,
-		},
-		Spec: *t.Spec.Spec.DeepCopy(),
-	}
-	return claim
-}
-
-// nameSuffix is five characters of the alphabet the API server draws
-// generated name suffixes from, taken from a hash of key.
-func nameSuffix(key string) string {
-	const alphabet = "bcdfghjklmnpqrstvwxz2456789"
-	h := fnv.New64a()
-	h.Write([]byte(key))
-	v := h.Sum64()
-	b := make([]byte, 5)
-	for i := range b {
-		b[i] = alphabet[v%uint64(len(alphabet))]
-		v /= uint64(len(alphabet))
-	}
-	return string(b)
 }
 
 // nodesOfSlices makes the nodes the slices name (spec.nodeName and per

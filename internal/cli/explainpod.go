@@ -9,83 +9,29 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 
 	"github.com/dractl/dractl/pkg/allocator"
 	"github.com/dractl/dractl/pkg/live"
+	"github.com/dractl/dractl/pkg/podclaims"
 	"github.com/dractl/dractl/pkg/state"
 )
-
-// resolvedClaim is one entry of a pod's spec.resourceClaims and the claim it
-// stands for.
-type resolvedClaim struct {
-	entry string // spec.resourceClaims[].name
-	// template names the ResourceClaimTemplate the claim is made from.
-	template string
-	// claim is the ResourceClaim: as stored, or, for a template whose
-	// claim the resourceclaim controller has not created yet, what it will
-	// create. nil when a named claim does not exist (missing).
-	claim *resourcev1.ResourceClaim
-	// generated: claim is built from the template here, not read.
-	generated bool
-	// missing is the name of a named claim that does not exist.
-	missing string
-}
 
 // podSource is what explain pod/NAME reads, from a cluster or from files
 // (a `dractl snapshot` directory).
 type podSource struct {
-	snap      *state.Snapshot
-	templates func(namespace, name string) (*resourcev1.ResourceClaimTemplate, error)
-	nodes     []*corev1.Node
-}
-
-// resolveClaims finds the claims of a pod as kube-scheduler does: a named
-// claim by name, a template's claim by the name the resourceclaim
-// controller recorded in the pod's status.
-func (src *podSource) resolveClaims(pod *corev1.Pod) ([]resolvedClaim, error) {
-	var out []resolvedClaim
-	for _, rc := range pod.Spec.ResourceClaims {
-		pc := resolvedClaim{entry: rc.Name}
-		name := ""
-		switch {
-		case rc.ResourceClaimName != nil:
-			name = *rc.ResourceClaimName
-		case rc.ResourceClaimTemplateName != nil:
-			pc.template = *rc.ResourceClaimTemplateName
-			for _, s := range pod.Status.ResourceClaimStatuses {
-				if s.Name == rc.Name && s.ResourceClaimName != nil {
-					name = *s.ResourceClaimName
-				}
-			}
-		}
-		if name != "" {
-			pc.claim, _ = src.snap.Claim(state.ClaimKey{Namespace: pod.Namespace, Name: name})
-		}
-		switch {
-		case pc.claim == nil && pc.template != "":
-			t, err := src.templates(pod.Namespace, pc.template)
-			if err != nil {
-				return nil, err
-			}
-			pc.claim = &resourcev1.ResourceClaim{Spec: t.Spec.Spec}
-			pc.claim.Namespace, pc.claim.Name = pod.Namespace, pod.Name+"-"+rc.Name
-			pc.generated = true
-		case pc.claim == nil:
-			pc.missing = name
-		}
-		out = append(out, pc)
-	}
-	return out, nil
+	snap *state.Snapshot
+	// claims resolves the pod's claims, making those the resourceclaim
+	// controller has not created yet as allocate does.
+	claims podclaims.Resolver
+	nodes  []*corev1.Node
 }
 
 // explainPod prints the pod's claims and then either the devices they hold
 // (allocated) or, per node, why the pending ones do or do not fit.
 func explainPod(ctx context.Context, w io.Writer, src *podSource, pod *corev1.Pod, only string) error {
-	claims, err := src.resolveClaims(pod)
-	if err != nil {
-		return err
-	}
+	claims, _ := src.claims.Resolve(pod)
 	where := "pending"
 	if pod.Spec.NodeName != "" {
 		where = "scheduled on node " + pod.Spec.NodeName
@@ -99,22 +45,22 @@ func explainPod(ctx context.Context, w io.Writer, src *podSource, pod *corev1.Po
 	missing := 0
 	for _, pc := range claims {
 		switch {
-		case pc.claim == nil:
-			fmt.Fprintf(w, "  %s: ResourceClaim %s/%s does not exist; the pod cannot be scheduled until it does\n", pc.entry, pod.Namespace, pc.missing)
+		case pc.Err != nil:
+			fmt.Fprintf(w, "  %s: %s: %v; the pod cannot be scheduled until this changes\n", pc.Name, pc.Field, pc.Err)
 			missing++
-		case pc.claim.Status.Allocation != nil:
-			fmt.Fprintf(w, "  %s: ResourceClaim %s/%s%s: allocated\n", pc.entry, pc.claim.Namespace, pc.claim.Name, fromTemplate(pc))
-			for _, r := range pc.claim.Status.Allocation.Devices.Results {
+		case pc.Claim.Status.Allocation != nil:
+			fmt.Fprintf(w, "  %s: ResourceClaim %s/%s%s: allocated\n", pc.Name, pc.Claim.Namespace, pc.Claim.Name, fromTemplate(pc))
+			for _, r := range pc.Claim.Status.Allocation.Devices.Results {
 				fmt.Fprintf(w, "    request %s: %s/%s/%s\n", r.Request, r.Driver, r.Pool, r.Device)
 			}
-			allocated = append(allocated, pc.claim)
+			allocated = append(allocated, pc.Claim)
 		default:
 			state := "pending"
-			if pc.generated {
+			if pc.Generated {
 				state = "pending, not created yet by the resourceclaim controller"
 			}
-			fmt.Fprintf(w, "  %s: ResourceClaim %s/%s%s: %s\n", pc.entry, pc.claim.Namespace, pc.claim.Name, fromTemplate(pc), state)
-			pending = append(pending, pc.claim)
+			fmt.Fprintf(w, "  %s: ResourceClaim %s/%s%s: %s\n", pc.Name, pc.Claim.Namespace, pc.Claim.Name, fromTemplate(pc), state)
+			pending = append(pending, pc.Claim)
 		}
 	}
 	if len(pending) == 0 || missing > 0 || pod.Spec.NodeName != "" {
@@ -151,11 +97,11 @@ func explainPod(ctx context.Context, w io.Writer, src *podSource, pod *corev1.Po
 	return nil
 }
 
-func fromTemplate(pc resolvedClaim) string {
-	if pc.template == "" {
+func fromTemplate(pc podclaims.Entry) string {
+	if pc.Template == "" {
 		return ""
 	}
-	return " (from ResourceClaimTemplate " + pc.template + ")"
+	return " (from ResourceClaimTemplate " + pc.Template + ")"
 }
 
 // writeFit prints the devices claims would get on a node.
@@ -224,14 +170,23 @@ func (o *explainOptions) runPod(ctx context.Context, arg string) error {
 	if err != nil {
 		return clusterError(err)
 	}
-	src := &podSource{snap: st.Snapshot(), nodes: objs.Nodes,
-		templates: func(ns, name string) (*resourcev1.ResourceClaimTemplate, error) {
-			t, err := c.ClaimTemplate(ctx, ns, name)
-			if err != nil {
-				return nil, clusterError(err)
-			}
-			return t, nil
-		}}
+	snap := st.Snapshot()
+	src := &podSource{snap: snap, nodes: objs.Nodes, claims: podclaims.Resolver{
+		Claim: func(ns, name string) (*resourcev1.ResourceClaim, error) {
+			claim, _ := snap.Claim(state.ClaimKey{Namespace: ns, Name: name})
+			return claim, nil
+		},
+		Templates: &podclaims.Templates{
+			Template: func(ns, name string) (*resourcev1.ResourceClaimTemplate, error) {
+				t, err := c.ClaimTemplate(ctx, ns, name)
+				if err != nil && !apierrors.IsNotFound(err) {
+					return nil, clusterError(err)
+				}
+				return t, err
+			},
+			Owned: func(*corev1.Pod) []*resourcev1.ResourceClaim { return objs.Claims },
+		},
+	}}
 	return explainPod(ctx, o.Out, src, pod, o.node)
 }
 
@@ -246,14 +201,13 @@ func (o *explainOptions) podFromFiles(ctx context.Context, ns, name string) erro
 	if i < 0 {
 		return usageErrorf("pod %s/%s: no such Pod in the input", ns, name)
 	}
-	src := &podSource{snap: c.snap, nodes: c.set.Nodes,
-		templates: func(ns, name string) (*resourcev1.ResourceClaimTemplate, error) {
-			for _, t := range c.set.ClaimTemplates {
-				if t.Namespace == ns && t.Name == name {
-					return t, nil
-				}
-			}
-			return nil, usageErrorf("ResourceClaimTemplate %s/%s: not in the input", ns, name)
-		}}
+	// The input's own claims, not the State's: a claim made here from a
+	// template is then reported as not created yet, under the name
+	// allocate gives it.
+	byKey := map[state.ClaimKey]*resourcev1.ResourceClaim{}
+	for _, claim := range c.set.Claims {
+		byKey[state.KeyOf(claim)] = claim
+	}
+	src := &podSource{snap: c.snap, nodes: c.set.Nodes, claims: inputResolver(c.set, byKey)}
 	return explainPod(ctx, o.Out, src, c.set.Pods[i], o.node)
 }

@@ -8,12 +8,15 @@ import (
 	"slices"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
 
 	"github.com/dractl/dractl/pkg/decode"
+	"github.com/dractl/dractl/pkg/podclaims"
 	"github.com/dractl/dractl/pkg/workload"
 )
 
@@ -114,12 +117,10 @@ func (b *streamBuilder) shapeOf(claims []*resourcev1.ResourceClaim) string {
 	return id
 }
 
-func claimFrom(t *resourcev1.ResourceClaimTemplate, pod types.NamespacedName, name string) *resourcev1.ResourceClaim {
-	return &resourcev1.ResourceClaim{
-		TypeMeta:   metav1.TypeMeta{APIVersion: resourcev1.SchemeGroupVersion.String(), Kind: "ResourceClaim"},
-		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name + "-" + name, Labels: t.Spec.Labels, Annotations: t.Spec.Annotations},
-		Spec:       t.Spec.Spec,
-	}
+// claimFrom makes the claim the resourceclaim controller would create for
+// a generated pod's template entry.
+func claimFrom(t *resourcev1.ResourceClaimTemplate, pod types.NamespacedName, entry string) *resourcev1.ResourceClaim {
+	return podclaims.FromTemplate(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name}}, entry, t)
 }
 
 // generate draws a Workload's pods. Gaps between arrivals and lifetimes
@@ -185,6 +186,17 @@ func (b *streamBuilder) explicit() []Pod {
 			claims[types.NamespacedName{Namespace: c.Namespace, Name: c.Name}] = c
 		}
 	}
+	// Only pending claims arrive: a named claim already allocated is in
+	// use by whoever holds it. Template claims are made as the
+	// resourceclaim controller makes them.
+	resolver := podclaims.Resolver{
+		Claim: func(ns, name string) (*resourcev1.ResourceClaim, error) {
+			return claims[types.NamespacedName{Namespace: ns, Name: name}], nil
+		},
+		Templates: &podclaims.Templates{Template: func(ns, name string) (*resourcev1.ResourceClaimTemplate, error) {
+			return b.templates[types.NamespacedName{Namespace: ns, Name: name}], nil
+		}},
+	}
 	used := map[*resourcev1.ResourceClaim]bool{}
 	type arrival struct {
 		obj  any
@@ -195,25 +207,20 @@ func (b *streamBuilder) explicit() []Pod {
 	var in []arrival
 	for _, p := range b.set.Pods {
 		pod := Pod{Name: types.NamespacedName{Namespace: p.Namespace, Name: p.Name}}
-		path := field.NewPath("spec", "resourceClaims")
-		for i, rc := range p.Spec.ResourceClaims {
-			switch {
-			case rc.ResourceClaimTemplateName != nil:
-				t := b.templates[types.NamespacedName{Namespace: p.Namespace, Name: *rc.ResourceClaimTemplateName}]
-				if t == nil {
-					b.fail(p, "Pod", p.Name, field.NotFound(path.Index(i).Child("resourceClaimTemplateName"), *rc.ResourceClaimTemplateName))
-					continue
+		entries, _ := resolver.Resolve(p)
+		for _, e := range entries {
+			if e.Err != nil {
+				ferr := &field.Error{Type: field.ErrorTypeNotFound, Field: e.Field, BadValue: claimRef(p, e.Index)}
+				if !podclaims.IsNotFound(e.Err) {
+					ferr.Type, ferr.Detail = field.ErrorTypeInvalid, e.Err.Error()
 				}
-				pod.Claims = append(pod.Claims, claimFrom(t, pod.Name, rc.Name))
-			case rc.ResourceClaimName != nil:
-				c := claims[types.NamespacedName{Namespace: p.Namespace, Name: *rc.ResourceClaimName}]
-				if c == nil {
-					b.fail(p, "Pod", p.Name, field.NotFound(path.Index(i).Child("resourceClaimName"), *rc.ResourceClaimName))
-					continue
-				}
-				used[c] = true
-				pod.Claims = append(pod.Claims, c)
+				b.fail(p, "Pod", p.Name, ferr)
+				continue
 			}
+			if !e.Generated {
+				used[e.Claim] = true
+			}
+			pod.Claims = append(pod.Claims, e.Claim)
 		}
 		if len(pod.Claims) > 0 {
 			in = append(in, arrival{obj: p, pod: pod, meta: &p.ObjectMeta, kind: "Pod"})
@@ -250,4 +257,13 @@ func (b *streamBuilder) explicit() []Pod {
 		out = append(out, a.pod)
 	}
 	return out
+}
+
+// claimRef is the name pod.spec.resourceClaims[i] refers to.
+func claimRef(p *corev1.Pod, i int) string {
+	rc := p.Spec.ResourceClaims[i]
+	if rc.ResourceClaimName != nil {
+		return *rc.ResourceClaimName
+	}
+	return ptr.Deref(rc.ResourceClaimTemplateName, "")
 }

@@ -1,6 +1,7 @@
 package simulate
 
 import (
+	"github.com/dractl/dractl/pkg/podclaims"
 	"testing"
 	"time"
 
@@ -23,7 +24,7 @@ func TestGeneratedStream(t *testing.T) {
 		}
 		kinds[x.Kind]++
 		lifetime += x.Lifetime
-		if len(x.Claims) != 1 || x.Claims[0].Name != x.Name.Name+"-"+x.Kind {
+		if len(x.Claims) != 1 || x.Claims[0].GenerateName != podclaims.GenerateName(x.Name.Name, x.Kind) {
 			t.Fatalf("pod %s has claims %v", x.Name, x.Claims)
 		}
 	}

@@ -11,9 +11,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/dractl/dractl/pkg/podclaims"
 )
 
 // podClaim is one entry of pod.spec.resourceClaims and its claim.
@@ -23,35 +24,20 @@ type podClaim struct {
 	claim *resourcev1.ResourceClaim
 }
 
-// podClaims looks up every claim the pod references in the claim tracker.
-// An error means the pod cannot be scheduled yet: a claim is missing (not
+// podClaims looks up every claim the pod references in the claim tracker,
+// through the resolver every part of dractl shares (pkg/podclaims). An
+// error means the pod cannot be scheduled yet: a claim is missing (not
 // generated yet, or not in the informer yet), is being deleted, or was
-// generated for another pod. Entries without a claim (a template that
-// produced none) are skipped.
+// generated for another pod; it is worded as the in-tree plugin words it.
+// Entries without a claim (a template that produced none) are skipped.
 func (pl *Plugin) podClaims(pod *v1.Pod) ([]podClaim, error) {
-	out := make([]podClaim, 0, len(pod.Spec.ResourceClaims))
-	for i := range pod.Spec.ResourceClaims {
-		ref := &pod.Spec.ResourceClaims[i]
-		name, mustCheckOwner, err := resourceclaim.Name(pod, ref)
-		if err != nil {
-			return nil, err
-		}
-		if name == nil {
-			continue
-		}
-		claim, err := pl.dra.ResourceClaims().Get(pod.Namespace, *name)
-		if err != nil {
-			return nil, err
-		}
-		if claim.DeletionTimestamp != nil {
-			return nil, fmt.Errorf("resourceclaim %q is being deleted", claim.Name)
-		}
-		if mustCheckOwner {
-			if err := resourceclaim.IsForPod(pod, claim, false); err != nil {
-				return nil, err
-			}
-		}
-		out = append(out, podClaim{name: ref.Name, claim: claim})
+	entries, err := podclaims.Resolver{Claim: pl.dra.ResourceClaims().Get}.Resolve(pod)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]podClaim, len(entries))
+	for i, e := range entries {
+		out[i] = podClaim{name: e.Name, claim: e.Claim}
 	}
 	return out, nil
 }
