@@ -10,22 +10,18 @@ import (
 	"github.com/dractl/dractl/pkg/features"
 )
 
-// stages are the gates' maturity in Kubernetes 1.37, which --help shows and
-// AllAlpha/AllBeta act on. dractl enables every gate by default and locks
-// none, so that a cluster of any release can be modelled.
-var stages = map[features.Gate]featuregate.FeatureSpec{
-	features.AdminAccess:               {Default: true, PreRelease: featuregate.GA},
-	features.PrioritizedList:           {Default: true, PreRelease: featuregate.GA},
-	features.ResourceClaimDeviceStatus: {Default: true, PreRelease: featuregate.GA},
-	features.DeviceTaints:              {Default: true, PreRelease: featuregate.GA},
-	features.PartitionableDevices:      {Default: true, PreRelease: featuregate.Beta},
-	features.ConsumableCapacity:        {Default: true, PreRelease: featuregate.Beta},
-	features.DeviceBindingConditions:   {Default: true, PreRelease: featuregate.Beta},
-	features.FractionalCapacityRange:   {Default: true, PreRelease: featuregate.Beta},
-	features.ListTypeAttributes:        {Default: true, PreRelease: featuregate.Alpha},
-	features.OptionalNodeOperations:    {Default: true, PreRelease: featuregate.Alpha},
-	features.DerivedAttributes:         {Default: true, PreRelease: featuregate.Alpha},
-	features.DeviceCompatibilityGroups: {Default: true, PreRelease: featuregate.Alpha},
+// specOf is a gate's component-base spec: on by default (dractl enables
+// every gate and locks none, so that a cluster of any release can be
+// modelled), at its Kubernetes stage.
+func specOf(g features.Gate) featuregate.FeatureSpec {
+	spec := featuregate.FeatureSpec{Default: true, PreRelease: featuregate.GA}
+	switch stage, _ := features.StageOf(g); stage {
+	case features.Alpha:
+		spec.PreRelease = featuregate.Alpha
+	case features.Beta:
+		spec.PreRelease = featuregate.Beta
+	}
+	return spec
 }
 
 // newFeatureGate is a Kubernetes feature gate holding the allocation gates
@@ -35,7 +31,7 @@ func newFeatureGate() featuregate.MutableFeatureGate {
 	fg := featuregate.NewFeatureGate()
 	specs := map[featuregate.Feature]featuregate.FeatureSpec{}
 	for _, g := range features.Gates() {
-		specs[featuregate.Feature(g)] = stages[g]
+		specs[featuregate.Feature(g)] = specOf(g)
 	}
 	deps := map[featuregate.Feature][]featuregate.Feature{}
 	for g, on := range features.Dependencies {
@@ -43,8 +39,8 @@ func newFeatureGate() featuregate.MutableFeatureGate {
 			deps[featuregate.Feature(g)] = append(deps[featuregate.Feature(g)], featuregate.Feature(d))
 		}
 	}
-	// Both only fail on a programming error in the tables above, which
-	// every test run would show.
+	// Both only fail on a programming error in pkg/features' tables,
+	// which every test run would show.
 	if err := fg.Add(specs); err != nil {
 		panic(err)
 	}

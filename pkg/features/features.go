@@ -1,6 +1,9 @@
-// Package features names the Kubernetes feature gates that change how DRA
-// devices are allocated, with the names kube-scheduler 1.37 reads them by
-// (k8s.io/kubernetes pkg/features), and holds a set of them.
+// Package features names the Kubernetes feature gates dractl reads, with
+// the names kube-scheduler 1.37 reads them by (k8s.io/kubernetes
+// pkg/features): the gates that change how DRA devices are allocated,
+// which a Set holds, and the scheduler plugin's own. It is the one place
+// for each gate's name, stage and dependencies, for what a node declares
+// for a gated feature, and for the words a refusal uses.
 //
 // dractl enables every gate by default: it implements everything the
 // structured allocator of Kubernetes 1.37 knows. A Set with a gate off
@@ -51,6 +54,70 @@ const (
 	DeviceCompatibilityGroups Gate = "DRADeviceCompatibilityGroups"
 )
 
+// The gates only the scheduler plugin reads: they change what happens
+// around allocation, not what the allocator finds.
+const (
+	// SchedulerFilterTimeout: Filter gives up on a node after the
+	// plugin's filterTimeout.
+	SchedulerFilterTimeout Gate = "DRASchedulerFilterTimeout"
+	// DeviceTaintRules: DeviceTaintRule objects taint the devices they
+	// select (KEP-5055).
+	DeviceTaintRules Gate = "DRADeviceTaintRules"
+)
+
+// NodeFeatureOptionalNodeOperations is what a node lists in
+// status.declaredFeatures when it can run pods whose devices skip node
+// operations; a pod that needs it fits no other node. Kubernetes names the
+// node feature after the gate.
+const NodeFeatureOptionalNodeOperations = string(OptionalNodeOperations)
+
+// Refusals are upstream's words for a claim that uses a feature whose gate
+// is off. The allocator and the scheduler plugin both say them, so a
+// refusal reads the same from every component.
+const (
+	RefusalSubrequests = "has subrequests, but the DRAPrioritizedList feature is disabled"
+	RefusalCapacity    = "has capacity requests, but the DRAConsumableCapacity feature is disabled"
+	RefusalDerived     = "cannot handle request with derived attributes, the feature is disabled"
+	RefusalAdminAccess = "admin access is requested, but the feature is disabled"
+)
+
+// Stage is a gate's maturity in Kubernetes 1.37.
+type Stage string
+
+// The stages, as k8s.io/component-base/featuregate names them.
+const (
+	Alpha Stage = "ALPHA"
+	Beta  Stage = "BETA"
+	GA    Stage = ""
+)
+
+// stages are the gates' maturity in Kubernetes 1.37, which --help shows
+// and AllAlpha/AllBeta act on. dractl enables every gate by default and
+// locks none, so that a cluster of any release can be modelled.
+var stages = map[Gate]Stage{
+	AdminAccess:               GA,
+	PrioritizedList:           GA,
+	ResourceClaimDeviceStatus: GA,
+	DeviceTaints:              GA,
+	PartitionableDevices:      Beta,
+	ConsumableCapacity:        Beta,
+	DeviceBindingConditions:   Beta,
+	FractionalCapacityRange:   Beta,
+	ListTypeAttributes:        Alpha,
+	OptionalNodeOperations:    Alpha,
+	DerivedAttributes:         Alpha,
+	DeviceCompatibilityGroups: Alpha,
+	SchedulerFilterTimeout:    Beta,
+	DeviceTaintRules:          GA,
+}
+
+// StageOf returns g's maturity in Kubernetes 1.37, false for a gate this
+// package does not know.
+func StageOf(g Gate) (Stage, bool) {
+	s, ok := stages[g]
+	return s, ok
+}
+
 // gates lists every Gate in a fixed order; a Gate's bit in Set is its
 // index here.
 var gates = []Gate{
@@ -59,6 +126,12 @@ var gates = []Gate{
 	FractionalCapacityRange, ListTypeAttributes, OptionalNodeOperations,
 	DerivedAttributes, DeviceCompatibilityGroups,
 }
+
+// schedulerGates are the plugin's own gates, in a fixed order.
+var schedulerGates = []Gate{SchedulerFilterTimeout, DeviceTaintRules}
+
+// SchedulerGates returns the gates only the scheduler plugin reads.
+func SchedulerGates() []Gate { return slices.Clone(schedulerGates) }
 
 // Dependencies are the gates each gate needs, as Kubernetes declares them
 // (among the gates listed here): a gate that is on while one it depends on

@@ -33,3 +33,25 @@ func TestSet(t *testing.T) {
 		}
 	}
 }
+
+// TestEveryGateHasAStage: the CLI's --feature-gates and its --help are
+// built from this package alone, so a gate without a stage would be
+// unusable.
+func TestEveryGateHasAStage(t *testing.T) {
+	for _, g := range append(Gates(), SchedulerGates()...) {
+		if _, ok := StageOf(g); !ok {
+			t.Errorf("gate %s has no stage", g)
+		}
+	}
+	if _, ok := StageOf("DRANoSuchGate"); ok {
+		t.Error("an unknown gate has a stage")
+	}
+	if len(stages) != len(gates)+len(schedulerGates) {
+		t.Errorf("%d stages for %d gates: a stage names a gate no list holds", len(stages), len(gates)+len(schedulerGates))
+	}
+	for _, g := range SchedulerGates() {
+		if Known(g) {
+			t.Errorf("scheduler gate %s is also an allocator gate", g)
+		}
+	}
+}

@@ -17,6 +17,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/dractl/dractl/pkg/allocator"
+	"github.com/dractl/dractl/pkg/features"
 	"github.com/dractl/dractl/pkg/state"
 )
 
@@ -205,7 +206,7 @@ func (pl *Plugin) checkClasses(logger klog.Logger, c *resourcev1.ResourceClaim) 
 			}
 		case len(r.FirstAvailable) > 0:
 			if !pl.fts.PrioritizedList {
-				return unresolvable(logger, fmt.Sprintf("resource claim %s, request %s: has subrequests, but the DRAPrioritizedList feature is disabled", klog.KObj(c), r.Name))
+				return unresolvable(logger, fmt.Sprintf("resource claim %s, request %s: %s", klog.KObj(c), r.Name, features.RefusalSubrequests))
 			}
 			for _, sub := range r.FirstAvailable {
 				if st := check(r.Name+"/"+sub.Name, sub.DeviceClassName); st != nil {
@@ -246,7 +247,7 @@ func (pl *Plugin) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, no
 		switch {
 		case s.availableOn[i] != nil && !s.availableOn[i].Match(node):
 			why = whyElsewhere
-		case skipsNodeOperations(a) && !slices.Contains(node.Status.DeclaredFeatures, nodeOperationsFeature):
+		case skipsNodeOperations(a) && !slices.Contains(node.Status.DeclaredFeatures, features.NodeFeatureOptionalNodeOperations):
 			why = whyNodeOps
 		case pl.fts.BindingConditions:
 			ready, err := readyForBinding(pc.claim)
@@ -342,11 +343,6 @@ func verdictStrings(vs []verdict) []string {
 	}
 	return out
 }
-
-// nodeOperationsFeature is what a node declares in
-// status.declaredFeatures when it can run pods whose devices skip node
-// operations (DRAOptionalNodeOperations).
-const nodeOperationsFeature = "DRAOptionalNodeOperations"
 
 func skipsNodeOperations(a *resourcev1.AllocationResult) bool {
 	for _, r := range a.Devices.Results {

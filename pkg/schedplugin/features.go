@@ -51,9 +51,9 @@ func FeaturesFrom(fg featuregate.FeatureGate) Features {
 	return Features{
 		Allocation:         alloc,
 		BindingConditions:  on(features.DeviceBindingConditions) && on(features.ResourceClaimDeviceStatus),
-		FilterTimeout:      on("DRASchedulerFilterTimeout"),
+		FilterTimeout:      on(features.SchedulerFilterTimeout),
 		PrioritizedList:    on(features.PrioritizedList),
-		DeviceTaintRules:   on("DRADeviceTaintRules"),
+		DeviceTaintRules:   on(features.DeviceTaintRules),
 		ConsumableCapacity: on(features.ConsumableCapacity),
 	}
 }
