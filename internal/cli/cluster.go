@@ -14,6 +14,7 @@ import (
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/utils/ptr"
 
+	"github.com/dractl/dractl/pkg/admit"
 	"github.com/dractl/dractl/pkg/allocator"
 	"github.com/dractl/dractl/pkg/api"
 	"github.com/dractl/dractl/pkg/decode"
@@ -57,7 +58,7 @@ func (g *group) String() string {
 // readCluster reads and admits the inputs. Unlike validate, an invalid
 // input is not a finding here but a reason not to answer: the exit code is
 // ExitCannotAnswer, and every problem is returned for the caller to print.
-func (o *globalOptions) readCluster(strategy allocator.Strategy) (*cluster, []problem, error) {
+func (o *globalOptions) readCluster(strategy allocator.Strategy) (*cluster, []admit.Problem, error) {
 	c, err := o.readClusterInput(strategy)
 	var ce *inputErrors
 	if errors.As(err, &ce) {
@@ -67,14 +68,14 @@ func (o *globalOptions) readCluster(strategy allocator.Strategy) (*cluster, []pr
 }
 
 // inputErrors carries the problems of an input allocate cannot use.
-type inputErrors struct{ problems []problem }
+type inputErrors struct{ problems []admit.Problem }
 
 func (e *inputErrors) Error() string { return "invalid input" }
 
 // printProblems prints problems one per line, as validate does.
-func printProblems(w io.Writer, problems []problem) {
+func printProblems(w io.Writer, problems []admit.Problem) {
 	for _, p := range problems {
-		fmt.Fprintln(w, p.text)
+		fmt.Fprintln(w, p.Text)
 	}
 }
 
@@ -87,8 +88,8 @@ func (o *globalOptions) readClusterInput(strategy allocator.Strategy) (*cluster,
 	if err != nil {
 		return nil, err
 	}
-	var problems []problem
-	for _, p := range runValidate(in).Problems {
+	var problems []admit.Problem
+	for _, p := range admit.Review(in.objects, in.decodeErrors).Problems {
 		if p.Severity == "error" && p.Pool == "" {
 			problems = append(problems, p)
 		}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/dractl/dractl/pkg/admit"
 	"github.com/dractl/dractl/pkg/api"
 	"github.com/dractl/dractl/pkg/compact"
 	"github.com/dractl/dractl/pkg/decode"
@@ -137,12 +138,12 @@ func (o *compactOptions) run() error {
 			// which means the same (compact flattens it first anyway).
 			after += st.BytesBefore
 			fmt.Fprintf(o.Err, "%s: %s, kept as is (compacted: %s bytes)\n",
-				where(obj), savings(st.BytesBefore, st.BytesBefore), thousands(st.BytesAfter))
+				admit.Where(obj), savings(st.BytesBefore, st.BytesBefore), thousands(st.BytesAfter))
 			return []any{s}, nil
 		}
 		after += st.BytesAfter
 		fmt.Fprintf(o.Err, "%s: %s, mixins: %d device, %d consumption, %d counter set\n",
-			where(obj), savings(st.BytesBefore, st.BytesAfter), st.DeviceMixins, st.ConsumptionMixins, st.CounterSetMixins)
+			admit.Where(obj), savings(st.BytesBefore, st.BytesAfter), st.DeviceMixins, st.ConsumptionMixins, st.CounterSetMixins)
 		return []any{c}, nil
 	})
 	if err := decode.Encode(o.Out, out, o.output); err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	resourcev1 "k8s.io/api/resource/v1"
 
+	"github.com/dractl/dractl/pkg/admit"
 	"github.com/dractl/dractl/pkg/allocator"
 )
 
@@ -76,7 +77,7 @@ type explainReport struct {
 	Kind       string         `json:"kind"`
 	Groups     []explainGroup `json:"groups"`
 	// Problems are the input's errors, when it could not be used.
-	Problems []problem `json:"problems"`
+	Problems []admit.Problem `json:"problems"`
 }
 
 type explainGroup struct {
@@ -122,7 +123,7 @@ func (o *explainOptions) run(ctx context.Context) error {
 	if o.output != "" && o.output != "json" {
 		return usageErrorf("--output: expected json, found %q", o.output)
 	}
-	report := &explainReport{APIVersion: reportAPIVersion, Kind: "ExplainReport", Groups: []explainGroup{}, Problems: []problem{}}
+	report := &explainReport{APIVersion: admit.ReportAPIVersion, Kind: "ExplainReport", Groups: []explainGroup{}, Problems: []admit.Problem{}}
 	c, problems, err := o.readCluster(allocator.FirstFit)
 	if err != nil {
 		if o.output == "json" && problems != nil {

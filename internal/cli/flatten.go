@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/dractl/dractl/pkg/admit"
 	"github.com/dractl/dractl/pkg/api"
 	"github.com/dractl/dractl/pkg/decode"
 	"github.com/dractl/dractl/pkg/validation"
@@ -76,7 +77,7 @@ func (o *flattenOptions) run() error {
 		// what pkg/validation takes; without mixins the two are the same
 		// object, and FromV1 is a plain copy.
 		for _, e := range validation.ResourceSlice(api.FromV1(v1)) {
-			fmt.Fprintf(o.Err, "%s: %s: flattened: %s\n", severity, where(obj), oneLine(e.Error()))
+			fmt.Fprintf(o.Err, "%s: %s: flattened: %s\n", severity, admit.Where(obj), admit.OneLine(e.Error()))
 			warned = true
 		}
 		return []any{v1}, nil

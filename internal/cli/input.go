@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/dractl/dractl/pkg/admit"
 	"github.com/dractl/dractl/pkg/api"
 	"github.com/dractl/dractl/pkg/decode"
 )
@@ -21,17 +22,7 @@ import (
 // and, separately, the documents that did not.
 type input struct {
 	objects      []decode.Object
-	decodeErrors []decodeError
-}
-
-// decodeError is one decode problem, formatted like every other dractl
-// error line. where is the document (or list item) it is about, since an
-// object that did not decode may not have a readable kind or name; it is
-// empty for problems with a whole file or directory.
-type decodeError struct {
-	where string
-	line  string
-	err   *decode.Error // nil for problems not about a source
+	decodeErrors []*decode.Error
 }
 
 // addInputFlags registers the flags of the verbs that read manifests.
@@ -91,13 +82,7 @@ func (o *globalOptions) read() (*input, error) {
 	if !errors.As(err, &errs) {
 		return nil, usageErrorf("%v", err)
 	}
-	for _, e := range errs {
-		de := decodeError{line: e.Error(), err: e}
-		if e.Source.Doc > 0 {
-			de.where = e.Source.String()
-		}
-		in.decodeErrors = append(in.decodeErrors, de)
-	}
+	in.decodeErrors = errs
 	return in, nil
 }
 
@@ -134,7 +119,7 @@ func unwrapPathError(err error) error {
 // reports whether there were any.
 func (in *input) printDecodeErrors(w io.Writer) bool {
 	for _, e := range in.decodeErrors {
-		fmt.Fprintf(w, "error: %s\n", oneLine(e.line))
+		fmt.Fprintf(w, "error: %s\n", admit.OneLine(e.Error()))
 	}
 	return len(in.decodeErrors) > 0
 }
@@ -150,7 +135,7 @@ func (in *input) printDecodeErrors(w io.Writer) bool {
 // whether any error was printed.
 func (in *input) rewriteSlices(w io.Writer, rewrite func(obj *decode.Object, s *api.ResourceSlice, admitted []*api.ResourceSlice) ([]any, error)) (out []any, failed bool) {
 	failed = in.printDecodeErrors(w)
-	objErrs := validateObjects(in.objects)
+	objErrs := admit.Objects(in.objects)
 	var admitted []*api.ResourceSlice
 	for i := range in.objects {
 		if s, ok := in.objects[i].Obj.(*api.ResourceSlice); ok && len(objErrs[i]) == 0 {
@@ -161,7 +146,7 @@ func (in *input) rewriteSlices(w io.Writer, rewrite func(obj *decode.Object, s *
 		obj := &in.objects[i]
 		if len(objErrs[i]) > 0 {
 			for _, e := range objErrs[i] {
-				fmt.Fprintf(w, "error: %s: %s\n", where(obj), oneLine(e.Error()))
+				fmt.Fprintf(w, "error: %s: %s\n", admit.Where(obj), admit.OneLine(e.Error()))
 			}
 			failed = true
 			continue
@@ -173,19 +158,13 @@ func (in *input) rewriteSlices(w io.Writer, rewrite func(obj *decode.Object, s *
 		}
 		objs, err := rewrite(obj, s, admitted)
 		if err != nil {
-			fmt.Fprintf(w, "error: %s: %s\n", where(obj), oneLine(err.Error()))
+			fmt.Fprintf(w, "error: %s: %s\n", admit.Where(obj), admit.OneLine(err.Error()))
 			failed = true
 			continue
 		}
 		out = append(out, objs...)
 	}
 	return out, failed
-}
-
-// where locates an object the way every dractl message does:
-// "<file>#<doc> <Kind>/<name>".
-func where(obj *decode.Object) string {
-	return fmt.Sprintf("%s %s/%s", obj.Source, obj.Kind, obj.Name)
 }
 
 // expandRecursive replaces each directory by itself and every directory

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dractl/dractl/internal/simulate"
+	"github.com/dractl/dractl/pkg/admit"
 	"github.com/dractl/dractl/pkg/allocator"
 	"github.com/dractl/dractl/pkg/decode"
 )
@@ -121,7 +122,7 @@ func (o *simulateOptions) run(ctx context.Context) error {
 		return err
 	}
 	problems = nil
-	for _, p := range runValidate(in).Problems {
+	for _, p := range admit.Review(in.objects, in.decodeErrors).Problems {
 		if p.Severity == "error" {
 			problems = append(problems, p)
 		}

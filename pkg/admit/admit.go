@@ -1,0 +1,252 @@
+// Package admit is the admission pipeline every verb that reads manifests
+// shares: what decoding could not read, each object's admission rules and
+// warnings (pkg/validation), and the rules that span a pool's slices
+// (pkg/pool), gathered into one Report of Problems that the CLI prints as
+// text or JSON and the allocating verbs use to refuse bad input.
+package admit
+
+import (
+	"fmt"
+	"strings"
+
+	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/dractl/dractl/pkg/api"
+	"github.com/dractl/dractl/pkg/decode"
+	"github.com/dractl/dractl/pkg/pool"
+	"github.com/dractl/dractl/pkg/validation"
+	"github.com/dractl/dractl/pkg/workload"
+)
+
+// Review finds every Problem of the input.
+func Review(objects []decode.Object, decodeErrors []*decode.Error) *Report {
+	r := &Report{APIVersion: ReportAPIVersion, Kind: "ValidationReport", Problems: []Problem{}}
+	var (
+		badObjects = make(map[string]bool)
+		reported   = make(map[*api.ResourceSlice]map[string]bool)
+		slices     []*api.ResourceSlice
+		sourceOf   = make(map[*api.ResourceSlice]*decode.Object)
+	)
+	// A document that did not decode is still an object the user wrote;
+	// count it once however many errors it has.
+	undecoded := make(map[string]bool)
+	for _, e := range decodeErrors {
+		p := sourceProblem("error", e.Source, ProblemDecode)
+		p.Kind, p.Name, p.Field, p.Message, p.Text = e.Kind, e.Name, e.Field, e.Detail, OneLine(e.Error())
+		r.add(p)
+		// Problems with a whole file or directory are about no document.
+		if e.Source.Doc > 0 {
+			badObjects[e.Source.String()] = true
+			undecoded[e.Source.String()] = true
+		}
+	}
+
+	objErrs := Objects(objects)
+	for i := range objects {
+		obj := &objects[i]
+		errs := objErrs[i]
+		for _, e := range errs {
+			p := fieldProblem(objectProblem("error", obj, ""), e)
+			p.Text = fmt.Sprintf("%s: %s", Where(obj), OneLine(e.Error()))
+			r.add(p)
+		}
+		for _, wn := range Warnings(obj) {
+			p := objectProblem("warning", obj, ProblemWarning)
+			p.Field, p.Message = wn.Field, wn.Message
+			p.Text = fmt.Sprintf("warning: %s: %s", Where(obj), OneLine(wn.String()))
+			r.add(p)
+		}
+		if len(errs) > 0 {
+			badObjects[Where(obj)] = true
+		}
+		if s, ok := obj.Obj.(*api.ResourceSlice); ok {
+			slices = append(slices, s)
+			sourceOf[s] = obj
+			// Pool validation finds some of the same problems (an unknown
+			// include breaks both); say each once.
+			seen := make(map[string]bool, len(errs))
+			for _, e := range errs {
+				seen[errorKey(e)] = true
+			}
+			reported[s] = seen
+		}
+	}
+
+	pools := pool.Assemble(slices)
+	poolErrs := pool.ValidateAll(pools)
+	for i, p := range pools {
+		complete := p.Complete()
+		if !complete {
+			pr := Problem{Severity: "warning", Pool: p.ID.String(), Type: ProblemPoolIncomplete, Message: Completeness(p)}
+			pr.Text = fmt.Sprintf("warning: pool %s: %s", p.ID, pr.Message)
+			r.add(pr)
+		}
+		perr := poolErrs[i]
+		if perr == nil {
+			continue
+		}
+		n := 0
+		for _, prob := range perr.Problems {
+			cands := slicesNamed(p, prob.Slice)
+			if len(cands) == 1 && reported[cands[0].ResourceSlice][errorKey(prob.Err)] {
+				continue
+			}
+			var locs []string
+			for _, c := range cands {
+				if src := sourceOf[c.ResourceSlice]; src != nil {
+					locs = append(locs, src.Source.String())
+				}
+			}
+			pr := Problem{Severity: "error", Pool: p.ID.String(), Kind: api.KindSlice, Name: prob.Slice}
+			if len(cands) > 0 {
+				if src := sourceOf[cands[0].ResourceSlice]; src != nil {
+					pr.File, pr.Document, pr.Line = src.Source.File, src.Source.Doc, src.Source.Line
+				}
+			}
+			pr = fieldProblem(pr, prob.Err)
+			// A pool that misses slices cannot resolve what they hold: its
+			// references are not errors yet (KEP-4815 "Validation" judges
+			// complete pools only).
+			unresolved := !complete && prob.Err.Type == field.ErrorTypeNotFound
+			if unresolved {
+				pr.Severity = "warning"
+				pr.Message += " (the pool is incomplete: it may be in a slice not published yet)"
+			}
+			loc := ""
+			switch {
+			case len(locs) == 1:
+				loc = " (" + locs[0] + ")"
+				if !unresolved {
+					badObjects[Where(sourceOf[cands[0].ResourceSlice])] = true
+				}
+			case len(locs) > 1:
+				// Problems name their slice only; with several slices of
+				// that name there is no telling which one is meant.
+				loc = " (one of " + strings.Join(locs, ", ") + ")"
+				if !unresolved {
+					badObjects["pool "+p.ID.String()+" ResourceSlice "+prob.Slice] = true
+				}
+			}
+			line := fmt.Sprintf("pool %s: ResourceSlice %s%s: %s", p.ID, prob.Slice, loc, OneLine(prob.Err.Error()))
+			if unresolved {
+				pr.Text = "warning: " + line + " (the pool is incomplete: it may be in a slice not published yet)"
+			} else {
+				pr.Text = line
+				n++
+			}
+			r.add(pr)
+		}
+		if n > 0 {
+			r.Summary.InvalidPools++
+		}
+	}
+	r.Summary.Objects = len(objects) + len(undecoded)
+	r.Summary.Pools = len(pools)
+	r.Summary.InvalidObjects = len(badObjects)
+	r.Valid = r.Summary.Errors == 0
+	return r
+}
+
+// Objects runs the admission rules of every object; the result's
+// i-th list is objs[i]'s. ResourceSlices, which are most of a cluster's
+// objects, are validated in parallel.
+func Objects(objs []decode.Object) []field.ErrorList {
+	out := make([]field.ErrorList, len(objs))
+	var slices []*api.ResourceSlice
+	var at []int
+	for i := range objs {
+		if s, ok := objs[i].Obj.(*api.ResourceSlice); ok {
+			slices = append(slices, s)
+			at = append(at, i)
+			continue
+		}
+		out[i] = Object(&objs[i])
+	}
+	for j, errs := range validation.ResourceSlices(slices) {
+		out[at[j]] = errs
+	}
+	return out
+}
+
+// Object runs the admission rules of the object's kind. Kinds
+// dractl has no rules for pass: admission of core kinds is kubectl's job.
+func Object(obj *decode.Object) field.ErrorList {
+	switch o := obj.Obj.(type) {
+	case *api.ResourceSlice:
+		return validation.ResourceSlice(o)
+	case *resourcev1.DeviceClass:
+		return validation.DeviceClass(o)
+	case *resourcev1.ResourceClaim:
+		return validation.ResourceClaim(o)
+	case *resourcev1.ResourceClaimTemplate:
+		return validation.ResourceClaimTemplate(o)
+	case *workload.Workload:
+		return workload.Validate(o)
+	}
+	return nil
+}
+
+// Warnings returns what kube-apiserver admits although a KEP or the
+// API reference advises against it.
+func Warnings(obj *decode.Object) []validation.Warning {
+	switch o := obj.Obj.(type) {
+	case *api.ResourceSlice:
+		return validation.ResourceSliceWarnings(o)
+	case *resourcev1.ResourceClaim:
+		return validation.ResourceClaimWarnings(o)
+	case *resourcev1.ResourceClaimTemplate:
+		return validation.ResourceClaimTemplateWarnings(o)
+	}
+	return nil
+}
+
+// errorKey identifies an error by where and what, not by its wording,
+// because admission and pool validation phrase the same Problem differently.
+func errorKey(e *field.Error) string {
+	return string(e.Type) + " " + e.Field
+}
+
+// slicesNamed finds the slices a pool Problem may be about: normally one,
+// several only in an input that publishes two slices of one name.
+func slicesNamed(p *pool.Pool, name string) []*pool.Slice {
+	var found []*pool.Slice
+	for _, s := range p.Slices {
+		if s.Name == name {
+			found = append(found, s)
+		}
+	}
+	return found
+}
+
+// completeness explains why a pool is not complete. The scheduler skips such
+// a pool rather than use part of it; fewer slices is normal while a driver
+// publishes, more means two publishers or slices from different inputs.
+func Completeness(p *pool.Pool) string {
+	if int64(len(p.Slices)) < p.SliceCount {
+		return fmt.Sprintf("incomplete: %d of %d slices of generation %d found; the scheduler ignores the pool until all are published",
+			len(p.Slices), p.SliceCount, p.Generation)
+	}
+	return fmt.Sprintf("%d slices of generation %d found where resourceSliceCount is %d; the scheduler ignores the pool",
+		len(p.Slices), p.Generation, declaredSliceCount(p))
+}
+
+// declaredSliceCount is the largest resourceSliceCount the pool's slices
+// state, as written: pool.Pool.SliceCount never goes below zero, and a
+// user who wrote -3 should read -3.
+func declaredSliceCount(p *pool.Pool) int64 {
+	if len(p.Slices) == 0 {
+		return p.SliceCount
+	}
+	n := p.Slices[0].Spec.Pool.ResourceSliceCount
+	for _, s := range p.Slices[1:] {
+		n = max(n, s.Spec.Pool.ResourceSliceCount)
+	}
+	return n
+}
+
+// Where locates an object the way every dractl message does:
+// "<file>#<doc> <Kind>/<name>".
+func Where(obj *decode.Object) string {
+	return fmt.Sprintf("%s %s/%s", obj.Source, obj.Kind, obj.Name)
+}
