@@ -15,14 +15,14 @@ import (
 )
 
 type allocateOptions struct {
-	*globalOptions
+	*inputOptions
 	node     string
 	strategy string
 	output   string
 }
 
-func newAllocateCommand(g *globalOptions) *cobra.Command {
-	o := &allocateOptions{globalOptions: g}
+func newAllocateCommand(g *inputOptions) *cobra.Command {
+	o := &allocateOptions{inputOptions: g}
 	cmd := &cobra.Command{
 		Use:   "allocate -f FILE|DIR|- ... [--node NAME] [--strategy first-fit|best-fit]",
 		Short: "Allocate devices for the pending ResourceClaims, as kube-scheduler would",

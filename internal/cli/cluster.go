@@ -58,7 +58,7 @@ func (g *group) String() string {
 // readCluster reads and admits the inputs. Unlike validate, an invalid
 // input is not a finding here but a reason not to answer: the exit code is
 // ExitCannotAnswer, and every problem is returned for the caller to print.
-func (o *globalOptions) readCluster(strategy allocator.Strategy) (*cluster, []admit.Problem, error) {
+func (o *inputOptions) readCluster(strategy allocator.Strategy) (*cluster, []admit.Problem, error) {
 	c, err := o.readClusterInput(strategy)
 	var ce *inputErrors
 	if errors.As(err, &ce) {
@@ -79,7 +79,7 @@ func printProblems(w io.Writer, problems []admit.Problem) {
 	}
 }
 
-func (o *globalOptions) readClusterInput(strategy allocator.Strategy) (*cluster, error) {
+func (o *inputOptions) readClusterInput(strategy allocator.Strategy) (*cluster, error) {
 	gates, err := parseFeatureGates(o.featureGates)
 	if err != nil {
 		return nil, err

@@ -13,14 +13,14 @@ import (
 )
 
 type compactOptions struct {
-	*globalOptions
+	*inputOptions
 	output string
 	opts   compact.Options
 	repack bool
 }
 
-func newCompactCommand(g *globalOptions) *cobra.Command {
-	o := &compactOptions{globalOptions: g}
+func newCompactCommand(g *inputOptions) *cobra.Command {
+	o := &compactOptions{inputOptions: g}
 	cmd := &cobra.Command{
 		Use:   "compact -f FILE|DIR|- ...",
 		Short: "Rewrite ResourceSlices into mixin form and report the bytes saved",

@@ -21,13 +21,13 @@ import (
 )
 
 type describeOptions struct {
-	*globalOptions
+	*inputOptions
 	cluster *clusterOptions
 	output  string
 }
 
-func newDescribeCommand(g *globalOptions) *cobra.Command {
-	o := &describeOptions{globalOptions: g}
+func newDescribeCommand(g *inputOptions) *cobra.Command {
+	o := &describeOptions{inputOptions: g}
 	cmd := &cobra.Command{
 		Use:   "describe pool|node NAME [-f FILE|DIR|- ...] [-o text|svg]",
 		Short: "Show how full a resource pool or a node's pools are, partition by partition",

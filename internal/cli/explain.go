@@ -15,15 +15,15 @@ import (
 )
 
 type explainOptions struct {
-	*globalOptions
+	*inputOptions
 	cluster *clusterOptions
 	node    string
 	claim   string
 	output  string
 }
 
-func newExplainCommand(g *globalOptions) *cobra.Command {
-	o := &explainOptions{globalOptions: g}
+func newExplainCommand(g *inputOptions) *cobra.Command {
+	o := &explainOptions{inputOptions: g}
 	cmd := &cobra.Command{
 		Use:   "explain (-f FILE|DIR|- ... [--claim NAME] [-o json] | pod/NAME) [--node NAME]",
 		Short: "Explain, per node and request, why a ResourceClaim does or does not fit",

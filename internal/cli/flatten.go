@@ -12,13 +12,13 @@ import (
 )
 
 type flattenOptions struct {
-	*globalOptions
+	*inputOptions
 	output string
 	strict bool
 }
 
-func newFlattenCommand(g *globalOptions) *cobra.Command {
-	o := &flattenOptions{globalOptions: g}
+func newFlattenCommand(g *inputOptions) *cobra.Command {
+	o := &flattenOptions{inputOptions: g}
 	cmd := &cobra.Command{
 		Use:   "flatten -f FILE|DIR|- ...",
 		Short: "Resolve mixins and print plain resource.k8s.io/v1 ResourceSlices",

@@ -22,13 +22,13 @@ import (
 )
 
 type getOptions struct {
-	*globalOptions
+	*inputOptions
 	cluster *clusterOptions
 	output  string
 }
 
-func newGetCommand(g *globalOptions) *cobra.Command {
-	o := &getOptions{globalOptions: g}
+func newGetCommand(g *inputOptions) *cobra.Command {
+	o := &getOptions{inputOptions: g}
 	cmd := &cobra.Command{
 		Use:   "get pools [POOL...]",
 		Short: "List the resource pools of a cluster with their occupancy",

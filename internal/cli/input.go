@@ -26,7 +26,7 @@ type input struct {
 }
 
 // addInputFlags registers the flags of the verbs that read manifests.
-func (o *globalOptions) addInputFlags(cmd *cobra.Command) {
+func (o *inputOptions) addInputFlags(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.StringArrayVarP(&o.filenames, "filename", "f", nil,
 		"file, directory or - (stdin) to read objects from; repeatable")
@@ -37,7 +37,7 @@ func (o *globalOptions) addInputFlags(cmd *cobra.Command) {
 }
 
 // decodeOptions turns the input flags into decode options.
-func (o *globalOptions) decodeOptions() (decode.Options, error) {
+func (o *inputOptions) decodeOptions() (decode.Options, error) {
 	q, err := resource.ParseQuantity(o.maxObjectBytes)
 	if err != nil || q.Sign() <= 0 || !q.IsZero() && q.Value() > math.MaxInt32 {
 		return decode.Options{}, usageErrorf("--max-object-size: expected a positive size such as 3Mi or 10Mi, found %q", o.maxObjectBytes)
@@ -49,7 +49,7 @@ func (o *globalOptions) decodeOptions() (decode.Options, error) {
 // usage error (exit 2): nothing about their content is known. Everything
 // that can be opened is decoded in full so that one bad document does not
 // hide problems in the others.
-func (o *globalOptions) read() (*input, error) {
+func (o *inputOptions) read() (*input, error) {
 	opts, err := o.decodeOptions()
 	if err != nil {
 		return nil, err

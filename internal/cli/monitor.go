@@ -18,7 +18,7 @@ import (
 )
 
 type monitorOptions struct {
-	*globalOptions
+	*inputOptions
 	cluster     *clusterOptions
 	bind        string
 	leaderElect bool
@@ -26,8 +26,8 @@ type monitorOptions struct {
 	grace       time.Duration
 }
 
-func newMonitorCommand(g *globalOptions) *cobra.Command {
-	o := &monitorOptions{globalOptions: g}
+func newMonitorCommand(g *inputOptions) *cobra.Command {
+	o := &monitorOptions{inputOptions: g}
 	cmd := &cobra.Command{
 		Use:   "monitor",
 		Short: "Watch the cluster's resource pools: Events on problems, Prometheus metrics",

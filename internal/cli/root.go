@@ -20,9 +20,9 @@ type Streams struct {
 	Err io.Writer
 }
 
-// globalOptions are the flags the verbs that read input share (see
-// addInputFlags).
-type globalOptions struct {
+// inputOptions are the flags the verbs that read input share
+// (addInputFlags), and the streams every verb writes to.
+type inputOptions struct {
 	Streams
 	filenames      []string
 	recursive      bool
@@ -75,7 +75,7 @@ func RunAs(ctx context.Context, name string, args []string, s Streams) int {
 }
 
 func newRootCommand(s Streams) *cobra.Command {
-	o := &globalOptions{Streams: s}
+	o := &inputOptions{Streams: s}
 	root := &cobra.Command{
 		Use:   "dractl",
 		Short: "Validate, flatten and compact Kubernetes DRA ResourceSlices",
@@ -138,7 +138,7 @@ func commandPath(root *cobra.Command, args []string) string {
 
 // requireInputs rejects a command line without -f: reading stdin implicitly
 // would make a forgotten -f hang in a terminal.
-func (o *globalOptions) requireInputs() error {
+func (o *inputOptions) requireInputs() error {
 	if len(o.filenames) == 0 {
 		return usageErrorf("no input: pass -f FILE, -f DIR or -f - (stdin)")
 	}

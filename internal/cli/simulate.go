@@ -17,7 +17,7 @@ import (
 )
 
 type simulateOptions struct {
-	*globalOptions
+	*inputOptions
 	workloads   []string
 	strategies  []string
 	output      string
@@ -27,8 +27,8 @@ type simulateOptions struct {
 	reportNodes int
 }
 
-func newSimulateCommand(g *globalOptions) *cobra.Command {
-	o := &simulateOptions{globalOptions: g}
+func newSimulateCommand(g *inputOptions) *cobra.Command {
+	o := &simulateOptions{inputOptions: g}
 	cmd := &cobra.Command{
 		Use:   "simulate -f CLUSTER ... --workload FILE ... [--strategy first-fit,best-fit] [-o text|json|html]",
 		Short: "Run a stream of pods through a cluster, placement strategies side by side",
@@ -116,7 +116,7 @@ func (o *simulateOptions) run(ctx context.Context) error {
 	if pending > 0 {
 		fmt.Fprintf(o.Err, "note: %s without status.allocation in the cluster input; the workload is only what --workload gives\n", plural(pending, "ResourceClaim"))
 	}
-	wl := &globalOptions{Streams: o.Streams, filenames: o.workloads, recursive: o.recursive, maxObjectBytes: o.maxObjectBytes}
+	wl := &inputOptions{Streams: o.Streams, filenames: o.workloads, recursive: o.recursive, maxObjectBytes: o.maxObjectBytes}
 	in, err := wl.read()
 	if err != nil {
 		return err

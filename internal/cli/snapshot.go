@@ -9,7 +9,7 @@ import (
 	"github.com/dractl/dractl/pkg/live"
 )
 
-func newSnapshotCommand(g *globalOptions) *cobra.Command {
+func newSnapshotCommand(g *inputOptions) *cobra.Command {
 	var cluster *clusterOptions
 	cmd := &cobra.Command{
 		Use:   "snapshot DIR",

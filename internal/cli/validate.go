@@ -10,7 +10,7 @@ import (
 	"github.com/dractl/dractl/pkg/admit"
 )
 
-func newValidateCommand(o *globalOptions) *cobra.Command {
+func newValidateCommand(o *inputOptions) *cobra.Command {
 	var output string
 	var liveFlag bool
 	var cluster *clusterOptions

@@ -53,7 +53,7 @@ func currentVersion() versionInfo {
 	return v
 }
 
-func newVersionCommand(o *globalOptions) *cobra.Command {
+func newVersionCommand(o *inputOptions) *cobra.Command {
 	var output string
 	cmd := &cobra.Command{
 		Use:   "version",

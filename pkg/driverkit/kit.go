@@ -80,9 +80,14 @@ type Kit struct {
 	claimUse map[types.UID]counterUse
 }
 
-type counterUse map[DeviceKey]map[string]resource.Quantity
+// counterSetKey names a published counter set.
+type counterSetKey struct {
+	Pool, Set string
+}
 
-func (u counterUse) add(set DeviceKey, counter string, v resource.Quantity, sign int) {
+type counterUse map[counterSetKey]map[string]resource.Quantity
+
+func (u counterUse) add(set counterSetKey, counter string, v resource.Quantity, sign int) {
 	if u[set] == nil {
 		u[set] = map[string]resource.Quantity{}
 	}
@@ -326,9 +331,10 @@ func (k *Kit) ownedBy(p Partition, rec *ClaimRecord) bool {
 	return false
 }
 
-// ConflictError is a prepare refused because another claim holds a device
-// or counters the claim needs.
-type ConflictError struct {
+// PrepareConflictError is a prepare refused because another claim on this
+// node holds a device or counters the claim needs, or because the claim
+// names a device this driver does not publish.
+type PrepareConflictError struct {
 	Claim  types.UID
 	Device DeviceKey
 	// Holders are the claims in the way.
@@ -336,7 +342,7 @@ type ConflictError struct {
 	Reason  string
 }
 
-func (e *ConflictError) Error() string {
+func (e *PrepareConflictError) Error() string {
 	return fmt.Sprintf("claim %s: device %s %s (held by claim %s)", e.Claim, e.Device, e.Reason, joinUIDs(e.Holders))
 }
 
@@ -362,20 +368,20 @@ func (k *Kit) reserve(uid types.UID, devices []PreparedDevice, force bool) error
 	for _, d := range devices {
 		key := DeviceKey{d.Pool, d.Device}
 		if !k.inv.known(key) && !force {
-			return &ConflictError{Claim: uid, Device: key, Reason: "is not published by this driver"}
+			return &PrepareConflictError{Claim: uid, Device: key, Reason: "is not published by this driver"}
 		}
 		if !d.exclusive() {
 			continue
 		}
 		if holder, ok := k.held[key]; (ok && holder != uid || slices.Contains(mine, key)) && !force {
-			return &ConflictError{Claim: uid, Device: key, Holders: []types.UID{holder}, Reason: "is already prepared"}
+			return &PrepareConflictError{Claim: uid, Device: key, Holders: []types.UID{holder}, Reason: "is already prepared"}
 		}
 		mine = append(mine, key)
 		for _, c := range k.inv.consumes[key] {
-			set := DeviceKey{d.Pool, c.CounterSet}
+			set := counterSetKey{d.Pool, c.CounterSet}
 			avail, ok := k.inv.sets[set]
 			if !ok && !force {
-				return &ConflictError{Claim: uid, Device: key, Reason: "consumes from unknown counter set " + c.CounterSet}
+				return &PrepareConflictError{Claim: uid, Device: key, Reason: "consumes from unknown counter set " + c.CounterSet}
 			}
 			for _, name := range slices.Sorted(maps.Keys(c.Counters)) {
 				v := c.Counters[name]
@@ -383,7 +389,7 @@ func (k *Kit) reserve(uid types.UID, devices []PreparedDevice, force bool) error
 				total.Add(add[set][name])
 				total.Add(v.Value)
 				if limit := avail[name]; total.Cmp(limit) > 0 && !force {
-					return &ConflictError{Claim: uid, Device: key, Holders: k.holdersOf(set, name),
+					return &PrepareConflictError{Claim: uid, Device: key, Holders: k.holdersOf(set, name),
 						Reason: fmt.Sprintf("overlaps a prepared partition: counter %s of %s would be %s of %s", name, c.CounterSet, total.String(), limit.String())}
 				}
 				add.add(set, name, v.Value, 1)
@@ -406,7 +412,7 @@ func (k *Kit) reserve(uid types.UID, devices []PreparedDevice, force bool) error
 }
 
 // holdersOf lists the claims holding a device that consumes the counter.
-func (k *Kit) holdersOf(set DeviceKey, counter string) []types.UID {
+func (k *Kit) holdersOf(set counterSetKey, counter string) []types.UID {
 	var out []types.UID
 	for uid, use := range k.claimUse {
 		if q, ok := use[set][counter]; ok && !q.IsZero() {

@@ -251,9 +251,9 @@ func TestConflicts(t *testing.T) {
 				}
 				return
 			}
-			var conflict *driverkit.ConflictError
+			var conflict *driverkit.PrepareConflictError
 			if !errors.As(err, &conflict) || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("error %v, want a ConflictError with %q", err, tc.want)
+				t.Fatalf("error %v, want a PrepareConflictError with %q", err, tc.want)
 			}
 			if after := e.partitions(); !slices.Equal(after, before) {
 				t.Errorf("partitions %v after a refused prepare, before %v", after, before)
@@ -290,7 +290,7 @@ func TestConcurrentOverlappingPrepares(t *testing.T) {
 		wg.Wait()
 		winners := 0
 		for _, err := range errs {
-			var conflict *driverkit.ConflictError
+			var conflict *driverkit.PrepareConflictError
 			switch {
 			case err == nil:
 				winners++

@@ -203,11 +203,11 @@ func splitForV1(s *api.ResourceSlice) []*api.ResourceSlice {
 // consumes from which counter set, and what the counter sets hold.
 type inventory struct {
 	consumes map[DeviceKey][]resourcev1.DeviceCounterConsumption
-	sets     map[DeviceKey]map[string]resource.Quantity // key: pool, counter set
+	sets     map[counterSetKey]map[string]resource.Quantity
 }
 
 func newInventory() inventory {
-	return inventory{consumes: map[DeviceKey][]resourcev1.DeviceCounterConsumption{}, sets: map[DeviceKey]map[string]resource.Quantity{}}
+	return inventory{consumes: map[DeviceKey][]resourcev1.DeviceCounterConsumption{}, sets: map[counterSetKey]map[string]resource.Quantity{}}
 }
 
 func (inv inventory) add(pool string, spec *resourcev1.ResourceSliceSpec) {
@@ -219,7 +219,7 @@ func (inv inventory) add(pool string, spec *resourcev1.ResourceSliceSpec) {
 		for name, c := range cs.Counters {
 			m[name] = c.Value
 		}
-		inv.sets[DeviceKey{pool, cs.Name}] = m
+		inv.sets[counterSetKey{pool, cs.Name}] = m
 	}
 }
 
