@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -45,9 +46,13 @@ reach. Every DRA feature
 gate is on; --feature-gates turns gates off as a cluster would
 (--feature-gates DRAConsumableCapacity=false,DRAFractionalCapacityRange=false).
 
-Exit codes: 0 allocated; 1 the claims do not fit (the explanation is
-printed to stderr); 2 invalid input, or a fatal error such as an invalid
-resource pool when no node fits.`,
+Pods are independent, as in kube-scheduler: a pod whose claims fit
+nowhere is explained on stderr and the others are still allocated and
+printed.
+
+Exit codes: 0 allocated; 1 some pod's claims do not fit (the explanation
+is printed to stderr); 2 invalid input, or a fatal error such as an
+invalid resource pool when no node fits.`,
 		Example: `  dractl allocate -f examples/a100-mig-mixins
   dractl allocate -f pod.yaml -f cluster/
   dractl allocate -f examples/tpu-multihost --node node-5 -o json`,
@@ -89,13 +94,25 @@ func (o *allocateOptions) run(ctx context.Context) error {
 		ctx = context.Background()
 	}
 	var out []any
+	// Pods are independent, as in kube-scheduler: one that fits nowhere
+	// is explained and the others are still allocated; the exit code is
+	// the worst of them.
+	var failed *exitError
 	for _, g := range c.groups {
 		pending := c.pending(g)
 		if len(pending) == 0 {
 			continue
 		}
 		claims, err := o.allocateGroup(ctx, c, g, pending, nodes)
-		if err != nil {
+		var ee *exitError
+		switch {
+		case errors.As(err, &ee):
+			fmt.Fprintf(o.Err, "error: %s\n", ee.msg)
+			if failed == nil || ee.code > failed.code {
+				failed = &exitError{code: ee.code}
+			}
+			continue
+		case err != nil:
 			return err
 		}
 		for _, claim := range claims {
@@ -104,6 +121,9 @@ func (o *allocateOptions) run(ctx context.Context) error {
 	}
 	if err := decode.Encode(o.Out, out, o.output); err != nil {
 		return writeError(err)
+	}
+	if failed != nil {
+		return failed
 	}
 	return nil
 }
@@ -129,7 +149,9 @@ func (o *allocateOptions) allocateGroup(ctx context.Context, c *cluster, g *grou
 		}
 		claims := g.allocated(pending, results)
 		if err := c.assume(claims); err != nil {
-			return nil, fatal(err)
+			// The State refused what the allocator found: a bug that
+			// would hand a device out twice, so nothing more is answered.
+			return nil, fmt.Errorf("%s: recording the allocation on node %s: %w", g, node.Name, err)
 		}
 		if g.pod != nil {
 			fmt.Fprintf(o.Err, "%s: allocated %s on node %s\n", g, plural(len(claims), "claim"), node.Name)
