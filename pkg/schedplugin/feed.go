@@ -2,6 +2,7 @@ package schedplugin
 
 import (
 	"errors"
+	"strconv"
 	"sync"
 	"time"
 
@@ -379,4 +380,13 @@ func handlers[T any](set func(T), del func(T)) cache.ResourceEventHandlerFuncs {
 			}
 		},
 	}
+}
+
+// newerVersion reports whether resource version a is newer than b. The
+// API server's versions are integers (the assume cache compares them the
+// same way); anything else counts as not newer.
+func newerVersion(a, b string) bool {
+	x, err1 := strconv.ParseInt(a, 10, 64)
+	y, err2 := strconv.ParseInt(b, 10, 64)
+	return err1 == nil && err2 == nil && x > y
 }
