@@ -44,9 +44,11 @@ type cycleState struct {
 	waiting bool
 
 	// Set by Reserve: the chosen node's allocations, one per pending
-	// claim, and which of them PreBind wrote.
+	// claim; which of them are in flight in the framework's claim tracker
+	// (signalled by Reserve, until PreBind wrote them or Unreserve took
+	// them back); and which of them PreBind wrote.
 	allocations []*resourcev1.AllocationResult
-	reserved    []bool
+	inFlight    []bool
 	written     []bool
 	// preBound: PreBind wrote every claim and returned success, so the
 	// pod's binding may have been sent (see Unreserve).

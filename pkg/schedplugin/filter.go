@@ -40,12 +40,12 @@ func (pl *Plugin) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, no
 		case skipsNodeOperations(a) && !slices.Contains(node.Status.DeclaredFeatures, nodeOperationsFeature):
 			why = whyNodeOps
 		case pl.fts.BindingConditions:
-			ready, err := readyForBinding(pc.claim)
+			ready, err := claimReadyForBinding(pc.claim)
 			switch {
 			case err != nil:
 				why = whyBindingFailed
 			case !ready && pl.bindingTimedOut(pc.claim):
-				why = whyBindingTimout
+				why = whyBindingTimedOut
 			}
 		}
 		if why != "" {

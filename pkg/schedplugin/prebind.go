@@ -89,7 +89,7 @@ func (pl *Plugin) PreBind(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, n
 	// Written: the allocations are no longer in flight.
 	for j, i := range s.pending {
 		pl.dra.ResourceClaims().MaybeRemoveClaimPendingAllocation(s.claims[i].claim.UID, true)
-		s.reserved[j] = false
+		s.inFlight[j] = false
 	}
 	if !pl.fts.BindingConditions || !hasBindingConditions(s) {
 		s.preBound = true
@@ -99,7 +99,7 @@ func (pl *Plugin) PreBind(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, n
 	pl.gate.release(pod.UID)
 	pl.fh.EventRecorder().Eventf(pod, nil, v1.EventTypeNormal, "BindingConditionsPending", "Scheduling", "waiting for binding conditions for device on node %s", nodeName)
 	err = wait.PollUntilContextTimeout(ctx, bindingPollInterval, pl.cfg.bindingTimeout, true, func(context.Context) (bool, error) {
-		return pl.readyForBinding(s)
+		return pl.claimsReadyForBinding(s)
 	})
 	if errors.Is(err, context.DeadlineExceeded) {
 		err = fmt.Errorf("%w: %w", ErrBindingTimeout, err)
@@ -228,16 +228,16 @@ func hasBindingConditions(s *cycleState) bool {
 	return false
 }
 
-// readyForBinding re-reads the pod's claims and reports whether all of
+// claimsReadyForBinding re-reads the pod's claims and reports whether all of
 // their binding conditions hold.
-func (pl *Plugin) readyForBinding(s *cycleState) (bool, error) {
+func (pl *Plugin) claimsReadyForBinding(s *cycleState) (bool, error) {
 	for i, pc := range s.claims {
 		c, err := pl.dra.ResourceClaims().Get(pc.claim.Namespace, pc.claim.Name)
 		if err != nil {
 			return false, err
 		}
 		s.claims[i].claim = c
-		ready, err := readyForBinding(c)
+		ready, err := claimReadyForBinding(c)
 		if err != nil {
 			return false, err
 		}
@@ -251,9 +251,9 @@ func (pl *Plugin) readyForBinding(s *cycleState) (bool, error) {
 	return true, nil
 }
 
-// readyForBinding reports whether every binding condition of the claim's
+// claimReadyForBinding reports whether every binding condition of the claim's
 // devices is true; an error says that a binding failure condition is.
-func readyForBinding(c *resourcev1.ResourceClaim) (bool, error) {
+func claimReadyForBinding(c *resourcev1.ResourceClaim) (bool, error) {
 	if c.Status.Allocation == nil {
 		return false, nil
 	}

@@ -42,7 +42,7 @@ func (pl *Plugin) Reserve(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, n
 		return asError(logger, fmt.Errorf("no allocation for node %s", nodeName))
 	}
 	s.allocations = res
-	s.reserved = make([]bool, len(s.pending))
+	s.inFlight = make([]bool, len(s.pending))
 	s.written = make([]bool, len(s.pending))
 	for j, i := range s.pending {
 		c := s.claims[i].claim.DeepCopy()
@@ -53,7 +53,7 @@ func (pl *Plugin) Reserve(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, n
 		if err := pl.feed.assume(c); err != nil {
 			return asError(logger, fmt.Errorf("assume allocation of claim %s: %w", klog.KObj(c), err))
 		}
-		s.reserved[j] = true
+		s.inFlight[j] = true
 		if err := pl.dra.ResourceClaims().SignalClaimPendingAllocation(c.UID, c); err != nil {
 			return asError(logger, fmt.Errorf("signal allocation of claim %s: %w", klog.KObj(c), err))
 		}
@@ -73,7 +73,7 @@ func (pl *Plugin) Unreserve(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 		return
 	}
 	for j, i := range s.pending {
-		if j >= len(s.reserved) || !s.reserved[j] {
+		if j >= len(s.inFlight) || !s.inFlight[j] {
 			continue
 		}
 		c := s.claims[i].claim
@@ -83,7 +83,7 @@ func (pl *Plugin) Unreserve(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 		if !s.written[j] {
 			pl.feed.forget(state.KeyOf(c))
 		}
-		s.reserved[j] = false
+		s.inFlight[j] = false
 	}
 	if s.preBound {
 		// The binding failed after PreBind, and may have failed with an
