@@ -2,6 +2,7 @@ package schedplugin
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
 	"sync"
 	"time"
@@ -69,19 +70,21 @@ func newFeed(st *state.State, waiting *waitlist, logger klog.Logger) *feed {
 	}
 }
 
-// setClaim records a claim as observed.
-func (f *feed) setClaim(c *resourcev1.ResourceClaim) {
+// setClaim records a claim as observed. A claim the State refuses is
+// applied again after every claim change.
+func (f *feed) setClaim(c *resourcev1.ResourceClaim) error {
 	f.mu.Lock()
-	freed := f.setClaimLocked(c)
+	freed, err := f.setClaimLocked(c)
 	freed = f.retryRejectedLocked() || freed
 	f.mu.Unlock()
 	f.released(freed)
+	return err
 }
 
 // setClaimLocked applies an observed claim and reports whether that
 // released devices: the claim was deallocated or replaced, or an
 // assumption it contradicts was dropped.
-func (f *feed) setClaimLocked(c *resourcev1.ResourceClaim) (freed bool) {
+func (f *feed) setClaimLocked(c *resourcev1.ResourceClaim) (freed bool, err error) {
 	key := state.KeyOf(c)
 	if as, ok := f.st.Assumption(key); ok && c.Status.Allocation == nil &&
 		(as.Claim.UID != c.UID || as.Written != "" && newerVersion(c.ResourceVersion, as.Written)) {
@@ -91,7 +94,7 @@ func (f *feed) setClaimLocked(c *resourcev1.ResourceClaim) (freed bool) {
 		freed = f.forgetLocked(key)
 	}
 	old := f.st.Observed(key)
-	err := f.st.SetClaim(c)
+	err = f.st.SetClaim(c)
 	var conflict *state.ConflictError
 	if errors.As(err, &conflict) && conflict.HolderAssumed {
 		// The API has the last word: an assumption it contradicts was
@@ -101,18 +104,18 @@ func (f *feed) setClaimLocked(c *resourcev1.ResourceClaim) (freed bool) {
 		err = f.st.SetClaim(c)
 	}
 	if err != nil {
-		f.logger.Error(err, "ResourceClaim not applied to the allocation state; retried after the next claim change", "claim", key)
 		f.rejected[key] = c
-		return freed
+		return freed, fmt.Errorf("%w (applied again after the next claim change)", err)
 	}
 	delete(f.rejected, key)
 	if old != nil && old.Status.Allocation != nil && (old.UID != c.UID || c.Status.Allocation == nil) {
 		freed = true
 	}
-	return freed
+	return freed, nil
 }
 
-func (f *feed) deleteClaim(c *resourcev1.ResourceClaim) {
+// deleteClaim removes a deleted claim, and with it any assumption.
+func (f *feed) deleteClaim(c *resourcev1.ResourceClaim) error {
 	f.mu.Lock()
 	key := state.KeyOf(c)
 	_, freed := f.st.Assumption(key)
@@ -120,12 +123,11 @@ func (f *feed) deleteClaim(c *resourcev1.ResourceClaim) {
 		freed = true
 	}
 	delete(f.rejected, key)
-	if err := f.st.DeleteClaim(c.Namespace, c.Name); err != nil {
-		f.logger.V(4).Info("Deleted ResourceClaim was not in the allocation state", "claim", key, "err", err)
-	}
+	err := f.st.DeleteClaim(c.Namespace, c.Name)
 	freed = f.retryRejectedLocked() || freed
 	f.mu.Unlock()
 	f.released(freed)
+	return err
 }
 
 // released tells the waitlist that the State released devices. It is
@@ -139,8 +141,12 @@ func (f *feed) released(freed bool) {
 // retryRejectedLocked applies the rejected claims again and reports
 // whether that released devices.
 func (f *feed) retryRejectedLocked() (freed bool) {
-	for _, c := range f.rejected {
-		freed = f.setClaimLocked(c) || freed
+	for key, c := range f.rejected {
+		ok, err := f.setClaimLocked(c)
+		if err != nil {
+			f.logger.Error(err, "ResourceClaim still not applied to the allocation state", "claim", key)
+		}
+		freed = ok || freed
 	}
 	return freed
 }
@@ -155,8 +161,11 @@ func (f *feed) observe(c *resourcev1.ResourceClaim) {
 		f.mu.Unlock()
 		return
 	}
-	freed := f.setClaimLocked(c)
+	freed, err := f.setClaimLocked(c)
 	f.mu.Unlock()
+	if err != nil {
+		f.logger.Error(err, "ResourceClaim not applied to the allocation state", "claim", klog.KObj(c))
+	}
 	f.released(freed)
 }
 
@@ -296,31 +305,6 @@ func (f *feed) sync(tr fwk.ResourceClaimTracker) {
 		}
 		f.logger.V(5).Info("Assumed allocation neither in flight nor written, dropped", "claim", key, "owner", as.Owner)
 		freed = f.forgetLocked(key) || freed
-	}
-}
-
-// handlers returns informer handlers that call set and del with objects
-// of type T, unwrapping tombstones.
-func handlers[T any](set func(T), del func(T)) cache.ResourceEventHandlerFuncs {
-	return cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) {
-			if o, ok := obj.(T); ok {
-				set(o)
-			}
-		},
-		UpdateFunc: func(_, obj any) {
-			if o, ok := obj.(T); ok {
-				set(o)
-			}
-		},
-		DeleteFunc: func(obj any) {
-			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = t.Obj
-			}
-			if o, ok := obj.(T); ok {
-				del(o)
-			}
-		},
 	}
 }
 
