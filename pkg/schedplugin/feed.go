@@ -15,7 +15,7 @@ import (
 	"github.com/dractl/dractl/pkg/state"
 )
 
-// feed applies informer events to the State and keeps the State's assumed
+// feed applies claim events to the State and keeps the State's assumed
 // allocations in step with the framework's claim tracker. Every change to
 // claims and assumptions goes through it, under its mutex, so that what
 // it reads of the State and what it writes there follow one another. When
