@@ -44,7 +44,10 @@ func startMonitor(t testing.TB, cp *framework.ControlPlane, grace time.Duration)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := monitor.New(monitor.Options{Client: cs, IncompleteGrace: grace})
+	m, err := monitor.New(monitor.Options{Client: cs, IncompleteGrace: grace})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -82,7 +82,10 @@ func (o *monitorOptions) run(ctx context.Context) error {
 	if err != nil {
 		return usageErrorf("--metrics-bind-address: %v", err)
 	}
-	m := monitor.New(monitor.Options{Client: cs, IncompleteGrace: o.grace})
+	m, err := monitor.New(monitor.Options{Client: cs, IncompleteGrace: o.grace})
+	if err != nil {
+		return err
+	}
 	srv := &http.Server{Handler: m.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	defer srv.Close()

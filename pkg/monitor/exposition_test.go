@@ -64,7 +64,7 @@ next:
 }
 
 func TestMetricsServeEveryPoolFromTheLastSync(t *testing.T) {
-	m, _, _ := newTestMonitor(time.Hour)
+	m, _, _ := newTestMonitor(t, time.Hour)
 	ok := slice("counters", 2, true)
 	m.setSlice(ok)
 	m.setSlice(slice("devices", 2, false))
@@ -125,7 +125,7 @@ func TestMetricsServeEveryPoolFromTheLastSync(t *testing.T) {
 // handler does, the pool families and the registry's alike; without them
 // every family is served, the Go heap kept by the last collection included.
 func TestMetricsNameFilter(t *testing.T) {
-	m, _, _ := newTestMonitor(time.Hour)
+	m, _, _ := newTestMonitor(t, time.Hour)
 	m.setSlice(slice("counters", 2, true))
 	m.setSlice(slice("devices", 2, false))
 	m.sync()

@@ -24,12 +24,12 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	"github.com/dractl/dractl/pkg/live"
+	"github.com/dractl/dractl/pkg/live/informer"
 	"github.com/dractl/dractl/pkg/pool"
 	"github.com/dractl/dractl/pkg/state"
 )
@@ -55,10 +55,15 @@ type Options struct {
 
 // Monitor watches pools. Create it with New, then call Run.
 type Monitor struct {
-	opts     Options
-	factory  informers.SharedInformerFactory
-	slices   cache.SharedIndexInformer
-	st       *state.State
+	opts    Options
+	factory informers.SharedInformerFactory
+	st      *state.State
+	// sliceDeltas and claimDeltas feed the State from the informers and
+	// mark what they changed.
+	sliceDeltas informer.Deltas[*resourcev1.ResourceSlice]
+	claimDeltas informer.Deltas[*resourcev1.ResourceClaim]
+	logger      klog.Logger
+
 	changed  chan struct{}
 	recorder events.EventRecorder
 
@@ -97,8 +102,9 @@ type tracked struct {
 	reported string
 }
 
-// New creates a monitor; nothing runs until Run.
-func New(opts Options) *Monitor {
+// New creates a monitor; nothing runs until Run. It fails when an
+// informer refuses the monitor's event handlers.
+func New(opts Options) (*Monitor, error) {
 	if opts.IncompleteGrace == 0 {
 		opts.IncompleteGrace = DefaultIncompleteGrace
 	}
@@ -111,24 +117,36 @@ func New(opts Options) *Monitor {
 		changed: make(chan struct{}, 1),
 		tracked: map[pool.ID]*tracked{},
 		dirty:   map[pool.ID]bool{},
+		logger:  klog.Background().WithName(Component),
 	}
 	m.recorder = opts.Recorder
 	m.metrics = newMetrics(m)
 	m.factory = informers.NewSharedInformerFactoryWithOptions(opts.Client, 0,
 		informers.WithTransform(trim(live.NewSharer())))
-	m.slices = m.factory.Resource().V1().ResourceSlices().Informer()
-	claims := m.factory.Resource().V1().ResourceClaims().Informer()
-	_, _ = m.slices.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { m.setSlice(obj) },
-		UpdateFunc: func(old, obj any) { m.deleteSliceOf(old); m.setSlice(obj) },
-		DeleteFunc: func(obj any) { m.deleteSlice(obj) },
-	})
-	_, _ = claims.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { m.setClaim(obj) },
-		UpdateFunc: func(old, obj any) { m.markClaim(old); m.setClaim(obj) },
-		DeleteFunc: func(obj any) { m.deleteClaim(obj) },
-	})
-	return m
+	m.sliceDeltas = informer.Slices(m.st)
+	m.sliceDeltas.Then = func(d informer.Delta[*resourcev1.ResourceSlice]) {
+		// An update may move a slice to another pool.
+		if d.Old != nil {
+			m.mark(poolOf(d.Old))
+		}
+		m.mark(poolOf(d.Obj))
+		m.poke()
+	}
+	// A conflicting allocation (two claims on one device) cannot be
+	// stored; the claim's previous state stays until the API settles.
+	m.claimDeltas = informer.Claims(m.st)
+	m.claimDeltas.Then = func(d informer.Delta[*resourcev1.ResourceClaim]) {
+		m.markClaim(d.Old)
+		m.markClaim(d.Obj)
+		m.poke()
+	}
+	if _, err := informer.Watch(m.logger, m.factory.Resource().V1().ResourceSlices().Informer(), m.sliceDeltas); err != nil {
+		return nil, err
+	}
+	if _, err := informer.Watch(m.logger, m.factory.Resource().V1().ResourceClaims().Informer(), m.claimDeltas); err != nil {
+		return nil, err
+	}
+	return m, nil
 }
 
 // Handler serves /metrics, /healthz and /readyz. /readyz fails until the
@@ -212,54 +230,8 @@ func (m *Monitor) poke() {
 	}
 }
 
-func (m *Monitor) setSlice(obj any) {
-	if s, ok := obj.(*resourcev1.ResourceSlice); ok {
-		_ = m.st.SetSlice(s)
-		m.mark(pool.ID{Driver: s.Spec.Driver, Pool: s.Spec.Pool.Name})
-		m.poke()
-	}
-}
-
-// deleteSliceOf marks the pool an updated slice belonged to before: an
-// update may move a slice to another pool.
-func (m *Monitor) deleteSliceOf(old any) {
-	if s, ok := old.(*resourcev1.ResourceSlice); ok {
-		m.mark(pool.ID{Driver: s.Spec.Driver, Pool: s.Spec.Pool.Name})
-	}
-}
-
-func (m *Monitor) deleteSlice(obj any) {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
-	if s, ok := obj.(*resourcev1.ResourceSlice); ok {
-		_ = m.st.DeleteSlice(s.Name)
-		m.mark(pool.ID{Driver: s.Spec.Driver, Pool: s.Spec.Pool.Name})
-		m.poke()
-	}
-}
-
-func (m *Monitor) setClaim(obj any) {
-	if c, ok := obj.(*resourcev1.ResourceClaim); ok {
-		// A conflicting allocation (two claims on one device) cannot be
-		// stored; the claim's previous state stays until the API settles.
-		if err := m.st.SetClaim(c); err != nil {
-			klog.Background().V(2).Info("Claim not applied", "claim", klog.KObj(c), "err", err)
-		}
-		m.markClaim(c)
-		m.poke()
-	}
-}
-
-func (m *Monitor) deleteClaim(obj any) {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
-	if c, ok := obj.(*resourcev1.ResourceClaim); ok {
-		_ = m.st.DeleteClaim(c.Namespace, c.Name)
-		m.markClaim(c)
-		m.poke()
-	}
+func poolOf(s *resourcev1.ResourceSlice) pool.ID {
+	return pool.ID{Driver: s.Spec.Driver, Pool: s.Spec.Pool.Name}
 }
 
 // mark records that a pool changed since the last sync.
@@ -269,10 +241,10 @@ func (m *Monitor) mark(id pool.ID) {
 	m.dirtyMu.Unlock()
 }
 
-// markClaim marks the pools a claim's allocation takes devices from.
-func (m *Monitor) markClaim(obj any) {
-	c, ok := obj.(*resourcev1.ResourceClaim)
-	if !ok || c.Status.Allocation == nil {
+// markClaim marks the pools a claim's allocation (if any) takes devices
+// from.
+func (m *Monitor) markClaim(c *resourcev1.ResourceClaim) {
+	if c == nil || c.Status.Allocation == nil {
 		return
 	}
 	for _, r := range c.Status.Allocation.Devices.Results {

@@ -43,16 +43,31 @@ func next(rec *events.FakeRecorder) string {
 
 // The informers are never started here: the test feeds the handlers and
 // runs the sync loop's body itself, with a fake clock.
-func newTestMonitor(grace time.Duration) (*Monitor, *testingclock.FakeClock, *events.FakeRecorder) {
+func newTestMonitor(t *testing.T, grace time.Duration) (*Monitor, *testingclock.FakeClock, *events.FakeRecorder) {
 	clk := testingclock.NewFakeClock(time.Unix(1e9, 0))
 	rec := events.NewFakeRecorder(10)
-	m := New(Options{Client: fake.NewClientset(), IncompleteGrace: grace, Clock: clk, Recorder: rec})
+	m, err := New(Options{Client: fake.NewClientset(), IncompleteGrace: grace, Clock: clk, Recorder: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
 	m.SetLeading(true)
 	return m, clk, rec
 }
 
+// setSlice, updateSlice and deleteSlice deliver informer events to the
+// monitor's handlers.
+func (m *Monitor) setSlice(s *resourcev1.ResourceSlice) {
+	m.sliceDeltas.Handler(m.logger).OnAdd(s, false)
+}
+func (m *Monitor) updateSlice(old, s *resourcev1.ResourceSlice) {
+	m.sliceDeltas.Handler(m.logger).OnUpdate(old, s)
+}
+func (m *Monitor) deleteSlice(s *resourcev1.ResourceSlice) {
+	m.sliceDeltas.Handler(m.logger).OnDelete(s)
+}
+
 func TestIncompletePoolReportedAfterGraceThenRecovered(t *testing.T) {
-	m, clk, rec := newTestMonitor(time.Minute)
+	m, clk, rec := newTestMonitor(t, time.Minute)
 	m.setSlice(slice("counters", 2, true))
 	m.sync()
 	if e := next(rec); e != "" {
@@ -83,7 +98,7 @@ func TestIncompletePoolReportedAfterGraceThenRecovered(t *testing.T) {
 }
 
 func TestInvalidPoolReportedAtOnceAndOnlyByTheLeader(t *testing.T) {
-	m, _, rec := newTestMonitor(time.Hour)
+	m, _, rec := newTestMonitor(t, time.Hour)
 	m.SetLeading(false)
 	m.setSlice(slice("devices", 1, false)) // consumes gpu-0, which nobody publishes
 	m.sync()
@@ -107,7 +122,7 @@ func TestInvalidPoolReportedAtOnceAndOnlyByTheLeader(t *testing.T) {
 }
 
 func TestSyncRecomputesOnlyChangedPools(t *testing.T) {
-	m, _, _ := newTestMonitor(time.Hour)
+	m, _, _ := newTestMonitor(t, time.Hour)
 	a := slice("a", 1, true)
 	b := slice("b", 1, true)
 	b.Spec.Pool.Name = "node-2"
@@ -120,8 +135,7 @@ func TestSyncRecomputesOnlyChangedPools(t *testing.T) {
 	}
 	b2 := b.DeepCopy()
 	b2.Spec.SharedCounters[0].Name = "gpu-1"
-	m.deleteSliceOf(b)
-	m.setSlice(b2)
+	m.updateSlice(b, b2)
 	m.sync()
 	for _, s := range m.current {
 		same := before[s.usage.ID.Pool] == any(s.usage)

@@ -30,11 +30,19 @@
 //     written; then the plugin waits for the devices' binding conditions
 //     until they are met, one fails, or the binding timeout passes.
 //
+// Each phase is in a file named for it (prefilter.go, filter.go,
+// postfilter.go, score.go, reserve.go, prebind.go; PreEnqueue and the
+// queueing hints in claims.go); docs/architecture.md lists them all.
+//
 // The State is fed by the scheduler's informers (ResourceSlices through
 // the DeviceTaintRule-aware slice tracker when that feature is on,
-// DeviceClasses, ResourceClaims). Allocations another plugin has made but
-// not written yet are read from the shared claim tracker at the start of
-// every cycle and assumed in the State until the API shows them.
+// DeviceClasses, ResourceClaims) through pkg/live/informer. Allocations
+// another plugin has made but not written yet are read from the shared
+// claim tracker at the start of every cycle and assumed in the State until
+// the API shows them. The State records who made each assumption and
+// what became of this plugin's write of it (state.Assumption); the feed
+// decides from that record when an assumption is wrong, and keeps only
+// the claims the State refused.
 //
 // Queueing hints requeue pods on the scheduler's own view of claim, slice
 // and class events, which can run ahead of the State. Pods whose devices

@@ -22,10 +22,10 @@ func (v verdict) String() string { return "claim " + v.claim + ": " + v.why }
 
 // Verdicts for allocated claims that the node cannot use.
 const (
-	whyElsewhere     = "allocated devices are not available on this node"
-	whyNodeOps       = "allocated devices skip node operations this node does not declare"
-	whyBindingFailed = "binding conditions of allocated devices failed"
-	whyBindingTimout = "binding conditions of allocated devices not met in time"
+	whyElsewhere       = "allocated devices are not available on this node"
+	whyNodeOps         = "allocated devices skip node operations this node does not declare"
+	whyBindingFailed   = "binding conditions of allocated devices failed"
+	whyBindingTimedOut = "binding conditions of allocated devices not met in time"
 	// whyTogether is the pod-level verdict when every request fits on its
 	// own but the claims do not fit together.
 	whyTogether = "each claim fits alone, but not all of them together"

@@ -2,11 +2,12 @@ package schedplugin
 
 import (
 	"errors"
+	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
 	resourcev1 "k8s.io/api/resource/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -14,30 +15,21 @@ import (
 	"github.com/dractl/dractl/pkg/state"
 )
 
-// feed applies informer events to the State and keeps the State's assumed
+// feed applies claim events to the State and keeps the State's assumed
 // allocations in step with the framework's claim tracker. Every change to
-// claims and assumptions goes through it, under its mutex, so that its
-// books (pending, assumed) always match the State. When a change releases
-// devices it tells the waitlist, once the State has it.
+// claims and assumptions goes through it, under its mutex, so that what
+// it reads of the State and what it writes there follow one another. When
+// a change releases devices it tells the waitlist, once the State has it.
+//
+// The State holds the claims as observed and what is known of each
+// assumed allocation (see state.Assumption); the feed keeps only what the
+// State cannot: the claims it refused, and the clock.
 type feed struct {
 	st      *state.State
 	waiting *waitlist
 	logger  klog.Logger
 
 	mu sync.Mutex
-	// observed are the claims the State holds, as last observed.
-	observed map[state.ClaimKey]*resourcev1.ResourceClaim
-	// pending are the claims observed without an allocation and not
-	// assumed: the only claims another plugin can be allocating.
-	pending map[types.UID]*resourcev1.ResourceClaim
-	// assumed are the State's assumed allocations.
-	assumed map[state.ClaimKey]assumption
-	// checked are the assumed allocations that sync looks at in every
-	// cycle: other plugins' (whose end no event of this plugin reports)
-	// and this plugin's writes of unknown outcome (whose hold runs out).
-	// This plugin's other assumptions end through its own phases and the
-	// claim events, so a cycle costs nothing per pod in flight.
-	checked map[state.ClaimKey]struct{}
 	// foreignClaims returns the claims ("namespace/name") that pods of
 	// other scheduling profiles reference: of the pending claims, the only
 	// ones another plugin can be allocating. Nil: none.
@@ -51,17 +43,16 @@ type feed struct {
 	now func() time.Time
 }
 
-type assumption struct {
-	uid types.UID
-	// foreign: made by another plugin (found in the claim tracker).
-	foreign bool
-	// written is the claim's resource version after this plugin wrote the
-	// allocation (PreBind); empty before. After a write of unknown outcome
-	// it is the version the write was based on, and until says when the
-	// hold ends if the claim never moves past it.
-	written string
-	until   time.Time
-}
+// Owners of the State's assumed allocations.
+const (
+	// ownerSelf: made by this plugin, in Reserve. Their end comes through
+	// the plugin's own phases and the claim events.
+	ownerSelf = Name
+	// ownerOther: made by another DRA plugin of the scheduler, found in
+	// the claim tracker. No event of this plugin reports their end, so
+	// sync looks at them in every cycle.
+	ownerOther = "another DRA plugin"
+)
 
 // uncertainHold is how long devices stay held for a write whose outcome the
 // API server did not report (a timeout, a lost connection) while the claim
@@ -74,37 +65,36 @@ const uncertainHold = 2 * time.Minute
 func newFeed(st *state.State, waiting *waitlist, logger klog.Logger) *feed {
 	return &feed{
 		st: st, waiting: waiting, logger: logger,
-		observed: map[state.ClaimKey]*resourcev1.ResourceClaim{},
-		pending:  map[types.UID]*resourcev1.ResourceClaim{},
-		assumed:  map[state.ClaimKey]assumption{},
-		checked:  map[state.ClaimKey]struct{}{},
 		rejected: map[state.ClaimKey]*resourcev1.ResourceClaim{},
 		now:      time.Now,
 	}
 }
 
-// setClaim records a claim as observed.
-func (f *feed) setClaim(c *resourcev1.ResourceClaim) {
+// setClaim records a claim as observed. A claim the State refuses is
+// applied again after every claim change.
+func (f *feed) setClaim(c *resourcev1.ResourceClaim) error {
 	f.mu.Lock()
-	freed := f.setClaimLocked(c)
+	freed, err := f.setClaimLocked(c)
 	freed = f.retryRejectedLocked() || freed
 	f.mu.Unlock()
 	f.released(freed)
+	return err
 }
 
 // setClaimLocked applies an observed claim and reports whether that
 // released devices: the claim was deallocated or replaced, or an
 // assumption it contradicts was dropped.
-func (f *feed) setClaimLocked(c *resourcev1.ResourceClaim) (freed bool) {
+func (f *feed) setClaimLocked(c *resourcev1.ResourceClaim) (freed bool, err error) {
 	key := state.KeyOf(c)
-	if as, ok := f.assumed[key]; ok && c.Status.Allocation == nil &&
-		(as.uid != c.UID || as.written != "" && newerVersion(c.ResourceVersion, as.written)) {
+	if as, ok := f.st.Assumption(key); ok && c.Status.Allocation == nil &&
+		(as.Claim.UID != c.UID || as.Written != "" && newerVersion(c.ResourceVersion, as.Written)) {
 		// The assumption is of a claim that was replaced, or the claim
 		// moved past the allocation's write without it: deallocated since,
 		// or a write of unknown outcome that was not stored.
 		freed = f.forgetLocked(key)
 	}
-	err := f.st.SetClaim(c)
+	old := f.st.Observed(key)
+	err = f.st.SetClaim(c)
 	var conflict *state.ConflictError
 	if errors.As(err, &conflict) && conflict.HolderAssumed {
 		// The API has the last word: an assumption it contradicts was
@@ -114,48 +104,30 @@ func (f *feed) setClaimLocked(c *resourcev1.ResourceClaim) (freed bool) {
 		err = f.st.SetClaim(c)
 	}
 	if err != nil {
-		f.logger.Error(err, "ResourceClaim not applied to the allocation state; retried after the next claim change", "claim", key)
 		f.rejected[key] = c
-		return freed
+		return freed, fmt.Errorf("%w (applied again after the next claim change)", err)
 	}
 	delete(f.rejected, key)
-	old := f.observed[key]
-	if old != nil && old.UID != c.UID {
-		delete(f.pending, old.UID)
-	}
 	if old != nil && old.Status.Allocation != nil && (old.UID != c.UID || c.Status.Allocation == nil) {
 		freed = true
 	}
-	f.observed[key] = c
-	if c.Status.Allocation != nil {
-		// An observed allocation replaces an assumed one.
-		f.dropAssumedLocked(key)
-		delete(f.pending, c.UID)
-		return freed
-	}
-	if _, ok := f.assumed[key]; !ok {
-		f.pending[c.UID] = c
-	}
-	return freed
+	return freed, nil
 }
 
-func (f *feed) deleteClaim(c *resourcev1.ResourceClaim) {
+// deleteClaim removes a deleted claim, and with it any assumption.
+func (f *feed) deleteClaim(c *resourcev1.ResourceClaim) error {
 	f.mu.Lock()
 	key := state.KeyOf(c)
-	_, freed := f.assumed[key]
-	if old := f.observed[key]; old != nil && old.Status.Allocation != nil {
+	_, freed := f.st.Assumption(key)
+	if old := f.st.Observed(key); old != nil && old.Status.Allocation != nil {
 		freed = true
 	}
-	delete(f.pending, c.UID)
-	f.dropAssumedLocked(key)
 	delete(f.rejected, key)
-	delete(f.observed, key)
-	if err := f.st.DeleteClaim(c.Namespace, c.Name); err != nil {
-		f.logger.V(4).Info("Deleted ResourceClaim was not in the allocation state", "claim", key, "err", err)
-	}
+	err := f.st.DeleteClaim(c.Namespace, c.Name)
 	freed = f.retryRejectedLocked() || freed
 	f.mu.Unlock()
 	f.released(freed)
+	return err
 }
 
 // released tells the waitlist that the State released devices. It is
@@ -169,8 +141,12 @@ func (f *feed) released(freed bool) {
 // retryRejectedLocked applies the rejected claims again and reports
 // whether that released devices.
 func (f *feed) retryRejectedLocked() (freed bool) {
-	for _, c := range f.rejected {
-		freed = f.setClaimLocked(c) || freed
+	for key, c := range f.rejected {
+		ok, err := f.setClaimLocked(c)
+		if err != nil {
+			f.logger.Error(err, "ResourceClaim still not applied to the allocation state", "claim", key)
+		}
+		freed = ok || freed
 	}
 	return freed
 }
@@ -181,12 +157,15 @@ func (f *feed) retryRejectedLocked() (freed bool) {
 // before an allocation of it can be assumed.
 func (f *feed) observe(c *resourcev1.ResourceClaim) {
 	f.mu.Lock()
-	if old := f.observed[state.KeyOf(c)]; old != nil && old.UID == c.UID {
+	if old := f.st.Observed(state.KeyOf(c)); old != nil && old.UID == c.UID {
 		f.mu.Unlock()
 		return
 	}
-	freed := f.setClaimLocked(c)
+	freed, err := f.setClaimLocked(c)
 	f.mu.Unlock()
+	if err != nil {
+		f.logger.Error(err, "ResourceClaim not applied to the allocation state", "claim", klog.KObj(c))
+	}
 	f.released(freed)
 }
 
@@ -194,27 +173,7 @@ func (f *feed) observe(c *resourcev1.ResourceClaim) {
 func (f *feed) assume(c *resourcev1.ResourceClaim) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.assumeLocked(c, false)
-}
-
-func (f *feed) assumeLocked(c *resourcev1.ResourceClaim, foreign bool) error {
-	if err := f.st.Assume(c); err != nil {
-		return err
-	}
-	key := state.KeyOf(c)
-	f.assumed[key] = assumption{uid: c.UID, foreign: foreign}
-	if foreign {
-		f.checked[key] = struct{}{}
-	}
-	delete(f.pending, c.UID)
-	return nil
-}
-
-// dropAssumedLocked removes an assumption from the books (not from the
-// State).
-func (f *feed) dropAssumedLocked(key state.ClaimKey) {
-	delete(f.assumed, key)
-	delete(f.checked, key)
+	return f.st.AssumeBy(c, ownerSelf)
 }
 
 // written records that PreBind stored the assumed allocation in the
@@ -222,10 +181,8 @@ func (f *feed) dropAssumedLocked(key state.ClaimKey) {
 func (f *feed) written(key state.ClaimKey, rv string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if as, ok := f.assumed[key]; ok {
-		as.written = rv
-		f.assumed[key] = as
-	}
+	// Not assumed (any more): the claim's events overtook PreBind.
+	_ = f.st.SetWritten(key.Namespace, key.Name, rv)
 }
 
 // mayBeWritten records that PreBind's write of the assumed allocation
@@ -237,12 +194,8 @@ func (f *feed) written(key state.ClaimKey, rv string) {
 func (f *feed) mayBeWritten(key state.ClaimKey, base string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if as, ok := f.assumed[key]; ok {
-		as.written = base
-		as.until = f.now().Add(uncertainHold)
-		f.assumed[key] = as
-		f.checked[key] = struct{}{}
-	}
+	// Not assumed (any more): the claim's events overtook PreBind.
+	_ = f.st.SetMaybeWritten(key.Namespace, key.Name, base, f.now().Add(uncertainHold))
 }
 
 // writeUnknown reports whether PreBind's write of the claim's assumed
@@ -251,12 +204,12 @@ func (f *feed) mayBeWritten(key state.ClaimKey, base string) {
 func (f *feed) writeUnknown(key state.ClaimKey) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	as, ok := f.assumed[key]
-	if !ok || as.until.IsZero() || !f.now().Before(as.until) {
+	as, ok := f.st.Assumption(key)
+	if !ok || as.HoldUntil.IsZero() || !f.now().Before(as.HoldUntil) {
 		return false
 	}
-	c := f.observed[key]
-	return c == nil || !newerVersion(c.ResourceVersion, as.written)
+	c := f.st.Observed(key)
+	return c == nil || !newerVersion(c.ResourceVersion, as.Written)
 }
 
 // forget drops an assumed allocation whose binding failed. Forgetting
@@ -268,32 +221,24 @@ func (f *feed) forget(key state.ClaimKey) {
 	f.released(freed)
 }
 
-// forgetLocked drops an assumption and reports whether it had one.
+// forgetLocked drops an assumption and reports whether there was one.
 func (f *feed) forgetLocked(key state.ClaimKey) bool {
-	if _, ok := f.assumed[key]; !ok {
-		return false
-	}
-	f.dropAssumedLocked(key)
-	if err := f.st.Forget(key.Namespace, key.Name); err != nil {
-		f.logger.Error(err, "Forgetting an assumed allocation", "claim", key)
-		return false
-	}
-	if c := f.observed[key]; c != nil && c.Status.Allocation == nil {
-		f.pending[c.UID] = c
-	}
-	return true
+	return f.st.Forget(key.Namespace, key.Name) == nil
 }
 
 // sync brings the State's assumptions in line with the claim tracker,
 // which every DRA plugin of the scheduler writes to: allocations another
 // plugin has in flight (or has written, before the informer delivers the
-// claim) are assumed, and assumptions sync checks (see checked) whose
-// allocation neither is in flight nor in the API (the binding failed, or
-// the API deallocated it before the informer showed the allocation) are
-// dropped. Only claims that pods of other profiles reference are looked
-// at for allocations of other plugins. Scheduling cycles run one at a
-// time, so nothing can be put in flight while the cycle that called sync
-// runs; bindings may end at any time.
+// claim) are assumed, and the assumptions whose end no event of this
+// plugin reports (another plugin's, and this plugin's writes of unknown
+// outcome) are dropped when their allocation neither is in flight nor in
+// the API (the binding failed, or the API deallocated it before the
+// informer showed the allocation). This plugin's other assumptions end
+// through its own phases and the claim events, so a cycle costs nothing
+// per pod in flight. Only claims that pods of other profiles reference
+// are looked at for allocations of other plugins. Scheduling cycles run
+// one at a time, so nothing can be put in flight while the cycle that
+// called sync runs; bindings may end at any time.
 func (f *feed) sync(tr fwk.ResourceClaimTracker) {
 	var foreign []string
 	if f.foreignClaims != nil {
@@ -310,8 +255,12 @@ func (f *feed) sync(tr fwk.ResourceClaimTracker) {
 		if err != nil {
 			continue
 		}
-		c := f.observed[state.ClaimKey{Namespace: ns, Name: name}]
-		if c == nil || f.pending[c.UID] == nil {
+		key := state.ClaimKey{Namespace: ns, Name: name}
+		c := f.st.Observed(key)
+		if c == nil || c.Status.Allocation != nil {
+			continue
+		}
+		if _, assumed := f.st.Assumption(key); assumed {
 			continue
 		}
 		a := tr.GetPendingAllocation(c.UID)
@@ -328,55 +277,42 @@ func (f *feed) sync(tr fwk.ResourceClaimTracker) {
 		}
 		in := *c
 		in.Status.Allocation = a
-		if err := f.assumeLocked(&in, true); err != nil {
-			f.logger.Error(err, "Allocation in flight for another plugin cannot be assumed", "claim", state.KeyOf(c))
+		if err := f.st.AssumeBy(&in, ownerOther); err != nil {
+			f.logger.Error(err, "Allocation in flight for another plugin cannot be assumed", "claim", key)
 		}
 	}
-	for key := range f.checked {
-		as := f.assumed[key]
-		if tr.GetPendingAllocation(as.uid) != nil {
+	// A claim in both lists (this plugin wrote for a claim it once saw
+	// in flight elsewhere) is looked at twice, which changes nothing: the
+	// second look finds it dropped, or kept for the same reason.
+	for _, key := range append(f.st.AssumedBy(ownerOther), f.st.OnHold()...) {
+		as, ok := f.st.Assumption(key)
+		if !ok || tr.GetPendingAllocation(as.Claim.UID) != nil {
 			continue
 		}
 		c, err := tr.Get(key.Namespace, key.Name)
 		switch {
-		case err != nil || c.UID != as.uid:
+		case err != nil || c.UID != as.Claim.UID:
 			// Deleted; the informer will deliver that too.
 		case c.Status.Allocation != nil:
 			// Written; the informer will deliver it.
 			continue
-		case as.written != "" && !newerVersion(c.ResourceVersion, as.written) &&
-			(as.until.IsZero() || f.now().Before(as.until)):
+		case as.Written != "" && !newerVersion(c.ResourceVersion, as.Written) &&
+			(as.HoldUntil.IsZero() || f.now().Before(as.HoldUntil)):
 			// Written by this plugin (or maybe written), and the tracker
 			// has not yet seen the write (a failed binding restores its
 			// older copy).
 			continue
 		}
-		f.logger.V(5).Info("Assumed allocation neither in flight nor written, dropped", "claim", key, "foreign", as.foreign)
+		f.logger.V(5).Info("Assumed allocation neither in flight nor written, dropped", "claim", key, "owner", as.Owner)
 		freed = f.forgetLocked(key) || freed
 	}
 }
 
-// handlers returns informer handlers that call set and del with objects
-// of type T, unwrapping tombstones.
-func handlers[T any](set func(T), del func(T)) cache.ResourceEventHandlerFuncs {
-	return cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) {
-			if o, ok := obj.(T); ok {
-				set(o)
-			}
-		},
-		UpdateFunc: func(_, obj any) {
-			if o, ok := obj.(T); ok {
-				set(o)
-			}
-		},
-		DeleteFunc: func(obj any) {
-			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = t.Obj
-			}
-			if o, ok := obj.(T); ok {
-				del(o)
-			}
-		},
-	}
+// newerVersion reports whether resource version a is newer than b. The
+// API server's versions are integers (the assume cache compares them the
+// same way); anything else counts as not newer.
+func newerVersion(a, b string) bool {
+	x, err1 := strconv.ParseInt(a, 10, 64)
+	y, err2 := strconv.ParseInt(b, 10, 64)
+	return err1 == nil && err2 == nil && x > y
 }

@@ -16,6 +16,7 @@ import (
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
+	"github.com/dractl/dractl/pkg/live/informer"
 	"github.com/dractl/dractl/pkg/state"
 )
 
@@ -127,34 +128,23 @@ func (pl *Plugin) watch(ctx context.Context, logger klog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("start ResourceSlice tracker: %w", err)
 	}
-	logErr := func(what, name string, err error) {
-		if err != nil {
-			logger.Error(err, "Not applied to the allocation state", "kind", what, "name", name)
-		}
-	}
+	sliceDeltas, classDeltas := informer.Slices(pl.st), informer.Classes(pl.st)
 	// New or changed slices and classes may offer devices that waiting
 	// pods lacked.
-	set := func(what, name string, err error) {
-		logErr(what, name, err)
-		if err == nil {
-			pl.waiting.roomMade()
-		}
-	}
-	sliceReg, err := slices.AddEventHandler(handlers(
-		func(s *resourcev1.ResourceSlice) { set("ResourceSlice", s.Name, pl.st.SetSlice(s)) },
-		func(s *resourcev1.ResourceSlice) { logErr("ResourceSlice", s.Name, pl.st.DeleteSlice(s.Name)) }))
+	sliceDeltas.Then = roomMadeBy[*resourcev1.ResourceSlice](pl.waiting)
+	classDeltas.Then = roomMadeBy[*resourcev1.DeviceClass](pl.waiting)
+	sliceReg, err := informer.Watch(logger, slices, sliceDeltas)
 	if err != nil {
-		return fmt.Errorf("watch ResourceSlices: %w", err)
+		return err
 	}
-	classReg, err := inf.DeviceClasses().Informer().AddEventHandler(handlers(
-		func(c *resourcev1.DeviceClass) { set("DeviceClass", c.Name, pl.st.SetClass(c)) },
-		func(c *resourcev1.DeviceClass) { logErr("DeviceClass", c.Name, pl.st.DeleteClass(c.Name)) }))
+	classReg, err := informer.Watch(logger, inf.DeviceClasses().Informer(), classDeltas)
 	if err != nil {
-		return fmt.Errorf("watch DeviceClasses: %w", err)
+		return err
 	}
-	claimReg, err := inf.ResourceClaims().Informer().AddEventHandler(handlers(pl.feed.setClaim, pl.feed.deleteClaim))
+	claimReg, err := informer.Watch(logger, inf.ResourceClaims().Informer(), informer.Deltas[*resourcev1.ResourceClaim]{
+		Kind: "ResourceClaim", Set: pl.feed.setClaim, Delete: pl.feed.deleteClaim})
 	if err != nil {
-		return fmt.Errorf("watch ResourceClaims: %w", err)
+		return err
 	}
 	pl.synced = []cache.InformerSynced{slices.HasSynced, sliceReg.HasSynced, classReg.HasSynced, claimReg.HasSynced}
 	pl.claimsListed = inf.ResourceClaims().Informer().HasSynced
@@ -162,6 +152,16 @@ func (pl *Plugin) watch(ctx context.Context, logger klog.Logger) error {
 		return err
 	}
 	return pl.indexForeignClaims()
+}
+
+// roomMadeBy tells the waiting pods when the State took an added or
+// changed object.
+func roomMadeBy[T any](waiting *waitlist) func(informer.Delta[T]) {
+	return func(d informer.Delta[T]) {
+		if !d.Deleted && d.Err == nil {
+			waiting.roomMade()
+		}
+	}
 }
 
 // indexClaimNames indexes the scheduler's pods by the claims they

@@ -12,7 +12,6 @@ import (
 
 	"github.com/dractl/dractl/pkg/allocator"
 	at "github.com/dractl/dractl/pkg/allocator/allocatortest"
-	"github.com/dractl/dractl/pkg/api"
 	"github.com/dractl/dractl/pkg/state"
 )
 
@@ -36,8 +35,7 @@ func TestMemoAnswersAsFromScratch(t *testing.T) {
 	for seed := range int64(seeds) {
 		w := newWorld(100 + seed)
 		st := state.New(memoOptions())
-		o := &objects{slices: map[string]*api.ResourceSlice{}, classes: map[string]*resourcev1.DeviceClass{},
-			observed: map[state.ClaimKey]*resourcev1.ResourceClaim{}, assumed: map[state.ClaimKey]*resourcev1.ResourceClaim{}}
+		o := newObjects()
 		for step := range steps {
 			op, _ := w.delta(st, o)
 			if _, ok := o.slices["shared-d"]; ok && w.r.Intn(2) == 0 {

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
@@ -105,7 +107,12 @@ type objects struct {
 	slices   map[string]*api.ResourceSlice
 	classes  map[string]*resourcev1.DeviceClass
 	observed map[state.ClaimKey]*resourcev1.ResourceClaim
-	assumed  map[state.ClaimKey]*resourcev1.ResourceClaim
+	assumed  map[state.ClaimKey]state.Assumption
+}
+
+func newObjects() *objects {
+	return &objects{slices: map[string]*api.ResourceSlice{}, classes: map[string]*resourcev1.DeviceClass{},
+		observed: map[state.ClaimKey]*resourcev1.ResourceClaim{}, assumed: map[state.ClaimKey]state.Assumption{}}
 }
 
 func options() state.Options {
@@ -125,8 +132,14 @@ func (o *objects) fromScratch(t *testing.T) *state.State {
 	for _, c := range o.observed {
 		must(t, st.SetClaim(c))
 	}
-	for _, c := range o.assumed {
-		must(t, st.Assume(c))
+	for k, a := range o.assumed {
+		must(t, st.AssumeBy(a.Claim, a.Owner))
+		switch {
+		case !a.HoldUntil.IsZero():
+			must(t, st.SetMaybeWritten(k.Namespace, k.Name, a.Written, a.HoldUntil))
+		case a.Written != "":
+			must(t, st.SetWritten(k.Namespace, k.Name, a.Written))
+		}
 	}
 	return st
 }
@@ -145,8 +158,7 @@ func TestDeltasEqualFromScratch(t *testing.T) {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
 			w := newWorld(seed)
 			st := state.New(options())
-			o := &objects{slices: map[string]*api.ResourceSlice{}, classes: map[string]*resourcev1.DeviceClass{},
-				observed: map[state.ClaimKey]*resourcev1.ResourceClaim{}, assumed: map[state.ClaimKey]*resourcev1.ResourceClaim{}}
+			o := newObjects()
 			rejected := 0
 			for step := range steps {
 				before := st.Snapshot()
@@ -164,7 +176,10 @@ func TestDeltasEqualFromScratch(t *testing.T) {
 				}
 				if step%5 == 4 {
 					when := fmt.Sprintf("step %d (%s)", step, op)
-					compare(t, w, st.Snapshot(), o.fromScratch(t).Snapshot(), when)
+					scratch := o.fromScratch(t)
+					compare(t, w, st.Snapshot(), scratch.Snapshot(), when)
+					o.compareAssumptions(t, st, when)
+					o.compareAssumptions(t, scratch, when)
 					o.compareWithAllocator(t, w, st.Snapshot(), when)
 				}
 			}
@@ -212,9 +227,9 @@ func (w *world) delta(st *state.State, o *objects) (string, error) {
 		return "set class", err
 	case k < 13:
 		c := w.claim(claim, r.Intn(2) == 0)
-		if a := o.assumed[key]; a != nil && r.Intn(2) == 0 {
+		if a, ok := o.assumed[key]; ok && r.Intn(2) == 0 {
 			// A binding's usual end: the allocation written as assumed.
-			c = a.DeepCopy()
+			c = a.Claim.DeepCopy()
 		}
 		err := st.SetClaim(c)
 		if err == nil {
@@ -231,13 +246,32 @@ func (w *world) delta(st *state.State, o *objects) (string, error) {
 			delete(o.assumed, key)
 		}
 		return "delete claim " + claim, err
-	case k < 18:
+	case k < 17:
 		c := w.claim(claim, true)
-		err := st.Assume(c)
+		owner := owners[r.Intn(len(owners))]
+		err := st.AssumeBy(c, owner)
 		if err == nil {
-			o.assumed[key] = c
+			o.assumed[key] = state.Assumption{Claim: c, Owner: owner}
 		}
-		return "assume " + claim, err
+		return "assume " + claim + " by " + owner, err
+	case k < 18:
+		version := fmt.Sprint(r.Intn(100))
+		var holdUntil time.Time
+		if r.Intn(2) == 0 {
+			holdUntil = time.Unix(int64(r.Intn(100)), 0)
+		}
+		var err error
+		if holdUntil.IsZero() {
+			err = st.SetWritten("default", claim, version)
+		} else {
+			err = st.SetMaybeWritten("default", claim, version, holdUntil)
+		}
+		if err == nil {
+			a := o.assumed[key]
+			a.Written, a.HoldUntil = version, holdUntil
+			o.assumed[key] = a
+		}
+		return fmt.Sprintf("written %s in %s, held until %v", claim, version, holdUntil), err
 	default:
 		err := st.Forget("default", claim)
 		if err == nil {
@@ -245,6 +279,52 @@ func (w *world) delta(st *state.State, o *objects) (string, error) {
 		}
 		return "forget " + claim, err
 	}
+}
+
+// owners are who assumes allocations in the deltas.
+var owners = []string{"", "self", "other"}
+
+// compareAssumptions checks what st knows of each claim against the
+// objects: the observed claim, the assumption with everything recorded
+// of it, and the claims each owner and the holds list.
+func (o *objects) compareAssumptions(t *testing.T, st *state.State, when string) {
+	t.Helper()
+	for i := range 6 {
+		key := state.ClaimKey{Namespace: "default", Name: at.Name("c", i)}
+		if got, want := st.Observed(key), o.observed[key]; got != want {
+			t.Fatalf("%s: observed %s is %v, want %v", when, key, got, want)
+		}
+		got, ok := st.Assumption(key)
+		want, assumed := o.assumed[key]
+		if ok != assumed || got != want {
+			t.Fatalf("%s: assumption of %s is %+v (%v), want %+v (%v)", when, key, got, ok, want, assumed)
+		}
+	}
+	for _, owner := range owners {
+		var want []state.ClaimKey
+		for k, a := range o.assumed {
+			if a.Owner == owner {
+				want = append(want, k)
+			}
+		}
+		if got := st.AssumedBy(owner); fmt.Sprint(got) != fmt.Sprint(sortedKeys(want)) {
+			t.Fatalf("%s: assumed by %q: %v, want %v", when, owner, got, sortedKeys(want))
+		}
+	}
+	var held []state.ClaimKey
+	for k, a := range o.assumed {
+		if !a.HoldUntil.IsZero() {
+			held = append(held, k)
+		}
+	}
+	if got := st.OnHold(); fmt.Sprint(got) != fmt.Sprint(sortedKeys(held)) {
+		t.Fatalf("%s: on hold: %v, want %v", when, got, sortedKeys(held))
+	}
+}
+
+func sortedKeys(keys []state.ClaimKey) []state.ClaimKey {
+	slices.SortFunc(keys, func(x, y state.ClaimKey) int { return strings.Compare(x.String(), y.String()) })
+	return keys
 }
 
 // compareWithAllocator checks the snapshot against an allocator built from
@@ -263,8 +343,8 @@ func (o *objects) compareWithAllocator(t *testing.T, w *world, snap *state.Snaps
 	}
 	var held []*resourcev1.ResourceClaim
 	for k, c := range o.observed {
-		if a := o.assumed[k]; a != nil {
-			c = a
+		if a, ok := o.assumed[k]; ok {
+			c = a.Claim
 		}
 		held = append(held, c)
 	}

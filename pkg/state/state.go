@@ -85,6 +85,10 @@ type State struct {
 	// holder is which claim's effective allocation holds each device
 	// exclusively (results without a shareID and without admin access).
 	holder map[DeviceID]ClaimKey
+	// assumedBy are the claims with an assumed allocation, per owner, and
+	// onHold those whose assumption has a hold deadline (see Assumption).
+	assumedBy map[string]map[ClaimKey]struct{}
+	onHold    map[ClaimKey]struct{}
 
 	stats Stats
 	last  *Snapshot
@@ -121,12 +125,14 @@ type sliceEntry struct {
 }
 
 // claimEntry is a claim as last observed and the allocation the caller
-// assumed for it, if any. Its effective allocation is the assumed one if
-// any, else the observed one. The claims map holds entries by value: a
-// claim delta then allocates no entry of its own.
+// assumed for it, if any, with what the State knows of that assumption.
+// Its effective allocation is the assumed one if any, else the observed
+// one. The claims map holds entries by value: a claim delta then
+// allocates no entry of its own. An Assumption is never modified once in
+// an entry (snapshots share it): a change replaces it.
 type claimEntry struct {
 	observed *resourcev1.ResourceClaim
-	assumed  *resourcev1.ResourceClaim
+	assumed  *Assumption
 }
 
 func (e *claimEntry) effective() *resourcev1.ResourceClaim {
@@ -134,7 +140,7 @@ func (e *claimEntry) effective() *resourcev1.ResourceClaim {
 		return nil
 	}
 	if e.assumed != nil {
-		return e.assumed
+		return e.assumed.Claim
 	}
 	return e.observed
 }
@@ -237,6 +243,9 @@ func New(opts Options) *State {
 		claims:  newCowMap[ClaimKey, claimEntry](hashClaim),
 		byNode:  newCowMap[string, []pool.ID](hashString),
 		holder:  map[DeviceID]ClaimKey{},
+
+		assumedBy: map[string]map[ClaimKey]struct{}{},
+		onHold:    map[ClaimKey]struct{}{},
 	}
 }
 
@@ -498,8 +507,7 @@ func (s *State) SetClaim(c *resourcev1.ResourceClaim) error {
 	if err := s.checkHeld(key, next.effective()); err != nil {
 		return err
 	}
-	s.claims.put(h, key, next)
-	s.moveHolds(key, present(&cur, had), &next)
+	s.replaceClaim(h, key, present(&cur, had), &next)
 	s.version++
 	return nil
 }
@@ -513,54 +521,7 @@ func (s *State) DeleteClaim(namespace, name string) error {
 	if !ok {
 		return &NotFoundError{Kind: "ResourceClaim", Name: key.String()}
 	}
-	s.claims.del(key)
-	s.moveHolds(key, &cur, nil)
-	s.version++
-	return nil
-}
-
-// Assume records an allocation the caller made (c carries it in
-// status.allocation) before the API reflects it, as a scheduler does
-// between Reserve and PreBind. The claim must have been observed without an
-// allocation and not be assumed already.
-func (s *State) Assume(c *resourcev1.ResourceClaim) error {
-	if c == nil || c.Status.Allocation == nil {
-		return fmt.Errorf("assume: the claim has no status.allocation")
-	}
-	key := KeyOf(c)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	cur, ok := s.claims.get(key)
-	switch {
-	case !ok:
-		return &NotFoundError{Kind: "ResourceClaim", Name: key.String()}
-	case cur.assumed != nil:
-		return fmt.Errorf("assume: claim %s already has an assumed allocation", key)
-	case cur.observed.Status.Allocation != nil:
-		return fmt.Errorf("assume: claim %s is already allocated", key)
-	}
-	if err := s.checkHeld(key, c); err != nil {
-		return err
-	}
-	next := claimEntry{observed: cur.observed, assumed: c}
-	s.claims.set(key, next)
-	s.moveHolds(key, &cur, &next)
-	s.version++
-	return nil
-}
-
-// Forget drops an assumed allocation, e.g. when binding failed.
-func (s *State) Forget(namespace, name string) error {
-	key := ClaimKey{Namespace: namespace, Name: name}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	cur, _ := s.claims.get(key)
-	if cur.assumed == nil {
-		return &NotFoundError{Kind: "assumed allocation of ResourceClaim", Name: key.String()}
-	}
-	next := claimEntry{observed: cur.observed}
-	s.claims.set(key, next)
-	s.moveHolds(key, &cur, &next)
+	s.replaceClaim(hashClaim(key), key, &cur, nil)
 	s.version++
 	return nil
 }
@@ -625,6 +586,20 @@ func present(e *claimEntry, ok bool) *claimEntry {
 		return nil
 	}
 	return e
+}
+
+// replaceClaim puts the claim's entry after (nil: none) in place of
+// before (nil: none). Every change of a claim's entry goes through it, so
+// that the claims map, the assumption indexes and what the claim holds
+// change together.
+func (s *State) replaceClaim(h uint64, key ClaimKey, before, after *claimEntry) {
+	if after != nil {
+		s.claims.put(h, key, *after)
+	} else {
+		s.claims.del(key)
+	}
+	s.reindexAssumption(key, before, after)
+	s.moveHolds(key, before, after)
 }
 
 // moveHolds replaces what the claim's effective allocation holds (from

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -125,6 +126,68 @@ func TestAssumeAndForget(t *testing.T) {
 	}
 }
 
+// TestAssumptionRecords: what is recorded of an assumption lives and dies
+// with the assumed allocation, and recording it is no delta (snapshots
+// answer the same).
+func TestAssumptionRecords(t *testing.T) {
+	st := state.New(state.Options{})
+	partitioned(st, t)
+	key := state.ClaimKey{Namespace: "default", Name: "b"}
+	b := pending("b")
+	b.ResourceVersion = "5"
+	must(t, st.SetClaim(b))
+	must(t, st.AssumeBy(allocated("b", "part-2"), "self"))
+	snap := st.Snapshot()
+	must(t, st.SetMaybeWritten("default", "b", "5", time.Unix(60, 0)))
+	if st.Snapshot() != snap {
+		t.Error("recording a write made a new snapshot")
+	}
+	want := func(written string, holdUntil time.Time) {
+		t.Helper()
+		a, ok := st.Assumption(key)
+		if !ok || a.Owner != "self" || a.Written != written || !a.HoldUntil.Equal(holdUntil) || a.Claim.Status.Allocation == nil {
+			t.Fatalf("assumption of b: %+v (%v), want owner self, written %q, held until %v", a, ok, written, holdUntil)
+		}
+	}
+	want("5", time.Unix(60, 0))
+	if got := st.OnHold(); len(got) != 1 || got[0] != key {
+		t.Errorf("on hold: %v, want [%v]", got, key)
+	}
+	// Observed again without the allocation: the assumption stands, with
+	// what is known of it; the observed claim is the new one.
+	b6 := b.DeepCopy()
+	b6.ResourceVersion = "6"
+	must(t, st.SetClaim(b6))
+	want("5", time.Unix(60, 0))
+	if st.Observed(key) != b6 {
+		t.Errorf("observed b: %v, want version 6", st.Observed(key))
+	}
+	must(t, st.SetWritten("default", "b", "7"))
+	want("7", time.Unix(60, 0))
+	must(t, st.Forget("default", "b"))
+	if a, ok := st.Assumption(key); ok {
+		t.Errorf("forgotten assumption still known: %+v", a)
+	}
+	if got, held := st.AssumedBy("self"), st.OnHold(); len(got) != 0 || len(held) != 0 {
+		t.Errorf("after Forget: assumed by self %v, on hold %v, want none", got, held)
+	}
+	// An observed allocation and a deletion end assumptions as Forget does.
+	must(t, st.AssumeBy(allocated("b", "part-2"), "other"))
+	must(t, st.SetClaim(allocated("b", "part-2")))
+	if got := st.AssumedBy("other"); len(got) != 0 {
+		t.Errorf("assumed by other after the API showed the allocation: %v", got)
+	}
+	must(t, st.SetClaim(pending("c")))
+	must(t, st.AssumeBy(allocated("c", "part-3"), "other"))
+	if got := st.AssumedBy("other"); len(got) != 1 || got[0].Name != "c" {
+		t.Errorf("assumed by other: %v, want [default/c]", got)
+	}
+	must(t, st.DeleteClaim("default", "c"))
+	if got := st.AssumedBy("other"); len(got) != 0 || st.Observed(state.ClaimKey{Namespace: "default", Name: "c"}) != nil {
+		t.Errorf("deleted claim c still known: assumed by other %v", got)
+	}
+}
+
 func TestBadDeltasChangeNothing(t *testing.T) {
 	st := state.New(state.Options{})
 	partitioned(st, t)
@@ -145,6 +208,8 @@ func TestBadDeltasChangeNothing(t *testing.T) {
 		"assume without an allocation": st.Assume(pending("a")),
 		"observed over an assumption":  st.SetClaim(allocated("d", "part-2")),
 		"assume twice":                 st.Assume(allocated("c", "part-3")),
+		"written without assumption":   st.SetWritten("default", "a", "7"),
+		"held without assumption":      st.SetMaybeWritten("default", "a", "7", time.Unix(60, 0)),
 	} {
 		if err == nil {
 			t.Errorf("%s: no error", name)
@@ -159,7 +224,8 @@ func TestBadDeltasChangeNothing(t *testing.T) {
 			if !errors.As(err, &conflict) || conflict.Holder.Name != "c" || !conflict.HolderAssumed {
 				t.Errorf("%s: got %v, want a conflict with claim c's assumed allocation", name, err)
 			}
-		case "delete unknown slice", "delete unknown class", "delete unknown claim", "forget without assumption", "assume unobserved claim":
+		case "delete unknown slice", "delete unknown class", "delete unknown claim", "forget without assumption", "assume unobserved claim",
+			"written without assumption", "held without assumption":
 			if !errors.As(err, &nf) {
 				t.Errorf("%s: got %v, want NotFoundError", name, err)
 			}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -13,7 +12,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
@@ -32,139 +30,6 @@ var (
 // bindingPollInterval is how often PreBind looks at the claims while it
 // waits for binding conditions (the in-tree plugin's interval).
 const bindingPollInterval = 5 * time.Second
-
-// PostFilter runs when no node fits. Like the in-tree plugin it
-// deallocates one allocated claim that some node could not use and that
-// no other pod holds, so that the next attempt can allocate it anew.
-// Otherwise it adds dractl's count, per claim, of what stopped the nodes.
-func (pl *Plugin) PostFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, _ fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
-	logger := klog.FromContext(ctx)
-	s, err := readState(cs)
-	if err != nil || len(s.claims) == 0 {
-		return nil, fwk.NewStatus(fwk.Unschedulable)
-	}
-	for i := range s.claims {
-		if !s.unavailable[i] {
-			continue
-		}
-		c := s.claims[i].claim
-		rf := c.Status.ReservedFor
-		if len(rf) > 1 || (len(rf) == 1 && rf[0].UID != pod.UID) {
-			continue
-		}
-		c = c.DeepCopy()
-		c.Status.ReservedFor = nil
-		c.Status.Allocation = nil
-		c.Status.Devices = nil
-		logger.V(5).Info("Deallocating ResourceClaim", "pod", klog.KObj(pod), "resourceclaim", klog.KObj(c))
-		if _, err := pl.clientset.ResourceV1().ResourceClaims(c.Namespace).UpdateStatus(ctx, c, metav1.UpdateOptions{}); err != nil {
-			return nil, asError(logger, err)
-		}
-		return nil, fwk.NewStatus(fwk.Unschedulable, "deallocation of ResourceClaim completed")
-	}
-	if len(s.rejected) == 0 {
-		return nil, fwk.NewStatus(fwk.Unschedulable)
-	}
-	order := make([]string, len(s.claims))
-	for i, pc := range s.claims {
-		order[i] = pc.name
-	}
-	return nil, fwk.NewStatus(fwk.Unschedulable, "dractl: "+summary(order, s.rejected, s.invalid))
-}
-
-// Reserve assumes the chosen node's allocations: in the State, and in the
-// framework's claim tracker where the other DRA plugins see them.
-func (pl *Plugin) Reserve(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
-	logger := klog.FromContext(ctx)
-	s, err := readState(cs)
-	if err != nil {
-		return asError(logger, err)
-	}
-	if len(s.claims) > 0 {
-		// PreBind writes the claims; Unreserve ends the count if it never
-		// gets there.
-		pl.gate.take(pod.UID)
-	}
-	if s.cycle == nil {
-		return nil
-	}
-	// Placed: nodes the Cycle rejected on the way no longer matter.
-	pl.waiting.drop(pod.UID)
-	s.mu.Lock()
-	res, ok := s.results[nodeName]
-	s.mu.Unlock()
-	pl.releaseResults(s)
-	if !ok {
-		return asError(logger, fmt.Errorf("no allocation for node %s", nodeName))
-	}
-	s.allocations = res
-	s.reserved = make([]bool, len(s.pending))
-	s.written = make([]bool, len(s.pending))
-	for j, i := range s.pending {
-		c := s.claims[i].claim.DeepCopy()
-		if !slices.Contains(c.Finalizers, resourcev1.Finalizer) {
-			c.Finalizers = append(c.Finalizers, resourcev1.Finalizer)
-		}
-		c.Status.Allocation = res[j]
-		if err := pl.feed.assume(c); err != nil {
-			return asError(logger, fmt.Errorf("assume allocation of claim %s: %w", klog.KObj(c), err))
-		}
-		s.reserved[j] = true
-		if err := pl.dra.ResourceClaims().SignalClaimPendingAllocation(c.UID, c); err != nil {
-			return asError(logger, fmt.Errorf("signal allocation of claim %s: %w", klog.KObj(c), err))
-		}
-		logger.V(5).Info("Reserved devices", "pod", klog.KObj(pod), "resourceclaim", klog.KObj(c), "node", nodeName)
-	}
-	return nil
-}
-
-// Unreserve undoes Reserve and the part of PreBind that succeeded: it
-// drops allocations that were not written and takes the pod out of the
-// claims' reservedFor. It is idempotent.
-func (pl *Plugin) Unreserve(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, _ string) {
-	logger := klog.FromContext(ctx)
-	pl.gate.release(pod.UID)
-	s, err := readState(cs)
-	if err != nil || len(s.claims) == 0 {
-		return
-	}
-	for j, i := range s.pending {
-		if j >= len(s.reserved) || !s.reserved[j] {
-			continue
-		}
-		c := s.claims[i].claim
-		if pl.dra.ResourceClaims().MaybeRemoveClaimPendingAllocation(c.UID, false) {
-			pl.dra.ResourceClaims().AssumedClaimRestore(c.Namespace, c.Name)
-		}
-		if !s.written[j] {
-			pl.feed.forget(state.KeyOf(c))
-		}
-		s.reserved[j] = false
-	}
-	if s.preBound {
-		// The binding failed after PreBind, and may have failed with an
-		// unknown outcome (etcd timed out) while the API server stores it:
-		// a pod bound to a node must find its claims reserved for it, or
-		// the kubelet does not start it. The reservation stays; the next
-		// attempt finds the claims reserved for the pod and allocated on
-		// that node, and PostFilter deallocates a claim reserved for this
-		// pod alone if no node fits it any more.
-		return
-	}
-	for _, pc := range s.claims {
-		c := pc.claim
-		if c.Status.Allocation == nil || !resourceclaim.IsReservedForPod(pod, c, false) {
-			continue
-		}
-		// A strategic merge patch removes the entry without needing the
-		// latest claim.
-		patch := fmt.Sprintf(`{"metadata":{"uid":%q},"status":{"reservedFor":[{"$patch":"delete","uid":%q}]}}`, c.UID, pod.UID)
-		if _, err := pl.clientset.ResourceV1().ResourceClaims(c.Namespace).Patch(ctx, c.Name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}, "status"); err != nil {
-			// The next attempt for the pod gets here again.
-			logger.Error(err, "Unreserve", "resourceclaim", klog.KObj(c))
-		}
-	}
-}
 
 // PreBindPreFlight implements fwk.PreBindPlugin: PreBind has work for
 // every pod with claims and may run in parallel with other plugins.
@@ -224,7 +89,7 @@ func (pl *Plugin) PreBind(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, n
 	// Written: the allocations are no longer in flight.
 	for j, i := range s.pending {
 		pl.dra.ResourceClaims().MaybeRemoveClaimPendingAllocation(s.claims[i].claim.UID, true)
-		s.reserved[j] = false
+		s.inFlight[j] = false
 	}
 	if !pl.fts.BindingConditions || !hasBindingConditions(s) {
 		s.preBound = true
@@ -234,7 +99,7 @@ func (pl *Plugin) PreBind(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, n
 	pl.gate.release(pod.UID)
 	pl.fh.EventRecorder().Eventf(pod, nil, v1.EventTypeNormal, "BindingConditionsPending", "Scheduling", "waiting for binding conditions for device on node %s", nodeName)
 	err = wait.PollUntilContextTimeout(ctx, bindingPollInterval, pl.cfg.bindingTimeout, true, func(context.Context) (bool, error) {
-		return pl.readyForBinding(s)
+		return pl.claimsReadyForBinding(s)
 	})
 	if errors.Is(err, context.DeadlineExceeded) {
 		err = fmt.Errorf("%w: %w", ErrBindingTimeout, err)
@@ -363,16 +228,16 @@ func hasBindingConditions(s *cycleState) bool {
 	return false
 }
 
-// readyForBinding re-reads the pod's claims and reports whether all of
+// claimsReadyForBinding re-reads the pod's claims and reports whether all of
 // their binding conditions hold.
-func (pl *Plugin) readyForBinding(s *cycleState) (bool, error) {
+func (pl *Plugin) claimsReadyForBinding(s *cycleState) (bool, error) {
 	for i, pc := range s.claims {
 		c, err := pl.dra.ResourceClaims().Get(pc.claim.Namespace, pc.claim.Name)
 		if err != nil {
 			return false, err
 		}
 		s.claims[i].claim = c
-		ready, err := readyForBinding(c)
+		ready, err := claimReadyForBinding(c)
 		if err != nil {
 			return false, err
 		}
@@ -386,9 +251,9 @@ func (pl *Plugin) readyForBinding(s *cycleState) (bool, error) {
 	return true, nil
 }
 
-// readyForBinding reports whether every binding condition of the claim's
+// claimReadyForBinding reports whether every binding condition of the claim's
 // devices is true; an error says that a binding failure condition is.
-func readyForBinding(c *resourcev1.ResourceClaim) (bool, error) {
+func claimReadyForBinding(c *resourcev1.ResourceClaim) (bool, error) {
 	if c.Status.Allocation == nil {
 		return false, nil
 	}
@@ -437,13 +302,4 @@ func deviceStatus(c *resourcev1.ResourceClaim, r *resourcev1.DeviceRequestAlloca
 		}
 	}
 	return nil
-}
-
-// newerVersion reports whether resource version a is newer than b. The
-// API server's versions are integers (the assume cache compares them the
-// same way); anything else counts as not newer.
-func newerVersion(a, b string) bool {
-	x, err1 := strconv.ParseInt(a, 10, 64)
-	y, err2 := strconv.ParseInt(b, 10, 64)
-	return err1 == nil && err2 == nil && x > y
 }

@@ -1,0 +1,49 @@
+package schedplugin
+
+import (
+	"context"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+)
+
+// PostFilter runs when no node fits. Like the in-tree plugin it
+// deallocates one allocated claim that some node could not use and that
+// no other pod holds, so that the next attempt can allocate it anew.
+// Otherwise it adds dractl's count, per claim, of what stopped the nodes.
+func (pl *Plugin) PostFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, _ fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
+	logger := klog.FromContext(ctx)
+	s, err := readState(cs)
+	if err != nil || len(s.claims) == 0 {
+		return nil, fwk.NewStatus(fwk.Unschedulable)
+	}
+	for i := range s.claims {
+		if !s.unavailable[i] {
+			continue
+		}
+		c := s.claims[i].claim
+		rf := c.Status.ReservedFor
+		if len(rf) > 1 || (len(rf) == 1 && rf[0].UID != pod.UID) {
+			continue
+		}
+		c = c.DeepCopy()
+		c.Status.ReservedFor = nil
+		c.Status.Allocation = nil
+		c.Status.Devices = nil
+		logger.V(5).Info("Deallocating ResourceClaim", "pod", klog.KObj(pod), "resourceclaim", klog.KObj(c))
+		if _, err := pl.clientset.ResourceV1().ResourceClaims(c.Namespace).UpdateStatus(ctx, c, metav1.UpdateOptions{}); err != nil {
+			return nil, asError(logger, err)
+		}
+		return nil, fwk.NewStatus(fwk.Unschedulable, "deallocation of ResourceClaim completed")
+	}
+	if len(s.rejected) == 0 {
+		return nil, fwk.NewStatus(fwk.Unschedulable)
+	}
+	order := make([]string, len(s.claims))
+	for i, pc := range s.claims {
+		order[i] = pc.name
+	}
+	return nil, fwk.NewStatus(fwk.Unschedulable, "dractl: "+summary(order, s.rejected, s.invalid))
+}

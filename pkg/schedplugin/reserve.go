@@ -1,0 +1,111 @@
+package schedplugin
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	v1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/dynamic-resource-allocation/resourceclaim"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/dractl/dractl/pkg/state"
+)
+
+// Reserve assumes the chosen node's allocations: in the State, and in the
+// framework's claim tracker where the other DRA plugins see them.
+func (pl *Plugin) Reserve(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
+	logger := klog.FromContext(ctx)
+	s, err := readState(cs)
+	if err != nil {
+		return asError(logger, err)
+	}
+	if len(s.claims) > 0 {
+		// PreBind writes the claims; Unreserve ends the count if it never
+		// gets there.
+		pl.gate.take(pod.UID)
+	}
+	if s.cycle == nil {
+		return nil
+	}
+	// Placed: nodes the Cycle rejected on the way no longer matter.
+	pl.waiting.drop(pod.UID)
+	s.mu.Lock()
+	res, ok := s.results[nodeName]
+	s.mu.Unlock()
+	pl.releaseResults(s)
+	if !ok {
+		return asError(logger, fmt.Errorf("no allocation for node %s", nodeName))
+	}
+	s.allocations = res
+	s.inFlight = make([]bool, len(s.pending))
+	s.written = make([]bool, len(s.pending))
+	for j, i := range s.pending {
+		c := s.claims[i].claim.DeepCopy()
+		if !slices.Contains(c.Finalizers, resourcev1.Finalizer) {
+			c.Finalizers = append(c.Finalizers, resourcev1.Finalizer)
+		}
+		c.Status.Allocation = res[j]
+		if err := pl.feed.assume(c); err != nil {
+			return asError(logger, fmt.Errorf("assume allocation of claim %s: %w", klog.KObj(c), err))
+		}
+		s.inFlight[j] = true
+		if err := pl.dra.ResourceClaims().SignalClaimPendingAllocation(c.UID, c); err != nil {
+			return asError(logger, fmt.Errorf("signal allocation of claim %s: %w", klog.KObj(c), err))
+		}
+		logger.V(5).Info("Reserved devices", "pod", klog.KObj(pod), "resourceclaim", klog.KObj(c), "node", nodeName)
+	}
+	return nil
+}
+
+// Unreserve undoes Reserve and the part of PreBind that succeeded: it
+// drops allocations that were not written and takes the pod out of the
+// claims' reservedFor. It is idempotent.
+func (pl *Plugin) Unreserve(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, _ string) {
+	logger := klog.FromContext(ctx)
+	pl.gate.release(pod.UID)
+	s, err := readState(cs)
+	if err != nil || len(s.claims) == 0 {
+		return
+	}
+	for j, i := range s.pending {
+		if j >= len(s.inFlight) || !s.inFlight[j] {
+			continue
+		}
+		c := s.claims[i].claim
+		if pl.dra.ResourceClaims().MaybeRemoveClaimPendingAllocation(c.UID, false) {
+			pl.dra.ResourceClaims().AssumedClaimRestore(c.Namespace, c.Name)
+		}
+		if !s.written[j] {
+			pl.feed.forget(state.KeyOf(c))
+		}
+		s.inFlight[j] = false
+	}
+	if s.preBound {
+		// The binding failed after PreBind, and may have failed with an
+		// unknown outcome (etcd timed out) while the API server stores it:
+		// a pod bound to a node must find its claims reserved for it, or
+		// the kubelet does not start it. The reservation stays; the next
+		// attempt finds the claims reserved for the pod and allocated on
+		// that node, and PostFilter deallocates a claim reserved for this
+		// pod alone if no node fits it any more.
+		return
+	}
+	for _, pc := range s.claims {
+		c := pc.claim
+		if c.Status.Allocation == nil || !resourceclaim.IsReservedForPod(pod, c, false) {
+			continue
+		}
+		// A strategic merge patch removes the entry without needing the
+		// latest claim.
+		patch := fmt.Sprintf(`{"metadata":{"uid":%q},"status":{"reservedFor":[{"$patch":"delete","uid":%q}]}}`, c.UID, pod.UID)
+		if _, err := pl.clientset.ResourceV1().ResourceClaims(c.Namespace).Patch(ctx, c.Name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}, "status"); err != nil {
+			// The next attempt for the pod gets here again.
+			logger.Error(err, "Unreserve", "resourceclaim", klog.KObj(c))
+		}
+	}
+}
