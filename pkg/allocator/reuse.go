@@ -5,6 +5,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/utils/ptr"
 )
 
 // Memory reuse, all of it in this file (doc.go has the rule): a
@@ -295,4 +296,66 @@ func (p *pinned) to(node string) *corev1.NodeSelector {
 	p.term[0].MatchFields = p.req[:]
 	p.sel.NodeSelectorTerms = p.term[:]
 	return &p.sel
+}
+
+// useArena holds the counter uses of a generation's device entries in
+// one array, so that an entry usually costs no allocation of its own.
+type useArena []counterUse
+
+// mark is where the uses of the next entry start.
+func (a *useArena) mark() int { return len(*a) }
+
+func (a *useArena) add(u counterUse) { *a = append(*a, u) }
+
+// since returns the uses added from mark start on, nil for none. Later
+// appends may move the arena; an entry keeps the array it saw.
+func (a *useArena) since(start int) []counterUse {
+	if len(*a) == start {
+		return nil
+	}
+	return (*a)[start:len(*a):len(*a)]
+}
+
+// alloc sizes the bitsets and the counter window for the results, in one
+// block: a claim delta derives them again.
+func (h *heldGen) alloc(t *genTable, held []*resourcev1.DeviceRequestAllocationResult) {
+	dedicated, shared := false, false
+	lo, hi := int32(len(t.capacity)), int32(0)
+	for _, r := range held {
+		if ptr.Deref(r.AdminAccess, false) {
+			continue
+		}
+		for _, nd := range t.named(r.Device) {
+			dedicated = dedicated || r.ShareID == nil
+			shared = shared || r.ShareID != nil
+			if !nd.counters {
+				continue
+			}
+			if d := t.dev(nd.idx); !t.slices[d.slice].counters && len(d.uses) > 0 {
+				// Uses are sorted by counter.
+				lo, hi = min(lo, d.uses[0].rel), max(hi, d.uses[len(d.uses)-1].rel+1)
+			}
+		}
+	}
+	words := int((t.nDevs + 63) / 64)
+	n := max(0, int(hi-lo))
+	if dedicated {
+		n += words
+	}
+	if shared {
+		n += words
+	}
+	if n == 0 {
+		return
+	}
+	block := make([]uint64, n)
+	if dedicated {
+		h.dedicated, block = bitset(block[:words:words]), block[words:]
+	}
+	if shared {
+		h.shared, block = bitset(block[:words:words]), block[words:]
+	}
+	if lo < hi {
+		h.takeLo, h.take = lo, block
+	}
 }
