@@ -83,7 +83,7 @@ type heldGen struct {
 	// take is what held devices consume of the counters takeLo,
 	// takeLo+1, ..., each at most the counter's capacity; counters
 	// outside the window are untouched. An attempt starts its count of
-	// used counters from it (attempt.base). It is a window rather than an
+	// used counters from it (searchState.base). It is a window rather than an
 	// array per counter because a claim delta derives it again, and a
 	// claim's devices usually draw from one counter set of many (one GPU
 	// of a node's eight).

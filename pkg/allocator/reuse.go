@@ -200,6 +200,12 @@ func (at *attempt) release() {
 	st, b := &at.st, &at.bnd
 	sc.base, sc.used, sc.cntCtr, sc.minAmt, sc.inUse, sc.cntSet, sc.compat = st.base, st.used, b.cntCtr, b.minAmt, st.inUse, b.cntSet, st.compat
 	st.base, st.used, b.cntCtr, b.minAmt, st.inUse, b.cntSet, st.compat = nil, nil, nil, nil, nil, nil, nil
+	// The attempts stay in the scratch: they must not keep the caller's
+	// context alive.
+	at.ctx = nil
+	if sc.probe != nil {
+		sc.probe.ctx = nil
+	}
 }
 
 // attemptBufs hold an attempt's lists for the common pod and node (one

@@ -119,6 +119,9 @@ func (at *attempt) init() {
 		at.bnd.off |= lazyOff
 	}
 	at.prune = &at.bnd
+	if w := at.a.opts.wrapPruner; w != nil {
+		at.prune = w(at, at.prune)
+	}
 }
 
 // errStepBudget ends a search that took more than Options.stepBudget steps.
