@@ -28,9 +28,9 @@ type bestFit struct{}
 
 func (bestFit) upstreamOrder() bool { return false }
 
-// strategyOf returns the strategy of s. A value of no known strategy
-// searches in upstream's order without the shortcuts that assume it, as
-// it always has.
+// strategyOf returns the strategy of s. A value that names no strategy
+// searches in upstream's order but without the shortcuts, which are
+// promised only to FirstFit.
 func strategyOf(s Strategy) strategy {
 	switch s {
 	case FirstFit:
