@@ -24,16 +24,17 @@ import (
 //   - ctx.Err() as is when ctx ends during the search.
 //
 // Claims that are already allocated are allocated again; callers pass only
-// pending claims. Allocate is Prepare followed by Claims.Allocate; a
-// caller that asks for many nodes prepares once.
+// pending claims. Allocate is Plan followed by Plan.Allocate; a caller
+// that asks for many nodes plans once.
 func (a *Allocator) Allocate(ctx context.Context, node *corev1.Node, claims []*resourcev1.ResourceClaim) ([]*resourcev1.AllocationResult, error) {
-	return a.Prepare(claims).Allocate(ctx, node)
+	return a.Plan(claims).Allocate(ctx, node)
 }
 
-// Allocate allocates the claims on node; see Allocator.Allocate for the
-// results and errors. It may be called for many nodes concurrently.
-func (c *Claims) Allocate(ctx context.Context, node *corev1.Node) ([]*resourcev1.AllocationResult, error) {
-	a := c.a
+// Allocate allocates the planned claims on node; see Allocator.Allocate
+// for the results and errors. It may be called for many nodes
+// concurrently.
+func (p *Plan) Allocate(ctx context.Context, node *corev1.Node) ([]*resourcev1.AllocationResult, error) {
+	a := p.a
 	if node == nil {
 		return nil, &FatalError{Err: errors.New("node is nil")}
 	}
@@ -51,16 +52,15 @@ func (c *Claims) Allocate(ctx context.Context, node *corev1.Node) ([]*resourcev1
 		sc.bufs.reset()
 		scratchPool.Put(sc)
 	}()
-	pools, err := a.gatherPools(node, bufs.pools[:0])
+	pools, err := a.gatherPools(node, bufs.nodePools())
 	if err != nil {
 		return nil, &FatalError{Err: err}
 	}
 	// First-fit tries the cheap first pass before the full one; best-fit
 	// orders whole candidate lists, so it starts with the full pass.
-	firstFit := a.opts.Strategy == FirstFit
 	ok, err := false, errFirstPassBudget
-	if firstFit && a.opts.withoutLayers&layerFirstPass == 0 {
-		at = c.newAttempt(ctx, node, pools, true, sc, bufs)
+	if a.strategy.upstreamOrder() && a.opts.withoutLayers&layerFirstPass == 0 {
+		at = p.newAttempt(&sc.passes[0], ctx, node, pools, true, sc, bufs)
 		if ok, err = at.run(); err != nil && !errors.Is(err, errFirstPassBudget) {
 			return nil, err
 		}
@@ -71,7 +71,7 @@ func (c *Claims) Allocate(ctx context.Context, node *corev1.Node) ([]*resourcev1
 			// The first pass used the buffers.
 			bufs = nil
 		}
-		at = c.newAttempt(ctx, node, pools, false, sc, bufs)
+		at = p.newAttempt(&sc.passes[1], ctx, node, pools, false, sc, bufs)
 		if ok, err = at.run(); err != nil {
 			return nil, err
 		}
@@ -79,8 +79,8 @@ func (c *Claims) Allocate(ctx context.Context, node *corev1.Node) ([]*resourcev1
 	if ok {
 		return at.results()
 	}
-	if at.firstPass {
-		at.firstPass = false
+	if at.lazy {
+		at.lazy = false
 		for ri := range at.requests {
 			for _, al := range at.requests[ri].alternatives {
 				at.finishAlt(al)
@@ -99,68 +99,6 @@ func (c *Claims) Allocate(ctx context.Context, node *corev1.Node) ([]*resourcev1
 		}
 	}
 	return nil, &UnfitError{Node: node.Name, Explanation: expl}
-}
-
-// attemptBufs hold an attempt's lists for the common pod and node (one
-// claim of one request, one pool on the node, one device picked) in one
-// allocation; longer lists grow out of them as usual.
-type attemptBufs struct {
-	pools [1]nodePool
-	reqs  [1]claimRequest
-	alts  [1]*alternative
-	alt   alternative
-	cons  [1][]*constraintState
-	picks [1]pick
-	count [1]int
-	// altUsed: alt holds an alternative.
-	altUsed bool
-}
-
-// reset readies the lists for the next Allocate call. Only what is read
-// before it is written again is cleared: clearing all of them costs a
-// write barrier per pointer while the collector runs, and what they
-// still point to is at most the pods and pools of a recent call.
-func (b *attemptBufs) reset() {
-	b.cons[0] = nil
-	clear(b.count[:])
-	b.altUsed = false
-}
-
-// newAttempt starts a search on the node, with the arrays of sc and bufs
-// (nil: none) for its lists. Errors that no search can avoid (the claims'
-// plan, "All" requests) are the run's.
-func (c *Claims) newAttempt(ctx context.Context, node *corev1.Node, pools []nodePool, firstPass bool, sc *scratch, bufs *attemptBufs) *attempt {
-	at := &attempt{a: c.a, ctx: ctx, node: node, claims: c.claims, plan: c.plan, pools: pools, firstPass: firstPass, scratch: sc, bufs: bufs}
-	if c.a.opts.stepBudget > 0 {
-		at.stepLimit, at.overBudget = c.a.opts.stepBudget, errStepBudget
-	}
-	return at
-}
-
-// errStepBudget ends a search that took more than Options.stepBudget steps.
-var errStepBudget = errors.New("search over step budget")
-
-// run prepares the attempt and searches. The full pass of first-fit
-// probes for infeasible suffixes first: a hard search is known by then,
-// and the probes cost more than an easy search.
-func (at *attempt) run() (bool, error) {
-	// Sized first: building candidate lists reads what held devices
-	// consume of counters (attempt.base).
-	at.size()
-	if err := at.prepare(); err != nil {
-		return false, err
-	}
-	if !at.firstPass && at.a.opts.Strategy == FirstFit && at.on(layerInfeasibleSuffix) {
-		if err := at.suffixes(); err != nil {
-			return false, err
-		}
-	}
-	ok, err := at.solve(0)
-	at.a.nodes.Add(at.nodes)
-	if errors.Is(err, errClaimLimit) {
-		ok, err = false, nil
-	}
-	return ok, err
 }
 
 // Stats describe the work Allocate calls have done.
@@ -189,15 +127,15 @@ func (at *attempt) explain() (*Explanation, error) {
 	for ri := range at.requests {
 		cr := &at.requests[ri]
 		for _, al := range cr.alternatives {
-			ci, ok := claimIdx[al.claim]
+			ci, ok := claimIdx[al.req.claim]
 			if !ok {
 				ci = len(e.Claims)
-				claimIdx[al.claim] = ci
-				e.Claims = append(e.Claims, ClaimExplanation{Claim: claimName(at.claims[al.claim])})
+				claimIdx[al.req.claim] = ci
+				e.Claims = append(e.Claims, ClaimExplanation{Claim: claimName(at.claims[al.req.claim])})
 			}
-			probe := &alternative{request: al.request, count: al.count, want: al.want}
+			probe := &alternative{req: al.req}
 			at.buildCands(probe, true)
-			re := RequestExplanation{Request: al.name, Needed: al.count, Rejected: map[Reason]int{}, Counters: probe.ctrRej}
+			re := RequestExplanation{Request: al.req.name, Needed: al.count(), Rejected: map[Reason]int{}, Counters: probe.ctrRej}
 			for r, n := range probe.rej {
 				if n > 0 {
 					re.Rejected[Reason(r)] = n
@@ -222,13 +160,9 @@ func (at *attempt) explain() (*Explanation, error) {
 
 // alone runs the search for one alternative on a fresh state.
 func (at *attempt) alone(al *alternative) (bool, error) {
-	probe := &attempt{a: at.a, ctx: at.ctx, node: at.node, claims: at.claims, plan: at.plan, pools: at.pools, cons: at.cons,
-		requests: []claimRequest{{claim: al.claim, alternatives: []*alternative{al}}}}
-	if at.a.opts.stepBudget > 0 {
-		probe.stepLimit, probe.overBudget = at.a.opts.stepBudget, errStepBudget
-	}
+	probe := at.probe([]claimRequest{{claim: al.req.claim, alternatives: []*alternative{al}}})
 	probe.size()
-	for _, cs := range at.cons[al.claim] {
+	for _, cs := range at.cons[al.req.claim] {
 		cs.stack = cs.stack[:0]
 	}
 	ok, err := probe.solve(0)
@@ -240,7 +174,7 @@ func (at *attempt) alone(al *alternative) (bool, error) {
 	if errors.As(err, &fe) {
 		return false, nil
 	}
-	for _, cs := range at.cons[al.claim] {
+	for _, cs := range at.cons[al.req.claim] {
 		cs.stack = cs.stack[:0]
 	}
 	return ok, err

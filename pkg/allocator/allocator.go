@@ -42,9 +42,10 @@ type Allocator struct {
 // successive states of one cluster share it (InitLike), which keeps an
 // Allocator small enough to build per scheduling cycle.
 type config struct {
-	opts  Options
-	g     gates
-	exprs *Cache
+	opts     Options
+	g        gates
+	exprs    *Cache
+	strategy strategy
 }
 
 // NewForSource returns an Allocator over src. Its cost does not depend on
@@ -67,7 +68,7 @@ func (a *Allocator) InitLike(src Source, like *Allocator) {
 // Allocator in an object of its own (a cluster snapshot) and so saves its
 // allocation.
 func (a *Allocator) Init(src Source, opts Options) {
-	a.src, a.config = src, &config{opts: opts, g: newGates(opts.Features), exprs: opts.Cache}
+	a.src, a.config = src, &config{opts: opts, g: newGates(opts.Features), exprs: opts.Cache, strategy: strategyOf(opts.Strategy)}
 	if a.opts.Compiler == nil {
 		a.opts.Compiler = defaultCompiler()
 	}

@@ -7,7 +7,7 @@ import (
 	"slices"
 )
 
-// bestFitOrder orders an alternative's candidates for BestFit: first the
+// order orders an alternative's candidates for BestFit: first the
 // devices that take away the last allocatable device of the fewest sizes
 // (a size is what a device consumes from its set, wherever in the set: a
 // MIG profile), then those that waste the least of their counter set, then
@@ -43,7 +43,11 @@ import (
 // instances of each size the pool could still hold, summed or weighted by
 // how often each size is held (598 to 604 claims against 609): it cannot
 // see a stranded slice.
-func (at *attempt) bestFitOrder(al *alternative) []candidate {
+func (bestFit) order(at *attempt, al *alternative) []candidate {
+	if al.req.all {
+		// "All" takes every candidate, in upstream's order.
+		return al.candidates
+	}
 	type scored struct {
 		c                candidate
 		crit, lost, open int
@@ -74,7 +78,7 @@ func (at *attempt) bestFitOrder(al *alternative) []candidate {
 		for si := range t.sets {
 			for _, o := range t.sets[si].devices {
 				od := t.dev(o)
-				if od.bucket < 0 || at.inUse[np.devBase+o] > 0 || np.h.allocated(o) || !at.countersFit(np, od) {
+				if od.bucket < 0 || at.st.inUse[np.devBase+o] > 0 || np.h.allocated(o) || !at.countersFit(np, od) {
 					continue
 				}
 				avail[sigKey{c.pool, sizeOf(od)}]++
@@ -106,7 +110,7 @@ func (at *attempt) bestFitOrder(al *alternative) []candidate {
 		np := &at.pools[c.pool]
 		t := np.t
 		t.all()
-		if at.inUse[np.devBase+d.idx] == 0 && !np.h.allocated(d.idx) && at.countersFit(np, d) {
+		if at.st.inUse[np.devBase+d.idx] == 0 && !np.h.allocated(d.idx) && at.countersFit(np, d) {
 			before := fillOf(c.pool, np, d.bucket)
 			at.take(np, d, 1)
 			after := at.reachableFill(np, d.bucket)
@@ -121,7 +125,7 @@ func (at *attempt) bestFitOrder(al *alternative) []candidate {
 			}
 			od := t.dev(o)
 			ol := np.devBase + o
-			if at.inUse[ol] > 0 || np.h.allocated(o) || !at.countersFit(np, od) {
+			if at.st.inUse[ol] > 0 || np.h.allocated(o) || !at.countersFit(np, od) {
 				continue
 			}
 			sc[i].open++
@@ -134,7 +138,7 @@ func (at *attempt) bestFitOrder(al *alternative) []candidate {
 						break
 					}
 				}
-				if left := np.t.capacity[u.rel] - at.used[lc]; extra > left || u.amt > left-extra {
+				if left := np.t.capacity[u.rel] - at.st.used[lc]; extra > left || u.amt > left-extra {
 					sc[i].lost++
 					if avail[sigKey{c.pool, sizeOf(od)}] <= 1 {
 						sc[i].crit++
@@ -181,7 +185,7 @@ func (at *attempt) reachableFill(np *nodePool, si int32) float64 {
 	for {
 		best, bestShare := -1, 0.0
 		for j, o := range set.devices {
-			if sh := set.shares[j]; sh > bestShare && at.inUse[np.devBase+o] == 0 && !np.h.allocated(o) && at.countersFit(np, t.dev(o)) {
+			if sh := set.shares[j]; sh > bestShare && at.st.inUse[np.devBase+o] == 0 && !np.h.allocated(o) && at.countersFit(np, t.dev(o)) {
 				best, bestShare = j, sh
 			}
 		}
@@ -203,13 +207,13 @@ func (at *attempt) reachableFill(np *nodePool, si int32) float64 {
 // attempt, counters included, without recording a pick: scoring tries
 // devices on and takes them off again.
 func (at *attempt) take(np *nodePool, d *devInfo, n int32) {
-	at.inUse[np.devBase+d.idx] += n
+	at.st.inUse[np.devBase+d.idx] += n
 	for _, u := range d.uses {
 		lc := np.ctrBase + u.rel
 		if n > 0 {
-			at.used[lc] += u.amt
+			at.st.used[lc] += u.amt
 		} else {
-			at.used[lc] -= u.amt
+			at.st.used[lc] -= u.amt
 		}
 	}
 }

@@ -5,41 +5,43 @@ package allocator
 // smallest counts from the union of their candidates, which the free-device
 // and counter bound caps. Admin access may reuse devices and shared devices
 // may be picked twice, so either turns the bound off.
-func (at *attempt) jointBound(ri int) bool {
+func (b *bounds) jointBound(ri int) bool {
+	at := b.at
 	if len(at.requests)-ri < 2 {
 		return true
 	}
-	if len(at.seen) == 0 {
-		at.seen = make([]uint32, len(at.inUse))
+	if len(b.seen) == 0 {
+		b.seen = make([]uint32, len(at.st.inUse))
 	}
-	at.epoch++
-	union := at.union[:0]
-	defer func() { at.union = union[:0] }()
+	b.epoch++
+	union := b.union[:0]
+	defer func() { b.union = union[:0] }()
 	need := 0
 	for rj := ri; rj < len(at.requests); rj++ {
 		alternatives := at.requests[rj].alternatives
 		least := -1
 		for _, al := range alternatives {
-			if al.mayFail {
+			if al.mayFail() {
 				rj = len(at.requests) // upstream may stop here with an error
 				least = -1
 				break
 			}
-			if al.admin {
+			if al.req.admin {
 				return true
 			}
-			if (al.all && len(al.candidates) == 0) || at.claimCount[al.claim]+al.count > maxResults {
+			cnt := al.count()
+			if (al.req.all && len(al.candidates) == 0) || at.st.claimCount[al.req.claim]+cnt > maxResults {
 				continue
 			}
-			if least < 0 || al.count < least {
-				least = al.count
+			if least < 0 || cnt < least {
+				least = cnt
 			}
 			for _, c := range al.candidates {
 				if c.d.multi {
 					return true
 				}
-				if at.seen[c.local] != at.epoch {
-					at.seen[c.local] = at.epoch
+				if b.seen[c.local] != b.epoch {
+					b.seen[c.local] = b.epoch
 					union = append(union, c)
 				}
 			}
@@ -51,7 +53,7 @@ func (at *attempt) jointBound(ri int) bool {
 	if need < 2 {
 		return true
 	}
-	return at.countBound(nil, union, need)
+	return b.countBound(nil, union, need)
 }
 
 // failsCleanly is true when the alternative fails without error from the current
@@ -60,15 +62,16 @@ func (at *attempt) jointBound(ri int) bool {
 // loop stops there, before any constraint could fail fatally. Devices that
 // allow multiple allocations are left out, because a share picked later
 // lets them skip counters.
-func (at *attempt) failsCleanly(al *alternative) bool {
+func (b *bounds) failsCleanly(al *alternative) bool {
+	at := b.at
 	switch {
-	case al.all && len(al.candidates) == 0:
+	case al.req.all && len(al.candidates) == 0:
 		return true
-	case at.claimCount[al.claim]+al.count > maxResults:
+	case at.st.claimCount[al.req.claim]+al.count() > maxResults:
 		return true
-	case !al.mayFail:
-		return !at.mayFit(al)
-	case !al.all:
+	case !al.mayFail():
+		return !b.mayFit(al)
+	case !al.req.all:
 		return false
 	}
 	c := al.candidates[0]
@@ -85,16 +88,17 @@ func (at *attempt) failsCleanly(al *alternative) bool {
 
 // mayFit is false when the alternative cannot be satisfied from the current state
 // or any state that adds picks to it.
-func (at *attempt) mayFit(al *alternative) bool {
+func (b *bounds) mayFit(al *alternative) bool {
+	cnt := al.count()
 	switch {
-	case al.all && len(al.candidates) == 0:
+	case al.req.all && len(al.candidates) == 0:
 		return false
-	case at.claimCount[al.claim]+al.count > maxResults:
+	case b.at.st.claimCount[al.req.claim]+cnt > maxResults:
 		return false
-	case al.count == 0:
+	case cnt == 0:
 		return true
 	}
-	return at.boundOK(al, al.candidates, al.count)
+	return b.boundOK(al, al.candidates, cnt)
 }
 
 // boundOK is an upper bound on how many of rest could still be picked
@@ -103,18 +107,18 @@ func (at *attempt) mayFit(al *alternative) bool {
 // the room of a counter divided by the smallest amount any of them takes.
 // Claim constraints bound it further (valueBound). It never rejects a
 // feasible branch, so first-fit order is unaffected.
-func (at *attempt) boundOK(al *alternative, rest []candidate, need int) bool {
-	if !at.countBound(al, rest, need) {
+func (b *bounds) boundOK(al *alternative, rest []candidate, need int) bool {
+	if !b.countBound(al, rest, need) {
 		return false
 	}
-	for _, i := range al.applies {
-		cs := at.cons[al.claim][i]
+	for _, i := range al.req.applies {
+		cs := b.at.cons[al.req.claim][i]
 		if cs.match && len(cs.stack) > 0 {
 			// admitted already keeps only devices that overlap the running
 			// intersection.
 			continue
 		}
-		if !at.valueBound(al, cs, rest, need) {
+		if !b.valueBound(al, cs, rest, need) {
 			return false
 		}
 	}
@@ -133,18 +137,19 @@ type scalarKey struct {
 // group, or the number of distinct values, can be picked together. A
 // candidate whose evaluation failed counts for every group. List values
 // (overlap instead of equality) are not bounded.
-func (at *attempt) valueBound(al *alternative, cs *constraintState, rest []candidate, need int) bool {
-	if at.groups == nil {
-		at.groups = map[scalarKey]int32{}
+func (b *bounds) valueBound(al *alternative, cs *constraintState, rest []candidate, need int) bool {
+	at := b.at
+	if b.groups == nil {
+		b.groups = map[scalarKey]int32{}
 	}
-	groups := at.groups
+	groups := b.groups
 	clear(groups)
 	wild, best := 0, 0
 	for _, c := range rest {
 		if c.err != nil {
 			wild++
 		} else {
-			if at.busy(al, c, c.d) || !at.admitted(al, c) {
+			if at.busy(al, c, c.d) || !b.admitted(al, c) {
 				continue
 			}
 			v, err := at.attrFor(al, cs, c.d)
@@ -177,18 +182,19 @@ func (at *attempt) valueBound(al *alternative, cs *constraintState, rest []candi
 }
 
 // countBound is the free-device and counter part of boundOK.
-func (at *attempt) countBound(al *alternative, rest []candidate, need int) bool {
+func (b *bounds) countBound(al *alternative, rest []candidate, need int) bool {
+	at := b.at
 	free := 0
-	touched := at.touched[:0]
-	defer func() { at.touched = touched[:0] }()
+	touched := b.touched[:0]
+	defer func() { b.touched = touched[:0] }()
 	reset := func() {
 		for _, t := range touched {
-			at.cntSet[t.local] = 0
+			b.cntSet[t.local] = 0
 			np := &at.pools[t.np]
 			si := &np.t.sets[t.set]
 			for j := range si.names {
 				lc := np.ctrBase + si.ctrStart + int32(j)
-				at.cntCtr[lc], at.minAmt[lc] = 0, 0
+				b.cntCtr[lc], b.minAmt[lc] = 0, 0
 			}
 		}
 	}
@@ -199,10 +205,10 @@ func (at *attempt) countBound(al *alternative, rest []candidate, need int) bool 
 		} else {
 			if al == nil {
 				// Devices for several requests: none with admin access.
-				if at.inUse[c.local] > 0 || (c.fromAll && at.pools[c.pool].h.allocated(d.idx)) {
+				if at.st.inUse[c.local] > 0 || (c.fromAll && at.pools[c.pool].h.allocated(d.idx)) {
 					continue
 				}
-			} else if at.busy(al, c, d) || !at.admitted(al, c) {
+			} else if at.busy(al, c, d) || !b.admitted(al, c) {
 				continue
 			}
 			np := &at.pools[c.pool]
@@ -213,16 +219,16 @@ func (at *attempt) countBound(al *alternative, rest []candidate, need int) bool 
 					continue
 				}
 				ls := np.setBase + d.bucket
-				if at.cntSet[ls] == 0 {
+				if b.cntSet[ls] == 0 {
 					touched = append(touched, touchedSet{local: ls, set: d.bucket, np: c.pool})
 				}
-				at.cntSet[ls]++
+				b.cntSet[ls]++
 				for _, u := range d.bucketUses {
 					lc := np.ctrBase + u.rel
-					if at.cntCtr[lc] == 0 || u.amt < at.minAmt[lc] {
-						at.minAmt[lc] = u.amt
+					if b.cntCtr[lc] == 0 || u.amt < b.minAmt[lc] {
+						b.minAmt[lc] = u.amt
 					}
-					at.cntCtr[lc]++
+					b.cntCtr[lc]++
 				}
 			}
 		}
@@ -235,12 +241,12 @@ func (at *attempt) countBound(al *alternative, rest []candidate, need int) bool 
 	for _, t := range touched {
 		np := &at.pools[t.np]
 		si := &np.t.sets[t.set]
-		room := int64(at.cntSet[t.local])
+		room := int64(b.cntSet[t.local])
 		for j := range si.names {
 			rel := si.ctrStart + int32(j)
 			lc := np.ctrBase + rel
-			if at.cntCtr[lc] == at.cntSet[t.local] && at.minAmt[lc] > 0 {
-				if q := (np.t.capacity[rel] - at.used[lc]) / at.minAmt[lc]; q < uint64(room) {
+			if b.cntCtr[lc] == b.cntSet[t.local] && b.minAmt[lc] > 0 {
+				if q := (np.t.capacity[rel] - at.st.used[lc]) / b.minAmt[lc]; q < uint64(room) {
 					room = int64(q)
 				}
 			}
@@ -254,20 +260,11 @@ func (at *attempt) countBound(al *alternative, rest []candidate, need int) bool 
 // admitted: the active constraints admit the candidate. A derived
 // attribute that fails to evaluate admits it: the search reports the
 // error when it reaches the device.
-func (at *attempt) admitted(al *alternative, c candidate) bool {
-	for _, i := range al.applies {
-		cs := at.cons[al.claim][i]
-		v, err := at.attrFor(al, cs, c.d)
+func (b *bounds) admitted(al *alternative, c candidate) bool {
+	for _, i := range al.req.applies {
+		cs := b.at.cons[al.req.claim][i]
+		v, err := b.at.attrFor(al, cs, c.d)
 		if err == nil && !cs.admits(v) {
-			return false
-		}
-	}
-	return true
-}
-
-func (at *attempt) countersFit(np *nodePool, d *devInfo) bool {
-	for _, u := range d.uses {
-		if u.amt > np.t.capacity[u.rel]-at.used[np.ctrBase+u.rel] {
 			return false
 		}
 	}

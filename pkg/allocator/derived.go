@@ -54,7 +54,7 @@ func derivedAttr(ctx context.Context, e *derivedEntry, name string, d *devInfo) 
 // the alternative's derived attribute of that name if it defines one, else the
 // device's own.
 func (at *attempt) attrFor(al *alternative, cs *constraintState, d *devInfo) (*attrVal, error) {
-	if e := al.derived[cs.name]; e != nil {
+	if e := al.req.derived[cs.name]; e != nil {
 		return derivedAttr(at.ctx, e, cs.name, d)
 	}
 	return cs.attr(d), nil

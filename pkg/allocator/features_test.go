@@ -76,7 +76,7 @@ func TestFeatureGates(t *testing.T) {
 	}
 	nodeOps := []*api.ResourceSlice{at.Slice("s").Node("node-1").SkipNodeOperations("Prepare").Device(at.Device("d")).Obj()}
 	withOps := at.Node("node-1")
-	withOps.Status.DeclaredFeatures = []string{nodeOperationsFeature}
+	withOps.Status.DeclaredFeatures = []string{features.NodeFeatureOptionalNodeOperations}
 	compatPool := []*api.ResourceSlice{
 		at.Slice("a").Node("node-1").Pool("p").Count(2).Counters("gpu", "mem", "2").Obj(),
 		at.Slice("b").Node("node-1").Pool("p").Count(2).Device(at.Device("g").ConsumesGroups("gpu", []string{"x"}, "mem", "1")).Obj(),

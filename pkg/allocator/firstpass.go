@@ -22,13 +22,14 @@ const firstPassBudget = 256
 // fillLazy is fill for the first pass: upstream's plain enumeration, with
 // candidates built as it reaches them.
 func (at *attempt) fillLazy(ri int, al *alternative, k, pos int) (bool, error) {
-	if at.steps > firstPassBudget {
+	b := &at.budget
+	if b.steps > firstPassBudget {
 		return false, errFirstPassBudget
 	}
 	for i := pos; i < len(al.candidates) || at.more(al); i++ {
 		// Every device tried counts: a failing constraint can reject
 		// thousands without recursing.
-		if at.steps++; at.steps > firstPassBudget {
+		if b.steps++; b.steps > firstPassBudget {
 			return false, errFirstPassBudget
 		}
 		if done, err := at.descend(ri, al, nil, al.candidates[i], k, i+1); done || err != nil {

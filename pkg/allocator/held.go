@@ -83,7 +83,7 @@ type heldGen struct {
 	// take is what held devices consume of the counters takeLo,
 	// takeLo+1, ..., each at most the counter's capacity; counters
 	// outside the window are untouched. An attempt starts its count of
-	// used counters from it (attempt.base). It is a window rather than an
+	// used counters from it (searchState.base). It is a window rather than an
 	// array per counter because a claim delta derives it again, and a
 	// claim's devices usually draw from one counter set of many (one GPU
 	// of a node's eight).
@@ -117,50 +117,6 @@ func (h *heldGen) allocated(i int32) bool { return h.dedicated.has(i) }
 func (h *heldGen) shareInUse(i int32) bool { return h.shared.has(i) }
 
 func (h *heldGen) aggCap(i int32) capMap { return h.consumed[i] }
-
-// alloc sizes the bitsets and the counter window for the results, in one
-// block: a claim delta derives them again.
-func (h *heldGen) alloc(t *genTable, held []*resourcev1.DeviceRequestAllocationResult) {
-	dedicated, shared := false, false
-	lo, hi := int32(len(t.capacity)), int32(0)
-	for _, r := range held {
-		if ptr.Deref(r.AdminAccess, false) {
-			continue
-		}
-		for _, nd := range t.named(r.Device) {
-			dedicated = dedicated || r.ShareID == nil
-			shared = shared || r.ShareID != nil
-			if !nd.counters {
-				continue
-			}
-			if d := t.dev(nd.idx); !t.slices[d.slice].counters && len(d.uses) > 0 {
-				// Uses are sorted by counter.
-				lo, hi = min(lo, d.uses[0].rel), max(hi, d.uses[len(d.uses)-1].rel+1)
-			}
-		}
-	}
-	words := int((t.nDevs + 63) / 64)
-	n := max(0, int(hi-lo))
-	if dedicated {
-		n += words
-	}
-	if shared {
-		n += words
-	}
-	if n == 0 {
-		return
-	}
-	block := make([]uint64, n)
-	if dedicated {
-		h.dedicated, block = bitset(block[:words:words]), block[words:]
-	}
-	if shared {
-		h.shared, block = bitset(block[:words:words]), block[words:]
-	}
-	if lo < hi {
-		h.takeLo, h.take = lo, block
-	}
-}
 
 // init applies the results to the generation's table. A result
 // names a device by name, so every device of that name is held: with

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"reflect"
 	"strings"
@@ -304,4 +305,101 @@ func resultDevices(rs []*resourcev1.AllocationResult) string {
 		out = append(out, strings.Join(devices(r), ","))
 	}
 	return "[" + strings.Join(out, " | ") + "]"
+}
+
+// coreSnapshot is what the core owns of a search, copied; empty lists are
+// nil, whatever array they keep for later.
+type coreSnapshot struct {
+	used       []uint64
+	inUse      []int32
+	compat     []compatState
+	claimCount []int
+	picks      []pick
+	shares     map[int32]shareState
+	stacks     [][]*attrVal
+}
+
+func snapshotCore(core *attempt) coreSnapshot {
+	st := &core.st
+	s := coreSnapshot{used: copied(st.used), inUse: copied(st.inUse), compat: copied(st.compat),
+		claimCount: copied(st.claimCount), picks: copied(st.picks), shares: map[int32]shareState{}}
+	for k, v := range st.shares {
+		s.shares[k] = shareState{n: v.n, used: maps.Clone(v.used)}
+	}
+	for _, css := range core.cons {
+		for _, cs := range css {
+			s.stacks = append(s.stacks, copied(cs.stack))
+		}
+	}
+	return s
+}
+
+func copied[T any](s []T) []T { return append([]T(nil), s...) }
+
+// watchedPruner checks, around every question the core asks, that the
+// layers leave what the core owns as they found it.
+type watchedPruner struct {
+	t     *testing.T
+	core  *attempt
+	inner pruner
+	calls *int
+}
+
+func (w *watchedPruner) check(what string, ask func()) {
+	w.t.Helper()
+	before := snapshotCore(w.core)
+	ask()
+	*w.calls++
+	if after := snapshotCore(w.core); !reflect.DeepEqual(before, after) {
+		w.t.Fatalf("%s changed the core's state", what)
+	}
+}
+
+func (w *watchedPruner) start() (err error) {
+	w.check("start", func() { err = w.inner.start() })
+	return err
+}
+
+func (w *watchedPruner) claimDoomed(ri int) (doomed bool) {
+	w.check("claimDoomed", func() { doomed = w.inner.claimDoomed(ri) })
+	return doomed
+}
+
+func (w *watchedPruner) hopeless(ri int) (h bool) {
+	w.check("hopeless", func() { h = w.inner.hopeless(ri) })
+	return h
+}
+
+func (w *watchedPruner) lastStart(al *alternative, order []candidate, pos, need int) (last int) {
+	w.check("lastStart", func() { last = w.inner.lastStart(al, order, pos, need) })
+	return last
+}
+
+// TestPrunerLeavesCoreState: the pruning layers read the core's state
+// (counters, devices in use, compatibility groups, picks, shares,
+// constraint values) and change none of it, which is what lets the core
+// ask them anywhere; and the answers with them watched stay those without.
+func TestPrunerLeavesCoreState(t *testing.T) {
+	scenarios := 30
+	if testing.Short() || raceEnabled {
+		scenarios = 10
+	}
+	calls := 0
+	watch := func(core *attempt, p pruner) pruner { return &watchedPruner{t: t, core: core, inner: p, calls: &calls} }
+	for seed := range uint64(scenarios) {
+		for _, strategy := range []Strategy{FirstFit, BestFit} {
+			s := genLayerScenario(rand.New(rand.NewPCG(seed, 0x1a7e5)))
+			want, ok := allocateWith(t, s, Options{Strategy: strategy, stepBudget: 50_000})
+			if !ok {
+				continue
+			}
+			got, _ := allocateWith(t, s, Options{Strategy: strategy, stepBudget: 50_000, wrapPruner: watch})
+			if got.kind != want.kind || got.err != want.err || !reflect.DeepEqual(got.results, want.results) {
+				t.Fatalf("seed %d, %v: watched got %s %q, want %s %q", seed, strategy, got.kind, got.err, want.kind, want.err)
+			}
+		}
+	}
+	if calls == 0 {
+		t.Fatal("the core never asked its layers")
+	}
 }

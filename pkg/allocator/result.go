@@ -20,44 +20,41 @@ func (at *attempt) results() ([]*resourcev1.AllocationResult, error) {
 	var block []resourcev1.AllocationResult
 	var devs []resourcev1.DeviceRequestAllocationResult
 	var pin *pinned
-	if len(at.claims) == 1 && len(at.picks) == 1 {
-		b := &struct {
-			out   [1]*resourcev1.AllocationResult
-			block [1]resourcev1.AllocationResult
-			devs  [1]resourcev1.DeviceRequestAllocationResult
-			pin   pinned
-		}{}
+	picks := at.st.picks
+	if len(at.claims) == 1 && len(picks) == 1 {
+		b := new(resultBlock)
 		out, block, devs, pin = b.out[:], b.block[:], b.devs[:0], &b.pin
 	} else {
 		out = make([]*resourcev1.AllocationResult, len(at.claims))
 		block = make([]resourcev1.AllocationResult, len(at.claims))
-		devs = make([]resourcev1.DeviceRequestAllocationResult, 0, len(at.picks))
+		devs = make([]resourcev1.DeviceRequestAllocationResult, 0, len(picks))
 	}
 	for ci := range at.claims {
 		out[ci] = &block[ci]
 		start := len(devs)
-		for _, pk := range at.picks {
-			if pk.al.claim == ci {
+		for _, pk := range picks {
+			if pk.al.req.claim == ci {
 				devs = append(devs, resourcev1.DeviceRequestAllocationResult{})
 			}
 		}
 		block[ci].Devices.Results = devs[start:start:len(devs)]
 	}
-	for _, pk := range at.picks {
+	for _, pk := range picks {
 		d := pk.c.d
+		req := pk.al.req
 		r := resourcev1.DeviceRequestAllocationResult{
-			Request:            pk.al.name,
+			Request:            req.name,
 			Driver:             d.t.pt.driver,
 			Pool:               d.t.pt.pool,
 			Device:             d.name,
-			Tolerations:        pk.al.tols,
+			Tolerations:        req.tols,
 			ShareID:            pk.shareID,
 			SkipNodeOperations: d.sliceInfo().skip,
 		}
 		if d.bindingSet {
 			r.BindingConditions, r.BindingFailureConditions = d.d.BindingConditions, d.d.BindingFailureConditions
 		}
-		if pk.al.admin {
+		if req.admin {
 			r.AdminAccess = ptr.To(true)
 		}
 		if len(pk.consumed) > 0 {
@@ -66,7 +63,7 @@ func (at *attempt) results() ([]*resourcev1.AllocationResult, error) {
 				r.ConsumedCapacity[n] = q.DeepCopy()
 			}
 		}
-		res := out[pk.al.claim]
+		res := out[req.claim]
 		res.Devices.Results = append(res.Devices.Results, r)
 	}
 	for ci, claim := range at.claims {
@@ -80,15 +77,15 @@ func (at *attempt) results() ([]*resourcev1.AllocationResult, error) {
 	return out, nil
 }
 
-// chosen appends to alternatives the alternative that served each request
-// of a claim.
-func (at *attempt) chosen(ci int, alternatives []*alternative) []*alternative {
+// chosen appends to served the planned request that served each request
+// of a claim: the request itself or its chosen subrequest.
+func (at *attempt) chosen(ci int, served []*request) []*request {
 	for i := range at.requests {
-		if at.requests[i].claim == ci {
-			alternatives = append(alternatives, at.requests[i].alternatives[at.requests[i].chosen])
+		if cr := &at.requests[i]; cr.claim == ci {
+			served = append(served, cr.alternatives[cr.chosen].req)
 		}
 	}
-	return alternatives
+	return served
 }
 
 // configs: class configuration once per class, naming every request that
@@ -104,24 +101,24 @@ func (at *attempt) configs(ci int, claim *resourcev1.ResourceClaim) []resourcev1
 	}
 	var spanBuf [4]span
 	byClass := spanBuf[:0]
-	var buf [4]*alternative
-	alternatives := at.chosen(ci, buf[:0])
+	var buf [4]*request
+	served := at.chosen(ci, buf[:0])
 next:
-	for _, al := range alternatives {
+	for _, r := range served {
 		for _, sp := range byClass {
-			if sp.class == al.class.Name {
+			if sp.class == r.class.Name {
 				for i := sp.start; i < sp.end; i++ {
-					cfg[i].Requests = append(cfg[i].Requests, al.name)
+					cfg[i].Requests = append(cfg[i].Requests, r.name)
 				}
 				continue next
 			}
 		}
 		start := len(cfg)
-		for _, c := range al.class.Spec.Config {
+		for _, c := range r.class.Spec.Config {
 			cfg = append(cfg, resourcev1.DeviceAllocationConfiguration{
-				Source: resourcev1.AllocationConfigSourceClass, Requests: []string{al.name}, DeviceConfiguration: c.DeviceConfiguration})
+				Source: resourcev1.AllocationConfigSourceClass, Requests: []string{r.name}, DeviceConfiguration: c.DeviceConfiguration})
 		}
-		byClass = append(byClass, span{al.class.Name, start, len(cfg)})
+		byClass = append(byClass, span{r.class.Name, start, len(cfg)})
 	}
 	for _, c := range claim.Spec.Devices.Config {
 		use := len(c.Requests) == 0
@@ -129,7 +126,7 @@ next:
 			if use {
 				break
 			}
-			if slices.Contains(c.Requests, req.Name) || (alternatives[i].parent != "" && slices.Contains(c.Requests, alternatives[i].name)) {
+			if slices.Contains(c.Requests, req.Name) || (served[i].parent != "" && slices.Contains(c.Requests, served[i].name)) {
 				use = true
 			}
 		}
@@ -147,7 +144,7 @@ next:
 			if slices.Contains(cfg[i].Requests, req.Name) {
 				continue
 			}
-			if alternatives[ri].parent != "" && slices.Contains(cfg[i].Requests, alternatives[ri].name) {
+			if served[ri].parent != "" && slices.Contains(cfg[i].Requests, served[ri].name) {
 				continue
 			}
 			all = false
@@ -167,8 +164,8 @@ next:
 // node set) are merged; devices available everywhere add nothing.
 func (at *attempt) nodeSelector(ci int, pin *pinned) (*corev1.NodeSelector, error) {
 	term := corev1.NodeSelectorTerm{}
-	for _, pk := range at.picks {
-		if pk.al.claim != ci {
+	for _, pk := range at.st.picks {
+		if pk.al.req.claim != ci {
 			continue
 		}
 		d := pk.c.d
@@ -205,23 +202,6 @@ func (at *attempt) nodeSelector(ci int, pin *pinned) (*corev1.NodeSelector, erro
 		return nil, nil
 	}
 	return &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{term}}, nil
-}
-
-// pinned is a node selector for one node by name, in one piece.
-type pinned struct {
-	sel  corev1.NodeSelector
-	term [1]corev1.NodeSelectorTerm
-	req  [1]corev1.NodeSelectorRequirement
-	vals [1]string
-}
-
-// to fills p as the selector for the named node alone and returns it.
-func (p *pinned) to(node string) *corev1.NodeSelector {
-	p.vals[0] = node
-	p.req[0] = corev1.NodeSelectorRequirement{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: p.vals[:]}
-	p.term[0].MatchFields = p.req[:]
-	p.sel.NodeSelectorTerms = p.term[:]
-	return &p.sel
 }
 
 // mergeReqs appends requirements not present yet; two requirements are the

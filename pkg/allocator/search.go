@@ -4,74 +4,74 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// attempt is the state of one Allocate call. One goroutine owns it.
+// attempt is one search on one node: the core (this file), the pruning
+// layers it asks (prune, layers.go) and the strategy that orders
+// candidates (config.strategy, strategy.go). One goroutine owns it.
 type attempt struct {
-	a        *Allocator
-	ctx      context.Context
-	node     *corev1.Node
-	claims   []*resourcev1.ResourceClaim
-	plan     []claimPlan
-	pools    []nodePool
+	a      *Allocator
+	ctx    context.Context
+	node   *corev1.Node
+	claims []*resourcev1.ResourceClaim
+	plan   []claimPlan
+	pools  []nodePool
+	// requests are the plan's requests on this node with their candidates
+	// (candidates.go), in the order the search satisfies them; cons are
+	// the running values of each claim's constraints.
 	requests []claimRequest
 	cons     [][]*constraintState // per claim
 
-	scratch *scratch
-	bufs    *attemptBufs // nil for probes
-	// Dense per-attempt state, indexed by attempt-local indices.
-	// base is per counter what held devices consume (heldGen.take); used
-	// is that plus what picks of this attempt consume, never above the
-	// counter's capacity.
-	base   []uint64
-	used   []uint64
-	inUse  []int32       // per device: dedicated picks of this attempt
-	compat []compatState // per counter set: running group intersection
-	shares map[int32]*shareState
-
-	picks      []pick
-	claimCount []int
-	steps      int
+	st     searchState
+	budget budget
+	// lazy: the first pass, whose candidate lists are built only as far
+	// as the search reaches (firstpass.go).
+	lazy bool
 	// nodes counts the nodes of the search tree in the units of upstream's
 	// allocateOne calls (see Stats).
 	nodes int64
-	// firstPass: candidates are built only as far as the search reaches
-	// and nothing is pruned (firstpass.go).
-	firstPass bool
-	// infeasibleFrom is the first request of the final ones that cannot be
-	// satisfied together even with nothing else picked (suffix.go); 0 when
-	// not known.
-	infeasibleFrom int
-	// stepLimit > 0 ends the search with overBudget after that many steps.
-	stepLimit  int
-	overBudget error
 
-	// Scratch for the counter bound.
-	cntSet  []int32
-	cntCtr  []int32
-	minAmt  []uint64
-	touched []touchedSet
-	groups  map[scalarKey]int32
-	// Scratch for jointBound: devices seen in this epoch.
-	seen  []uint32
-	epoch uint32
-	union []candidate
+	// prune is the pruning layers the core asks before it goes deeper;
+	// it is &bnd, which holds their state.
+	prune pruner
+	bnd   bounds
+
+	// Where the arrays and lists come from (reuse.go): sc lends the dense
+	// arrays, bufs (nil for probes and full passes after a first pass)
+	// the lists of a one-request pod.
+	sc   *scratch
+	bufs *attemptBufs
+}
+
+// searchState is what the picks of the search hold, indexed by
+// attempt-local indices (nodePool's bases). Every pick changes it and
+// undo restores it.
+type searchState struct {
+	// base is per counter what held devices consume (heldGen.take); used
+	// is that plus what picks consume, never above the counter's
+	// capacity.
+	base, used []uint64
+	inUse      []int32       // per device: dedicated picks
+	compat     []compatState // per counter set: running group intersection
+	shares     map[int32]*shareState
+	picks      []pick
+	claimCount []int // per claim: its picks
+}
+
+// budget ends a search after limit steps (0: never) with over.
+type budget struct {
+	steps int
+	limit int
+	over  error
 }
 
 type shareState struct {
 	n    int
 	used capMap
-}
-
-type touchedSet struct {
-	local int32
-	set   int32
-	np    int32
 }
 
 // pick is one device chosen for one alternative, with what is needed to undo it.
@@ -90,104 +90,107 @@ type savedCompat struct {
 	prev  compatState
 }
 
-func (at *attempt) size() {
-	var nd, nc, ns int32
-	for _, np := range at.pools {
-		nd += np.t.nDevs
-		nc += int32(len(np.t.capacity))
-		ns += int32(len(np.t.sets))
+// newAttempt starts, in at, a search of plan p on the node, with the
+// arrays of sc and bufs (nil: none) for its lists; lazy is the first
+// pass.
+func (p *Plan) newAttempt(at *attempt, ctx context.Context, node *corev1.Node, pools []nodePool, lazy bool, sc *scratch, bufs *attemptBufs) *attempt {
+	*at = attempt{a: p.a, ctx: ctx, node: node, claims: p.claims, plan: p.byClaim, pools: pools, lazy: lazy, sc: sc, bufs: bufs}
+	at.init()
+	return at
+}
+
+// probe starts a search of requests alone on a fresh state of at's node,
+// for the pruning layers and explanations. Probes run one at a time, in
+// the probe attempt of at's scratch; their arrays are left to the
+// garbage collector.
+func (at *attempt) probe(requests []claimRequest) *attempt {
+	p := at.sc.probeAttempt()
+	*p = attempt{a: at.a, ctx: at.ctx, node: at.node, claims: at.claims, plan: at.plan, pools: at.pools, cons: at.cons, requests: requests}
+	p.init()
+	return p
+}
+
+func (at *attempt) init() {
+	if at.a.opts.stepBudget > 0 {
+		at.budget = budget{limit: at.a.opts.stepBudget, over: errStepBudget}
 	}
-	sc := at.scratch
-	if sc == nil {
-		// A probe: its arrays are left to the garbage collector.
-		sc = scratchPool.Get().(*scratch)
-		at.scratch = sc
+	at.bnd.at, at.bnd.off = at, at.a.opts.withoutLayers
+	if at.lazy {
+		at.bnd.off |= lazyOff
 	}
-	at.base, sc.base = zeroed(sc.base, nc), nil
-	for _, np := range at.pools {
-		copy(at.base[np.ctrBase+np.h.takeLo:], np.h.take)
-	}
-	at.used, sc.used = zeroed(sc.used, nc), nil
-	copy(at.used, at.base)
-	at.cntCtr, sc.cntCtr = zeroed(sc.cntCtr, nc), nil
-	at.minAmt, sc.minAmt = zeroed(sc.minAmt, nc), nil
-	at.inUse, sc.inUse = zeroed(sc.inUse, nd), nil
-	at.cntSet, sc.cntSet = zeroed(sc.cntSet, ns), nil
-	at.compat, sc.compat = zeroed(sc.compat, ns), nil
-	for _, np := range at.pools {
-		if np.h.baseline == nil {
-			continue
-		}
-		copy(at.compat[np.setBase:], np.h.baseline)
-	}
-	if b := at.bufs; b != nil && len(at.claims) <= len(b.count) {
-		at.claimCount = b.count[:len(at.claims)]
-	} else {
-		at.claimCount = make([]int, len(at.claims))
+	at.prune = &at.bnd
+	if w := at.a.opts.wrapPruner; w != nil {
+		at.prune = w(at, at.prune)
 	}
 }
 
-// scratch holds the dense arrays and the lists of an attempt between
-// Allocate calls: a scheduler allocates on many nodes per cycle, and
-// allocating them anew each time costs more than the search on a node
-// with free devices.
-type scratch struct {
-	base, used, minAmt    []uint64
-	cntCtr, inUse, cntSet []int32
-	compat                []compatState
-	bufs                  attemptBufs
+// errStepBudget ends a search that took more than Options.stepBudget steps.
+var errStepBudget = errors.New("search over step budget")
+
+func (at *attempt) fatal(claim int, request string, err error) error {
+	return &FatalError{Claim: claimName(at.claims[claim]), Request: request, Err: err}
 }
 
-var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
-
-// zeroed returns s with length n, all zero, reusing its array if it fits.
-func zeroed[T any](s []T, n int32) []T {
-	if int32(cap(s)) < n {
-		return make([]T, n)
+// run builds the requests on the node and searches. The pruning layers
+// start first (the infeasible-suffix probes of a full first-fit pass: a
+// hard search is known by then, and the probes cost more than an easy
+// search).
+func (at *attempt) run() (bool, error) {
+	// Sized first: building candidate lists reads what held devices
+	// consume of counters (searchState.base).
+	at.size()
+	if err := at.nodeRequests(); err != nil {
+		return false, err
 	}
-	s = s[:n]
-	clear(s)
-	return s
-}
-
-// release hands the attempt's arrays back to its scratch, for the next
-// attempt of the Allocate call that owns it; the attempt must not be used
-// afterwards.
-func (at *attempt) release() {
-	if at == nil || at.scratch == nil {
-		return
+	if err := at.prune.start(); err != nil {
+		return false, err
 	}
-	sc := at.scratch
-	at.scratch = nil
-	sc.base, sc.used, sc.cntCtr, sc.minAmt, sc.inUse, sc.cntSet, sc.compat = at.base, at.used, at.cntCtr, at.minAmt, at.inUse, at.cntSet, at.compat
-	at.base, at.used, at.cntCtr, at.minAmt, at.inUse, at.cntSet, at.compat = nil, nil, nil, nil, nil, nil, nil
+	ok, err := at.solve(0)
+	at.a.nodes.Add(at.nodes)
+	if errors.Is(err, errClaimLimit) {
+		ok, err = false, nil
+	}
+	return ok, err
 }
 
 // busy is the in-use test upstream runs first: admin access may reuse
 // devices held by other claims but not pick one twice for its own claim.
 func (at *attempt) busy(al *alternative, c candidate, d *devInfo) bool {
-	if al.admin {
+	if al.req.admin {
 		if d.multi {
 			return false
 		}
-		for i := len(at.picks) - 1; i >= 0 && at.picks[i].al.claim == al.claim; i-- {
-			if at.picks[i].c.local == c.local && !at.picks[i].c.d.multi {
+		picks := at.st.picks
+		for i := len(picks) - 1; i >= 0 && picks[i].al.req.claim == al.req.claim; i-- {
+			if picks[i].c.local == c.local && !picks[i].c.d.multi {
 				return true
 			}
 		}
 		return false
 	}
-	return at.inUse[c.local] > 0 || (c.fromAll && at.pools[c.pool].h.allocated(d.idx))
+	return at.st.inUse[c.local] > 0 || (c.fromAll && at.pools[c.pool].h.allocated(d.idx))
 }
 
 func (at *attempt) skipCounters(c candidate, d *devInfo) bool {
-	return d.multi && (at.pools[c.pool].h.shareInUse(d.idx) || at.shares[c.local] != nil)
+	return d.multi && (at.pools[c.pool].h.shareInUse(d.idx) || at.st.shares[c.local] != nil)
+}
+
+// countersFit: the counters d consumes still have room for it.
+func (at *attempt) countersFit(np *nodePool, d *devInfo) bool {
+	for _, u := range d.uses {
+		if u.amt > np.t.capacity[u.rel]-at.st.used[np.ctrBase+u.rel] {
+			return false
+		}
+	}
+	return true
 }
 
 // tryAdd runs the dynamic checks for one candidate in upstream's order and,
 // when they pass, records it. The error is fatal.
 func (at *attempt) tryAdd(al *alternative, c candidate) (bool, error) {
 	a := at.a
+	st := &at.st
+	r := al.req
 	d := c.d
 	if at.busy(al, c, d) {
 		return false, nil
@@ -195,11 +198,11 @@ func (at *attempt) tryAdd(al *alternative, c candidate) (bool, error) {
 	if c.err != nil {
 		return false, c.err
 	}
-	sh := at.shares[c.local]
+	sh := st.shares[c.local]
 	if !c.fromAll && d.multi && sh != nil {
-		fits, err := capacityFits(al.capReq, d.cap, at.pools[c.pool].h.aggCap(d.idx), sh.used, a.g.fractional)
+		fits, err := capacityFits(r.capReq, d.cap, at.pools[c.pool].h.aggCap(d.idx), sh.used, a.g.fractional)
 		if err != nil {
-			return false, at.fatal(al.claim, al.name, fmt.Errorf("checking capacity for device %s: %w", d.id(), err))
+			return false, at.fatal(r.claim, r.name, fmt.Errorf("checking capacity for device %s: %w", d.id(), err))
 		}
 		if !fits {
 			return false, nil
@@ -217,12 +220,12 @@ func (at *attempt) tryAdd(al *alternative, c candidate) (bool, error) {
 		if t.usesCompat && a.g.compat {
 			for _, cu := range d.compat {
 				ls := np.setBase + cu.set
-				if !at.compat[ls].admits(cu.groups) {
+				if !st.compat[ls].admits(cu.groups) {
 					at.rollback(&pk)
 					return false, nil
 				}
-				pk.compat = append(pk.compat, savedCompat{local: ls, prev: at.compat[ls]})
-				at.compat[ls] = at.compat[ls].add(cu.groups)
+				pk.compat = append(pk.compat, savedCompat{local: ls, prev: st.compat[ls]})
+				st.compat[ls] = st.compat[ls].add(cu.groups)
 			}
 		}
 		if h.overcommitted {
@@ -231,13 +234,13 @@ func (at *attempt) tryAdd(al *alternative, c candidate) (bool, error) {
 		}
 		for _, u := range d.uses {
 			// Never overflows: used never exceeds capacity.
-			if u.amt > t.capacity[u.rel]-at.used[np.ctrBase+u.rel] {
+			if u.amt > t.capacity[u.rel]-st.used[np.ctrBase+u.rel] {
 				at.rollback(&pk)
 				return false, nil
 			}
 		}
 		for _, u := range d.uses {
-			at.used[np.ctrBase+u.rel] += u.amt
+			st.used[np.ctrBase+u.rel] += u.amt
 		}
 		pk.counters = true
 	}
@@ -245,19 +248,19 @@ func (at *attempt) tryAdd(al *alternative, c candidate) (bool, error) {
 		at.rollback(&pk)
 		return false, nil
 	}
-	for _, i := range al.applies {
-		cs := at.cons[al.claim][i]
+	for _, i := range r.applies {
+		cs := at.cons[r.claim][i]
 		v, err := at.attrFor(al, cs, d)
 		if err != nil {
 			at.rollback(&pk)
-			return false, at.fatal(al.claim, al.name, err)
+			return false, at.fatal(r.claim, r.name, err)
 		}
 		if !cs.admits(v) {
 			at.rollback(&pk)
 			if c.fromAll {
 				// Upstream: a claim whose constraint excludes part of
 				// "all" devices is a mistake, not a misfit.
-				return false, at.fatal(al.claim, al.name, fmt.Errorf("cannot add device %s because a claim constraint would not be satisfied", d.id()))
+				return false, at.fatal(r.claim, r.name, fmt.Errorf("cannot add device %s because a claim constraint would not be satisfied", d.id()))
 			}
 			return false, nil
 		}
@@ -273,71 +276,73 @@ func (at *attempt) tryAdd(al *alternative, c candidate) (bool, error) {
 		if err != nil || !fits {
 			at.rollback(&pk)
 			if err != nil {
-				return false, at.fatal(al.claim, al.name, fmt.Errorf("rechecking capacity for device %s: %w", d.id(), err))
+				return false, at.fatal(r.claim, r.name, fmt.Errorf("rechecking capacity for device %s: %w", d.id(), err))
 			}
 			return false, nil
 		}
 	}
 	if d.multi {
-		consumed, err := consumption(al.capReq, d.cap, a.g.fractional)
+		consumed, err := consumption(r.capReq, d.cap, a.g.fractional)
 		if err != nil {
 			at.rollback(&pk)
-			return false, at.fatal(al.claim, al.name, fmt.Errorf("computing consumed capacity for device %s: %w", d.id(), err))
+			return false, at.fatal(r.claim, r.name, fmt.Errorf("computing consumed capacity for device %s: %w", d.id(), err))
 		}
 		id := a.opts.NewShareID()
 		pk.shareID = &id
 		pk.consumed = consumed
 		if sh == nil {
-			if at.shares == nil {
-				at.shares = map[int32]*shareState{}
+			if st.shares == nil {
+				st.shares = map[int32]*shareState{}
 			}
 			sh = &shareState{}
-			at.shares[c.local] = sh
+			st.shares[c.local] = sh
 		}
 		sh.n++
 		sh.used = addCap(sh.used, consumed)
 	} else {
-		at.inUse[c.local]++
+		st.inUse[c.local]++
 	}
-	at.picks = append(at.picks, pk)
-	at.claimCount[al.claim]++
+	st.picks = append(st.picks, pk)
+	st.claimCount[r.claim]++
 	return true, nil
 }
 
 // undo removes the last pick.
 func (at *attempt) undo() {
-	pk := &at.picks[len(at.picks)-1]
+	st := &at.st
+	pk := &st.picks[len(st.picks)-1]
 	d := pk.c.d
 	if d.multi {
-		sh := at.shares[pk.c.local]
+		sh := st.shares[pk.c.local]
 		sh.n--
 		subCap(sh.used, pk.consumed)
 		if sh.n == 0 {
-			delete(at.shares, pk.c.local)
+			delete(st.shares, pk.c.local)
 		}
 	} else {
-		at.inUse[pk.c.local]--
+		st.inUse[pk.c.local]--
 	}
-	at.claimCount[pk.al.claim]--
+	st.claimCount[pk.al.req.claim]--
 	at.rollback(pk)
-	at.picks = at.picks[:len(at.picks)-1]
+	st.picks = st.picks[:len(st.picks)-1]
 }
 
 // rollback reverts constraints, group intersections and counters.
 func (at *attempt) rollback(pk *pick) {
-	cons := at.cons[pk.al.claim]
+	r := pk.al.req
+	cons := at.cons[r.claim]
 	for j := pk.nCons - 1; j >= 0; j-- {
-		cons[pk.al.applies[j]].remove()
+		cons[r.applies[j]].remove()
 	}
 	pk.nCons = 0
 	for j := len(pk.compat) - 1; j >= 0; j-- {
-		at.compat[pk.compat[j].local] = pk.compat[j].prev
+		at.st.compat[pk.compat[j].local] = pk.compat[j].prev
 	}
 	pk.compat = nil
 	if pk.counters {
 		np := &at.pools[pk.c.pool]
 		for _, u := range pk.c.d.uses {
-			at.used[np.ctrBase+u.rel] -= u.amt
+			at.st.used[np.ctrBase+u.rel] -= u.amt
 		}
 		pk.counters = false
 	}
@@ -369,10 +374,10 @@ func (at *attempt) solve(ri int) (bool, error) {
 		}
 		return false, errClaimLimit
 	}
-	if at.on(layerClaimLimit) && at.limitDoomed(ri) {
+	if at.prune.claimDoomed(ri) {
 		return false, errClaimLimit
 	}
-	if !at.firstPass && at.hopeless(ri) {
+	if at.prune.hopeless(ri) {
 		return false, nil
 	}
 	allOver := true
@@ -380,14 +385,14 @@ func (at *attempt) solve(ri int) (bool, error) {
 		if cr.first {
 			at.nodes++ // each subrequest is a node of its own
 		}
-		if al.all && len(al.candidates) == 0 {
+		if al.req.all && len(al.candidates) == 0 {
 			allOver = false
 			continue
 		}
-		if at.claimCount[al.claim]+al.count > maxResults {
+		if at.st.claimCount[al.req.claim]+al.count() > maxResults {
 			continue
 		}
-		ok, err := at.fill(ri, al, at.order(al), 0, 0)
+		ok, err := at.fill(ri, al, at.a.strategy.order(at, al), 0, 0)
 		if errors.Is(err, errClaimLimit) {
 			continue
 		}
@@ -410,7 +415,7 @@ func (at *attempt) solve(ri int) (bool, error) {
 // the claim has room for.
 func (at *attempt) overLimit(cr *claimRequest) bool {
 	for _, al := range cr.alternatives {
-		if (al.all && len(al.candidates) == 0) || at.claimCount[al.claim]+al.count <= maxResults {
+		if (al.req.all && len(al.candidates) == 0) || at.st.claimCount[al.req.claim]+al.count() <= maxResults {
 			return false
 		}
 	}
@@ -424,44 +429,33 @@ func (at *attempt) fill(ri int, al *alternative, order []candidate, k, pos int) 
 	if k > 0 {
 		at.nodes++
 	}
-	at.steps++
-	if at.steps&63 == 0 {
+	b := &at.budget
+	b.steps++
+	if b.steps&63 == 0 {
 		if err := at.ctx.Err(); err != nil {
 			return false, err
 		}
 	}
-	if at.stepLimit > 0 && at.steps > at.stepLimit {
-		return false, at.overBudget
+	if b.limit > 0 && b.steps > b.limit {
+		return false, b.over
 	}
-	if k == al.count {
+	count := al.count()
+	if k == count {
 		ok, err := at.solve(ri + 1)
-		if errors.Is(err, errClaimLimit) && ri+1 < len(at.requests) && at.requests[ri+1].claim != al.claim {
+		if errors.Is(err, errClaimLimit) && ri+1 < len(at.requests) && at.requests[ri+1].claim != al.req.claim {
 			return false, nil
 		}
 		return ok, err
 	}
-	if at.firstPass && !al.all {
-		return at.fillLazy(ri, al, k, pos)
-	}
-	if al.all {
+	if al.req.all {
 		// Every device must be taken, in order: the first that does not
 		// fit ends the request.
 		return at.descend(ri, al, order, order[k], k, 0)
 	}
-	last := len(order) - 1
-	// Upstream visits every remaining device even when too few are left,
-	// and one of them may be an error it must report: only a request that
-	// cannot fail fatally is bounded.
-	if need := al.count - k; !al.mayFail && at.on(layerCombinationBound) {
-		if len(order)-pos < need {
-			return false, nil
-		}
-		if need > 1 && !at.boundOK(al, order[pos:], need) {
-			return false, nil
-		}
-		last = len(order) - need
+	if at.lazy {
+		return at.fillLazy(ri, al, k, pos)
 	}
-	for i := pos; i <= last; i++ {
+	for i, last := pos, at.prune.lastStart(al, order, pos, count-k); i <= last; i++ {
 		if done, err := at.descend(ri, al, order, order[i], k, i+1); done || err != nil {
 			return done, err
 		}

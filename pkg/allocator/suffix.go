@@ -13,7 +13,7 @@ const probeBudget = 4096
 
 // suffixes finds the latest request from which the remaining requests
 // cannot be satisfied together even on a fresh state, and records it in
-// at.infeasibleFrom. A search from any request before it fails there too:
+// infeasibleFrom. A search from any request before it fails there too:
 // picks only take devices, counters, constraint values and result room
 // away, so the later requests fit no better. That needs every later request
 // to be unable to fail fatally (upstream would report that instead) and no
@@ -21,15 +21,16 @@ const probeBudget = 4096
 // later picks of the device skip counters). Each probe is a complete search
 // of the suffix, bounded by probeBudget; when over budget nothing is
 // concluded.
-func (at *attempt) suffixes() error {
+func (b *bounds) suffixes() error {
+	at := b.at
 	for rj := len(at.requests) - 1; rj >= 1; rj-- {
 		for _, al := range at.requests[rj].alternatives {
-			if al.mayFail || slices.ContainsFunc(al.candidates, func(c candidate) bool { return c.d.multi }) {
+			if al.mayFail() || slices.ContainsFunc(al.candidates, func(c candidate) bool { return c.d.multi }) {
 				return nil
 			}
 		}
-		probe := &attempt{a: at.a, ctx: at.ctx, node: at.node, claims: at.claims, plan: at.plan, pools: at.pools, cons: at.cons,
-			requests: slices.Clone(at.requests[rj:]), stepLimit: probeBudget, overBudget: errProbeBudget}
+		probe := at.probe(slices.Clone(at.requests[rj:]))
+		probe.budget = budget{limit: probeBudget, over: errProbeBudget}
 		probe.size()
 		ok, err := probe.solve(0)
 		at.a.probeNodes.Add(probe.nodes)
@@ -47,7 +48,7 @@ func (at *attempt) suffixes() error {
 		case err != nil:
 			return err
 		case !ok:
-			at.infeasibleFrom = rj
+			b.infeasibleFrom = rj
 			return nil
 		}
 	}

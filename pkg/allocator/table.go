@@ -154,7 +154,7 @@ type genTable struct {
 	devs  []devInfo
 	ready []atomic.Bool
 	mu    sync.Mutex // serializes building entries
-	arena []counterUse
+	uses  useArena   // the entries' counter uses (reuse.go)
 	// allOnce builds the per-set device lists BestFit scoring reads.
 	allOnce sync.Once
 
@@ -556,7 +556,7 @@ func (t *genTable) newDev(k int32, s *pool.Slice, d *api.Device, i int32) {
 	if dev.cap != nil && t.pt.g.consumable {
 		dev.alone, dev.aloneErr = capacityFits(nil, dev.cap, nil, nil, t.pt.g.fractional)
 	}
-	start := len(t.arena)
+	start := t.uses.mark()
 	for _, cv := range dev.view.Consumptions {
 		set, ok := t.setByName[cv.CounterSet()]
 		if !ok {
@@ -571,14 +571,12 @@ func (t *genTable) newDev(k int32, s *pool.Slice, d *api.Device, i int32) {
 				continue
 			}
 			milli := t.sets[set].milli[rel-t.sets[set].ctrStart]
-			t.arena = append(t.arena, counterUse{rel: rel, amt: scaled(c.Value, milli)})
+			t.uses.add(counterUse{rel: rel, amt: scaled(c.Value, milli)})
 		}
 	}
-	if len(t.arena) == start {
+	if dev.uses = t.uses.since(start); dev.uses == nil {
 		return
 	}
-	// Later appends may move the arena; entries keep the array they saw.
-	dev.uses = t.arena[start:len(t.arena):len(t.arena)]
 	// Deterministic order makes counter-exhaustion details stable.
 	slices.SortFunc(dev.uses, func(x, y counterUse) int { return cmp.Compare(x.rel, y.rel) })
 	if s := t.setOfCounter(dev.uses[0].rel); s >= 0 {

@@ -74,6 +74,9 @@ type Options struct {
 	// stepBudget > 0 makes a search that takes more steps fail with
 	// errStepBudget, so that tests of searches without pruning end.
 	stepBudget int
+	// wrapPruner, if set, stands between each search and its pruning
+	// layers, so that tests can watch what the layers do. Tests only.
+	wrapPruner func(*attempt, pruner) pruner
 }
 
 // SelectorCompiler compiles one CEL selector expression. It must be safe for

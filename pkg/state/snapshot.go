@@ -44,7 +44,7 @@ type Snapshot struct {
 	allocOnce [2]sync.Once
 	alloc     [2]allocator.Allocator
 	// first is the snapshot's first cycle, allocated with it for the same
-	// reason: a scheduler prepares one cycle, for one pod, per snapshot.
+	// reason: a scheduler plans one cycle, for one pod, per snapshot.
 	firstTaken atomic.Bool
 	first      Cycle
 }
@@ -231,7 +231,7 @@ type CycleOptions struct {
 // Cycle is the allocation of one pod's pending claims against a snapshot:
 // built once per pod, then asked for many nodes.
 type Cycle struct {
-	claims  allocator.Claims // prepared in place: one allocation per cycle
+	plan    allocator.Plan // planned in place: one allocation per cycle
 	snap    *Snapshot
 	timeout time.Duration
 	err     error
@@ -242,7 +242,7 @@ type Cycle struct {
 	names []string
 }
 
-// Cycle prepares the allocation of claims, which must not be allocated
+// Cycle plans the allocation of claims, which must not be allocated
 // yet: classes are looked up and selectors compiled here, once, so that
 // Allocate does only the work that depends on the node. The claims are
 // allocated together, as the claims of one pod.
@@ -256,7 +256,7 @@ func (s *Snapshot) Cycle(claims []*resourcev1.ResourceClaim, opts CycleOptions) 
 		c.err = &allocator.FatalError{Err: err}
 		return c
 	}
-	a.PrepareInto(&c.claims, claims)
+	a.PlanInto(&c.plan, claims)
 	c.snap, c.timeout = s, opts.Timeout
 	if s.opts.MemoizeNodes {
 		if key, ok := shapeOf(opts.Strategy, s.classGen, claims); ok {
@@ -298,7 +298,7 @@ func (c *Cycle) Allocate(ctx context.Context, node *corev1.Node) ([]*resourcev1.
 		ctx, cancel = context.WithTimeout(ctx, c.timeout)
 		defer cancel()
 	}
-	res, err := c.claims.Allocate(ctx, node)
+	res, err := c.plan.Allocate(ctx, node)
 	if memo != nil && ctx.Err() == nil {
 		memo.remember(c.shape, node, c.names, res, err)
 	}
