@@ -442,5 +442,3 @@ func TestXIDMarksTheGPUUnhealthy(t *testing.T) {
 		}
 	}
 }
-
-
