@@ -178,10 +178,9 @@ func (g *GPUs) create(part partition, in *instance, info nvml.GpuInstanceProfile
 	if ret != nvml.SUCCESS {
 		return nvmlError("GPU instance info", ret)
 	}
+	// No save here: should the driver stop before the one below, the
+	// record without GI finds this instance by profile and placement.
 	in.GI = &giInfo.Id
-	if err := g.state.save(); err != nil {
-		return err
-	}
 	ciInfo, err := wholeComputeInstance(gi, info.SliceCount)
 	if err != nil {
 		return fmt.Errorf("GPU instance %d on GPU %d: %w", giInfo.Id, part.gpu.Index, err)
