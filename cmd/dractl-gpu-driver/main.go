@@ -1,7 +1,9 @@
-// Command dractl-gpu-driver is a mock partitionable GPU driver: a DRA
-// kubelet plugin that publishes MIG GPUs (pkg/mig tables) with counter
-// sets and creates the allocated MIG device at prepare time. See
-// deploy/driver/ for its DaemonSet.
+// Command dractl-gpu-driver is a partitionable GPU driver: a DRA kubelet
+// plugin that publishes MIG GPUs with counter sets and creates the
+// allocated MIG device at prepare time, on simulated GPUs (--backend=mock,
+// pkg/mig tables) or on the node's NVIDIA GPUs through NVML
+// (--backend=nvml). See deploy/driver/ for its DaemonSets and
+// pkg/gpudriver for its flags.
 package main
 
 import (
@@ -17,36 +19,28 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
-	"github.com/dractl/dractl/pkg/mockgpu"
+	"github.com/dractl/dractl/pkg/gpudriver"
 )
 
 func main() {
-	var cfg mockgpu.Config
+	var opts gpudriver.Options
 	var kubeconfig string
 	fs := flag.NewFlagSet(os.Args[0], flag.ExitOnError)
 	klog.InitFlags(fs)
 	fs.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file; in-cluster configuration when empty")
-	fs.StringVar(&cfg.DriverName, "driver-name", mockgpu.DriverName, "DRA driver name")
-	fs.StringVar(&cfg.NodeName, "node-name", os.Getenv("NODE_NAME"), "name of this node (default $NODE_NAME)")
-	fs.StringVar(&cfg.Model, "gpu-model", "a100", "GPU model: a100 (A100-SXM4-40GB) or h100 (H100 80GB HBM3)")
-	fs.IntVar(&cfg.GPUs, "gpus", 2, "number of GPUs on the node")
-	fs.StringVar(&cfg.StateDir, "state-dir", "/var/lib/dractl-gpu-driver", "checkpoints and simulated GPUs; must survive driver restarts")
-	fs.StringVar(&cfg.CDIDir, "cdi-dir", "/var/run/cdi", "directory the container runtime reads CDI specs from")
-	fs.StringVar(&cfg.RegistrarDir, "registrar-dir", "", "kubelet plugin registration directory (default /var/lib/kubelet/plugins_registry)")
-	fs.StringVar(&cfg.PluginDir, "plugin-dir", "", "directory of the DRA socket (default /var/lib/kubelet/plugins/<driver name>)")
-	fs.BoolVar(&cfg.CompactIfAccepted, "compact-if-accepted", true, "publish ResourceSlice mixins when the API server accepts them (otherwise flat)")
+	opts.AddFlags(fs)
 	_ = fs.Parse(os.Args[1:])
-	cfg.Failpoint = os.Getenv("DRACTL_GPU_DRIVER_FAILPOINT")
+	opts.Failpoint = os.Getenv("DRACTL_GPU_DRIVER_FAILPOINT")
 
-	if err := run(cfg, kubeconfig); err != nil {
+	if err := run(fs, opts, kubeconfig); err != nil {
 		fmt.Fprintln(os.Stderr, "dractl-gpu-driver:", err)
 		os.Exit(1)
 	}
 }
 
-func run(cfg mockgpu.Config, kubeconfig string) error {
-	if cfg.NodeName == "" {
-		return fmt.Errorf("--node-name (or $NODE_NAME) is required")
+func run(fs *flag.FlagSet, opts gpudriver.Options, kubeconfig string) error {
+	if err := opts.Complete(fs); err != nil {
+		return err
 	}
 	var rc *rest.Config
 	var err error
@@ -64,5 +58,5 @@ func run(cfg mockgpu.Config, kubeconfig string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	return mockgpu.Run(ctx, cfg, client)
+	return gpudriver.Run(ctx, opts, client)
 }

@@ -23,13 +23,46 @@ type Node struct {
 	// GPUsPerSlice bounds the GPUs whose devices share a slice; zero means
 	// as many as the per-slice device limit of the form allows.
 	GPUsPerSlice int
+	// Discovered, when set, are the node's GPUs as the hardware reports
+	// them (UUIDs, models that may differ, MIG mode); Model and GPUs are
+	// then ignored. Without it the node has GPUs GPUs of Model, MIG on,
+	// with UUIDs derived from the node's name.
+	Discovered []GPU
 }
 
-// GPUUUID is the UUID of one GPU. It is derived from node and index so that
-// regenerating the examples does not change it.
+// GPU is one GPU of a node.
+type GPU struct {
+	Index int
+	UUID  string
+	Model *GPUModel
+	// MIG is whether MIG mode is on. A GPU with MIG off is published as
+	// one whole device with its memory as only capacity and no counter
+	// set: there is nothing to partition.
+	MIG bool
+}
+
+// GPUUUID is the UUID of one GPU: the discovered one, or one derived from
+// node and index so that regenerating the examples does not change it.
 func (n *Node) GPUUUID(gpu int) string {
+	for _, g := range n.Discovered {
+		if g.Index == gpu {
+			return g.UUID
+		}
+	}
 	h := sha256.Sum256(fmt.Appendf(nil, "%s/%s/%d", n.Driver, n.Node, gpu))
 	return fmt.Sprintf("GPU-%x-%x-%x-%x-%x", h[0:4], h[4:6], h[6:8], h[8:10], h[10:16])
+}
+
+// GPUList is the node's GPUs in index order.
+func (n *Node) GPUList() []GPU {
+	if n.Discovered != nil {
+		return n.Discovered
+	}
+	out := make([]GPU, n.GPUs)
+	for i := range out {
+		out[i] = GPU{Index: i, UUID: n.GPUUUID(i), Model: n.Model, MIG: true}
+	}
+	return out
 }
 
 // memorySlices is the consumption of the slices [start, start+n).
@@ -46,13 +79,17 @@ func memorySlices(start, n int) counterMixin {
 }
 
 // devices lists one GPU's devices in the order of Partitions.
-func (n *Node) devices(gpu int) []device {
-	m := n.Model
+func (n *Node) devices(g GPU) []device {
+	m, gpu := g.Model, g.Index
+	brand := m.Brand
+	if brand == "" {
+		brand = "Nvidia"
+	}
 	common := deviceMixin{
 		name: "common",
 		attributes: attributes{
 			"productName":           str(m.ProductName),
-			"brand":                 str("Nvidia"),
+			"brand":                 str(brand),
 			"architecture":          str(m.Architecture),
 			"cudaComputeCapability": version(m.ComputeCapability),
 			"driverVersion":         version(n.DriverVersion),
@@ -64,11 +101,22 @@ func (n *Node) devices(gpu int) []device {
 	parent := deviceMixin{
 		name: fmt.Sprintf("gpu-%d-parent", gpu),
 		attributes: attributes{
-			"parentUUID":  str(n.GPUUUID(gpu)),
+			"parentUUID":  str(g.UUID),
 			"parentIndex": integer(gpu),
 		},
 	}
 	set := CounterSetName(gpu)
+	if !g.MIG {
+		return []device{{
+			name:     GPUDeviceName(gpu),
+			includes: []deviceMixin{common, {name: "whole-gpu-mig-off", attributes: attributes{"type": str("gpu")}}},
+			attributes: attributes{
+				"uuid":  str(g.UUID),
+				"index": integer(gpu),
+			},
+			capacity: capacities{"memory": {Value: quantity(m.Whole.Memory)}},
+		}}
+	}
 	var out []device
 	for _, part := range m.Partitions(gpu) {
 		if part.Whole() {
@@ -81,7 +129,7 @@ func (n *Node) devices(gpu int) []device {
 				name:     part.DeviceName(),
 				includes: []deviceMixin{common, whole},
 				attributes: attributes{
-					"uuid":  str(n.GPUUUID(gpu)),
+					"uuid":  str(g.UUID),
 					"index": integer(gpu),
 				},
 				counterSet: set,
@@ -116,8 +164,8 @@ func (n *Node) devices(gpu int) []device {
 
 // counterSet is one GPU's counter set; in mixin form every GPU includes the
 // model's counter-set mixin.
-func (n *Node) counterSet(gpu int) counterSet {
-	return counterSet{name: CounterSetName(gpu), includes: []counterMixin{{name: n.Model.Name, counters: n.Model.SharedCounters()}}}
+func (n *Node) counterSet(g GPU) counterSet {
+	return counterSet{name: CounterSetName(g.Index), includes: []counterMixin{{name: g.Model.Name, counters: g.Model.SharedCounters()}}}
 }
 
 // Slices returns the node's pool: the counter sets in slices of their own
@@ -135,9 +183,14 @@ func (n *Node) Slices(form Form) []*api.ResourceSlice {
 	if form == Mixins {
 		maxDevices, maxSets = validation.MixinMaxDevices, validation.MixinMaxCounterSets
 	}
-	perSlice := n.GPUsPerSlice
-	if perSlice == 0 {
-		perSlice = max(1, maxDevices/n.Model.DevicesPerGPU())
+	gpus := n.GPUList()
+	perGPU := make([][]device, len(gpus))
+	var migGPUs []GPU
+	for i, g := range gpus {
+		perGPU[i] = n.devices(g)
+		if g.MIG {
+			migGPUs = append(migGPUs, g)
+		}
 	}
 
 	var out []*api.ResourceSlice
@@ -154,31 +207,39 @@ func (n *Node) Slices(form Form) []*api.ResourceSlice {
 		out = append(out, s)
 		return s
 	}
-	for first := 0; first < n.GPUs; first += maxSets {
-		last := min(first+maxSets, n.GPUs) - 1
+	for first := 0; first < len(migGPUs); first += maxSets {
+		group := migGPUs[first:min(first+maxSets, len(migGPUs))]
 		name := n.Node + "-counters"
-		if n.GPUs > maxSets {
-			name += gpuRange(first, last)
+		if len(migGPUs) > maxSets {
+			name += gpuRange(group[0].Index, group[len(group)-1].Index)
 		}
 		s := newSlice(name)
 		mc := newMixinCollector()
-		var sets []counterSet
-		for gpu := first; gpu <= last; gpu++ {
-			sets = append(sets, n.counterSet(gpu))
+		sets := make([]counterSet, len(group))
+		for i, g := range group {
+			sets[i] = n.counterSet(g)
 		}
 		s.Spec.SharedCounters = writeCounterSets(sets, form, mc)
 		s.Spec.Mixins = mc.result()
 	}
-	for first := 0; first < n.GPUs; first += perSlice {
-		last := min(first+perSlice, n.GPUs) - 1
-		s := newSlice(n.Node + gpuRange(first, last))
+	// GPUs share a device slice while their devices fit (and at most
+	// GPUsPerSlice of them); a GPU's devices are never split.
+	for first := 0; first < len(gpus); {
+		last, count := first, len(perGPU[first])
+		for last+1 < len(gpus) && count+len(perGPU[last+1]) <= maxDevices &&
+			(n.GPUsPerSlice == 0 || last+1-first < n.GPUsPerSlice) {
+			last++
+			count += len(perGPU[last])
+		}
+		s := newSlice(n.Node + gpuRange(gpus[first].Index, gpus[last].Index))
 		mc := newMixinCollector()
 		var devs []device
-		for gpu := first; gpu <= last; gpu++ {
-			devs = append(devs, n.devices(gpu)...)
+		for i := first; i <= last; i++ {
+			devs = append(devs, perGPU[i]...)
 		}
 		s.Spec.Devices = writeDevices(devs, form, mc)
 		s.Spec.Mixins = mc.result()
+		first = last + 1
 	}
 	for _, s := range out {
 		s.Spec.Pool.ResourceSliceCount = int64(len(out))

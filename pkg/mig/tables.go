@@ -35,8 +35,10 @@ type Profile struct {
 // GPUModel is a GPU product with its MIG profile table.
 type GPUModel struct {
 	// Name is a DNS label; it names the counter-set mixin of the model.
-	Name              string
-	ProductName       string
+	Name        string
+	ProductName string
+	// Brand is NVML's brand of the product; empty means "Nvidia".
+	Brand             string
 	Architecture      string
 	ComputeCapability string // a semantic version
 	// Whole is the full GPU as a device of its own, with MIG off.

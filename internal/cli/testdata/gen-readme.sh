@@ -492,6 +492,38 @@ the kubelet's retries converge once it is back:
 
     go -C e2e test -run 'TestKubeletPreparesMIGClaim|TestDriverCrashConverges' .
 
+### NVML backend
+
+`dractl-gpu-driver --backend=nvml` (profile in `pkg/nvmlgpu`) drives real
+NVIDIA GPUs through NVML (`github.com/NVIDIA/go-nvml`, so the binary needs
+cgo). Nothing comes from a table: it discovers each GPU's UUID, product,
+memory and MIG mode and, with MIG on, every GPU instance profile NVML
+reports with its placements, and publishes them as `pkg/mig` publishes its
+tables — one counter set per GPU, every placement a device. A GPU with MIG
+off is one whole device (the log says why). Prepare creates the GPU
+instance at the allocated placement (`CreateGpuInstanceWithPlacement`) and
+one compute instance over it; the container gets
+`NVIDIA_VISIBLE_DEVICES=<MIG UUID>` for NVIDIA's runtime hook, the
+`/dev/nvidia*` nodes and the GPU and compute instance's
+`/dev/nvidia-caps` nodes (minors from
+`/proc/driver/nvidia-caps/mig-minors`). Unprepare destroys the compute
+instance, then the GPU instance. The driver records what it creates in a
+versioned file in its state directory, so reconciliation at start destroys
+its own orphans and never an instance someone else made. XID critical
+errors (application XIDs aside) mark a GPU's devices unhealthy. Deploy it
+with `deploy/driver/daemonset-nvml.yaml` (host `/dev`, NVIDIA's runtime
+class as an option):
+
+    kubectl apply -f deploy/driver/rbac.yaml -f deploy/driver/deviceclasses.yaml -f deploy/driver/daemonset-nvml.yaml
+    kubectl label node NODE dractl.dev/nvml-gpus=true
+
+Its tests run on NVIDIA's own mock DGX A100, H100, H200 and B200 servers
+(`pkg/nvml/mock/dgx*`), which `pkg/nvmlgpu/nvmlmock` makes refuse
+overlapping GPU instances as the hardware does; the test-only flag
+`--nvml-mock=dgxa100` runs the driver on one:
+
+    go test ./pkg/nvmlgpu/...
+
 ## In kube-scheduler: dractl-scheduler
 
 `dractl-scheduler` is kube-scheduler v1.37 with dractl's DRA plugin

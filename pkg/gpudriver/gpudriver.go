@@ -1,0 +1,94 @@
+// Package gpudriver is the command line of dractl-gpu-driver: its flags
+// and the choice of backend, the simulated GPUs of pkg/mockgpu or real
+// ones through NVML (pkg/nvmlgpu).
+package gpudriver
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/dractl/dractl/pkg/mockgpu"
+)
+
+// Backends are the values of --backend.
+var Backends = []string{"mock", "nvml"}
+
+// Options are the driver's flags.
+type Options struct {
+	Backend string
+	mockgpu.Config
+	// NVMLMock (test only) runs the NVML backend on a mock server of
+	// go-nvml (pkg/nvmlgpu/nvmlmock).
+	NVMLMock string
+	// MigMinors is the kernel driver's table of MIG capability minors.
+	MigMinors string
+
+	set map[string]bool
+}
+
+// hidden flags are left out of -help: they are for tests.
+var hidden = []string{"nvml-mock"}
+
+// mockOnly flags have no meaning on NVML, which discovers the GPUs.
+var mockOnly = []string{"gpu-model", "gpus"}
+
+// AddFlags registers the driver's flags on fs.
+func (o *Options) AddFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.Backend, "backend", "mock", "GPU backend: mock (GPUs simulated in the state directory) or nvml (the node's NVIDIA GPUs through NVML)")
+	fs.StringVar(&o.DriverName, "driver-name", mockgpu.DriverName, "DRA driver name")
+	fs.StringVar(&o.NodeName, "node-name", os.Getenv("NODE_NAME"), "name of this node (default $NODE_NAME)")
+	fs.StringVar(&o.Model, "gpu-model", "a100", "mock backend: GPU model, a100 (A100-SXM4-40GB) or h100 (H100 80GB HBM3)")
+	fs.IntVar(&o.GPUs, "gpus", 2, "mock backend: number of GPUs on the node")
+	fs.StringVar(&o.StateDir, "state-dir", "/var/lib/dractl-gpu-driver", "checkpoints, the record of created MIG devices (and simulated GPUs); must survive driver restarts")
+	fs.StringVar(&o.CDIDir, "cdi-dir", "/var/run/cdi", "directory the container runtime reads CDI specs from")
+	fs.StringVar(&o.RegistrarDir, "registrar-dir", "", "kubelet plugin registration directory (default /var/lib/kubelet/plugins_registry)")
+	fs.StringVar(&o.PluginDir, "plugin-dir", "", "directory of the DRA socket (default /var/lib/kubelet/plugins/<driver name>)")
+	fs.BoolVar(&o.CompactIfAccepted, "compact-if-accepted", true, "publish ResourceSlice mixins when the API server accepts them (otherwise flat)")
+	fs.StringVar(&o.MigMinors, "nvml-mig-minors", "/proc/driver/nvidia-caps/mig-minors", "nvml backend: the NVIDIA kernel driver's table of MIG capability device minors")
+	fs.StringVar(&o.NVMLMock, "nvml-mock", "", "test only: run the nvml backend on a go-nvml mock server (dgxa100, dgxh100, dgxh200, dgxb200)")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage of %s:\n", fs.Name())
+		fs.VisitAll(func(f *flag.Flag) {
+			if slices.Contains(hidden, f.Name) {
+				return
+			}
+			fmt.Fprintf(fs.Output(), "  -%s\n    \t%s (default %q)\n", f.Name, f.Usage, f.DefValue)
+		})
+	}
+}
+
+// Complete checks the parsed flags of fs.
+func (o *Options) Complete(fs *flag.FlagSet) error {
+	o.set = map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
+	if !slices.Contains(Backends, o.Backend) {
+		return fmt.Errorf("--backend=%s: want one of %s", o.Backend, strings.Join(Backends, ", "))
+	}
+	if o.NodeName == "" {
+		return fmt.Errorf("--node-name (or $NODE_NAME) is required")
+	}
+	if o.Backend == "nvml" {
+		for _, f := range mockOnly {
+			if o.set[f] {
+				return fmt.Errorf("--%s applies to --backend=mock only; the nvml backend discovers the GPUs", f)
+			}
+		}
+	} else if o.NVMLMock != "" || o.set["nvml-mig-minors"] {
+		return fmt.Errorf("--nvml-mock and --nvml-mig-minors apply to --backend=nvml only")
+	}
+	return nil
+}
+
+// Run runs the chosen backend until ctx is done.
+func Run(ctx context.Context, o Options, client kubernetes.Interface) error {
+	if o.Backend == "nvml" {
+		return runNVML(ctx, o, client)
+	}
+	return mockgpu.Run(ctx, o.Config, client)
+}

@@ -1,0 +1,63 @@
+package gpudriver_test
+
+import (
+	"flag"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/dractl/dractl/pkg/gpudriver"
+)
+
+// TestFlags: the backend is chosen by --backend, and flags of the other
+// backend are refused rather than ignored.
+func TestFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args    []string
+		backend string
+		err     string
+	}{
+		{[]string{"--node-name=n"}, "mock", ""},
+		{[]string{"--node-name=n", "--backend=nvml"}, "nvml", ""},
+		{[]string{"--node-name=n", "--backend=nvml", "--nvml-mock=dgxa100"}, "nvml", ""},
+		{[]string{"--node-name=n", "--backend=cuda"}, "", "--backend=cuda: want one of mock, nvml"},
+		{[]string{"--node-name=n", "--backend=nvml", "--gpus=4"}, "", "--gpus applies to --backend=mock only"},
+		{[]string{"--node-name=n", "--nvml-mock=dgxa100"}, "", "apply to --backend=nvml only"},
+		{[]string{"--node-name=", "--backend=nvml"}, "", "--node-name (or $NODE_NAME) is required"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			var o gpudriver.Options
+			fs := flag.NewFlagSet("dractl-gpu-driver", flag.ContinueOnError)
+			o.AddFlags(fs)
+			if err := fs.Parse(tc.args); err != nil {
+				t.Fatal(err)
+			}
+			err := o.Complete(fs)
+			switch {
+			case tc.err == "" && err != nil:
+				t.Fatalf("Complete: %v", err)
+			case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+				t.Fatalf("Complete: %v, want %q", err, tc.err)
+			case tc.err == "" && o.Backend != tc.backend:
+				t.Fatalf("backend %s, want %s", o.Backend, tc.backend)
+			}
+		})
+	}
+}
+
+// TestHiddenFlag: the test-only flag works but is not in -help.
+func TestHiddenFlag(t *testing.T) {
+	var o gpudriver.Options
+	fs := flag.NewFlagSet("dractl-gpu-driver", flag.ContinueOnError)
+	var help strings.Builder
+	fs.SetOutput(&help)
+	o.AddFlags(fs)
+	fs.Usage()
+	if strings.Contains(help.String(), "nvml-mock") || !strings.Contains(help.String(), "-backend") {
+		t.Errorf("help:\n%s", help.String())
+	}
+	fs.SetOutput(io.Discard)
+	if err := fs.Parse([]string{"--nvml-mock=dgxh100"}); err != nil || o.NVMLMock != "dgxh100" {
+		t.Fatalf("--nvml-mock: %v %q", err, o.NVMLMock)
+	}
+}

@@ -1,0 +1,471 @@
+package nvmlgpu
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/types"
+	cdispec "tags.cncf.io/container-device-interface/specs-go"
+
+	"github.com/dractl/dractl/pkg/api"
+	"github.com/dractl/dractl/pkg/driverkit"
+	"github.com/dractl/dractl/pkg/mig"
+	"github.com/dractl/dractl/pkg/mockgpu"
+)
+
+// DefaultMigMinors is where NVIDIA's kernel driver lists the minors of the
+// MIG capability device nodes.
+const DefaultMigMinors = "/proc/driver/nvidia-caps/mig-minors"
+
+// Options configure GPUs.
+type Options struct {
+	// Driver and Node name the driver and the node (the pool).
+	Driver, Node string
+	// StateDir keeps the record of the instances the driver created.
+	StateDir string
+	// MigMinors is the kernel driver's table of capability minors;
+	// DefaultMigMinors when empty.
+	MigMinors string
+}
+
+// GPUs is the driverkit.Profile of a node's NVIDIA GPUs through NVML.
+type GPUs struct {
+	lib     nvml.Interface
+	node    mig.Node
+	gpus    []*gpu
+	devices map[string]partition
+	opts    Options
+	log     logr.Logger
+
+	// mu serializes creating and destroying instances, and guards the
+	// record: a record is written before the NVML call it announces.
+	mu    sync.Mutex
+	state *state
+
+	health health
+}
+
+var _ driverkit.HealthProfile = (*GPUs)(nil)
+
+// New discovers the GPUs of an initialized NVML library.
+func New(lib nvml.Interface, opts Options, log logr.Logger) (*GPUs, error) {
+	if opts.Driver == "" || opts.Node == "" || opts.StateDir == "" {
+		return nil, errors.New("nvmlgpu: Driver, Node and StateDir must be set")
+	}
+	if opts.MigMinors == "" {
+		opts.MigMinors = DefaultMigMinors
+	}
+	driverVersion, cudaVersion, gpus, err := discover(lib, log)
+	if err != nil {
+		return nil, fmt.Errorf("discover GPUs through NVML: %w", err)
+	}
+	if err := os.MkdirAll(opts.StateDir, 0o755); err != nil {
+		return nil, err
+	}
+	st, err := loadState(filepath.Join(opts.StateDir, "nvml-instances.json"))
+	if err != nil {
+		return nil, err
+	}
+	g := &GPUs{lib: lib, gpus: gpus, opts: opts, log: log, state: st, devices: map[string]partition{}}
+	g.node = mig.Node{Driver: opts.Driver, Node: opts.Node, DriverVersion: driverVersion, CUDADriverVersion: cudaVersion, Discovered: make([]mig.GPU, len(gpus))}
+	for i, gp := range gpus {
+		g.node.Discovered[i] = gp.GPU
+		if !gp.MIG {
+			g.devices[mig.GPUDeviceName(gp.Index)] = partition{gpu: gp}
+			continue
+		}
+		for _, p := range gp.Model.Partitions(gp.Index) {
+			part := partition{gpu: gp, start: uint32(p.Start), size: uint32(p.Slices)}
+			if !p.Whole() {
+				part.profile = p.Profile.Name
+			}
+			g.devices[p.DeviceName()] = part
+		}
+	}
+	g.health.init()
+	return g, nil
+}
+
+// Node is the node's description for pkg/mig, as discovered.
+func (g *GPUs) Node() *mig.Node { return &g.node }
+
+// Pool is the node's pool (with mixins; the kit flattens them for
+// servers without KEP-5234).
+func (g *GPUs) Pool() []*api.ResourceSlice { return g.node.Slices(mig.Mixins) }
+
+func (g *GPUs) lookup(pool, device string) (partition, error) {
+	if pool != g.opts.Node {
+		return partition{}, fmt.Errorf("pool %s is not this node's (%s)", pool, g.opts.Node)
+	}
+	p, ok := g.devices[device]
+	if !ok {
+		return partition{}, fmt.Errorf("no device %s on this node", device)
+	}
+	return p, nil
+}
+
+// CreatePartition implements driverkit.Profile: the GPU instance at the
+// device's placement, then one compute instance over all of it, as
+// `nvidia-smi mig -cgi <profile>:<start> -C` does. A whole GPU is only
+// recorded: it must have no GPU instance.
+func (g *GPUs) CreatePartition(_ context.Context, claim types.UID, dev driverkit.AllocatedDevice) (driverkit.Partition, error) {
+	part, err := g.lookup(dev.Pool, dev.Device)
+	if err != nil {
+		return driverkit.Partition{}, err
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if in := g.state.find(claim, dev.Device); in != nil {
+		if live, err := g.live(in); err != nil {
+			return driverkit.Partition{}, err
+		} else if live && (in.Whole || in.CI != nil && in.UUID != "") {
+			return in.partition(), nil // created before a crash: same answer
+		}
+		// Half made before a crash: start again.
+		if err := g.destroy(in); err != nil {
+			return driverkit.Partition{}, err
+		}
+	}
+	for _, other := range g.state.onGPU(part.gpu.UUID) {
+		if other.Whole || part.whole() {
+			return driverkit.Partition{}, fmt.Errorf("insufficient resources on GPU %d: %s is prepared for claim %s", part.gpu.Index, other.Device, other.Claim)
+		}
+	}
+	in := &instance{GPUUUID: part.gpu.UUID, Pool: dev.Pool, Device: dev.Device, Claim: claim}
+	if part.whole() {
+		if part.gpu.MIG {
+			if n, err := g.gpuInstanceCount(part.gpu); err != nil {
+				return driverkit.Partition{}, err
+			} else if n > 0 {
+				return driverkit.Partition{}, fmt.Errorf("insufficient resources on GPU %d: it has %d MIG GPU instances", part.gpu.Index, n)
+			}
+		}
+		in.Whole, in.UUID = true, part.gpu.UUID
+		if err := g.state.add(in); err != nil {
+			return driverkit.Partition{}, err
+		}
+		return in.partition(), nil
+	}
+	info := part.gpu.profiles[part.profile]
+	in.Profile, in.ProfileID, in.Start, in.Size = part.profile, info.Id, part.start, part.size
+	if err := g.state.add(in); err != nil {
+		return driverkit.Partition{}, err
+	}
+	if err := g.create(part, in, info); err != nil {
+		if cerr := g.destroy(in); cerr != nil {
+			return driverkit.Partition{}, fmt.Errorf("%w (cleaning up failed too: %v)", err, cerr)
+		}
+		return driverkit.Partition{}, err
+	}
+	return in.partition(), nil
+}
+
+func (g *GPUs) create(part partition, in *instance, info nvml.GpuInstanceProfileInfo) error {
+	gi, ret := part.gpu.dev.CreateGpuInstanceWithPlacement(&info, &nvml.GpuInstancePlacement{Start: part.start, Size: part.size})
+	if ret != nvml.SUCCESS {
+		return nvmlError(fmt.Sprintf("create GPU instance %s at memory slice %d on GPU %d", part.profile, part.start, part.gpu.Index), ret)
+	}
+	giInfo, ret := gi.GetInfo()
+	if ret != nvml.SUCCESS {
+		return nvmlError("GPU instance info", ret)
+	}
+	// No save here: should the driver stop before the one below, the
+	// record without GI finds this instance by profile and placement.
+	in.GI = &giInfo.Id
+	ciInfo, err := wholeComputeInstance(gi, info.SliceCount)
+	if err != nil {
+		return fmt.Errorf("GPU instance %d on GPU %d: %w", giInfo.Id, part.gpu.Index, err)
+	}
+	ci, ret := gi.CreateComputeInstance(&ciInfo)
+	if ret != nvml.SUCCESS {
+		return nvmlError(fmt.Sprintf("create compute instance in GPU instance %d on GPU %d", giInfo.Id, part.gpu.Index), ret)
+	}
+	ciID, ret := computeInstanceID(ci)
+	if ret != nvml.SUCCESS {
+		return nvmlError("compute instance info", ret)
+	}
+	in.CI = &ciID
+	uuid, err := migUUID(part.gpu.dev, int(giInfo.Id), int(ciID))
+	if err != nil {
+		return fmt.Errorf("GPU instance %d on GPU %d: %w", giInfo.Id, part.gpu.Index, err)
+	}
+	in.UUID = uuid
+	if in.CapMinors, err = capMinors(g.opts.MigMinors, part.gpu.minor, giInfo.Id, ciID); err != nil {
+		return err
+	}
+	return g.state.save()
+}
+
+func computeInstanceID(ci nvml.ComputeInstance) (uint32, nvml.Return) {
+	info, ret := ci.GetInfo()
+	return info.Id, ret
+}
+
+// wholeComputeInstance is the compute instance profile that spans the GPU
+// instance: a MIG device of one compute instance, named like its GPU
+// instance.
+func wholeComputeInstance(gi nvml.GpuInstance, slices uint32) (nvml.ComputeInstanceProfileInfo, error) {
+	for id := range nvml.COMPUTE_INSTANCE_PROFILE_COUNT {
+		info, ret := gi.GetComputeInstanceProfileInfo(id, nvml.COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED)
+		if ret == nvml.SUCCESS && info.SliceCount == slices {
+			return info, nil
+		}
+	}
+	return nvml.ComputeInstanceProfileInfo{}, fmt.Errorf("no compute instance profile of %d slices", slices)
+}
+
+// migUUID finds the MIG device of a GPU and compute instance.
+func migUUID(dev nvml.Device, gi, ci int) (string, error) {
+	n, ret := dev.GetMaxMigDeviceCount()
+	if ret != nvml.SUCCESS {
+		return "", nvmlError("MIG device count", ret)
+	}
+	for i := range n {
+		h, ret := dev.GetMigDeviceHandleByIndex(i)
+		if ret == nvml.ERROR_NOT_FOUND || ret == nvml.ERROR_INVALID_ARGUMENT {
+			continue
+		}
+		if ret != nvml.SUCCESS {
+			return "", nvmlError("MIG device handle", ret)
+		}
+		hgi, ret1 := h.GetGpuInstanceId()
+		hci, ret2 := h.GetComputeInstanceId()
+		if ret1 != nvml.SUCCESS || ret2 != nvml.SUCCESS || hgi != gi || hci != ci {
+			continue
+		}
+		uuid, ret := h.GetUUID()
+		if ret != nvml.SUCCESS {
+			return "", nvmlError("MIG device UUID", ret)
+		}
+		return uuid, nil
+	}
+	return "", fmt.Errorf("no MIG device for compute instance %d", ci)
+}
+
+// capMinors reads the minors of the GPU instance's and the compute
+// instance's capability device nodes from the kernel driver's table.
+func capMinors(path string, gpuMinor int, gi, ci uint32) ([]int, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("MIG capability minors: %w", err)
+	}
+	defer f.Close()
+	want := []string{fmt.Sprintf("gpu%d/gi%d/access", gpuMinor, gi), fmt.Sprintf("gpu%d/gi%d/ci%d/access", gpuMinor, gi, ci)}
+	out := make([]int, len(want))
+	found := 0
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		name, minor, ok := strings.Cut(strings.TrimSpace(sc.Text()), " ")
+		for i, w := range want {
+			if ok && name == w {
+				n, err := strconv.Atoi(strings.TrimSpace(minor))
+				if err != nil {
+					return nil, fmt.Errorf("%s: %s: minor %q is not a number", path, name, minor)
+				}
+				out[i] = n
+				found++
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if found != len(want) {
+		return nil, fmt.Errorf("%s lists no minor for %s", path, strings.Join(want, " or "))
+	}
+	return out, nil
+}
+
+func (g *GPUs) gpuInstanceCount(gp *gpu) (int, error) {
+	n := 0
+	for _, info := range gp.profiles {
+		gis, ret := gp.dev.GetGpuInstances(&info)
+		if ret != nvml.SUCCESS {
+			return 0, nvmlError("list GPU instances", ret)
+		}
+		n += len(gis)
+	}
+	return n, nil
+}
+
+func (g *GPUs) gpuOf(uuid string) *gpu {
+	for _, gp := range g.gpus {
+		if gp.UUID == uuid {
+			return gp
+		}
+	}
+	return nil
+}
+
+// findGI is the record's GPU instance if NVML has it: by ID once known,
+// else (a create interrupted before its ID was recorded) by profile and
+// placement, which NVML lets only one instance have.
+func (g *GPUs) findGI(in *instance) (nvml.GpuInstance, error) {
+	gp := g.gpuOf(in.GPUUUID)
+	if gp == nil {
+		return nil, nil // the GPU is gone: so is the instance
+	}
+	info, ok := gp.profiles[in.Profile]
+	if !ok {
+		return nil, nil
+	}
+	gis, ret := gp.dev.GetGpuInstances(&info)
+	if ret != nvml.SUCCESS {
+		return nil, nvmlError("list GPU instances", ret)
+	}
+	for _, gi := range gis {
+		gInfo, ret := gi.GetInfo()
+		if ret != nvml.SUCCESS {
+			return nil, nvmlError("GPU instance info", ret)
+		}
+		if gInfo.Placement.Start != in.Start || gInfo.Placement.Size != in.Size {
+			continue
+		}
+		if in.GI == nil || *in.GI == gInfo.Id {
+			return gi, nil
+		}
+	}
+	return nil, nil
+}
+
+// live reports whether the record's partition exists on the hardware.
+func (g *GPUs) live(in *instance) (bool, error) {
+	if in.Whole {
+		return g.gpuOf(in.GPUUUID) != nil, nil
+	}
+	gi, err := g.findGI(in)
+	return gi != nil, err
+}
+
+// destroy removes the record's compute and GPU instance, then the record.
+func (g *GPUs) destroy(in *instance) error {
+	if !in.Whole {
+		gi, err := g.findGI(in)
+		if err != nil {
+			return err
+		}
+		if gi != nil {
+			if err := destroyGI(gi); err != nil {
+				return err
+			}
+		}
+	}
+	return g.state.remove(in)
+}
+
+// destroyGI destroys a GPU instance's compute instances, then it: NVML
+// refuses to destroy a GPU instance in use.
+func destroyGI(gi nvml.GpuInstance) error {
+	for id := range nvml.COMPUTE_INSTANCE_PROFILE_COUNT {
+		info, ret := gi.GetComputeInstanceProfileInfo(id, nvml.COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED)
+		if ret != nvml.SUCCESS {
+			continue
+		}
+		cis, ret := gi.GetComputeInstances(&info)
+		if ret != nvml.SUCCESS {
+			return nvmlError("list compute instances", ret)
+		}
+		for _, ci := range cis {
+			if ret := ci.Destroy(); ret != nvml.SUCCESS && ret != nvml.ERROR_NOT_FOUND {
+				return nvmlError("destroy compute instance", ret)
+			}
+		}
+	}
+	if ret := gi.Destroy(); ret != nvml.SUCCESS && ret != nvml.ERROR_NOT_FOUND {
+		return nvmlError("destroy GPU instance", ret)
+	}
+	return nil
+}
+
+// DestroyPartition implements driverkit.Profile.
+func (g *GPUs) DestroyPartition(_ context.Context, p driverkit.Partition) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	in := g.state.find(p.Claim, p.Device)
+	if in == nil {
+		return nil
+	}
+	return g.destroy(in)
+}
+
+// Partitions implements driverkit.Profile: the partitions the driver
+// recorded and NVML still has. Instances it did not record are not
+// listed, so the kit never destroys them; records whose instance is gone
+// (a GPU reset, an administrator) are dropped.
+func (g *GPUs) Partitions(context.Context) ([]driverkit.Partition, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var out []driverkit.Partition
+	var gone []*instance
+	for _, in := range g.state.instances {
+		live, err := g.live(in)
+		if err != nil {
+			return nil, err
+		}
+		if !live {
+			gone = append(gone, in)
+			continue
+		}
+		out = append(out, in.partition())
+	}
+	for _, in := range gone {
+		g.log.Info("Forgetting a recorded partition NVML no longer has", "device", in.Device, "claim", in.Claim, "gpu", in.GPUUUID)
+		if err := g.state.remove(in); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// ContainerEdits implements driverkit.Profile with what NVIDIA's container
+// toolkit expects: NVIDIA_VISIBLE_DEVICES naming the MIG device (or GPU)
+// by UUID for its runtime hook, and the device nodes — the control and
+// UVM nodes, the parent GPU's node and, for a MIG device, the capability
+// nodes of its GPU and compute instance. Nodes are given by path; the
+// runtime reads their numbers from the host. DRACTL_GPU_<DEVICE>_*
+// variables say the same per device, as with the mock backend.
+func (g *GPUs) ContainerEdits(claim types.UID, dev driverkit.AllocatedDevice, p driverkit.Partition) cdispec.ContainerEdits {
+	part, err := g.lookup(dev.Pool, dev.Device)
+	if err != nil {
+		return cdispec.ContainerEdits{}
+	}
+	g.mu.Lock()
+	in := g.state.find(claim, dev.Device)
+	var minors []int
+	if in != nil {
+		minors = in.CapMinors
+	}
+	g.mu.Unlock()
+	profile := part.profile
+	if part.whole() {
+		profile = "full"
+	}
+	env := mockgpu.EnvPrefix(dev.Device)
+	edits := cdispec.ContainerEdits{
+		Env: []string{
+			"NVIDIA_VISIBLE_DEVICES=" + p.ID,
+			env + "GPU_UUID=" + part.gpu.UUID,
+			env + "GPU_INDEX=" + strconv.Itoa(part.gpu.Index),
+			env + "PROFILE=" + profile,
+			env + "UUID=" + p.ID,
+			env + "CLAIM=" + string(claim),
+		},
+		DeviceNodes: []*cdispec.DeviceNode{
+			{Path: "/dev/nvidiactl"}, {Path: "/dev/nvidia-uvm"}, {Path: "/dev/nvidia-uvm-tools"},
+			{Path: fmt.Sprintf("/dev/nvidia%d", part.gpu.minor)},
+		},
+	}
+	for _, m := range minors {
+		edits.DeviceNodes = append(edits.DeviceNodes, &cdispec.DeviceNode{Path: fmt.Sprintf("/dev/nvidia-caps/nvidia-cap%d", m)})
+	}
+	return edits
+}

@@ -1,0 +1,100 @@
+package nvmlgpu
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+
+	"github.com/dractl/dractl/pkg/driverkit"
+	"github.com/dractl/dractl/pkg/nvmlgpu/nvmlmock"
+)
+
+// Config is the configuration of dractl-gpu-driver on NVML.
+type Config struct {
+	DriverName, NodeName string
+	// StateDir keeps checkpoints (claims/) and the record of the
+	// instances the driver created; CDIDir is read by the runtime.
+	StateDir, CDIDir string
+	// RegistrarDir and PluginDir are the kubelet's; empty means the
+	// kubelet defaults.
+	RegistrarDir, PluginDir string
+	// CompactIfAccepted: see driverkit.PublishCompactIfAccepted.
+	CompactIfAccepted bool
+	// Failpoint, for crash tests, kills the driver at that step.
+	Failpoint string
+	// MigMinors is the kernel driver's table of MIG capability minors;
+	// DefaultMigMinors when empty.
+	MigMinors string
+	// Mock, for tests only, runs on the named nvmlmock server instead of
+	// the host's NVML. Its instances live in the driver process: a
+	// restarted driver finds a freshly reset server.
+	Mock string
+}
+
+// Run starts the driver on NVML and serves until ctx is done.
+func Run(ctx context.Context, cfg Config, client kubernetes.Interface) error {
+	logger := klog.FromContext(ctx)
+	var lib nvml.Interface
+	if cfg.Mock != "" {
+		srv, err := nvmlmock.New(cfg.Mock)
+		if err != nil {
+			return err
+		}
+		if err := os.MkdirAll(cfg.StateDir, 0o755); err != nil {
+			return err
+		}
+		cfg.MigMinors = filepath.Join(cfg.StateDir, "mock-mig-minors")
+		if err := srv.WriteMigMinors(cfg.MigMinors); err != nil {
+			return err
+		}
+		lib = srv
+		logger.Info("Running on a mock NVML server, for tests only", "server", cfg.Mock)
+	} else {
+		lib = nvml.New()
+	}
+	if ret := lib.Init(); ret != nvml.SUCCESS {
+		return fmt.Errorf("initialize NVML (is the NVIDIA driver installed and libnvidia-ml.so.1 visible?): %w", ret)
+	}
+	defer lib.Shutdown()
+
+	gpus, err := New(lib, Options{Driver: cfg.DriverName, Node: cfg.NodeName, StateDir: cfg.StateDir, MigMinors: cfg.MigMinors}, logger)
+	if err != nil {
+		return err
+	}
+	kill, err := driverkit.KillAt(cfg.Failpoint)
+	if err != nil {
+		return err
+	}
+	mixins := driverkit.PublishFlat
+	if cfg.CompactIfAccepted {
+		mixins = driverkit.PublishCompactIfAccepted
+	}
+	d, err := driverkit.Start(ctx, driverkit.Options{
+		Config: driverkit.Config{
+			DriverName: cfg.DriverName, Profile: gpus,
+			StateDir: cfg.StateDir, CDIDir: cfg.CDIDir, CDIClass: "gpu",
+			Failpoint: kill,
+		},
+		NodeName: cfg.NodeName, KubeClient: client,
+		RegistrarDir: cfg.RegistrarDir, PluginDir: cfg.PluginDir,
+		Mixins: mixins,
+	}, gpus.Pool())
+	if err != nil {
+		return fmt.Errorf("start driver: %w", err)
+	}
+	health := make(chan error, 1)
+	go func() { health <- gpus.WatchHealth(ctx) }()
+	logger.Info("Serving", "driver", cfg.DriverName, "node", cfg.NodeName, "backend", "nvml", "gpus", len(gpus.gpus))
+	<-ctx.Done()
+	d.Stop()
+	if err := <-health; err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}
