@@ -26,4 +26,13 @@
 // State acts on none of them; deciding when an assumption is wrong (the
 // claim moved past the written version without the allocation, a hold
 // ran out) is the caller's.
+//
+// # Memory
+//
+// What a scheduler does per cycle (a snapshot, a Cycle, an Allocate per
+// node) allocates a fixed, small number of blocks, which tests count. The
+// package reuses memory in exactly two ways: maps are copied on write
+// (cow.go), and a snapshot carries inside it what its first Cycle needs
+// (reuse.go). Anything else that is reused belongs to the allocator
+// (pkg/allocator, reuse.go).
 package state

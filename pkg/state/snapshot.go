@@ -247,10 +247,7 @@ type Cycle struct {
 // Allocate does only the work that depends on the node. The claims are
 // allocated together, as the claims of one pod.
 func (s *Snapshot) Cycle(claims []*resourcev1.ResourceClaim, opts CycleOptions) *Cycle {
-	c := &s.first
-	if !s.firstTaken.CompareAndSwap(false, true) {
-		c = new(Cycle)
-	}
+	c := s.newCycle()
 	a, err := s.allocator(opts.Strategy)
 	if err != nil {
 		c.err = &allocator.FatalError{Err: err}
