@@ -7,7 +7,7 @@ FUZZTIME_SHORT ?= 500x
 FUZZTIME ?= 30s
 EXAMPLES := $(sort $(wildcard examples/*/))
 
-.PHONY: all build driver test demo fmt-check vet tidy-check unit fuzz fuzz-short golden readme conformance conformance-test bench chromium report-screenshot e2e e2e-golden bench-e2e scheduler
+.PHONY: all build driver test demo fmt-check vet tidy-check unit scheduler-test fuzz fuzz-short golden readme conformance conformance-test bench chromium report-screenshot e2e e2e-golden bench-e2e scheduler
 
 all: build
 
@@ -39,7 +39,13 @@ vet:
 unit:
 	$(GO) test -race -count=1 ./...
 
-test: fmt-check vet tidy-check chromium unit fuzz-short e2e
+test: fmt-check vet tidy-check chromium unit fuzz-short scheduler-test e2e
+
+# The scheduler module's own tests: the effective plugin order of every
+# configuration in deploy/scheduler, built by kube-scheduler's code.
+scheduler-test:
+	$(GO) -C scheduler vet ./...
+	$(GO) -C scheduler test -count=1 ./...
 
 # Every module's go.mod and go.sum must be tidy: `go mod tidy -diff` prints
 # what tidy would change and fails if anything would.
