@@ -26,6 +26,7 @@ var stages = map[features.Gate]featuregate.FeatureSpec{
 	features.OptionalNodeOperations:    {Default: true, PreRelease: featuregate.Alpha},
 	features.DerivedAttributes:         {Default: true, PreRelease: featuregate.Alpha},
 	features.DeviceCompatibilityGroups: {Default: true, PreRelease: featuregate.Alpha},
+	features.ResourceSliceMixins:       {Default: true, PreRelease: featuregate.Alpha},
 }
 
 // newFeatureGate is a Kubernetes feature gate holding the allocation gates

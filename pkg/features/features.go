@@ -49,6 +49,11 @@ const (
 	// DeviceCompatibilityGroups: compatibility groups on counter
 	// consumption (KEP-4815 follow-up).
 	DeviceCompatibilityGroups Gate = "DRADeviceCompatibilityGroups"
+	// ResourceSliceMixins: device, counter set and counter consumption
+	// mixins and the includes that name them (KEP-5234). Off, devices and
+	// counter sets that include mixins are dropped, and so are devices
+	// consuming a dropped counter set (KEP-5234 "Implementation").
+	ResourceSliceMixins Gate = "DRAResourceSliceMixins"
 )
 
 // gates lists every Gate in a fixed order; a Gate's bit in Set is its
@@ -57,7 +62,7 @@ var gates = []Gate{
 	AdminAccess, PrioritizedList, PartitionableDevices, DeviceTaints,
 	DeviceBindingConditions, ResourceClaimDeviceStatus, ConsumableCapacity,
 	FractionalCapacityRange, ListTypeAttributes, OptionalNodeOperations,
-	DerivedAttributes, DeviceCompatibilityGroups,
+	DerivedAttributes, DeviceCompatibilityGroups, ResourceSliceMixins,
 }
 
 // Dependencies are the gates each gate needs, as Kubernetes declares them

@@ -7,8 +7,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"github.com/dractl/dractl/pkg/internal/parallel"
 	"github.com/dractl/dractl/pkg/api"
+	"github.com/dractl/dractl/pkg/internal/parallel"
 )
 
 // Problem is one reason why a pool is invalid. Err's field path is relative

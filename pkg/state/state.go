@@ -357,8 +357,10 @@ func (s *State) replaceSlice(id pool.ID, name string, e *sliceEntry) {
 		for k, x := range sl {
 			wrapped[k] = x.s
 		}
-		p := pool.Of(wrapped)
-		ver = &poolVersion{slices: sl, p: p, table: allocator.NewPoolTable(p, s.opts.Features)}
+		table := allocator.NewPoolTable(pool.Of(wrapped), s.opts.Features)
+		// The table's pool is what allocation reads (pool.Resolve), so the
+		// read model shows that too.
+		ver = &poolVersion{slices: sl, p: table.Pool(), table: table}
 		s.stats.PoolBuilds++
 	}
 	s.reindex(id, oldVer, ver)

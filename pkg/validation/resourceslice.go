@@ -6,8 +6,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"github.com/dractl/dractl/pkg/internal/parallel"
 	"github.com/dractl/dractl/pkg/api"
+	"github.com/dractl/dractl/pkg/internal/parallel"
 	resourcev1 "k8s.io/api/resource/v1"
 )
 
