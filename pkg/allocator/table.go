@@ -90,6 +90,9 @@ func NewPoolTable(p *pool.Pool, f features.Set) *PoolTable {
 				pt.selects = true
 			}
 			t.slices[k] = sl
+			if len(s.Unread) > 0 {
+				t.unread = true
+			}
 		}
 		pt.gens[gi] = t
 	}
@@ -146,6 +149,9 @@ type genTable struct {
 	// badRange: some counter, consumption or capacity is out of
 	// api.QuantityInRange.
 	badRange bool
+	// unread: some slice holds spec fields its decoder dropped
+	// (pool.Slice.Unread), which makes every view of it invalid.
+	unread bool
 
 	// Validity of the views nodes have of the generation (see poolView):
 	// every slice, or a subset by key.

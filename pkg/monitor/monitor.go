@@ -29,6 +29,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/dractl/dractl/pkg/api"
 	"github.com/dractl/dractl/pkg/live"
 	"github.com/dractl/dractl/pkg/pool"
 	"github.com/dractl/dractl/pkg/state"
@@ -214,6 +215,12 @@ func (m *Monitor) poke() {
 
 func (m *Monitor) setSlice(obj any) {
 	if s, ok := obj.(*resourcev1.ResourceSlice); ok {
+		if unread := api.UnreadFields(s.ManagedFields); len(unread) > 0 {
+			// The pool's PoolInvalid Event says the same, but only the
+			// leader emits Events.
+			klog.Background().Info("ResourceSlice holds fields this build cannot read; its pool is invalid",
+				"resourceSlice", klog.KObj(s), "fields", unread)
+		}
 		_ = m.st.SetSlice(s)
 		m.mark(pool.ID{Driver: s.Spec.Driver, Pool: s.Spec.Pool.Name})
 		m.poke()

@@ -119,7 +119,7 @@ func resolveGeneration(in []*Slice, mixins bool, dropped []Problem) ([]*Slice, [
 		obj := *s.ResourceSlice
 		obj.Spec.SharedCounters = keep(s.Spec.SharedCounters, keepSets[k])
 		obj.Spec.Devices = keep(s.Spec.Devices, keepDevs)
-		out[k] = &Slice{ResourceSlice: &obj, Mixins: s.Mixins, usesMixins: s.usesMixins}
+		out[k] = &Slice{ResourceSlice: &obj, Mixins: s.Mixins, usesMixins: s.usesMixins, Unread: s.Unread}
 	}
 	return out, dropped
 }

@@ -36,6 +36,11 @@ type Slice struct {
 	// found once per slice so that Resolve passes over other pools
 	// without looking at their devices.
 	usesMixins bool
+	// Unread are the spec fields the API server holds for the slice that
+	// the compiled resource.k8s.io/v1 types dropped while decoding it
+	// (api.UnreadFields). A pool with such a slice cannot be read
+	// completely, and is invalid.
+	Unread []string
 }
 
 // NewSlice wraps s. s must not be modified afterwards.
