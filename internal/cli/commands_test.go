@@ -67,6 +67,8 @@ func TestCommands(t *testing.T) {
 		{"flatten-v1-unsplittable", []string{"flatten", "-f", filepath.Join("internal", "cli", "testdata", "v1-unsplittable.yaml")}, "", ExitOK},
 		{"flatten-v1-unsplittable-strict", []string{"flatten", "--strict", "-f", filepath.Join("internal", "cli", "testdata", "v1-unsplittable.yaml")}, "", ExitInvalid},
 		{"validate-warnings", []string{"validate", "-f", filepath.Join("internal", "cli", "testdata", "warnings.yaml")}, "", ExitOK},
+		// The whole GPU listed before its partitions (KEP-4815 first fit).
+		{"validate-largest-first", []string{"validate", "-f", filepath.Join("internal", "cli", "testdata", "largest-first.yaml")}, "", ExitOK},
 		{"validate-v1-limits", []string{"validate", "-f", filepath.Join("internal", "cli", "testdata", "v1-limits.yaml")}, "", ExitOK},
 		{"flatten-json", []string{"flatten", "-o", "json", "-f", filepath.Join("examples", "gpu-partitions", "resourceslices.yaml")}, "", ExitOK},
 		{"compact-json-skip-consumptions", []string{"compact", "-o", "json", "--skip-consumptions", "-f", filepath.Join("examples", "gpu-partitions", "resourceslices.yaml")}, "", ExitOK},

@@ -263,6 +263,18 @@ func runValidate(in *input) *validationReport {
 		}
 		perr := poolErrs[i]
 		if perr == nil {
+			for _, w := range p.OrderWarnings() {
+				pr := problem{Severity: "warning", Pool: p.ID.String(), Kind: api.KindSlice, Name: w.Slice, Type: problemWarning, Field: w.Field, Message: w.Message}
+				loc := ""
+				if cands := slicesNamed(p, w.Slice); len(cands) == 1 {
+					if src := sourceOf[cands[0].ResourceSlice]; src != nil {
+						pr.File, pr.Document, pr.Line = src.Source.File, src.Source.Doc, src.Source.Line
+						loc = " (" + src.Source.String() + ")"
+					}
+				}
+				pr.text = fmt.Sprintf("warning: pool %s: ResourceSlice %s%s: %s: %s", p.ID, w.Slice, loc, w.Field, w.Message)
+				r.add(pr)
+			}
 			continue
 		}
 		n := 0
