@@ -55,6 +55,9 @@ func TestAllocateCommands(t *testing.T) {
 		// Without partitionable devices the MIG slices' counters are not
 		// used and no partition can be allocated.
 		{"explain-dgx-partitionable-off", []string{"explain", "--feature-gates", "DRAPartitionableDevices=false,DRADeviceCompatibilityGroups=false", "-f", filepath.Join("examples", "dgx-h100-mixins"), "--claim", "mig-1g-10gb"}, ExitOK},
+		// Without mixins every device of the DGX's slices that includes one
+		// is left out (KEP-5234 "Implementation"), and nothing fits.
+		{"explain-dgx-mixins-off", []string{"explain", "--feature-gates", "DRAResourceSliceMixins=false", "-f", filepath.Join("examples", "dgx-h100-mixins"), "--claim", "mig-1g-10gb"}, ExitOK},
 		// A counter too large to compute with ends at once, as an invalid pool.
 		{"allocate-huge-counter", []string{"allocate", "-f", allocTestdata("huge-counter.yaml")}, ExitCannotAnswer},
 		// A pod's claims, one made from a template, on a node its

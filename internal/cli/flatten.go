@@ -8,6 +8,7 @@ import (
 	"github.com/dractl/dractl/pkg/admit"
 	"github.com/dractl/dractl/pkg/api"
 	"github.com/dractl/dractl/pkg/decode"
+	"github.com/dractl/dractl/pkg/flatten"
 	"github.com/dractl/dractl/pkg/validation"
 )
 
@@ -32,11 +33,15 @@ Every object is first checked by admission (as validate does); objects with
 errors are reported on stderr and left out, so that nothing invalid is
 rewritten.
 
-The flattened slices are checked against resource.k8s.io/v1 admission; a
-flattened slice can break a v1 limit its mixin form respects (more than 64
-devices with counters, 8 counter sets, 32 counters per set, 2 consumptions
-per device). Each such problem is a warning on stderr; with --strict the
-command exits 1 after printing.
+A flattened slice can break a v1 per-slice limit its mixin form respects,
+so it is split as a driver publishing it splits it: counter sets apart from
+devices, at most 8 counter sets and at most 64 devices with counters (128
+without) per slice. The pieces are named <name>-0, <name>-1, ... and every
+slice of the pool declares the pool's new resourceSliceCount, so flatten
+the slices of a pool together. What no split can fix (a device with more
+than 2 counter consumptions, a counter set with more than 32 counters) is
+checked against resource.k8s.io/v1 admission and reported as a warning on
+stderr; with --strict the command exits 1 after printing.
 
 Documents that do not decode and objects that admission rejects are
 reported on stderr and left out of the output; the exit code is then 1.`,
@@ -68,19 +73,40 @@ func (o *flattenOptions) run() error {
 	if o.strict {
 		severity = "error"
 	}
-	out, failed := in.rewriteSlices(o.Err, func(obj *decode.Object, s *api.ResourceSlice, _ []*api.ResourceSlice) ([]any, error) {
-		v1, err := api.ToV1(s)
+	// The pool's resourceSliceCount counts the pieces of all its slices,
+	// so every admitted slice is split before the first is printed.
+	var counts map[flatten.PoolKey]int64
+	out, failed := in.rewriteSlices(o.Err, func(obj *decode.Object, s *api.ResourceSlice, admitted []*api.ResourceSlice) ([]any, error) {
+		if counts == nil {
+			pieces := make([][]*api.ResourceSlice, len(admitted))
+			for i, a := range admitted {
+				// An include that names no mixin fails admission, so
+				// admitted slices flatten.
+				pieces[i], _ = flatten.ForV1(a)
+			}
+			counts = flatten.Count(admitted, pieces)
+		}
+		pieces, err := flatten.ForV1(s)
 		if err != nil {
 			return nil, err
 		}
-		// Validated in dractl's model rather than as v1 because that is
-		// what pkg/validation takes; without mixins the two are the same
-		// object, and FromV1 is a plain copy.
-		for _, e := range validation.ResourceSlice(api.FromV1(v1)) {
-			fmt.Fprintf(o.Err, "%s: %s: flattened: %s\n", severity, admit.Where(obj), admit.OneLine(e.Error()))
-			warned = true
+		objs := make([]any, 0, len(pieces))
+		for _, p := range pieces {
+			p.Spec.Pool.ResourceSliceCount = counts[flatten.KeyOf(s)]
+			// Validated in dractl's model because that is what
+			// pkg/validation takes; without mixins the two are the same
+			// object.
+			for _, e := range validation.ResourceSlice(p) {
+				fmt.Fprintf(o.Err, "%s: %s: flattened %s: %s\n", severity, admit.Where(obj), p.Name, admit.OneLine(e.Error()))
+				warned = true
+			}
+			v1, err := api.ToV1(p)
+			if err != nil {
+				return nil, err
+			}
+			objs = append(objs, v1)
 		}
-		return []any{v1}, nil
+		return objs, nil
 	})
 	if err := decode.Encode(o.Out, out, o.output); err != nil {
 		return writeError(err)

@@ -84,6 +84,18 @@ func Review(objects []decode.Object, decodeErrors []*decode.Error) *Report {
 		}
 		perr := poolErrs[i]
 		if perr == nil {
+			for _, w := range p.OrderWarnings() {
+				pr := Problem{Severity: "warning", Pool: p.ID.String(), Kind: api.KindSlice, Name: w.Slice, Type: ProblemWarning, Field: w.Field, Message: w.Message}
+				loc := ""
+				if cands := slicesNamed(p, w.Slice); len(cands) == 1 {
+					if src := sourceOf[cands[0].ResourceSlice]; src != nil {
+						pr.File, pr.Document, pr.Line = src.Source.File, src.Source.Doc, src.Source.Line
+						loc = " (" + src.Source.String() + ")"
+					}
+				}
+				pr.Text = fmt.Sprintf("warning: pool %s: ResourceSlice %s%s: %s: %s", p.ID, w.Slice, loc, w.Field, w.Message)
+				r.add(pr)
+			}
 			continue
 		}
 		n := 0

@@ -272,7 +272,7 @@ func (t *genTable) viewProblems(vis []int32, viaAll bool) *pool.InvalidError {
 // again.
 func (t *genTable) validate(vis []int32, viaAll bool) *pool.InvalidError {
 	g := &t.pt.g
-	if len(vis) == len(t.slices) && !t.dupNames && !t.badRange && (!g.partitionable || !t.suspect()) {
+	if len(vis) == len(t.slices) && !t.dupNames && !t.badRange && !t.unread && (!g.partitionable || !t.suspect()) {
 		return nil
 	}
 	v := pool.View{ID: t.p.ID, NoCounters: !g.partitionable}

@@ -64,6 +64,9 @@ type PoolTable struct {
 // The tables an Allocator reads must be built with its Options.Features.
 // p and its slices must not be modified afterwards.
 func NewPoolTable(p *pool.Pool, f features.Set) *PoolTable {
+	// This is where every allocator, and every reader of a State, gets its
+	// pools: what Resolve leaves out is then left out for all of them.
+	p = p.Resolve(f.Enabled(features.ResourceSliceMixins))
 	pt := &PoolTable{p: p, g: newGates(f), driver: p.Driver, pool: p.Pool}
 	gens := []*pool.Pool{p}
 	if len(p.Older) > 0 {
@@ -87,6 +90,9 @@ func NewPoolTable(p *pool.Pool, f features.Set) *PoolTable {
 				pt.selects = true
 			}
 			t.slices[k] = sl
+			if len(s.Unread) > 0 {
+				t.unread = true
+			}
 		}
 		pt.gens[gi] = t
 	}
@@ -98,7 +104,8 @@ func NewPoolTable(p *pool.Pool, f features.Set) *PoolTable {
 	return pt
 }
 
-// Pool is the pool the table was built from.
+// Pool is the pool the table was built from, without what pool.Resolve
+// left out.
 func (pt *PoolTable) Pool() *pool.Pool { return pt.p }
 
 // Nodes are the names of the nodes that slices of the pool name in
@@ -142,6 +149,9 @@ type genTable struct {
 	// badRange: some counter, consumption or capacity is out of
 	// api.QuantityInRange.
 	badRange bool
+	// unread: some slice holds spec fields its decoder dropped
+	// (pool.Slice.Unread), which makes every view of it invalid.
+	unread bool
 
 	// Validity of the views nodes have of the generation (see poolView):
 	// every slice, or a subset by key.

@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/dractl/dractl/pkg/api"
+	"github.com/dractl/dractl/pkg/flatten"
 	"github.com/dractl/dractl/pkg/pool"
 	"github.com/dractl/dractl/pkg/validation"
 )
@@ -104,12 +105,12 @@ func Build(driver, node string, desc []*api.ResourceSlice) (*Published, error) {
 		}
 		var flat []*api.ResourceSlice
 		for _, s := range d.slices {
-			f, err := api.Flatten(s)
+			f, err := flatten.ForV1(s)
 			if err != nil {
 				problems = append(problems, fmt.Sprintf("pool %s slice %s: %v", name, s.Name, err))
 				continue
 			}
-			flat = append(flat, splitForV1(f)...)
+			flat = append(flat, f...)
 		}
 		for _, f := range flat {
 			f.Spec.Pool.ResourceSliceCount = int64(len(flat))
@@ -147,56 +148,6 @@ func Build(driver, node string, desc []*api.ResourceSlice) (*Published, error) {
 		return nil, &InvalidPoolError{Problems: problems}
 	}
 	return out, nil
-}
-
-// splitForV1 cuts a flattened slice into slices that fit the v1 per-slice
-// limits: counter sets apart from devices (KEP-4815 "Limits"), at most
-// MaxCounterSets counter sets, and at most MaxDevicesWithAdvancedFeatures
-// devices (MaxDevices without counters or taints) and
-// MaxConsumedCountersPerSlice consumed counters per slice. A mixin form
-// may hold twice the devices of a flat one, so this is where they part.
-func splitForV1(s *api.ResourceSlice) []*api.ResourceSlice {
-	var out []*api.ResourceSlice
-	part := func(devices []api.Device, sets []api.CounterSet) {
-		c := s.DeepCopy()
-		c.Spec.Devices, c.Spec.SharedCounters = devices, sets
-		out = append(out, c)
-	}
-	for i := 0; i < len(s.Spec.SharedCounters); i += validation.MaxCounterSets {
-		part(nil, s.Spec.SharedCounters[i:min(i+validation.MaxCounterSets, len(s.Spec.SharedCounters))])
-	}
-	devs := s.Spec.Devices
-	for len(devs) > 0 {
-		n, consumed, advanced := 0, 0, false
-		for n < len(devs) {
-			d := &devs[n]
-			c := 0
-			for _, cc := range d.ConsumesCounters {
-				c += len(cc.Counters)
-			}
-			adv := advanced || len(d.ConsumesCounters) > 0 || len(d.Taints) > 0
-			limit := validation.MaxDevices
-			if adv {
-				limit = validation.MaxDevicesWithAdvancedFeatures
-			}
-			if n+1 > limit || consumed+c > validation.MaxConsumedCountersPerSlice {
-				break
-			}
-			n, consumed, advanced = n+1, consumed+c, adv
-		}
-		n = max(n, 1) // a device that alone breaks a limit fails validation
-		part(devs[:n], nil)
-		devs = devs[n:]
-	}
-	if len(out) == 0 {
-		part(nil, nil) // an empty pool still says the driver is there
-	}
-	if len(out) > 1 {
-		for i, c := range out {
-			c.Name = fmt.Sprintf("%s-%d", s.Name, i)
-		}
-	}
-	return out
 }
 
 // inventory is what the kit knows about the published devices: what each

@@ -52,6 +52,11 @@ const (
 	// DeviceCompatibilityGroups: compatibility groups on counter
 	// consumption (KEP-4815 follow-up).
 	DeviceCompatibilityGroups Gate = "DRADeviceCompatibilityGroups"
+	// ResourceSliceMixins: device, counter set and counter consumption
+	// mixins and the includes that name them (KEP-5234). Off, devices and
+	// counter sets that include mixins are dropped, and so are devices
+	// consuming a dropped counter set (KEP-5234 "Implementation").
+	ResourceSliceMixins Gate = "DRAResourceSliceMixins"
 )
 
 // The gates only the scheduler plugin reads: they change what happens
@@ -107,6 +112,7 @@ var stages = map[Gate]Stage{
 	OptionalNodeOperations:    Alpha,
 	DerivedAttributes:         Alpha,
 	DeviceCompatibilityGroups: Alpha,
+	ResourceSliceMixins:       Alpha,
 	SchedulerFilterTimeout:    Beta,
 	DeviceTaintRules:          GA,
 }
@@ -124,7 +130,7 @@ var gates = []Gate{
 	AdminAccess, PrioritizedList, PartitionableDevices, DeviceTaints,
 	DeviceBindingConditions, ResourceClaimDeviceStatus, ConsumableCapacity,
 	FractionalCapacityRange, ListTypeAttributes, OptionalNodeOperations,
-	DerivedAttributes, DeviceCompatibilityGroups,
+	DerivedAttributes, DeviceCompatibilityGroups, ResourceSliceMixins,
 }
 
 // schedulerGates are the plugin's own gates, in a fixed order.

@@ -3,10 +3,14 @@ package live
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"sync"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	resourcev1 "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/dractl/dractl/pkg/api"
 )
 
 // What `get pools`, pool validation and the pool monitor read of a
@@ -210,7 +214,7 @@ func (d *poolDecoder) slice(out, msg []byte) ([]byte, error) {
 		case message && num == fieldSliceMetadata:
 			return nested(out, num, value, func(out []byte) ([]byte, error) {
 				return eachField(out, value, func(out []byte, num protowire.Number, _ bool, field, _ []byte) ([]byte, error) {
-					if num == fieldMetaManagedFields {
+					if num == fieldMetaManagedFields && !namesUnreadFields(field) {
 						return out, nil
 					}
 					return append(out, field...), nil
@@ -321,11 +325,33 @@ func nested(out []byte, num protowire.Number, value []byte, content func(out []b
 	return out, nil
 }
 
+// namesUnreadFields reports whether one encoded managedFields entry (tag
+// included) records spec fields the compiled types cannot hold. Such
+// entries are kept by PoolFields and TrimToPool: they are how a reader
+// learns that the slice was not read completely (api.UnreadFields), and a
+// slice has them only when a newer API server served such a field.
+func namesUnreadFields(field []byte) bool {
+	_, _, n := protowire.ConsumeTag(field)
+	value, m := protowire.ConsumeBytes(field[n:])
+	var e metav1.ManagedFieldsEntry
+	if m < 0 || e.Unmarshal(value) != nil {
+		// The generated Unmarshal of the whole slice reports it.
+		return false
+	}
+	return len(api.UnreadFields([]metav1.ManagedFieldsEntry{e})) > 0
+}
+
 // TrimToPool drops from a decoded ResourceSlice what PoolFields drops on
-// the wire: its managedFields and its devices' attributes. The monitor's
+// the wire: its managedFields (but those naming fields this build cannot
+// read, see namesUnreadFields) and its devices' attributes. The monitor's
 // informers and lists that did not arrive as protobuf use it.
 func TrimToPool(s *resourcev1.ResourceSlice) {
-	s.ManagedFields = nil
+	s.ManagedFields = slices.DeleteFunc(s.ManagedFields, func(e metav1.ManagedFieldsEntry) bool {
+		return len(api.UnreadFields([]metav1.ManagedFieldsEntry{e})) == 0
+	})
+	if len(s.ManagedFields) == 0 {
+		s.ManagedFields = nil
+	}
 	for i := range s.Spec.Devices {
 		s.Spec.Devices[i].Attributes = nil
 	}

@@ -32,11 +32,20 @@ func (id ID) Compare(o ID) int {
 type Slice struct {
 	*api.ResourceSlice
 	Mixins *api.MixinIndex
+	// usesMixins: some KEP-5234 field is set (api.ResourceSlice.UsesMixins),
+	// found once per slice so that Resolve passes over other pools
+	// without looking at their devices.
+	usesMixins bool
+	// Unread are the spec fields the API server holds for the slice that
+	// the compiled resource.k8s.io/v1 types dropped while decoding it
+	// (api.UnreadFields). A pool with such a slice cannot be read
+	// completely, and is invalid.
+	Unread []string
 }
 
 // NewSlice wraps s. s must not be modified afterwards.
 func NewSlice(s *api.ResourceSlice) *Slice {
-	return &Slice{ResourceSlice: s, Mixins: indexOf(s)}
+	return &Slice{ResourceSlice: s, Mixins: indexOf(s), usesMixins: s.UsesMixins()}
 }
 
 // Pool is the current generation of one resource pool.
@@ -57,6 +66,9 @@ type Pool struct {
 	// generation and none of the newest still allocates from the one it
 	// sees, as upstream's allocator does.
 	Older []*Slice
+	// Dropped are the devices and counter sets Resolve left out, each
+	// with its slice, field path and reason.
+	Dropped []Problem
 }
 
 // Generations returns the pool's generations, newest first, each with its
@@ -135,6 +147,7 @@ func Assemble(in []*api.ResourceSlice) []*Pool {
 			w := &wrapped[k]
 			w.ResourceSlice = in[k]
 			w.Mixins = indexOf(in[k])
+			w.usesMixins = in[k].UsesMixins()
 			group = append(group, w)
 		}
 		var p Pool

@@ -134,6 +134,14 @@ func (v *View) problems() []Problem {
 	var probs []Problem
 	add := func(s *Slice, err *field.Error) { probs = append(probs, Problem{Slice: s.Name, Err: err}) }
 
+	for _, list := range [][]*Slice{v.Counters, v.Devices, v.Others} {
+		for _, s := range list {
+			for _, f := range s.Unread {
+				add(s, unreadField(f))
+			}
+		}
+	}
+
 	type place struct {
 		slice string
 		index int
@@ -223,6 +231,14 @@ func (v *View) problems() []Problem {
 		check(s, false)
 	}
 	return probs
+}
+
+// unreadField reports a spec field the API server sent that this build's
+// resource.k8s.io/v1 types could not hold (Slice.Unread).
+func unreadField(path string) *field.Error {
+	parts := strings.Split(path, ".")
+	return field.Forbidden(field.NewPath(parts[0], parts[1:]...),
+		"set on the API server but unknown to this build of dractl, which dropped it while decoding the slice: its devices cannot be read completely, so the pool is not allocated from (version skew, KEP-5234)")
 }
 
 // outOfRange reports a quantity the allocator does not compute with (see

@@ -196,6 +196,15 @@ func writePoolHeader(b *strings.Builder, u *state.PoolUsage) {
 	if u.Invalid != nil {
 		fmt.Fprintf(b, "Invalid:  %s\n", u.Invalid.Error())
 	}
+	// What pool.Resolve left out is not in the pool the scheduler sees;
+	// each is named so that none goes missing unnoticed.
+	for i, p := range u.Dropped {
+		label := "          "
+		if i == 0 {
+			label = "Left out: "
+		}
+		fmt.Fprintf(b, "%s%s\n", label, p)
+	}
 }
 
 func plainDevices(u *state.PoolUsage) []Cell {

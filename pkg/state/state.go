@@ -295,13 +295,19 @@ func (s *State) SetSlice(obj *resourcev1.ResourceSlice) error {
 	if obj == nil || obj.Name == "" {
 		return fmt.Errorf("ResourceSlice: name is required")
 	}
-	return s.SetMixinSlice(api.FromV1Shared(obj))
+	return s.setSlice(api.FromV1Shared(obj), api.UnreadFields(obj.ManagedFields))
 }
 
 // SetMixinSlice adds or replaces a ResourceSlice that may use KEP-5234
 // mixins, by name. Only the slice's pool is rebuilt (and, when the slice
 // moved, the pool it left).
 func (s *State) SetMixinSlice(obj *api.ResourceSlice) error {
+	return s.setSlice(obj, nil)
+}
+
+// setSlice is SetMixinSlice for a slice whose decoder dropped the spec
+// fields unread (see api.UnreadFields): its pool is then invalid.
+func (s *State) setSlice(obj *api.ResourceSlice, unread []string) error {
 	switch {
 	case obj == nil || obj.Name == "":
 		return fmt.Errorf("ResourceSlice: name is required")
@@ -310,7 +316,9 @@ func (s *State) SetMixinSlice(obj *api.ResourceSlice) error {
 	case obj.Spec.Pool.Name == "":
 		return fmt.Errorf("ResourceSlice %s: spec.pool.name is required", obj.Name)
 	}
-	e := &sliceEntry{s: pool.NewSlice(obj), id: pool.ID{Driver: obj.Spec.Driver, Pool: obj.Spec.Pool.Name}}
+	ps := pool.NewSlice(obj)
+	ps.Unread = unread
+	e := &sliceEntry{s: ps, id: pool.ID{Driver: obj.Spec.Driver, Pool: obj.Spec.Pool.Name}}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	old, had := s.slices.get(obj.Name)
@@ -366,8 +374,10 @@ func (s *State) replaceSlice(id pool.ID, name string, e *sliceEntry) {
 		for k, x := range sl {
 			wrapped[k] = x.s
 		}
-		p := pool.Of(wrapped)
-		ver = &poolVersion{slices: sl, p: p, table: allocator.NewPoolTable(p, s.opts.Features)}
+		table := allocator.NewPoolTable(pool.Of(wrapped), s.opts.Features)
+		// The table's pool is what allocation reads (pool.Resolve), so the
+		// read model shows that too.
+		ver = &poolVersion{slices: sl, p: table.Pool(), table: table}
 		s.stats.PoolBuilds++
 	}
 	s.reindex(id, oldVer, ver)

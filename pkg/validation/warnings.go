@@ -36,7 +36,9 @@ func (ws *warnings) add(p *field.Path, format string, args ...any) {
 //   - a negative validRange.min where the apiserver does not reject it
 //     (it does only when a step is set and no bound is fractional);
 //   - validValues entries that are equal but written differently (1 and
-//     1000m): the apiserver compares their decimal form, not their value.
+//     1000m): the apiserver compares their decimal form, not their value;
+//   - a slice near etcd's bound on one stored value (StoredSize at least
+//     SizeWarningBytes).
 //
 // Like ResourceSlice it is deterministic. It does not repeat errors: call
 // it in addition to ResourceSlice.
@@ -64,6 +66,9 @@ func ResourceSliceWarnings(s *api.ResourceSlice) []Warning {
 	}
 	if !s.UsesMixins() && consumed > MaxConsumedCountersPerSlice {
 		ws.add(devicesPath, "devices consume %d counters in total, more than the %d that KEP-4815 and KEP-5234 allow per slice (kube-apiserver 1.37 no longer checks it)", consumed, MaxConsumedCountersPerSlice)
+	}
+	if n := StoredSize(s); n >= SizeWarningBytes {
+		ws.add(field.NewPath("metadata"), "the slice takes %d bytes as stored, %d%% of the %d bytes etcd stores in one value by default: kube-apiserver refuses it once it grows past that", n, n*100/EtcdMaxObjectBytes, EtcdMaxObjectBytes)
 	}
 	if m := spec.Mixins; m != nil {
 		mp := p.Child("mixins", "device")

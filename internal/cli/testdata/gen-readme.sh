@@ -120,11 +120,15 @@ claims, Nodes) are printed unchanged, so the output of a whole example
 directory can go straight to `kubectl apply -f -`. With `-o json` several
 objects are printed as one `v1` `List`.
 
-A mixin slice may be valid while its flattened form breaks a v1 limit
-(more than 64 devices with counters, 8 counter sets, 32 counters per set,
-2 counter consumptions per device). flatten checks the flattened slices
-with v1 admission and prints each problem on stderr as a warning; with
-`--strict` they are errors and the exit code is 1.
+A mixin slice may be valid while its flattened form breaks a v1 per-slice
+limit (more than 64 devices with counters, 8 counter sets). flatten splits
+such a slice as a driver built on `pkg/driverkit` publishes it (one
+splitter, `pkg/flatten`): the pieces are named `<name>-0`, `<name>-1`, ...,
+and every slice of the pool declares the pool's new `resourceSliceCount`,
+so flatten a pool's slices together. What no split fixes (more than 32
+counters in a set, more than 2 counter consumptions per device) is checked
+with v1 admission and printed on stderr as a warning; with `--strict` such
+problems are errors and the exit code is 1.
 
 EOF
 echo '```console'
@@ -135,7 +139,7 @@ echo '$ dractl flatten -f examples/a100-mig-mixins/resourceslices.yaml | grep -A
 $B flatten -f examples/a100-mig-mixins/resourceslices.yaml | grep -A40 "^  devices:"
 echo '...'
 echo
-run dractl flatten --strict -f internal/cli/testdata/v1-limits.yaml '>' /dev/null
+run dractl flatten --strict -f internal/cli/testdata/v1-unsplittable.yaml '>' /dev/null
 echo '```'
 cat <<'EOF'
 

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
+	"github.com/dractl/dractl/pkg/api"
 	"github.com/dractl/dractl/pkg/state"
 )
 
@@ -35,6 +36,11 @@ type Deltas[T metav1.Object] struct {
 	// Then, if set, runs after every event has been applied (or refused,
 	// and logged): the caller notes what changed.
 	Then func(Delta[T])
+	// Unread, if set, names fields the object was stored with that this
+	// build's types cannot hold (version skew); such an object is logged,
+	// since what the State makes of it (an invalid pool) says why only
+	// where a component reports it.
+	Unread func(T) []string
 }
 
 // Delta is one informer event as the State took it.
@@ -51,7 +57,8 @@ type Delta[T any] struct {
 // Slices are the deltas of ResourceSlice events to st.
 func Slices(st *state.State) Deltas[*resourcev1.ResourceSlice] {
 	return Deltas[*resourcev1.ResourceSlice]{Kind: "ResourceSlice", Set: st.SetSlice,
-		Delete: func(s *resourcev1.ResourceSlice) error { return st.DeleteSlice(s.Name) }}
+		Delete: func(s *resourcev1.ResourceSlice) error { return st.DeleteSlice(s.Name) },
+		Unread: func(s *resourcev1.ResourceSlice) []string { return api.UnreadFields(s.ManagedFields) }}
 }
 
 // Classes are the deltas of DeviceClass events to st.
@@ -122,6 +129,11 @@ func (d Deltas[T]) object(logger klog.Logger, obj any) (T, bool) {
 }
 
 func (d Deltas[T]) apply(logger klog.Logger, ev Delta[T]) {
+	if d.Unread != nil && !ev.Deleted {
+		if unread := d.Unread(ev.Obj); len(unread) > 0 {
+			logger.Error(nil, "Object holds fields this build cannot read; what it describes is not used", "kind", d.Kind, "object", klog.KObj(ev.Obj), "fields", unread)
+		}
+	}
 	if ev.Deleted {
 		ev.Err = d.Delete(ev.Obj)
 	} else {
