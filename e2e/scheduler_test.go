@@ -436,34 +436,47 @@ func TestMultiHostTPU(t *testing.T) {
 	checkAllocations(t, cp)
 }
 
-// TestUnschedulableExplained: the pod's PodScheduled condition and its
-// FailedScheduling event say per claim what stopped the nodes.
+// TestUnschedulableExplained: a pod that fits nowhere reads as it would
+// under the in-tree plugin, word for word (the same pod under the stock
+// profile gets the same PodScheduled message and FailedScheduling note),
+// and dractl's per-claim account of what stopped the nodes comes beside
+// it, as a DevicesUnavailable event.
 func TestUnschedulableExplained(t *testing.T) {
 	cp := startScheduling(t)
 	h100Nodes(t, cp, "gpu-node")
 	createNodes(t, cp, "cpu-node-1", "cpu-node-2")
-	createClaim(t, cp, "a100", resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{
-		request("gpu", "mig.nvidia.com", 1, fmt.Sprintf("device.attributes['%s'].productName == 'NVIDIA A100-SXM4-40GB'", examplegen.NVIDIADriver))}})
+	for _, name := range []string{"a100", "a100-stock"} {
+		createClaim(t, cp, name, resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{
+			request("gpu", "mig.nvidia.com", 1, fmt.Sprintf("device.attributes['%s'].productName == 'NVIDIA A100-SXM4-40GB'", examplegen.NVIDIADriver))}})
+	}
 	createClaimPod(t, cp, "pod", dractlProfile, "", "a100")
-	want := "dractl: claim gpu: no devices on 2 nodes; selector matched 0 devices on 1 node"
-	var msg string
-	waitFor(t, 2*time.Minute, "PodScheduled=False with dractl's explanation", func(ctx context.Context) (bool, error) {
-		p := pods(t, cp)[0]
-		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
-				msg = c.Message
+	createClaimPod(t, cp, "stock-pod", stockProfile, "", "a100-stock")
+	messages := map[string]string{}
+	waitFor(t, 2*time.Minute, "PodScheduled=False on both pods", func(ctx context.Context) (bool, error) {
+		for _, p := range pods(t, cp) {
+			for _, c := range p.Status.Conditions {
+				if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Message != "" {
+					messages[p.Name] = c.Message
+				}
 			}
 		}
-		return strings.Contains(msg, want), nil
+		return len(messages) == 2, nil
 	})
-	t.Logf("PodScheduled: %s", msg)
-	waitFor(t, time.Minute, "FailedScheduling event with dractl's explanation", func(ctx context.Context) (bool, error) {
+	t.Logf("PodScheduled: %s", messages["pod"])
+	if messages["pod"] != messages["stock-pod"] {
+		t.Errorf("PodScheduled message under dractl:\n  %s\nunder the in-tree plugin:\n  %s", messages["pod"], messages["stock-pod"])
+	}
+	if want := "3 cannot allocate all claims"; !strings.Contains(messages["pod"], want) {
+		t.Errorf("PodScheduled message %q does not count the nodes by the in-tree reason %q", messages["pod"], want)
+	}
+	const account = "claim gpu: no devices on 2 nodes; selector matched 0 devices on 1 node"
+	waitFor(t, time.Minute, "dractl's account as a DevicesUnavailable event", func(ctx context.Context) (bool, error) {
 		evs, err := cp.Client.EventsV1().Events("default").List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err
 		}
 		return slices.ContainsFunc(evs.Items, func(e eventsv1.Event) bool {
-			return e.Reason == "FailedScheduling" && strings.Contains(e.Note, want)
+			return e.Reason == "DevicesUnavailable" && e.Regarding.Name == "pod" && e.Note == account
 		}), nil
 	})
 }
@@ -515,7 +528,7 @@ func testDeletedPodFreesDevices(t *testing.T, gates map[string]bool, configFile,
 			return false, err
 		}
 		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && strings.Contains(c.Message, "claim gpu: all devices allocated") {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && strings.Contains(c.Message, "cannot allocate all claims") {
 				return true, nil
 			}
 		}

@@ -35,7 +35,20 @@ type Args struct {
 	// scheduled instead of all near the end. Zero lifts the bound.
 	// Default 64.
 	BindingsInFlight *int32 `json:"bindingsInFlight,omitempty"`
+	// Explanation is where dractl's per-claim account of why no node fits
+	// goes. Event (the default): kube-scheduler's PodScheduled condition
+	// keeps the in-tree plugin's words (users' alerts and upstream's tests
+	// match them), and the account is a Warning Event on the pod, reason
+	// DevicesUnavailable. Inline: the account replaces them in the
+	// condition, per node and summed up.
+	Explanation string `json:"explanation,omitempty"`
 }
+
+// The values of Args.Explanation.
+const (
+	ExplanationEvent  = "Event"
+	ExplanationInline = "Inline"
+)
 
 // Defaults are the in-tree DynamicResources plugin's.
 const (
@@ -54,6 +67,9 @@ type config struct {
 	bindingTimeout time.Duration
 	// bindingsInFlight: zero for no bound.
 	bindingsInFlight int
+	// inline: dractl's explanation in the pod's condition instead of the
+	// in-tree plugin's words (Args.Explanation).
+	inline bool
 }
 
 // decodeArgs reads the plugin's args: nil (no pluginConfig entry), the
@@ -111,6 +127,13 @@ func (a Args) complete() (config, error) {
 			return config{}, fmt.Errorf("args.bindingsInFlight: Invalid value: %d: must be zero (no bound) or positive", *a.BindingsInFlight)
 		}
 		c.bindingsInFlight = int(*a.BindingsInFlight)
+	}
+	switch a.Explanation {
+	case "", ExplanationEvent:
+	case ExplanationInline:
+		c.inline = true
+	default:
+		return config{}, fmt.Errorf("args.explanation: Unsupported value: %q: supported values: %q, %q", a.Explanation, ExplanationEvent, ExplanationInline)
 	}
 	return c, nil
 }

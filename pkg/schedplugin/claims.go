@@ -72,7 +72,7 @@ func (pl *Plugin) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status {
 // with every allocation, as the in-tree plugin also decides.
 func (pl *Plugin) SignPod(_ context.Context, pod *v1.Pod) ([]fwk.SignFragment, *fwk.Status) {
 	if len(pod.Spec.ResourceClaims) > 0 {
-		return nil, fwk.NewStatus(fwk.Unschedulable, "pods with resource claims are not signable")
+		return nil, fwk.NewStatus(fwk.Unschedulable, "pods with dra resource claims are not signable")
 	}
 	return nil, nil
 }

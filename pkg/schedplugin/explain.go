@@ -20,6 +20,20 @@ type verdict struct {
 
 func (v verdict) String() string { return "claim " + v.claim + ": " + v.why }
 
+// The in-tree plugin's reasons, which kube-scheduler counts per node into
+// the pod's PodScheduled message ("0/3 nodes are available: 3 cannot
+// allocate all claims."). The plugin reports these unless its args ask for
+// the explanation inline.
+const (
+	reasonCannotAllocate = "cannot allocate all claims"
+	reasonInvalidPools   = "invalid resource pools were encountered"
+	reasonNotAvailable   = "resourceclaim not available on the node"
+)
+
+// eventReason is the reason of the Event that carries dractl's account of
+// why no node fits.
+const eventReason = "DevicesUnavailable"
+
 // Verdicts for allocated claims that the node cannot use.
 const (
 	whyElsewhere       = "allocated devices are not available on this node"

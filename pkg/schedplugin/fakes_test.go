@@ -248,3 +248,7 @@ func newUnstartedCluster(t testing.TB, args runtime.Object, objs ...runtime.Obje
 	})
 	return &cluster{pl: pl, client: client, tracker: tracker, handle: h, ctx: ctx}
 }
+
+// inline asks for dractl's explanation in the pod's condition, which the
+// tests of the explanation read.
+var inline = &Args{Explanation: ExplanationInline}

@@ -64,7 +64,10 @@ func (pl *Plugin) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, no
 			s.unavailable[i] = true
 		}
 		s.reject(node.Name, rejected, nil)
-		return unresolvable(logger, verdictStrings(rejected)...)
+		if pl.cfg.inline {
+			return unresolvable(logger, verdictStrings(rejected)...)
+		}
+		return unresolvable(logger, reasonNotAvailable)
 	}
 	if s.cycle == nil {
 		return nil
@@ -86,7 +89,15 @@ func (pl *Plugin) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, no
 		if wait {
 			pl.waiting.turnedAway(pod, s.mark)
 		}
-		return unresolvable(logger, verdictStrings(vs)...)
+		switch {
+		case pl.cfg.inline:
+			return unresolvable(logger, verdictStrings(vs)...)
+		case len(invalid) > 0:
+			// Upstream's allocator fails a node with invalid pools this
+			// way only when nothing fits there, as dractl's does.
+			return unresolvable(logger, reasonInvalidPools)
+		}
+		return unresolvable(logger, reasonCannotAllocate)
 	case ctx.Err() != nil:
 		return unresolvable(logger, fmt.Sprintf("asked by caller to stop allocating devices: %v", context.Cause(ctx)))
 	case errors.Is(err, context.DeadlineExceeded):

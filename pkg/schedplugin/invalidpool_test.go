@@ -46,28 +46,52 @@ func TestInvalidPoolInPodStatus(t *testing.T) {
 		},
 		want: "pool gpu.example.com/node-1 is invalid: ResourceSlice node-1-devices: spec.mixins: Forbidden: set on the API server but unknown to this build of dractl",
 	}} {
-		t.Run(tc.name, func(t *testing.T) {
-			s := tc.slice(t)
-			s.(metav1.Object).SetUID(types.UID("uid-node-1-devices"))
-			c := newCluster(t, nil, s, at.Class("gpu", `device.driver == "`+driver+`"`), gpuClaim("a", 1))
-			pod := gpuPod("pod-a", "a")
-			cs, node, statuses := schedule(t, c, pod, node1, node2)
-			if node != "" {
-				t.Fatalf("placed on %s from an invalid pool", node)
-			}
-			if len(statuses) != 2 {
-				t.Fatalf("statuses %v, want one per node", statuses)
-			}
-			// Per node, the reason is short (the framework counts nodes by
-			// it); PostFilter's message, which the framework appends to
-			// the pod's condition, names the pool and its problems.
-			if msg := statuses[0].Message(); msg != "claim gpu: pools invalid" {
-				t.Errorf("node-1's Filter status %q, want %q", msg, "claim gpu: pools invalid")
-			}
-			_, st := c.pl.PostFilter(context.Background(), cs, pod, nil)
-			if st.Code() != fwk.Unschedulable || !strings.HasPrefix(st.Message(), "dractl: ") || !strings.Contains(st.Message(), tc.want) {
-				t.Errorf("PostFilter: %v\nwant it to contain %q", st, tc.want)
-			}
-		})
+		for _, mode := range []struct {
+			name string
+			args runtime.Object
+		}{{"in-tree words", nil}, {"inline", inline}} {
+			t.Run(tc.name+"/"+mode.name, func(t *testing.T) {
+				s := tc.slice(t)
+				s.(metav1.Object).SetUID(types.UID("uid-node-1-devices"))
+				c := newCluster(t, mode.args, s, at.Class("gpu", `device.driver == "`+driver+`"`), gpuClaim("a", 1))
+				pod := gpuPod("pod-a", "a")
+				cs, node, statuses := schedule(t, c, pod, node1, node2)
+				if node != "" {
+					t.Fatalf("placed on %s from an invalid pool", node)
+				}
+				if len(statuses) != 2 {
+					t.Fatalf("statuses %v, want one per node", statuses)
+				}
+				// Per node, the reason is short (the framework counts
+				// nodes by it): the in-tree plugin's words, or dractl's
+				// verdict. The pool and its problems are named by
+				// PostFilter: in the Event, or in its message, which
+				// the framework appends to the pod's condition.
+				_, st := c.pl.PostFilter(context.Background(), cs, pod, nil)
+				if mode.args == nil {
+					if msg := statuses[0].Message(); msg != reasonInvalidPools {
+						t.Errorf("node-1's Filter status %q, want %q", msg, reasonInvalidPools)
+					}
+					if st.Code() != fwk.Unschedulable || st.Message() != "" {
+						t.Errorf("PostFilter: %v, want Unschedulable without a message, as in-tree", st)
+					}
+					select {
+					case e := <-c.handle.recorder.Events:
+						if !strings.HasPrefix(e, "Warning "+eventReason+" ") || !strings.Contains(e, tc.want) {
+							t.Errorf("event %q\nwant it to contain %q", e, tc.want)
+						}
+					default:
+						t.Errorf("no %s event", eventReason)
+					}
+					return
+				}
+				if msg := statuses[0].Message(); msg != "claim gpu: pools invalid" {
+					t.Errorf("node-1's Filter status %q, want %q", msg, "claim gpu: pools invalid")
+				}
+				if st.Code() != fwk.Unschedulable || !strings.HasPrefix(st.Message(), "dractl: ") || !strings.Contains(st.Message(), tc.want) {
+					t.Errorf("PostFilter: %v\nwant it to contain %q", st, tc.want)
+				}
+			})
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	v1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
@@ -134,7 +135,7 @@ func TestCycleResultsStartEmpty(t *testing.T) {
 
 func TestPhasesAllocateReserveAndBind(t *testing.T) {
 	objs := append(gpuObjects(t), gpuClaim("a", 1), gpuClaim("b", 1), gpuClaim("c", 1))
-	c := newCluster(t, nil, objs...)
+	c := newCluster(t, inline, objs...)
 	ctx := context.Background()
 
 	podA := gpuPod("pod-a", "a")
@@ -270,23 +271,68 @@ func TestForeignAllocationInFlight(t *testing.T) {
 	}
 }
 
+// TestPostFilter: with no claim to deallocate, the pod's condition reads
+// as under the in-tree plugin ("cannot allocate all claims" per node,
+// nothing from PostFilter) and dractl's account of each claim goes to an
+// Event; with the inline form the account is the condition's message.
 func TestPostFilter(t *testing.T) {
-	objs := append(gpuObjects(t), gpuClaim("big", 3))
-	c := newCluster(t, nil, objs...)
-	pod := gpuPod("pod", "big")
-	cs, node, statuses := schedule(t, c, pod, node1, node2)
-	if node != "" {
-		t.Fatalf("placed on %s", node)
+	const account = "claim gpu: enough devices one by one, but no combination satisfies the constraints and shared counters on 1 node; no devices on 1 node"
+	for _, tc := range []struct {
+		name      string
+		args      *Args
+		reason    string // every node's Filter reason
+		message   string // PostFilter's
+		eventNote string // "" for no Event
+	}{
+		{"in-tree words", nil, reasonCannotAllocate, "", account},
+		{"inline", inline, "", "dractl: " + account, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			objs := append(gpuObjects(t), gpuClaim("big", 3))
+			var args runtime.Object
+			if tc.args != nil {
+				args = tc.args
+			}
+			c := newCluster(t, args, objs...)
+			pod := gpuPod("pod", "big")
+			cs, node, statuses := schedule(t, c, pod, node1, node2)
+			if node != "" {
+				t.Fatalf("placed on %s", node)
+			}
+			for _, st := range statuses {
+				if st.Code() != fwk.UnschedulableAndUnresolvable {
+					t.Errorf("status %v, want UnschedulableAndUnresolvable", st)
+				}
+				if tc.reason != "" && st.Message() != tc.reason {
+					t.Errorf("Filter reason %q, want %q", st.Message(), tc.reason)
+				}
+			}
+			_, st := c.pl.PostFilter(context.Background(), cs, pod, nil)
+			if st.Code() != fwk.Unschedulable || st.Message() != tc.message {
+				t.Errorf("PostFilter: %v\nwant message %q", st, tc.message)
+			}
+			select {
+			case e := <-c.handle.recorder.Events:
+				if want := "Warning " + eventReason + " " + tc.eventNote; tc.eventNote == "" || e != want {
+					t.Errorf("event %q, want %q", e, want)
+				}
+			default:
+				if tc.eventNote != "" {
+					t.Errorf("no %s event", eventReason)
+				}
+			}
+		})
 	}
-	for _, st := range statuses {
-		if st.Code() != fwk.UnschedulableAndUnresolvable {
-			t.Errorf("status %v, want UnschedulableAndUnresolvable", st)
-		}
+}
+
+func TestTruncateNote(t *testing.T) {
+	long := strings.Repeat("é", maxNote) // two bytes each
+	got := truncateNote(long)
+	if len(got) > maxNote || !strings.HasSuffix(got, " ...") || !utf8.ValidString(got) {
+		t.Errorf("truncateNote: %d bytes, valid UTF-8 %v, suffix %q", len(got), utf8.ValidString(got), got[len(got)-4:])
 	}
-	_, st := c.pl.PostFilter(context.Background(), cs, pod, nil)
-	want := "dractl: claim gpu: enough devices one by one, but no combination satisfies the constraints and shared counters on 1 node; no devices on 1 node"
-	if st.Code() != fwk.Unschedulable || st.Message() != want {
-		t.Errorf("PostFilter: %v\nwant message %q", st, want)
+	if truncateNote("short") != "short" {
+		t.Error("a short note was changed")
 	}
 }
 
@@ -298,7 +344,7 @@ func TestPostFilterDeallocatesUnusableClaim(t *testing.T) {
 		Devices:      resourcev1.DeviceAllocationResult{Results: []resourcev1.DeviceRequestAllocationResult{at.Result("gpu", driver, "node-1", "gpu-0")}},
 		NodeSelector: at.Selector("kubernetes.io/hostname", "node-1"),
 	}
-	c := newCluster(t, nil, append(gpuObjects(t), stale)...)
+	c := newCluster(t, inline, append(gpuObjects(t), stale)...)
 	pod := gpuPod("pod", "stale")
 	n2 := fakeNodeInfo{node: at.Node("node-2", "kubernetes.io/hostname", "node-2")}
 	cs, node, statuses := schedule(t, c, pod, n2)

@@ -2,6 +2,7 @@ package schedplugin
 
 import (
 	"context"
+	"unicode/utf8"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -45,5 +46,30 @@ func (pl *Plugin) PostFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod
 	for i, pc := range s.claims {
 		order[i] = pc.name
 	}
-	return nil, fwk.NewStatus(fwk.Unschedulable, "dractl: "+summary(order, s.rejected, s.invalid))
+	account := summary(order, s.rejected, s.invalid)
+	if pl.cfg.inline {
+		return nil, fwk.NewStatus(fwk.Unschedulable, "dractl: "+account)
+	}
+	// The in-tree plugin adds nothing to the pod's condition here; the
+	// account goes beside it, where kubectl describe pod shows it.
+	if rec := pl.fh.EventRecorder(); rec != nil {
+		rec.Eventf(pod, nil, v1.EventTypeWarning, eventReason, "Scheduling", "%s", truncateNote(account))
+	}
+	return nil, fwk.NewStatus(fwk.Unschedulable)
+}
+
+// maxNote is events.k8s.io/v1's limit on an Event's note.
+const maxNote = 1024
+
+// truncateNote keeps an Event's note within the API's limit, marking a cut.
+func truncateNote(s string) string {
+	if len(s) <= maxNote {
+		return s
+	}
+	const more = " ..."
+	cut := maxNote - len(more)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + more
 }

@@ -42,7 +42,7 @@ func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 		c := pc.claim
 		if a := c.Status.Allocation; a != nil {
 			if !resourceclaim.CanBeReserved(c) && !resourceclaim.IsReservedForPod(pod, c, false) {
-				return nil, unresolvable(logger, fmt.Sprintf("resourceclaim %s is in use by other pods", c.Name))
+				return nil, unresolvable(logger, "resourceclaim in use")
 			}
 			if a.NodeSelector != nil {
 				ns, err := nodeaffinity.NewNodeSelector(a.NodeSelector)

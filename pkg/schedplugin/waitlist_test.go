@@ -98,7 +98,7 @@ func waitActivated(t *testing.T, c *cluster, want int) []string {
 // is free, and the event that would requeue it is gone: the State must
 // send it back once it has the deallocation.
 func TestDeallocationSeenLateActivatesPod(t *testing.T) {
-	c := newCluster(t, nil, append(gpuObjects(t), allocatedClaim("a"), gpuClaim("b", 1))...)
+	c := newCluster(t, inline, append(gpuObjects(t), allocatedClaim("a"), gpuClaim("b", 1))...)
 	podB := gpuPod("pod-b", "b")
 
 	// The tracker (the queue's view) has the deallocation, the State not.
