@@ -33,35 +33,41 @@ func newSimulateCommand(g *globalOptions) *cobra.Command {
 		Short: "Run a stream of pods through a cluster, placement strategies side by side",
 		Long: `simulate reads a cluster with -f (ResourceSlices, DeviceClasses, Nodes and
 the ResourceClaims already allocated) and a workload with --workload, and
-places the workload's pods one at a time as a scheduler would: nodes in
-input order, the first node on which all of a pod's claims can be allocated
-together wins, the strategy picks the devices. A pod that fits nowhere
-fails (it is not retried); a pod with a lifetime leaves and frees its
-devices.
+places the workload's pods as kube-scheduler would: nodes in input order,
+the first node on which all of a pod's claims can be allocated together
+wins, the strategy picks the devices. A pod that fits nowhere waits in the
+scheduling queue and is tried again when a pod leaves, in kube-scheduler's
+order and with its default backoff (priority, then queueing time; 1s
+doubling to 10s; a pod no event moved is retried after 5 minutes).
+Scheduling takes no simulated time. After the last arrival the run goes on
+until no pod waits or no pod is left to leave.
 
 A workload file holds ResourceClaimTemplates plus
   - a Workload (apiVersion simulate.dractl.dev/v1alpha1): a mix of pod
-    kinds with weights, a seed, the mean time between arrivals and the
-    mean lifetime; pods are generated from it, the same seed giving the
-    same stream; and/or
+    kinds with weights (and a priority), a seed, the mean time between
+    arrivals and the mean lifetime; pods are generated from it, the same
+    seed giving the same stream; and/or
   - Pods (their spec.resourceClaims name templates or pending claims) and
     pending ResourceClaims (each a pod of its own), arriving in input order
     a second apart unless annotated simulate.dractl.dev/arrival, leaving
     after simulate.dractl.dev/lifetime if annotated.
 
 Each strategy runs on its own copy of the cluster. Reported per strategy:
-pods placed and failed, the first failure with its explanation, the use of
-every counter (summed by family, such as memory-slice) and the stranded
-share (free, but consumed by no device that can still be allocated) at the
-first failure and at the end, and failures by reason. -o html writes a
-self-contained page with charts over time and the occupancy picture of each
-node at the first failure and at the end; --html FILE writes it besides
-the -o output. A progress bar goes to stderr when it is a terminal.
+pods placed (on arrival, after waiting), still waiting at the end, the
+wait's p50, p95, p99 and longest (a pod never placed waited "never"), the
+first pod that had to wait with its explanation, the use of every counter
+(summed by family, such as memory-slice) and the stranded share (free, but
+consumed by no device that can still be allocated) at that moment and at
+the end, and the reasons pods were unschedulable on arrival. -o html
+writes a self-contained page with charts over time and the occupancy
+picture of each node when the first pod had to wait and at the end;
+--html FILE writes it besides the -o output. A progress bar goes to
+stderr when it is a terminal.
 
 Exit codes: 0 simulated (pods that do not fit are results, not errors);
 2 invalid input or a fatal allocation error.`,
-		Example: `  dractl simulate -f examples/dgx-h100-mixins --workload examples/simulate/mig-inference.yaml
-  dractl simulate -f examples/dgx-h100-mixins --workload examples/simulate/mig-inference.yaml -o html > report.html`,
+		Example: `  dractl simulate -f examples/dgx-h100-mixins --workload examples/dgx-h100-mixins/workload
+  dractl simulate -f examples/dgx-h100-mixins --workload examples/dgx-h100-mixins/workload -o html > report.html`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.Context()) },
 	}
