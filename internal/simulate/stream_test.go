@@ -92,7 +92,7 @@ func TestPriority(t *testing.T) {
 	prio := int32(-3)
 	set.Pods = append(set.Pods, &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default"},
-		Spec: corev1.PodSpec{Priority: &prio, ResourceClaims: []corev1.PodResourceClaim{{Name: "c", ResourceClaimTemplateName: &set.ClaimTemplates[0].Name}}},
+		Spec:       corev1.PodSpec{Priority: &prio, ResourceClaims: []corev1.PodResourceClaim{{Name: "c", ResourceClaimTemplateName: &set.ClaimTemplates[0].Name}}},
 	})
 	s := mustStream(t, set)
 	seen := map[int32]bool{}
