@@ -7,8 +7,10 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/dractl/dractl/internal/simulate"
 	"github.com/dractl/dractl/pkg/allocator"
@@ -24,6 +26,10 @@ type simulateOptions struct {
 	samples     int
 	maxEvents   int
 	reportNodes int
+	// Capacity planning.
+	nodeTemplate string
+	maxWait      time.Duration
+	maxNodes     int
 }
 
 func newSimulateCommand(g *globalOptions) *cobra.Command {
@@ -78,12 +84,17 @@ Exit codes: 0 simulated (pods that do not fit are results, not errors);
 	cmd.Flags().IntVar(&o.samples, "samples", 200, "about how many points the time series get")
 	cmd.Flags().IntVar(&o.maxEvents, "max-events", 0, "stop after this many arrivals and departures (0: the whole workload)")
 	cmd.Flags().IntVar(&o.reportNodes, "report-nodes", 16, "nodes drawn in the HTML report at each moment")
+	cmd.Flags().StringVar(&o.nodeTemplate, "node-template", "", "file or directory with one node's ResourceSlices (and Node, DeviceClasses): find how many such nodes the workload needs")
+	cmd.Flags().DurationVar(&o.maxWait, "max-wait", 5*time.Minute, "with --node-template: the bound on the p99 wait")
+	cmd.Flags().IntVar(&o.maxNodes, "max-nodes", 4096, "with --node-template: the most template nodes tried")
 	return cmd
 }
 
 func (o *simulateOptions) run(ctx context.Context) error {
-	if err := o.requireInputs(); err != nil {
-		return err
+	if o.nodeTemplate == "" {
+		if err := o.requireInputs(); err != nil {
+			return err
+		}
 	}
 	if len(o.workloads) == 0 {
 		return usageErrorf("no workload: pass --workload FILE")
@@ -96,6 +107,9 @@ func (o *simulateOptions) run(ctx context.Context) error {
 	if o.samples <= 0 || o.maxEvents < 0 || o.reportNodes <= 0 {
 		return usageErrorf("--samples and --report-nodes must be positive, --max-events not negative")
 	}
+	if o.nodeTemplate != "" && (o.maxWait < 0 || o.maxNodes <= 0) {
+		return usageErrorf("--max-wait must not be negative, --max-nodes must be positive")
+	}
 	var strategies []allocator.Strategy
 	for _, s := range o.strategies {
 		st, err := parseStrategy(strings.TrimSpace(s))
@@ -104,22 +118,33 @@ func (o *simulateOptions) run(ctx context.Context) error {
 		}
 		strategies = append(strategies, st)
 	}
-	c, problems, err := o.readCluster(allocator.FirstFit)
-	if err != nil {
-		printProblems(o.Err, problems)
-		return err
-	}
-	cl := &simulate.Cluster{Slices: c.set.Slices, Classes: c.set.Classes, Nodes: c.nodeList}
-	pending := 0
-	for _, claim := range c.set.Claims {
-		if claim.Status.Allocation != nil {
-			cl.Allocated = append(cl.Allocated, claim)
-		} else {
-			pending++
+	cl := &simulate.Cluster{}
+	var problems []problem
+	if len(o.filenames) > 0 {
+		c, problems, err := o.readCluster(allocator.FirstFit)
+		if err != nil {
+			printProblems(o.Err, problems)
+			return err
+		}
+		cl = &simulate.Cluster{Slices: c.set.Slices, Classes: c.set.Classes, Nodes: c.nodeList}
+		pending := 0
+		for _, claim := range c.set.Claims {
+			if claim.Status.Allocation != nil {
+				cl.Allocated = append(cl.Allocated, claim)
+			} else {
+				pending++
+			}
+		}
+		if pending > 0 {
+			fmt.Fprintf(o.Err, "note: %s without status.allocation in the cluster input; the workload is only what --workload gives\n", plural(pending, "ResourceClaim"))
 		}
 	}
-	if pending > 0 {
-		fmt.Fprintf(o.Err, "note: %s without status.allocation in the cluster input; the workload is only what --workload gives\n", plural(pending, "ResourceClaim"))
+	var tmpl *simulate.Template
+	if o.nodeTemplate != "" {
+		var err error
+		if tmpl, err = o.readTemplate(cl); err != nil {
+			return err
+		}
 	}
 	wl := &globalOptions{Streams: o.Streams, filenames: o.workloads, recursive: o.recursive, maxObjectBytes: o.maxObjectBytes}
 	in, err := wl.read()
@@ -152,6 +177,9 @@ func (o *simulateOptions) run(ctx context.Context) error {
 	}
 	if ctx == nil {
 		ctx = context.Background()
+	}
+	if tmpl != nil {
+		return o.plan(ctx, cl, tmpl, stream, strategies)
 	}
 	report := &simulate.Report{Cluster: simulate.Summarize(cl), Workload: stream.Name, Pods: len(stream.Pods)}
 	for _, st := range strategies {
@@ -188,6 +216,67 @@ func (o *simulateOptions) run(ctx context.Context) error {
 		err = report.WriteJSON(o.Out)
 	case "html":
 		err = report.WriteHTML(o.Out, htmlOpts)
+	default:
+		err = report.WriteText(o.Out)
+	}
+	if err != nil {
+		return writeError(err)
+	}
+	return nil
+}
+
+// readTemplate reads --node-template as a cluster input of its own: one
+// node's slices, admitted as -f's are, its Node if given, and DeviceClasses
+// the cluster lacks.
+func (o *simulateOptions) readTemplate(cl *simulate.Cluster) (*simulate.Template, error) {
+	tl := &globalOptions{Streams: o.Streams, filenames: []string{o.nodeTemplate}, recursive: o.recursive, maxObjectBytes: o.maxObjectBytes}
+	c, problems, err := tl.readCluster(allocator.FirstFit)
+	if err != nil {
+		printProblems(o.Err, problems)
+		return nil, err
+	}
+	if len(c.set.Nodes) > 1 {
+		return nil, usageErrorf("--node-template: expected one Node, found %d", len(c.set.Nodes))
+	}
+	var node *corev1.Node
+	if len(c.set.Nodes) == 1 {
+		node = c.set.Nodes[0]
+	}
+	tmpl, err := simulate.NewTemplate(node, c.set.Slices)
+	if err != nil {
+		return nil, usageErrorf("--node-template %s: %v", o.nodeTemplate, err)
+	}
+	have := map[string]bool{}
+	for _, dc := range cl.Classes {
+		have[dc.Name] = true
+	}
+	for _, dc := range c.set.Classes {
+		if !have[dc.Name] {
+			cl.Classes = append(cl.Classes, dc)
+		}
+	}
+	return tmpl, nil
+}
+
+// plan finds, per strategy, how many template nodes the workload needs.
+func (o *simulateOptions) plan(ctx context.Context, cl *simulate.Cluster, tmpl *simulate.Template, stream *simulate.Stream, strategies []allocator.Strategy) error {
+	report := &simulate.PlanReport{Template: tmpl.Node.Name, Base: simulate.Summarize(cl), Workload: stream.Name, Pods: len(stream.Pods), MaxWait: o.maxWait.Seconds()}
+	for _, st := range strategies {
+		plan, err := simulate.NodesNeeded(ctx, cl, tmpl, stream, simulate.PlanOptions{
+			MaxWait: o.maxWait, MaxNodes: o.maxNodes,
+			Run: simulate.Options{Strategy: st, Samples: o.samples, MaxEvents: o.maxEvents},
+		})
+		if err != nil {
+			return &exitError{code: ExitCannotAnswer, msg: err.Error()}
+		}
+		report.Plans = append(report.Plans, plan)
+	}
+	var err error
+	switch o.output {
+	case "json":
+		err = report.WriteJSON(o.Out)
+	case "html":
+		err = report.WriteHTML(o.Out)
 	default:
 		err = report.WriteText(o.Out)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"html/template"
 	"io"
+	"math"
 
 	"github.com/dractl/dractl/pkg/render"
 	"github.com/dractl/dractl/pkg/state"
@@ -189,5 +190,78 @@ details > summary { cursor: pointer; font-weight: bold; margin: 0.5em 0; }
 </details>
 {{end}}</section>
 {{end}}</body>
+</html>
+`))
+
+// WriteHTML writes the search as one self-contained page: the terminal
+// summary and the nodes-needed curve (the p99 wait of every run against
+// its node count, runs never placing 1 % of the pods drawn at the top),
+// with the bound as a line of its own.
+func (r *PlanReport) WriteHTML(w io.Writer) error {
+	var summary bytes.Buffer
+	if err := r.WriteText(&summary); err != nil {
+		return err
+	}
+	svg, err := chartSVG(r.curve())
+	if err != nil {
+		return err
+	}
+	return planTemplate.Execute(w, struct {
+		Summary, Workload string
+		Chart             htmlChart
+	}{summary.String(), r.Workload, svg})
+}
+
+// curve is the nodes-needed chart. A wait that is never is drawn at the
+// chart's top: the largest finite wait or twice the bound.
+func (r *PlanReport) curve() render.Chart {
+	c := render.Chart{Title: "p99 wait by " + r.Template + " nodes", XLabel: "template nodes", YLabel: "p99 wait (min)"}
+	top := 2 * r.MaxWait
+	for _, p := range r.Plans {
+		for _, pt := range p.Curve {
+			if !pt.P99.Never {
+				top = max(top, pt.P99.Seconds)
+			}
+		}
+	}
+	lo, hi := math.MaxInt, 0
+	for _, p := range r.Plans {
+		s := render.Series{Name: p.Strategy}
+		for _, pt := range p.Curve {
+			y := pt.P99.Seconds
+			if pt.P99.Never {
+				y = top
+			}
+			s.Points = append(s.Points, render.Point{X: float64(pt.Nodes), Y: y / 60})
+			lo, hi = min(lo, pt.Nodes), max(hi, pt.Nodes)
+		}
+		c.Series = append(c.Series, s)
+	}
+	if hi >= lo {
+		c.Series = append(c.Series, render.Series{Name: "bound", Points: []render.Point{{X: float64(lo), Y: r.MaxWait / 60}, {X: float64(hi), Y: r.MaxWait / 60}}})
+	}
+	return c
+}
+
+var planTemplate = template.Must(template.New("plan").Parse(`<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>dractl simulate --node-template: {{.Workload}}</title>
+<style>
+body { font-family: sans-serif; margin: 1.5em; color: #222; }
+pre { background: #f6f6f6; padding: 1em; overflow-x: auto; }
+h2 { border-bottom: 1px solid #ccc; padding-bottom: 0.2em; }
+figure { margin: 0; }
+</style>
+</head>
+<body>
+<h1>dractl simulate: nodes needed</h1>
+<p>Workload: {{.Workload}}</p>
+<h2>Summary</h2>
+<pre id="summary">{{.Summary}}</pre>
+<h2>Nodes-needed curve</h2>
+<figure class="chart-figure">{{.Chart.SVG}}</figure>
+</body>
 </html>
 `))

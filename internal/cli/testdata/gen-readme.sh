@@ -379,12 +379,51 @@ minutes longer. Over four seeds of this stream best-fit's mean wait is
 (`TestBestFitOnASaturatedNode` pins down what holds on every seed:
 best-fit places more before the first wait, and the queue places every
 pod). How many nodes keep the waits short, and where best-fit then
-stands, is the next question (capacity planning, below).
+stands, is the next question (capacity planning, below the picture).
 
 The HTML report of that run (`make report-screenshot` takes this picture
 with headless Chromium):
 
 ![The simulate report: summary, charts of running pods, utilisation and stranded capacity, occupancy pictures](docs/simulate-report.png)
+
+#### Capacity planning: how many nodes, which nodes could go
+
+`--node-template FILE` asks how many nodes of one shape the workload needs:
+the file (or directory) holds one node's ResourceSlices, its Node and the
+DeviceClasses if the cluster lacks them. Copies of that node are added
+after the cluster's own nodes (or make the cluster alone, without `-f`),
+and the search finds the fewest copies with which the p99 wait stays
+within `--max-wait` (default 5m), for each strategy: it doubles the count
+until one is enough, then bisects; a pod never placed counts as waiting
+forever. Every row of the runs table is one simulation of the whole
+workload.
+
+EOF
+echo '```console'
+run dractl simulate --node-template examples/dgx-h100-mixins --workload examples/dgx-h100-mixins/workload --max-wait 5m
+echo '```'
+cat <<'EOF'
+
+Here best-fit's advantage shows: with four nodes the cluster keeps up, and
+best-fit's p99 wait is less than half of first-fit's; both need four
+nodes for a 5-minute bound, and with three the queue backs up for over an
+hour either way. `TestNodesNeededIsMinimal` checks the answer from
+scratch: with that many nodes the bound holds, with one fewer it breaks.
+
+How this relates to cluster-autoscaler, which simulates DRA for its
+scale-up decisions too: both allocate the same claims the same way
+(dractl's allocator gives upstream's answers,
+[docs/upstream.md](docs/upstream.md)), and a template node here is what a
+node group's template node is there, with its slices copied and renamed
+per node. They differ in the question. cluster-autoscaler looks at the
+pods pending now and adds nodes until each of them fits once, one node at
+a time, with the in-tree scheduler framework; it knows nothing of the
+pods to come or of when running ones leave. `simulate` replays a whole
+workload over time, with departures and kube-scheduler's queue, and
+answers with a count of nodes for a bound on how long pods wait. A
+cluster that the autoscaler grows on demand needs fewer nodes at any
+moment but makes pods wait for node start-up; the count here is the
+standing capacity for which they do not wait.
 
 ### version
 
