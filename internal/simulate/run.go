@@ -171,20 +171,23 @@ type shapeState struct {
 }
 
 type run struct {
-	ctx     context.Context
-	opts    Options
-	w       *world
-	s       *Stream
-	res     *Result
-	meter   *meter
-	shapes  map[string]*shapeState
-	placed  []int32 // island of each placed pod, -1 otherwise
-	node    []int32 // node of each placed pod
-	at      []time.Duration
-	pending departures
-	queue   *queue
-	now     time.Duration
-	reasons []string // reused by arrive
+	ctx   context.Context
+	opts  Options
+	w     *world
+	s     *Stream
+	res   *Result
+	meter *meter
+	// shapes are the stream's shapes, podShape each pod's: a retry looks
+	// its shape up by index, not by name.
+	shapes   []*shapeState
+	podShape []int32
+	placed   []int32 // island of each placed pod, -1 otherwise
+	node     []int32 // node of each placed pod
+	at       []time.Duration
+	pending  departures
+	queue    *queue
+	now      time.Duration
+	reasons  []string // reused by arrive
 	// freed lists the islands that got room back (a departure), in order.
 	freed []int32
 	// mark and stamp dedupe the islands of freed a retry walks.
@@ -219,7 +222,6 @@ func runOn(ctx context.Context, w *world, s *Stream, opts Options) (*Result, err
 	r := &run{
 		ctx: ctx, opts: opts, w: w, s: s,
 		res:    &Result{Strategy: strategyName(opts.Strategy), UnschedulableByReason: map[string]int{}},
-		shapes: map[string]*shapeState{},
 		placed: make([]int32, len(s.Pods)),
 		node:   make([]int32, len(s.Pods)),
 		at:     make([]time.Duration, len(s.Pods)),
@@ -228,6 +230,17 @@ func runOn(ctx context.Context, w *world, s *Stream, opts Options) (*Result, err
 	}
 	for i := range r.placed {
 		r.placed[i], r.node[i], r.at[i] = -1, -1, -1
+	}
+	r.podShape = make([]int32, len(s.Pods))
+	ids := map[string]int32{}
+	for i := range s.Pods {
+		id, ok := ids[s.Pods[i].shape]
+		if !ok {
+			id = int32(len(r.shapes))
+			ids[s.Pods[i].shape] = id
+			r.shapes = append(r.shapes, &shapeState{unfit: make([]cacheEntry, len(w.c.Nodes)), unfitUntil: -1})
+		}
+		r.podShape[i] = id
 	}
 	r.meter = newMeter(w)
 	r.res.Counters = r.meter.families
@@ -334,15 +347,6 @@ func (r *run) sample() {
 	})
 }
 
-func (r *run) shapeOf(p *Pod) *shapeState {
-	sh, ok := r.shapes[p.shape]
-	if !ok {
-		sh = &shapeState{unfit: make([]cacheEntry, len(r.w.c.Nodes)), unfitUntil: -1}
-		r.shapes[p.shape] = sh
-	}
-	return sh
-}
-
 // outcome of trying a pod on one node.
 type outcome int
 
@@ -393,7 +397,7 @@ func (r *run) tryNode(i int, sh *shapeState, ni int) (outcome, error, error) {
 func (r *run) arrive(i int) error {
 	p := &r.s.Pods[i]
 	r.res.Arrived++
-	sh := r.shapeOf(p)
+	sh := r.shapes[r.podShape[i]]
 	reasons := r.reasons[:0]
 	defer func() { r.reasons = reasons[:0] }()
 	for ni := range r.w.c.Nodes {
@@ -431,7 +435,7 @@ func (r *run) arrive(i int) error {
 // pod was placed or dropped.
 func (r *run) retry(pod int32) (bool, error) {
 	i := int(pod)
-	sh := r.shapeOf(&r.s.Pods[i])
+	sh := r.shapes[r.podShape[i]]
 	if sh.unfitUntil == len(r.freed) {
 		return false, nil
 	}
