@@ -15,6 +15,7 @@ import (
 	"github.com/dractl/dractl/internal/simulate"
 	"github.com/dractl/dractl/pkg/allocator"
 	"github.com/dractl/dractl/pkg/decode"
+	"github.com/dractl/dractl/pkg/state"
 )
 
 type simulateOptions struct {
@@ -30,6 +31,7 @@ type simulateOptions struct {
 	nodeTemplate string
 	maxWait      time.Duration
 	maxNodes     int
+	scaleDown    bool
 }
 
 func newSimulateCommand(g *globalOptions) *cobra.Command {
@@ -70,10 +72,20 @@ picture of each node when the first pod had to wait and at the end;
 --html FILE writes it besides the -o output. A progress bar goes to
 stderr when it is a terminal.
 
+--node-template FILE (one node's ResourceSlices, its Node and DeviceClasses)
+answers how many such nodes, added after the cluster's (or alone, without
+-f), keep the workload's p99 wait within --max-wait: counts double until
+one is enough, then a binary search; each count is a run of the whole
+workload. --scale-down answers which nodes of a cluster snapshot could be
+removed, every claim allocated there placed anew on a node that stays.
+
 Exit codes: 0 simulated (pods that do not fit are results, not errors);
 2 invalid input or a fatal allocation error.`,
 		Example: `  dractl simulate -f examples/dgx-h100-mixins --workload examples/dgx-h100-mixins/workload
-  dractl simulate -f examples/dgx-h100-mixins --workload examples/dgx-h100-mixins/workload -o html > report.html`,
+  dractl simulate -f examples/dgx-h100-mixins --workload examples/dgx-h100-mixins/workload -o html > report.html
+  dractl simulate --node-template examples/dgx-h100-mixins --workload examples/dgx-h100-mixins/workload --max-wait 5m
+  dractl snapshot /tmp/cluster
+  dractl simulate -f /tmp/cluster --scale-down`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.Context()) },
 	}
@@ -87,6 +99,7 @@ Exit codes: 0 simulated (pods that do not fit are results, not errors);
 	cmd.Flags().StringVar(&o.nodeTemplate, "node-template", "", "file or directory with one node's ResourceSlices (and Node, DeviceClasses): find how many such nodes the workload needs")
 	cmd.Flags().DurationVar(&o.maxWait, "max-wait", 5*time.Minute, "with --node-template: the bound on the p99 wait")
 	cmd.Flags().IntVar(&o.maxNodes, "max-nodes", 4096, "with --node-template: the most template nodes tried")
+	cmd.Flags().BoolVar(&o.scaleDown, "scale-down", false, "list the nodes that could be removed with every allocated claim of -f placed elsewhere (no --workload)")
 	return cmd
 }
 
@@ -96,8 +109,11 @@ func (o *simulateOptions) run(ctx context.Context) error {
 			return err
 		}
 	}
-	if len(o.workloads) == 0 {
+	if len(o.workloads) == 0 && !o.scaleDown {
 		return usageErrorf("no workload: pass --workload FILE")
+	}
+	if o.scaleDown && (len(o.workloads) > 0 || o.nodeTemplate != "") {
+		return usageErrorf("--scale-down takes the cluster's allocated claims as the workload: no --workload or --node-template")
 	}
 	switch o.output {
 	case "text", "json", "html":
@@ -135,9 +151,12 @@ func (o *simulateOptions) run(ctx context.Context) error {
 				pending++
 			}
 		}
-		if pending > 0 {
+		if pending > 0 && !o.scaleDown {
 			fmt.Fprintf(o.Err, "note: %s without status.allocation in the cluster input; the workload is only what --workload gives\n", plural(pending, "ResourceClaim"))
 		}
+	}
+	if o.scaleDown {
+		return o.runScaleDown(ctx, cl, strategies)
 	}
 	var tmpl *simulate.Template
 	if o.nodeTemplate != "" {
@@ -256,6 +275,34 @@ func (o *simulateOptions) readTemplate(cl *simulate.Cluster) (*simulate.Template
 		}
 	}
 	return tmpl, nil
+}
+
+// runScaleDown lists, per strategy, the nodes that could go.
+func (o *simulateOptions) runScaleDown(ctx context.Context, cl *simulate.Cluster, strategies []allocator.Strategy) error {
+	if o.output == "html" {
+		return usageErrorf("--scale-down: expected -o text or json, found html")
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	report := &simulate.ScaleDownReport{Cluster: simulate.Summarize(cl), Claims: len(cl.Allocated)}
+	for _, st := range strategies {
+		rms, err := simulate.ScaleDown(ctx, cl, st, state.Options{})
+		if err != nil {
+			return &exitError{code: ExitCannotAnswer, msg: err.Error()}
+		}
+		report.Results = append(report.Results, simulate.ScaleDownResult{Strategy: strategyLabel(st), Removals: rms})
+	}
+	var err error
+	if o.output == "json" {
+		err = report.WriteJSON(o.Out)
+	} else {
+		err = report.WriteText(o.Out)
+	}
+	if err != nil {
+		return writeError(err)
+	}
+	return nil
 }
 
 // plan finds, per strategy, how many template nodes the workload needs.

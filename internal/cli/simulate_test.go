@@ -26,6 +26,8 @@ func TestSimulate(t *testing.T) {
 		// is TestNodesNeededIsMinimal's (internal/simulate).
 		{"simulate-plan-dgx", []string{"simulate", "--node-template", filepath.Join("examples", "dgx-h100-mixins"), "--workload", workload, "--max-wait", "5m"}, ExitOK},
 		{"simulate-plan-dgx-added", append([]string{"simulate", "--node-template", filepath.Join("examples", "dgx-h100-mixins"), "--workload", workload, "--max-wait", "5m", "--strategy", "best-fit", "-o", "json"}, dgx...), ExitOK},
+		{"simulate-scale-down", []string{"simulate", "-f", td("snapshot"), "--scale-down"}, ExitOK},
+		{"simulate-scale-down-with-workload", []string{"simulate", "-f", td("snapshot"), "--scale-down", "--workload", workload}, ExitUsage},
 		{"simulate-plan-bad-template", []string{"simulate", "--node-template", filepath.Join("examples", "tpu-multihost"), "--workload", workload}, ExitUsage},
 	}
 	runCommandCases(t, cases, func(t *testing.T, tc commandCase, r result) {

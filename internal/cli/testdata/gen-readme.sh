@@ -410,6 +410,22 @@ nodes for a 5-minute bound, and with three the queue backs up for over an
 hour either way. `TestNodesNeededIsMinimal` checks the answer from
 scratch: with that many nodes the bound holds, with one fewer it breaks.
 
+The reverse question, which nodes could go, is `--scale-down` on a
+cluster snapshot (`dractl snapshot DIR`, then `-f DIR`): the claims
+allocated there are the workload. Nodes holding the fewest claims are
+tried first; a node can go if the claims on its own pools, those of one
+pod together, can each be allocated anew on a node that stays (the first
+in order on which they fit, with the claims moved before them), which is
+how cluster-autoscaler's scale-down simulation drains a node, with DRA
+claims re-allocated by the same allocator. Claims on pools other nodes
+see too stay where they are.
+
+EOF
+echo '```console'
+run dractl simulate -f internal/cli/testdata/simulate/snapshot --scale-down
+echo '```'
+cat <<'EOF'
+
 How this relates to cluster-autoscaler, which simulates DRA for its
 scale-up decisions too: both allocate the same claims the same way
 (dractl's allocator gives upstream's answers,
@@ -420,7 +436,9 @@ pods pending now and adds nodes until each of them fits once, one node at
 a time, with the in-tree scheduler framework; it knows nothing of the
 pods to come or of when running ones leave. `simulate` replays a whole
 workload over time, with departures and kube-scheduler's queue, and
-answers with a count of nodes for a bound on how long pods wait. A
+answers with a count of nodes for a bound on how long pods wait (and, for
+scale-down, replays no time at all: it asks whether what runs now fits on
+fewer nodes, as cluster-autoscaler does for one node at a time). A
 cluster that the autoscaler grows on demand needs fewer nodes at any
 moment but makes pods wait for node start-up; the count here is the
 standing capacity for which they do not wait.
