@@ -28,6 +28,7 @@ type simulateOptions struct {
 	maxEvents   int
 	reportNodes int
 	// Capacity planning.
+	repacks      int
 	nodeTemplate string
 	maxWait      time.Duration
 	maxNodes     int
@@ -66,7 +67,10 @@ wait's p50, p95, p99 and longest (a pod never placed waited "never"), the
 first pod that had to wait with its explanation, the use of every counter
 (summed by family, such as memory-slice) and the stranded share (free, but
 consumed by no device that can still be allocated) at that moment and at
-the end, and the reasons pods were unschedulable on arrival. -o html
+the end, and the reasons pods were unschedulable on arrival. At about
+--repacks moments an offline repack is measured: every running pod placed
+anew, best-fit, in order of arrival, then the waiting pods; the report
+shows how many of those it would let in. -o html
 writes a self-contained page with charts over time and the occupancy
 picture of each node when the first pod had to wait and at the end;
 --html FILE writes it besides the -o output. A progress bar goes to
@@ -91,11 +95,12 @@ Exit codes: 0 simulated (pods that do not fit are results, not errors);
 	}
 	cmd.Flags().StringArrayVar(&o.workloads, "workload", nil, "file or directory with the workload; repeatable")
 	cmd.Flags().StringSliceVar(&o.strategies, "strategy", []string{"first-fit", "best-fit"}, "strategies to compare, comma-separated: first-fit, best-fit")
-	cmd.Flags().StringVarP(&o.output, "output", "o", "text", "output format: text, json or html")
+	cmd.Flags().StringVarP(&o.output, "output", "o", "text", "output format: text, summary (a line per strategy, for CI logs), json or html")
 	cmd.Flags().StringVar(&o.html, "html", "", "also write the HTML report to this file")
 	cmd.Flags().IntVar(&o.samples, "samples", 200, "about how many points the time series get")
 	cmd.Flags().IntVar(&o.maxEvents, "max-events", 0, "stop after this many arrivals and departures (0: the whole workload)")
 	cmd.Flags().IntVar(&o.reportNodes, "report-nodes", 16, "nodes drawn in the HTML report at each moment")
+	cmd.Flags().IntVar(&o.repacks, "repacks", 10, "about how many times in a run to measure what an offline best-fit repack of the running pods would let in (0: never)")
 	cmd.Flags().StringVar(&o.nodeTemplate, "node-template", "", "file or directory with one node's ResourceSlices (and Node, DeviceClasses): find how many such nodes the workload needs")
 	cmd.Flags().DurationVar(&o.maxWait, "max-wait", 5*time.Minute, "with --node-template: the bound on the p99 wait")
 	cmd.Flags().IntVar(&o.maxNodes, "max-nodes", 4096, "with --node-template: the most template nodes tried")
@@ -116,12 +121,12 @@ func (o *simulateOptions) run(ctx context.Context) error {
 		return usageErrorf("--scale-down takes the cluster's allocated claims as the workload: no --workload or --node-template")
 	}
 	switch o.output {
-	case "text", "json", "html":
+	case "text", "summary", "json", "html":
 	default:
-		return usageErrorf("--output: expected text, json or html, found %q", o.output)
+		return usageErrorf("--output: expected text, summary, json or html, found %q", o.output)
 	}
-	if o.samples <= 0 || o.maxEvents < 0 || o.reportNodes <= 0 {
-		return usageErrorf("--samples and --report-nodes must be positive, --max-events not negative")
+	if o.samples <= 0 || o.maxEvents < 0 || o.reportNodes <= 0 || o.repacks < 0 {
+		return usageErrorf("--samples and --report-nodes must be positive, --max-events and --repacks not negative")
 	}
 	if o.nodeTemplate != "" && (o.maxWait < 0 || o.maxNodes <= 0) {
 		return usageErrorf("--max-wait must not be negative, --max-nodes must be positive")
@@ -202,7 +207,7 @@ func (o *simulateOptions) run(ctx context.Context) error {
 	}
 	report := &simulate.Report{Cluster: simulate.Summarize(cl), Workload: stream.Name, Pods: len(stream.Pods)}
 	for _, st := range strategies {
-		opts := simulate.Options{Strategy: st, Samples: o.samples, MaxEvents: o.maxEvents}
+		opts := simulate.Options{Strategy: st, Samples: o.samples, MaxEvents: o.maxEvents, Repacks: o.repacks}
 		bar := newProgressBar(o.Err, strategyLabel(st))
 		if bar != nil {
 			opts.Progress = bar.update
@@ -235,6 +240,8 @@ func (o *simulateOptions) run(ctx context.Context) error {
 		err = report.WriteJSON(o.Out)
 	case "html":
 		err = report.WriteHTML(o.Out, htmlOpts)
+	case "summary":
+		err = report.WriteSummary(o.Out)
 	default:
 		err = report.WriteText(o.Out)
 	}
@@ -279,8 +286,8 @@ func (o *simulateOptions) readTemplate(cl *simulate.Cluster) (*simulate.Template
 
 // runScaleDown lists, per strategy, the nodes that could go.
 func (o *simulateOptions) runScaleDown(ctx context.Context, cl *simulate.Cluster, strategies []allocator.Strategy) error {
-	if o.output == "html" {
-		return usageErrorf("--scale-down: expected -o text or json, found html")
+	if o.output == "html" || o.output == "summary" {
+		return usageErrorf("--scale-down: expected -o text or json, found %s", o.output)
 	}
 	if ctx == nil {
 		ctx = context.Background()
@@ -324,6 +331,8 @@ func (o *simulateOptions) plan(ctx context.Context, cl *simulate.Cluster, tmpl *
 		err = report.WriteJSON(o.Out)
 	case "html":
 		err = report.WriteHTML(o.Out)
+	case "summary":
+		err = report.WriteSummary(o.Out)
 	default:
 		err = report.WriteText(o.Out)
 	}

@@ -17,6 +17,7 @@ func TestSimulate(t *testing.T) {
 	cases := []commandCase{
 		{"simulate-dgx", append([]string{"simulate", "--workload", workload}, dgx...), ExitOK},
 		{"simulate-dgx-json", append([]string{"simulate", "--workload", workload, "--strategy", "best-fit", "--samples", "4", "-o", "json"}, dgx...), ExitOK},
+		{"simulate-dgx-summary", append([]string{"simulate", "--workload", workload, "-o", "summary"}, dgx...), ExitOK},
 		{"simulate-pods", append([]string{"simulate", "--workload", td("pods.yaml"), "--strategy", "first-fit"}, dgx...), ExitOK},
 		{"simulate-no-workload", append([]string{"simulate"}, dgx...), ExitUsage},
 		{"simulate-bad-strategy", append([]string{"simulate", "--workload", workload, "--strategy", "worst-fit"}, dgx...), ExitUsage},

@@ -247,6 +247,21 @@ func (r *PlanReport) WriteJSON(w io.Writer) error {
 	return enc.Encode(r)
 }
 
+// WriteSummary writes one line per strategy, for CI logs.
+func (r *PlanReport) WriteSummary(w io.Writer) error {
+	var b strings.Builder
+	bound := time.Duration(r.MaxWait * float64(time.Second))
+	for _, p := range r.Plans {
+		if !p.Found {
+			fmt.Fprintf(&b, "%s: more than %s %s nodes for p99 wait within %s\n", p.Strategy, thousands(p.Nodes), r.Template, bound)
+			continue
+		}
+		fmt.Fprintf(&b, "%s: %s %s nodes for p99 wait within %s (p99 %s)\n", p.Strategy, thousands(p.Nodes), r.Template, bound, waitString(p.P99))
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
 // WriteText writes the answer per strategy in columns, then every run of
 // the searches.
 func (r *PlanReport) WriteText(w io.Writer) error {

@@ -80,6 +80,21 @@ func (r *Report) WriteText(w io.Writer) error {
 		return waitString(res.Wait.P50) + " / " + waitString(res.Wait.P95) + " / " + waitString(res.Wait.P99)
 	})
 	row("longest wait", func(res *Result) string { return waitString(res.Wait.Max) })
+	if slices.ContainsFunc(r.Results, func(res *Result) bool { return len(res.Repacks) > 0 }) {
+		row("repack would let in (most)", func(res *Result) string {
+			best := -1
+			for i, rp := range res.Repacks {
+				if best < 0 || rp.LetIn > res.Repacks[best].LetIn {
+					best = i
+				}
+			}
+			if best < 0 {
+				return "-"
+			}
+			rp := res.Repacks[best]
+			return fmt.Sprintf("%s of %s waiting at %s", thousands(rp.LetIn), thousands(rp.Waiting), seconds(rp.Time))
+		})
+	}
 	row("placed before first wait", func(res *Result) string { return thousands(res.PlacedBeforeFirstFailure) })
 	row("first pod to wait", func(res *Result) string {
 		if res.FirstFailure == nil {
@@ -195,4 +210,17 @@ func thousands(n int) string {
 		return "-" + s
 	}
 	return s
+}
+
+// WriteSummary writes one line per strategy, for CI logs: pods placed
+// and still waiting, the wait quantiles and the longest wait.
+func (r *Report) WriteSummary(w io.Writer) error {
+	var b strings.Builder
+	for _, res := range r.Results {
+		fmt.Fprintf(&b, "%s: placed %s of %s (%s after waiting), waiting %s, wait p50 %s p95 %s p99 %s max %s\n",
+			res.Strategy, thousands(res.Placed), thousands(res.Arrived), thousands(res.Placed-res.PlacedAtArrival), thousands(res.Waiting),
+			waitString(res.Wait.P50), waitString(res.Wait.P95), waitString(res.Wait.P99), waitString(res.Wait.Max))
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
 }

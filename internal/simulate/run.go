@@ -27,6 +27,9 @@ type Options struct {
 	Progress func(done, total int)
 	// State configures every State of the run; tests fix NewShareID.
 	State state.Options
+	// Repacks is about how many samples also measure what an offline
+	// repack would reach then (see Repack). Zero: none.
+	Repacks int
 }
 
 // Reasons a pod fails that are not an allocator.Reason.
@@ -75,6 +78,8 @@ type Result struct {
 	Samples        []Sample        `json:"samples"`
 	AtFirstFailure *Sample         `json:"atFirstFailure,omitempty"`
 	End            Sample          `json:"end"`
+	// Repacks are the offline repacks measured during the run.
+	Repacks []Repack `json:"repacks,omitempty"`
 	// FirstFailureView and EndView are the cluster at the first failure
 	// and at the end, for pictures.
 	FirstFailureView *View `json:"-"`
@@ -184,10 +189,15 @@ type run struct {
 	placed   []int32 // island of each placed pod, -1 otherwise
 	node     []int32 // node of each placed pod
 	at       []time.Duration
-	pending  departures
-	queue    *queue
-	now      time.Duration
-	reasons  []string // reused by arrive
+	gone     []bool // the placed pod left
+	// repackEvery: every so many samples measure a repack (0: none).
+	repackEvery int
+	pending     departures
+	queue       *queue
+	now         time.Duration
+	reasons     []string // reused by arrive
+	// err is a repack's error, returned when the run ends.
+	err error
 	// freed lists the islands that got room back (a departure), in order.
 	freed []int32
 	// mark and stamp dedupe the islands of freed a retry walks.
@@ -225,6 +235,7 @@ func runOn(ctx context.Context, w *world, s *Stream, opts Options) (*Result, err
 		placed: make([]int32, len(s.Pods)),
 		node:   make([]int32, len(s.Pods)),
 		at:     make([]time.Duration, len(s.Pods)),
+		gone:   make([]bool, len(s.Pods)),
 		queue:  newQueue(s),
 		mark:   make([]uint32, len(w.islands)),
 	}
@@ -258,6 +269,9 @@ func runOn(ctx context.Context, w *world, s *Stream, opts Options) (*Result, err
 		samples = 200
 	}
 	every := max(1, total/samples)
+	if opts.Repacks > 0 {
+		r.repackEvery = max(1, samples/opts.Repacks)
+	}
 	r.sample()
 	next := 0
 	for {
@@ -317,6 +331,9 @@ func runOn(ctx context.Context, w *world, s *Stream, opts Options) (*Result, err
 	if n := len(r.res.Samples); n == 0 || r.res.Samples[n-1].Event != r.res.Events || r.res.Samples[n-1].Time != r.now.Seconds() {
 		r.sample()
 	}
+	if r.err != nil {
+		return nil, r.err
+	}
 	r.res.End = r.res.Samples[len(r.res.Samples)-1]
 	r.res.Running = r.res.Placed - r.res.Departed
 	r.res.Waiting = r.queue.len()
@@ -345,6 +362,10 @@ func (r *run) sample() {
 		Time: r.now.Seconds(), Event: r.res.Events, Running: r.res.Placed - r.res.Departed,
 		Placed: r.res.Placed, Waiting: r.queue.len(), Failed: r.res.Failed, Utilisation: util, Stranded: stranded,
 	})
+	if r.repackEvery > 0 && len(r.res.Samples)%r.repackEvery == 0 && r.err == nil {
+		// A sample cannot fail; a repack's error ends the run at its end.
+		r.err = r.repack(stranded)
+	}
 }
 
 // outcome of trying a pod on one node.
@@ -532,6 +553,7 @@ func (r *run) depart(i int) error {
 	}
 	isl.epoch++
 	r.freed = append(r.freed, r.placed[i])
+	r.gone[i] = true
 	r.res.Departed++
 	return nil
 }
