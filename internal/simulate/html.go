@@ -148,9 +148,9 @@ func waitHistogram(results []*Result) htmlChart {
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" class="chart" width="%d" height="%d" viewBox="0 0 %d %d" role="img" aria-label="%s">`, w, h, w, h, title)
 	fmt.Fprintf(&b, `<text x="%d" y="18" font-size="14" font-family="sans-serif">%s</text>`, left, title)
 	plotH := h - top - bottom
-	group := float64(w-left-20) / float64(len(WaitBucketLabels))
+	group := float64(w-left-170) / float64(len(WaitBucketLabels))
 	bar := group * 0.8 / float64(max(1, len(results)))
-	fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#888"/>`, left, h-bottom, w-20, h-bottom)
+	fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#888"/>`, left, h-bottom, w-170, h-bottom)
 	fmt.Fprintf(&b, `<text x="8" y="%d" font-size="11" font-family="sans-serif">%d</text>`, top+10, most)
 	for k, label := range WaitBucketLabels {
 		x0 := float64(left) + float64(k)*group
@@ -169,7 +169,7 @@ func waitHistogram(results []*Result) htmlChart {
 		fmt.Fprintf(&b, `<rect x="%d" y="%d" width="10" height="10" fill="%s"/><text x="%d" y="%d" font-size="11" font-family="sans-serif">%s</text>`,
 			w-150, top+i*16, colors[i%len(colors)], w-136, top+i*16+9, template.HTMLEscapeString(res.Strategy))
 	}
-	fmt.Fprintf(&b, `<text x="%d" y="%d" font-size="11" font-family="sans-serif" text-anchor="middle">wait</text></svg>`, left+(w-left)/2, h-6)
+	fmt.Fprintf(&b, `<text x="%d" y="%d" font-size="11" font-family="sans-serif" text-anchor="middle">wait</text></svg>`, left+(w-left-170)/2, h-6)
 	// The SVG is generated here, with every text escaped.
 	return htmlChart{Title: title, SVG: template.HTML(b.String())} //nolint:gosec
 }
