@@ -352,11 +352,17 @@ never be placed (its wait counts as "never"). A workload is a `Workload`
 from ResourceClaimTemplates, with weights and priorities, mean time between
 arrivals, mean lifetime) or Pods and ResourceClaims read from files;
 [examples/dgx-h100-mixins/workload](examples/dgx-h100-mixins/workload/mig-inference.yaml)
-is one. first-fit and best-fit run side by side. `-o json` gives every
-number, the wait histogram and the time series; `-o html` (or `--html
-FILE`) a self-contained page with charts over time and the occupancy
-picture of every node when the first pod had to wait and at the end,
-drawn by the same renderer as `describe`. Used (stranded) shares are summed
+is one. first-fit and best-fit run side by side. At about `--repacks`
+moments of a run (default 10) an offline repack is measured: every running
+pod placed anew, best-fit, in order of arrival on the cluster as it
+started, then the waiting pods; "repack would let in" is the most waiting
+pods it would have placed, what fragmentation cost at that moment. `-o
+summary` is a line per strategy for CI logs; `-o json` gives every number,
+the wait histogram, the repacks and the time series; `-o html` (or `--html
+FILE`) a self-contained page with the wait histogram, charts over time
+(waiting and running pods, utilisation and stranded capacity per counter,
+the repack gap) and the occupancy picture of every node when the first pod
+had to wait and at the end, drawn by the same renderer as `describe`. Used (stranded) shares are summed
 over the cluster per counter family (`memory-slice` is all memory slices
 of all GPUs).
 
@@ -371,7 +377,8 @@ as the one node can hold them, so nine pods in ten wait, the queue grows
 for as long as pods arrive, and the last ones wait over five hours with
 either strategy. Every pod is placed in the end (pods leave after about
 30 minutes). best-fit packs better while the node fills (29 pods before
-the first one waits, against 26), but on a node this saturated the
+the first one waits, against 26), and a repack would have let in at most
+2 waiting pods with either strategy, but on a node this saturated the
 overload, not the strategy, sets the waits: best-fit's median wait is 2
 minutes shorter (33m23s against 35m45s) and its p95 and p99 are 8 and 7
 minutes longer. Over four seeds of this stream best-fit's mean wait is
