@@ -135,6 +135,8 @@ demo: build
 	@head -n 24 $(BIN).describe.txt; rm -f $(BIN).describe.txt
 	@echo; echo '$$ dractl simulate -f examples/dgx-h100-mixins --workload examples/dgx-h100-mixins/workload --html bin/simulate-report.html'
 	@$(BIN) simulate -f examples/dgx-h100-mixins --workload examples/dgx-h100-mixins/workload --html bin/simulate-report.html
+	@echo; echo '$$ dractl simulate --node-template examples/dgx-h100-mixins --workload examples/dgx-h100-mixins/workload --max-wait 5m -o summary'
+	@$(BIN) simulate --node-template examples/dgx-h100-mixins --workload examples/dgx-h100-mixins/workload --max-wait 5m -o summary
 	@echo; echo "the HTML report is bin/simulate-report.html"
 
 # README.md shows real output; regenerate it after changing a verb or an

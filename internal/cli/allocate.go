@@ -54,8 +54,8 @@ Exit codes: 0 allocated; 1 some pod's claims do not fit (the explanation
 is printed to stderr); 2 invalid input, or a fatal error such as an
 invalid resource pool when no node fits.`,
 		Example: `  dractl allocate -f examples/a100-mig-mixins
-  dractl allocate -f pod.yaml -f cluster/
-  dractl allocate -f examples/tpu-multihost --node node-5 -o json`,
+  dractl allocate -f examples/dgx-h100-mixins --strategy best-fit
+  dractl allocate -f examples/a100-mig-mixins --node a100-node -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.Context()) },
 	}

@@ -46,8 +46,8 @@ Every object is first checked by admission (as validate does). Documents
 that do not decode and objects that admission rejects are reported on
 stderr and left out of the output; the exit code is then 1.`,
 		Example: `  dractl compact -f examples/a100-mig-flat
-  dractl compact -f slices.yaml | dractl flatten -f -
-  dractl compact --repack -f pool.yaml`,
+  dractl compact -f examples/a100-mig-flat/resourceslices.yaml | dractl flatten -f -
+  dractl compact --repack -f examples/dgx-h100-mixins/resourceslices.yaml`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.requireInputs(); err != nil {

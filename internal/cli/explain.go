@@ -51,7 +51,7 @@ are not.
 Exit codes: 0 the explanation was printed; 2 invalid input, a fatal error,
 or a cluster that could not be read.`,
 		Example: `  dractl explain -f examples/dgx-h100-mixins --claim mig-1g-10gb
-  dractl explain -f pod.yaml -f cluster/ -o json
+  dractl explain -f examples/gpu-partitions -o json
   dractl explain pod/trainer -n ml
   kubectl dra explain pod/trainer --node gpu-node-7`,
 		Args: cobra.MaximumNArgs(1),

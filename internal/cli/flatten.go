@@ -46,7 +46,7 @@ stderr; with --strict the command exits 1 after printing.
 Documents that do not decode and objects that admission rejects are
 reported on stderr and left out of the output; the exit code is then 1.`,
 		Example: `  dractl flatten -f examples/a100-mig-mixins
-  dractl flatten -f examples/ -o json | kubectl apply -f -`,
+  dractl flatten -f examples/a100-mig-mixins/resourceslices.yaml -o json | kubectl apply -f -`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.requireInputs(); err != nil {

@@ -49,7 +49,7 @@ left to find is mostly what spans slices: invalid and incomplete pools.
 A cluster that cannot be read exits 2.`,
 		Example: `  dractl validate -f examples/a100-mig-mixins
   kubectl get resourceslices -o yaml | dractl validate -f -
-  dractl validate -f manifests/ -o json | jq '.problems[] | select(.severity == "error")'
+  dractl validate -f examples/gpu-partitions -o json | jq '.problems[] | select(.severity == "error")'
   dractl validate --live --context prod`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

@@ -2,20 +2,24 @@ package simulate
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/dractl/dractl/pkg/allocator"
+	"github.com/dractl/dractl/pkg/workload"
 )
 
 // BenchmarkSimulate1000DGX runs 100,000 claim events (arrivals and
 // departures) of the MIG mix on 1,000 DGX H100 nodes (8,000 GPUs,
 // 152,000 devices) per strategy. Pods arrive every 10ms on average and
 // run 10 minutes on average: the cluster fills, then runs near full, so
-// that most arrivals search many nodes. Reported: ns per run (wall), the
-// CPU seconds of the run, and the live heap at the end (MB).
+// that most arrivals search many nodes, and pods wait in the scheduling
+// queue, every one of them tried again at every departure. Reported: ns
+// per run (wall), the CPU seconds of the run, the live heap at the end
+// (MB), pods placed, placed after waiting, and still waiting.
 func BenchmarkSimulate1000DGX(b *testing.B) {
 	c := dgxCluster(1000)
 	s := mustStream(b, migWorkload(1, 90_000, 10*time.Millisecond, 10*time.Minute))
@@ -36,7 +40,8 @@ func BenchmarkSimulate1000DGX(b *testing.B) {
 				runtime.ReadMemStats(&ms)
 				b.ReportMetric(float64(ms.HeapAlloc)/1e6, "live-MB")
 				b.ReportMetric(float64(res.Placed), "placed")
-				b.ReportMetric(float64(res.Failed), "failed")
+				b.ReportMetric(float64(res.Waiting), "waiting")
+				b.ReportMetric(float64(res.Wait.Waited), "placed-after-wait")
 				runtime.KeepAlive(res)
 			}
 		})
@@ -77,6 +82,47 @@ func BenchmarkPacking500DGX(b *testing.B) {
 						b.ReportMetric(100*res.End.Utilisation[i], f.Name+"-used-%")
 					}
 				}
+			}
+		})
+	}
+}
+
+// BenchmarkNodesNeeded24Streams is a nodes-needed search on the packing
+// experiment's 24 seeded MIG streams (internal/testing/packing), here as
+// 24 tenants' Workloads of 60 pods each arriving together (a pod about
+// every 20s per tenant, living 30 minutes on average): how many DGX H100
+// nodes keep the p99 wait within 5 minutes, per strategy. Reported: the
+// CPU seconds of the search, the nodes needed and the runs it took.
+func BenchmarkNodesNeeded24Streams(b *testing.B) {
+	set := migWorkload(0, 60, 20*time.Second, 30*time.Minute)
+	base := set.Registered[0].(*workload.Workload)
+	set.Registered = nil
+	for seed := range int64(24) {
+		w := *base
+		w.Name = fmt.Sprintf("tenant-%02d", seed)
+		w.Spec.Seed = seed
+		set.Registered = append(set.Registered, &w)
+	}
+	s := mustStream(b, set)
+	c := dgxCluster(1)
+	tmpl, err := NewTemplate(c.Nodes[0], c.Slices)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, strategy := range []allocator.Strategy{allocator.FirstFit, allocator.BestFit} {
+		b.Run(strategyName(strategy), func(b *testing.B) {
+			for b.Loop() {
+				cpu0 := cpuTime()
+				plan, err := NodesNeeded(context.Background(), &Cluster{Classes: c.Classes}, tmpl, s, PlanOptions{MaxWait: 5 * time.Minute, Run: Options{Strategy: strategy, Samples: 20}})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if !plan.Found {
+					b.Fatalf("no answer within %d nodes", plan.Nodes)
+				}
+				b.ReportMetric(float64(cpuTime()-cpu0)/1e9, "cpu-s")
+				b.ReportMetric(float64(plan.Nodes), "nodes")
+				b.ReportMetric(float64(len(plan.Curve)), "runs")
 			}
 		})
 	}

@@ -73,7 +73,7 @@ func TestHTMLReportInChromium(t *testing.T) {
 	s := mustStream(t, migWorkload(3, 150, 20*time.Second, 30*time.Minute))
 	rep := &Report{Cluster: Summarize(c), Workload: s.Name, Pods: len(s.Pods)}
 	for _, st := range []allocator.Strategy{allocator.FirstFit, allocator.BestFit} {
-		res, err := Run(context.Background(), c, s, Options{Strategy: st, Samples: 50})
+		res, err := Run(context.Background(), c, s, Options{Strategy: st, Samples: 50, Repacks: 5})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -113,9 +113,10 @@ func TestHTMLReportInChromium(t *testing.T) {
 			t.Errorf("svg %d (%s) is laid out %.0fx%.0f with %d shapes", i, svg.Class, svg.Width, svg.Height, svg.Shapes)
 		}
 	}
-	// Two comparison charts, two per strategy; a picture per node at the
-	// first failure and at the end, per strategy.
-	if want := 2 + 2*len(rep.Results); count["chart"] != want {
+	// Four comparison charts (the wait histogram, waiting, running and
+	// placed pods), three per strategy (utilisation, stranded, repack); a
+	// picture per node at the first failure and at the end, per strategy.
+	if want := 4 + 3*len(rep.Results); count["chart"] != want {
 		t.Errorf("%d charts rendered, want %d", count["chart"], want)
 	}
 	if want := len(c.Nodes) * 2 * len(rep.Results); count["occupancy"] != want {
@@ -123,7 +124,7 @@ func TestHTMLReportInChromium(t *testing.T) {
 	}
 
 	shot := filepath.Join(dir, "report.png")
-	runChromium(t, "--screenshot="+shot, "--window-size=1300,2400", "--hide-scrollbars", "file://"+report)
+	runChromium(t, "--screenshot="+shot, "--window-size=1300,4000", "--hide-scrollbars", "file://"+report)
 	f, err := os.Open(shot)
 	must(t, err)
 	defer f.Close()
@@ -152,6 +153,38 @@ func TestHTMLReportInChromium(t *testing.T) {
 	t.Logf("screenshot %dx%d: %d non-white, %d in line colours, %d in claim colours", b.Dx(), b.Dy(), ink, lineInk, claimInk)
 	if ink < total/50 || lineInk < 200 || claimInk < 200 {
 		t.Errorf("the screenshot looks blank or unstyled: %d of %d pixels not white, %d in chart line colours, %d in claim colours", ink, total, lineInk, claimInk)
+	}
+}
+
+// TestPlanReportInChromium opens a nodes-needed search's page: the curve
+// is laid out with a line per strategy and the bound.
+func TestPlanReportInChromium(t *testing.T) {
+	base, tmpl, s := exampleDGX(t)
+	rep := &PlanReport{Template: tmpl.Node.Name, Workload: s.Name, Pods: len(s.Pods), MaxWait: 300}
+	for _, st := range []allocator.Strategy{allocator.FirstFit, allocator.BestFit} {
+		plan, err := NodesNeeded(context.Background(), base, tmpl, s, PlanOptions{MaxWait: 5 * time.Minute, Run: Options{Strategy: st, Samples: 10}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep.Plans = append(rep.Plans, plan)
+	}
+	var page bytes.Buffer
+	must(t, rep.WriteHTML(&page))
+	check := filepath.Join(t.TempDir(), "check.html")
+	must(t, os.WriteFile(check, bytes.Replace(page.Bytes(), []byte("</body>"), []byte(checkScript+"</body>"), 1), 0o644))
+	m := regexp.MustCompile(`data-check="([^"]*)"`).FindSubmatch(runChromium(t, "--dump-dom", "file://"+check))
+	if m == nil {
+		t.Fatal("the check script did not run")
+	}
+	var svgs []struct {
+		Class         string
+		Width, Height float64
+		Shapes        int
+	}
+	must(t, json.Unmarshal([]byte(html.UnescapeString(string(m[1]))), &svgs))
+	// One polyline per strategy and one for the bound.
+	if len(svgs) != 1 || svgs[0].Width < 100 || svgs[0].Height < 50 || svgs[0].Shapes < len(rep.Plans)+1 {
+		t.Errorf("the nodes-needed curve is laid out as %+v", svgs)
 	}
 }
 

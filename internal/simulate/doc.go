@@ -1,9 +1,14 @@
-// Package simulate runs streams of pods through a cluster the way a
-// scheduler places them, one placement strategy at a time, and reports
-// what a capacity planner asks: how many pods fit, when and why the first
-// one did not, how much of every counter is used and how much is stranded
-// (free, but consumed by no device that can still be allocated) over
-// time, and why pods failed.
+// Package simulate runs streams of pods through a cluster the way
+// kube-scheduler places them, one placement strategy at a time, and
+// reports what a capacity planner asks: how many pods are placed on
+// arrival, how long the others wait in the scheduling queue (queue.go:
+// kube-scheduler's active, backoff and unschedulable queues with their
+// default timings), how much of every counter is used and how much is
+// stranded (free, but consumed by no device that can still be allocated)
+// over time, what an offline repack would let in, and why pods waited.
+// Over whole runs it answers how many nodes of a template a workload needs
+// for a bound on its p99 wait (NodesNeeded), and which nodes of a cluster
+// could go with their claims placed elsewhere (ScaleDown).
 //
 // Every placement goes through pkg/state: a snapshot per pod, a cycle per
 // node, the chosen allocation fed back as a claim, a departure as a claim

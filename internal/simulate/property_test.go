@@ -58,7 +58,7 @@ func survivors(t *testing.T, name string, s *Stream, res *Result) []*resourcev1.
 	end := time.Duration(res.End.Time * float64(time.Second))
 	var out []*resourcev1.ResourceClaim
 	for i, p := range s.Pods {
-		if res.placed[i] < 0 || p.Lifetime > 0 && p.Arrive+p.Lifetime <= end {
+		if res.placed[i] < 0 || p.Lifetime > 0 && res.placedAt[i]+p.Lifetime <= end {
 			continue
 		}
 		for _, cl := range p.Claims {

@@ -68,11 +68,35 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	row("", func(res *Result) string { return res.Strategy })
 	row("pods placed", func(res *Result) string { return thousands(res.Placed) })
+	row("  on arrival", func(res *Result) string { return thousands(res.PlacedAtArrival) })
+	row("  after waiting", func(res *Result) string { return thousands(res.Placed - res.PlacedAtArrival) })
+	row("pods waiting at the end", func(res *Result) string { return thousands(res.Waiting) })
+	if slices.ContainsFunc(r.Results, func(res *Result) bool { return res.Failed > 0 }) {
+		row("pods failed (allocator error)", func(res *Result) string { return thousands(res.Failed) })
+	}
 	row("pods running at the end", func(res *Result) string { return thousands(res.Running) })
-	row("pods failed", func(res *Result) string { return thousands(res.Failed) })
 	row("pods departed", func(res *Result) string { return thousands(res.Departed) })
-	row("placed before first failure", func(res *Result) string { return thousands(res.PlacedBeforeFirstFailure) })
-	row("first failure", func(res *Result) string {
+	row("wait p50 / p95 / p99", func(res *Result) string {
+		return waitString(res.Wait.P50) + " / " + waitString(res.Wait.P95) + " / " + waitString(res.Wait.P99)
+	})
+	row("longest wait", func(res *Result) string { return waitString(res.Wait.Max) })
+	if slices.ContainsFunc(r.Results, func(res *Result) bool { return len(res.Repacks) > 0 }) {
+		row("repack would let in (most)", func(res *Result) string {
+			best := -1
+			for i, rp := range res.Repacks {
+				if best < 0 || rp.LetIn > res.Repacks[best].LetIn {
+					best = i
+				}
+			}
+			if best < 0 {
+				return "-"
+			}
+			rp := res.Repacks[best]
+			return fmt.Sprintf("%s of %s waiting at %s", thousands(rp.LetIn), thousands(rp.Waiting), seconds(rp.Time))
+		})
+	}
+	row("placed before first wait", func(res *Result) string { return thousands(res.PlacedBeforeFirstFailure) })
+	row("first pod to wait", func(res *Result) string {
 		if res.FirstFailure == nil {
 			return "none"
 		}
@@ -98,7 +122,7 @@ func (r *Report) WriteText(w io.Writer) error {
 			})
 		}
 	}
-	section("used (stranded) at first failure", func(res *Result) *Sample { return res.AtFirstFailure })
+	section("used (stranded) at first wait", func(res *Result) *Sample { return res.AtFirstFailure })
 	section("used (stranded) at the end", func(res *Result) *Sample { return &res.End })
 	var reasons []string
 	for _, res := range r.Results {
@@ -108,12 +132,9 @@ func (r *Report) WriteText(w io.Writer) error {
 			}
 		}
 	}
-	row("failures by reason", func(*Result) string { return "" })
-	if len(reasons) == 0 {
-		row("  (none)", func(*Result) string { return "0" })
-	}
+	row("unschedulable on arrival", func(res *Result) string { return thousands(res.Unschedulable) })
 	for _, k := range reasons {
-		row("  "+k, func(res *Result) string { return thousands(res.FailuresByReason[k]) })
+		row("  "+k, func(res *Result) string { return thousands(res.UnschedulableByReason[k]) })
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -127,7 +148,7 @@ func (r *Report) WriteText(w io.Writer) error {
 		if f.Kind != "" {
 			kind = " (" + f.Kind + ")"
 		}
-		fmt.Fprintf(&b, "\nfirst failure, %s: pod %s%s, arrival %s at %s: %s\n", res.Strategy, f.Pod, kind, thousands(f.Arrival), seconds(f.Time), f.Summary)
+		fmt.Fprintf(&b, "\nfirst pod to wait, %s: pod %s%s, arrival %s at %s: %s\n", res.Strategy, f.Pod, kind, thousands(f.Arrival), seconds(f.Time), f.Summary)
 		for _, line := range strings.Split(strings.TrimRight(f.Explanation, "\n"), "\n") {
 			if line != "" {
 				b.WriteString("  " + line + "\n")
@@ -149,6 +170,19 @@ func (r *Report) families() []string {
 		}
 	}
 	return out
+}
+
+// waitString writes a wait rounded for reading: whole seconds from a
+// minute on, milliseconds below.
+func waitString(w Wait) string {
+	if w.Never {
+		return "never"
+	}
+	d := w.Duration()
+	if d >= time.Minute {
+		return d.Round(time.Second).String()
+	}
+	return d.Round(time.Millisecond).String()
 }
 
 func percent(f float64) string { return strconv.FormatFloat(f*100, 'f', 1, 64) + "%" }
@@ -176,4 +210,17 @@ func thousands(n int) string {
 		return "-" + s
 	}
 	return s
+}
+
+// WriteSummary writes one line per strategy, for CI logs: pods placed
+// and still waiting, the wait quantiles and the longest wait.
+func (r *Report) WriteSummary(w io.Writer) error {
+	var b strings.Builder
+	for _, res := range r.Results {
+		fmt.Fprintf(&b, "%s: placed %s of %s (%s after waiting), waiting %s, wait p50 %s p95 %s p99 %s max %s\n",
+			res.Strategy, thousands(res.Placed), thousands(res.Arrived), thousands(res.Placed-res.PlacedAtArrival), thousands(res.Waiting),
+			waitString(res.Wait.P50), waitString(res.Wait.P95), waitString(res.Wait.P99), waitString(res.Wait.Max))
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
 }

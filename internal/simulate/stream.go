@@ -28,6 +28,9 @@ type Pod struct {
 	// from a file.
 	Kind   string
 	Arrive time.Duration
+	// Priority orders waiting pods, higher first, as the scheduling
+	// queue's default sort does.
+	Priority int32
 	// Lifetime is how long the pod runs once placed; zero: it never leaves.
 	Lifetime time.Duration
 	Claims   []*resourcev1.ResourceClaim
@@ -155,7 +158,7 @@ func (b *streamBuilder) generate(w *workload.Workload) []Pod {
 			k++
 		}
 		e := &spec.Mix[k]
-		pod := Pod{Name: types.NamespacedName{Namespace: w.Namespace, Name: fmt.Sprintf("%s-%s-%d", w.Name, e.Name, i+1)}, Kind: e.Name, Arrive: t}
+		pod := Pod{Name: types.NamespacedName{Namespace: w.Namespace, Name: fmt.Sprintf("%s-%s-%d", w.Name, e.Name, i+1)}, Kind: e.Name, Arrive: t, Priority: e.Priority}
 		lifetime := spec.MeanLifetime
 		if e.MeanLifetime != nil {
 			lifetime = e.MeanLifetime
@@ -206,7 +209,7 @@ func (b *streamBuilder) explicit() []Pod {
 	}
 	var in []arrival
 	for _, p := range b.set.Pods {
-		pod := Pod{Name: types.NamespacedName{Namespace: p.Namespace, Name: p.Name}}
+		pod := Pod{Name: types.NamespacedName{Namespace: p.Namespace, Name: p.Name}, Priority: ptr.Deref(p.Spec.Priority, 0)}
 		entries, _ := resolver.Resolve(p)
 		for _, e := range entries {
 			if e.Err != nil {

@@ -5,7 +5,11 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/dractl/dractl/pkg/allocator"
+	"github.com/dractl/dractl/pkg/workload"
 )
 
 func TestGeneratedStream(t *testing.T) {
@@ -77,5 +81,36 @@ func TestClassify(t *testing.T) {
 		if reason != tc.reason || summary != tc.summary {
 			t.Errorf("%s: %s %q, want %s %q", name, reason, summary, tc.reason, tc.summary)
 		}
+	}
+}
+
+// TestPriority: a Workload's mix entry gives its pods its priority; a Pod
+// read from a file keeps its spec.priority.
+func TestPriority(t *testing.T) {
+	set := migWorkload(1, 200, time.Second, 0)
+	w := set.Registered[0].(*workload.Workload)
+	w.Spec.Mix[0].Priority = 7
+	prio := int32(-3)
+	set.Pods = append(set.Pods, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default"},
+		Spec:       corev1.PodSpec{Priority: &prio, ResourceClaims: []corev1.PodResourceClaim{{Name: "c", ResourceClaimTemplateName: &set.ClaimTemplates[0].Name}}},
+	})
+	s := mustStream(t, set)
+	seen := map[int32]bool{}
+	for _, p := range s.Pods {
+		want := int32(0)
+		switch {
+		case p.Name.Name == "p":
+			want = -3
+		case p.Kind == w.Spec.Mix[0].Name:
+			want = 7
+		}
+		if p.Priority != want {
+			t.Fatalf("pod %s (%s) has priority %d, want %d", p.Name, p.Kind, p.Priority, want)
+		}
+		seen[p.Priority] = true
+	}
+	if len(seen) != 3 {
+		t.Fatalf("priorities seen: %v", seen)
 	}
 }

@@ -68,6 +68,10 @@ type MixEntry struct {
 	ResourceClaimTemplates []string `json:"resourceClaimTemplates"`
 	// MeanLifetime overrides the spec's mean lifetime for this kind.
 	MeanLifetime *metav1.Duration `json:"meanLifetime,omitempty"`
+	// Priority is the pods' spec.priority (what a PriorityClass gives
+	// them): pods waiting to be scheduled are tried higher priority first.
+	// Default 0. Pods are not preempted.
+	Priority int32 `json:"priority,omitempty"`
 }
 
 // DefaultInterarrival is the gap between arrivals when none is declared.

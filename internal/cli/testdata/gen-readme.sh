@@ -337,22 +337,38 @@ apiserver and run the monitor with that ServiceAccount's token.
 ### simulate
 
 `simulate` answers a capacity planner's questions offline: with this
-cluster (`-f`) and this stream of pods (`--workload`), how many pods fit,
-when does the first one fail and why, how much capacity is used and how
-much is stranded (free, but no device that can still be allocated consumes
-it), and does the placement strategy matter. Pods are placed one at a time
-as a scheduler would (nodes in input order, the strategy picks the
-devices); pods with a lifetime leave and free their devices. A workload is
-a `Workload` (kind of `simulate.dractl.dev/v1alpha1`: a seeded mix of pod
-kinds made from ResourceClaimTemplates, mean time between arrivals, mean
-lifetime) or Pods and ResourceClaims read from files;
+cluster (`-f`) and this stream of pods (`--workload`), how many pods are
+placed on arrival, how many have to wait and for how long, when the first
+one waits and why, how much capacity is used and how much is stranded
+(free, but no device that can still be allocated consumes it), and does
+the placement strategy matter. Pods are placed as kube-scheduler places
+them (nodes in input order, the strategy picks the devices); a pod that
+fits nowhere waits in a scheduling queue that behaves as kube-scheduler's
+with its defaults: every departure moves the waiting pods, which are tried
+by priority and then queueing time, those still backing off (1s, doubling
+per failed attempt up to 10s) after the others, and a pod that no event
+moved is retried after 5 minutes. Scheduling itself takes no simulated
+time, and pods are not preempted. Pods with a lifetime leave and free
+their devices; after the last arrival the run goes on until no pod waits
+or none is left to leave, so that a pod still waiting at the end would
+never be placed (its wait counts as "never"). A workload is a `Workload`
+(kind of `simulate.dractl.dev/v1alpha1`: a seeded mix of pod kinds made
+from ResourceClaimTemplates, with weights and priorities, mean time between
+arrivals, mean lifetime) or Pods and ResourceClaims read from files;
 [examples/dgx-h100-mixins/workload](examples/dgx-h100-mixins/workload/mig-inference.yaml)
-is one. first-fit and best-fit run side by side. `-o json` gives every
-number and time series; `-o html` (or `--html FILE`) a self-contained page
-with charts over time and the occupancy picture of every node at the first
-failure and at the end, drawn by the same renderer as `describe`. Used
-(stranded) shares are summed over the cluster per counter family
-(`memory-slice` is all memory slices of all GPUs).
+is one. first-fit and best-fit run side by side. At about `--repacks`
+moments of a run (default 10) an offline repack is measured: every running
+pod placed anew, best-fit, in order of arrival on the cluster as it
+started, then the waiting pods; "repack would let in" is the most waiting
+pods it would have placed, what fragmentation cost at that moment. `-o
+summary` is a line per strategy for CI logs; `-o json` gives every number,
+the wait histogram, the repacks and the time series; `-o html` (or `--html
+FILE`) a self-contained page with the wait histogram, charts over time
+(waiting and running pods, utilisation and stranded capacity per counter,
+the repack gap) and the occupancy picture of every node when the first pod
+had to wait and at the end, drawn by the same renderer as `describe`. Used (stranded) shares are summed
+over the cluster per counter family (`memory-slice` is all memory slices
+of all GPUs).
 
 EOF
 echo '```console'
@@ -360,18 +376,83 @@ run dractl simulate -f examples/dgx-h100-mixins --workload examples/dgx-h100-mix
 echo '```'
 cat <<'EOF'
 
-Why best-fit places fewer pods here in all, although more fit before the
-first failure: the example's pods arrive about twice as fast as the node
-can hold them, and a pod that fits nowhere fails. The node is full either
-way; best-fit keeps whole and half GPUs free, so it admits more of the
-large profiles, each in the room of several small ones. On a saturated cluster
-the pod count measures the mix that got in; the packing measure is "placed
-before first failure" (`TestBestFitOnASaturatedNode` pins this down).
+What the table says: the example's pods arrive about three times as fast
+as the one node can hold them, so nine pods in ten wait, the queue grows
+for as long as pods arrive, and the last ones wait over five hours with
+either strategy. Every pod is placed in the end (pods leave after about
+30 minutes). best-fit packs better while the node fills (29 pods before
+the first one waits, against 26), and a repack would have let in at most
+2 waiting pods with either strategy, but on a node this saturated the
+overload, not the strategy, sets the waits: best-fit's median wait is 2
+minutes shorter (33m23s against 35m45s) and its p95 and p99 are 8 and 7
+minutes longer. Over four seeds of this stream best-fit's mean wait is
+1.5 % shorter (shorter on three seeds, longer on one)
+(`TestBestFitOnASaturatedNode` pins down what holds on every seed:
+best-fit places more before the first wait, and the queue places every
+pod). How many nodes keep the waits short, and where best-fit then
+stands, is the next question (capacity planning, below the picture).
 
 The HTML report of that run (`make report-screenshot` takes this picture
 with headless Chromium):
 
 ![The simulate report: summary, charts of running pods, utilisation and stranded capacity, occupancy pictures](docs/simulate-report.png)
+
+#### Capacity planning: how many nodes, which nodes could go
+
+`--node-template FILE` asks how many nodes of one shape the workload needs:
+the file (or directory) holds one node's ResourceSlices, its Node and the
+DeviceClasses if the cluster lacks them. Copies of that node are added
+after the cluster's own nodes (or make the cluster alone, without `-f`),
+and the search finds the fewest copies with which the p99 wait stays
+within `--max-wait` (default 5m), for each strategy: it doubles the count
+until one is enough, then bisects; a pod never placed counts as waiting
+forever. Every row of the runs table is one simulation of the whole
+workload.
+
+EOF
+echo '```console'
+run dractl simulate --node-template examples/dgx-h100-mixins --workload examples/dgx-h100-mixins/workload --max-wait 5m
+echo '```'
+cat <<'EOF'
+
+Here best-fit's advantage shows: with four nodes the cluster keeps up, and
+best-fit's p99 wait is less than half of first-fit's; both need four
+nodes for a 5-minute bound, and with three the queue backs up for over an
+hour either way. `TestNodesNeededIsMinimal` checks the answer from
+scratch: with that many nodes the bound holds, with one fewer it breaks.
+
+The reverse question, which nodes could go, is `--scale-down` on a
+cluster snapshot (`dractl snapshot DIR`, then `-f DIR`): the claims
+allocated there are the workload. Nodes holding the fewest claims are
+tried first; a node can go if the claims on its own pools, those of one
+pod together, can each be allocated anew on a node that stays (the first
+in order on which they fit, with the claims moved before them), which is
+how cluster-autoscaler's scale-down simulation drains a node, with DRA
+claims re-allocated by the same allocator. Claims on pools other nodes
+see too stay where they are.
+
+EOF
+echo '```console'
+run dractl simulate -f internal/cli/testdata/simulate/snapshot --scale-down
+echo '```'
+cat <<'EOF'
+
+How this relates to cluster-autoscaler, which simulates DRA for its
+scale-up decisions too: both allocate the same claims the same way
+(dractl's allocator gives upstream's answers,
+[docs/upstream.md](docs/upstream.md)), and a template node here is what a
+node group's template node is there, with its slices copied and renamed
+per node. They differ in the question. cluster-autoscaler looks at the
+pods pending now and adds nodes until each of them fits once, one node at
+a time, with the in-tree scheduler framework; it knows nothing of the
+pods to come or of when running ones leave. `simulate` replays a whole
+workload over time, with departures and kube-scheduler's queue, and
+answers with a count of nodes for a bound on how long pods wait (and, for
+scale-down, replays no time at all: it asks whether what runs now fits on
+fewer nodes, as cluster-autoscaler does for one node at a time). A
+cluster that the autoscaler grows on demand needs fewer nodes at any
+moment but makes pods wait for node start-up; the count here is the
+standing capacity for which they do not wait.
 
 ### version
 
