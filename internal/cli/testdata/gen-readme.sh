@@ -639,16 +639,23 @@ the event freed devices), as the in-tree plugin does. Its cycles take
 microseconds, so it holds the next one back while 64 of its pods are
 between Reserve and the end of PreBind's writes (`bindingsInFlight`):
 the API server stays as busy, and pods are bound about in the order they
-were scheduled instead of all near the end. When no node fits, the pod's `PodScheduled`
-condition and `FailedScheduling` event say per claim what stopped the
-nodes: per node (the scheduler's count of nodes per reason), then dractl's
-summary. From the e2e test of a pod asking for an A100 MIG device in a
-cluster of one DGX H100 node and two nodes without devices:
+were scheduled instead of all near the end. When no node fits, the pod's
+`PodScheduled` condition and `FailedScheduling` event read exactly as under
+the in-tree plugin, so that alerts and dashboards that match its words keep
+working; dractl's account of what stopped the nodes, per claim, comes
+beside them as a `DevicesUnavailable` event on the pod (`kubectl describe
+pod` shows both). From the e2e test of a pod asking for an A100 MIG device
+in a cluster of one DGX H100 node and two nodes without devices, where the
+same pod under the stock profile gets the same condition:
 
-    0/3 nodes are available: 1 claim gpu: selector matched 0 devices, 2 claim gpu:
-    no devices. preemption: 0/3 nodes are available: 3 Preemption is not helpful
-    for scheduling., dractl: claim gpu: no devices on 2 nodes; selector matched 0
-    devices on 1 node
+    PodScheduled: 0/3 nodes are available: 3 cannot allocate all claims.
+    preemption: 0/3 nodes are available: 3 Preemption is not helpful for
+    scheduling.
+    Warning DevicesUnavailable: claim gpu: no devices on 2 nodes; selector
+    matched 0 devices on 1 node
+
+With the plugin argument `explanation: Inline` the account replaces the
+in-tree words in the condition instead, per node and summed up.
 
 ## Conformance and performance
 
