@@ -25,6 +25,13 @@
 //   - device health through the helper's health service, when the
 //     driver's Profile reports it.
 //
+// Pools that no node owns — network-attached devices, a multi-host block
+// with perDeviceNodeSelection, allNodes pools — are published from the
+// control plane instead (KEP-4815): StartController, run by the replicas
+// of a Deployment, validates and flattens them as the node side does
+// (BuildCentral) and publishes them while it holds a Lease. Each side
+// refuses the other's pools.
+//
 // A driver supplies a Profile: the hardware-specific part (create and
 // destroy a partition, list what exists, the container edits of a device).
 // Everything above is the same for every partitionable driver.
