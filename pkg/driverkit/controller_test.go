@@ -137,7 +137,7 @@ func TestControllerLeaderElection(t *testing.T) {
 		}
 		return false, nil, nil
 	})
-	le := driverkit.LeaderElection{Namespace: "kube-system", LeaseDuration: time.Second, RenewDeadline: 500 * time.Millisecond, RetryPeriod: 50 * time.Millisecond}
+	le := driverkit.LeaderElection{Namespace: "kube-system", LeaseDuration: 5 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 50 * time.Millisecond}
 
 	start := func(identity string) (*driverkit.Controller, context.CancelFunc) {
 		ctx, cancel := context.WithCancel(context.Background())
