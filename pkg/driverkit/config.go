@@ -95,6 +95,9 @@ type ConfigError struct {
 }
 
 func (e *ConfigError) Error() string {
+	if e.Request == "" {
+		return fmt.Sprintf("claim %s: status.allocation.devices.config[%d] (%s): %v", e.Claim, e.Index, e.Source, e.Err)
+	}
 	return fmt.Sprintf("claim %s, request %q: status.allocation.devices.config[%d] (%s): %v", e.Claim, e.Request, e.Index, e.Source, e.Err)
 }
 

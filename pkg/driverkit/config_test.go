@@ -146,7 +146,7 @@ func TestResolveConfigs(t *testing.T) {
 		{
 			name:    "unknown source",
 			configs: []resourcev1.DeviceAllocationConfiguration{opaque(testDriver, claim, "a"), opaque(testDriver, "FromNowhere", "b")},
-			err:     `status.allocation.devices.config[1] (FromNowhere): source "FromNowhere": expected FromClass or FromClaim`,
+			err:     `claim ns/c: status.allocation.devices.config[1] (FromNowhere): source "FromNowhere": expected FromClass or FromClaim`,
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
