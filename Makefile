@@ -20,9 +20,11 @@ LDFLAGS := $(if $(VERSION),-X github.com/dractl/dractl/internal/cli.version=$(VE
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/dractl
 
-# The mock partitionable GPU driver (deploy/driver/ runs it as a DaemonSet).
+# The partitionable GPU driver (deploy/driver/ runs it as a DaemonSet) and
+# the control-plane publisher of pools no node owns (a Deployment there).
 driver:
 	$(GO) build -o bin/dractl-gpu-driver ./cmd/dractl-gpu-driver
+	$(GO) build -o bin/dractl-pool-publisher ./cmd/dractl-pool-publisher
 
 # kube-scheduler with dractl's DRA plugin; its own module (scheduler/), which
 # requires k8s.io/kubernetes.

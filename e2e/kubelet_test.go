@@ -81,6 +81,8 @@ type gpuNode struct {
 	kubelet                  *framework.Kubelet
 	bin, kubeconfig          string
 	stateDir, cdiDir, logDir string
+	// backend are the flags choosing the driver's GPUs.
+	backend []string
 
 	cmd     *exec.Cmd
 	starts  int
@@ -101,6 +103,7 @@ func newGPUNode(t *testing.T, cp *framework.ControlPlane, name string) *gpuNode 
 		cp: cp, name: name, bin: buildDriver(t),
 		kubelet:  &framework.Kubelet{NodeName: name, RootDir: filepath.Join(root, "kubelet")},
 		stateDir: filepath.Join(root, "driver"), cdiDir: filepath.Join(root, "cdi"), logDir: t.TempDir(),
+		backend: []string{"--gpu-model", gpuModel, fmt.Sprintf("--gpus=%d", gpuCount)},
 	}
 	cp.Start(n.kubelet)
 	sa := cp.ServiceAccount(t, "dractl-gpu-driver", "dractl-gpu-driver")
@@ -134,11 +137,11 @@ func (n *gpuNode) start(t testing.TB, failpoint driverkit.Failpoint) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n.cmd = exec.Command(n.bin, "--kubeconfig", n.kubeconfig, "--node-name", n.name,
-		"--gpu-model", gpuModel, fmt.Sprintf("--gpus=%d", gpuCount),
+	args := append([]string{"--kubeconfig", n.kubeconfig, "--node-name", n.name}, n.backend...)
+	n.cmd = exec.Command(n.bin, append(args,
 		"--state-dir", n.stateDir, "--cdi-dir", n.cdiDir,
 		"--registrar-dir", n.kubelet.RegistrationDir(), "--plugin-dir", n.kubelet.PluginDir(gpuDriver),
-		"--v=2")
+		"--v=2")...)
 	n.cmd.Env = append(os.Environ(), failpointEnv+"="+string(failpoint))
 	n.cmd.Stdout, n.cmd.Stderr = log, log
 	if err := n.cmd.Start(); err != nil {

@@ -20,8 +20,10 @@ func TestMain(m *testing.M) {
 		klog.SetOutput(io.Discard)
 	}
 	code := m.Run()
-	if driverBinary.dir != "" {
-		os.RemoveAll(driverBinary.dir)
+	for _, dir := range []string{driverBinary.dir, publisherBinary.dir} {
+		if dir != "" {
+			os.RemoveAll(dir)
+		}
 	}
 	os.Exit(code)
 }

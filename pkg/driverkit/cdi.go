@@ -46,17 +46,21 @@ func (c *cdiSpecs) deviceName(claim types.UID, device string) string {
 	return string(claim) + "-" + device
 }
 
-// DeviceID is the fully qualified CDI device ID of one prepared device.
-func (c *cdiSpecs) deviceID(claim types.UID, device string) string {
-	return parser.QualifiedName(c.vendor, c.class, c.deviceName(claim, device))
+// requestName is the name of the CDI device holding a request's edits
+// (RequestEditsProfile). "_" appears in no DRA device name, so it never
+// collides with a device's.
+func (c *cdiSpecs) requestName(claim types.UID, request string) string {
+	return string(claim) + "_" + request
 }
 
-// write replaces the claim's spec with one CDI device per prepared device.
-func (c *cdiSpecs) write(claim types.UID, devices []PreparedDevice, edits func(PreparedDevice) cdispec.ContainerEdits) error {
-	spec := &cdispec.Spec{Kind: c.vendor + "/" + c.class}
-	for _, d := range devices {
-		spec.Devices = append(spec.Devices, cdispec.Device{Name: c.deviceName(claim, d.Device), ContainerEdits: edits(d)})
-	}
+// qualified is the fully qualified CDI device ID of a device of the spec.
+func (c *cdiSpecs) qualified(name string) string {
+	return parser.QualifiedName(c.vendor, c.class, name)
+}
+
+// write replaces the claim's spec with the given CDI devices.
+func (c *cdiSpecs) write(claim types.UID, devices []cdispec.Device) error {
+	spec := &cdispec.Spec{Kind: c.vendor + "/" + c.class, Devices: devices}
 	v, err := cdiapi.MinimumRequiredVersion(spec)
 	if err != nil {
 		return fmt.Errorf("CDI spec version: %w", err)

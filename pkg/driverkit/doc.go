@@ -14,10 +14,23 @@
 //   - reconciliation at start: PrepareStarted claims are rolled back,
 //     interrupted unprepares finished, partitions no completed claim owns
 //     destroyed;
+//   - opaque configuration: the class and claim configs of the
+//     allocation that apply to each device, resolved as upstream drivers
+//     resolve them, decoded by the Profile (ConfigProfile) and handed to
+//     it with the device, or refused before anything is created;
 //   - a transient CDI spec per claim, written with
-//     tags.cncf.io/container-device-interface;
+//     tags.cncf.io/container-device-interface, with edits per device and,
+//     for a RequestEditsProfile, per request (what a container gets
+//     together);
 //   - device health through the helper's health service, when the
 //     driver's Profile reports it.
+//
+// Pools that no node owns — network-attached devices, a multi-host block
+// with perDeviceNodeSelection, allNodes pools — are published from the
+// control plane instead (KEP-4815): StartController, run by the replicas
+// of a Deployment, validates and flattens them as the node side does
+// (BuildCentral) and publishes them while it holds a Lease. Each side
+// refuses the other's pools.
 //
 // A driver supplies a Profile: the hardware-specific part (create and
 // destroy a partition, list what exists, the container edits of a device).

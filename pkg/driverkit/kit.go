@@ -180,6 +180,9 @@ func (k *Kit) Prepare(ctx context.Context, claim *resourcev1.ResourceClaim) ([]k
 	if err != nil {
 		return nil, err
 	}
+	if err := k.resolveConfigs(claim, devices); err != nil {
+		return nil, err
+	}
 	rec = &ClaimRecord{UID: uid, Namespace: claim.Namespace, Name: claim.Name, State: PrepareStarted, Devices: devices}
 	if err := k.reserve(uid, devices, false); err != nil {
 		return nil, err
@@ -210,10 +213,7 @@ func (k *Kit) Prepare(ctx context.Context, claim *resourcev1.ResourceClaim) ([]k
 		k.failpoint(AfterPartitionRecorded)
 	}
 
-	for i := range rec.Devices {
-		rec.Devices[i].CDIDeviceIDs = []string{k.cdi.deviceID(uid, rec.Devices[i].Device)}
-	}
-	if err := k.cdi.write(uid, rec.Devices, k.edits(uid)); err != nil {
+	if err := k.cdi.write(uid, k.cdiDevices(uid, rec.Devices)); err != nil {
 		return fail(err)
 	}
 	k.failpoint(AfterCDIWritten)
@@ -227,14 +227,43 @@ func (k *Kit) Prepare(ctx context.Context, claim *resourcev1.ResourceClaim) ([]k
 	return k.answer(rec), nil
 }
 
-func (k *Kit) edits(uid types.UID) func(PreparedDevice) cdispec.ContainerEdits {
-	return func(d PreparedDevice) cdispec.ContainerEdits {
+// cdiDevices are the CDI devices of a claim's spec — one per prepared
+// device and, for a RequestEditsProfile, one per top-level request — and
+// sets each device's CDIDeviceIDs: its own, and its request's on the
+// request's first device, so that a container given the request gets the
+// request's edits exactly once.
+func (k *Kit) cdiDevices(uid types.UID, devices []PreparedDevice) []cdispec.Device {
+	out := make([]cdispec.Device, 0, len(devices))
+	for i := range devices {
+		d := &devices[i]
 		var p Partition
 		if d.Partition != nil {
 			p = *d.Partition
 		}
-		return k.profile.ContainerEdits(uid, d.AllocatedDevice, p)
+		name := k.cdi.deviceName(uid, d.Device)
+		out = append(out, cdispec.Device{Name: name, ContainerEdits: k.profile.ContainerEdits(uid, d.AllocatedDevice, p)})
+		d.CDIDeviceIDs = []string{k.cdi.qualified(name)}
 	}
+	rp, ok := k.profile.(RequestEditsProfile)
+	if !ok {
+		return out
+	}
+	names, groups := requestGroups(devices)
+	for g, request := range names {
+		group := make([]PreparedDevice, len(groups[g]))
+		for j, i := range groups[g] {
+			group[j] = devices[i]
+		}
+		edits := rp.RequestEdits(uid, request, group)
+		if len(edits.Env)+len(edits.DeviceNodes)+len(edits.Mounts)+len(edits.Hooks) == 0 {
+			continue
+		}
+		name := k.cdi.requestName(uid, request)
+		out = append(out, cdispec.Device{Name: name, ContainerEdits: edits})
+		first := &devices[groups[g][0]]
+		first.CDIDeviceIDs = append(first.CDIDeviceIDs, k.cdi.qualified(name))
+	}
+	return out
 }
 
 func (k *Kit) answer(rec *ClaimRecord) []kubeletplugin.Device {

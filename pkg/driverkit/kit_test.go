@@ -14,6 +14,7 @@ import (
 
 	oci "github.com/opencontainers/runtime-spec/specs-go"
 	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
 
@@ -444,4 +445,43 @@ func equalJSON(t *testing.T, a, b any) bool {
 		t.Fatal(err)
 	}
 	return string(x) == string(y)
+}
+
+// TestConfigReachesTheProfile: the mock backend gets a claim's GpuConfig
+// (its time-slice in the container's environment) and refuses what it
+// cannot simulate before creating anything.
+func TestConfigReachesTheProfile(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	withConfig := func(name, params string) *resourcev1.ResourceClaim {
+		c := claim(name, migDev(0, "1g.5gb", 0))
+		c.Status.Allocation.Devices.Config = []resourcev1.DeviceAllocationConfiguration{{
+			Source: resourcev1.AllocationConfigSourceClaim,
+			DeviceConfiguration: resourcev1.DeviceConfiguration{Opaque: &resourcev1.OpaqueDeviceConfiguration{
+				Driver: driver, Parameters: runtime.RawExtension{Raw: []byte(`{"apiVersion":"gpu.dractl.dev/v1alpha1","kind":"GpuConfig",` + params + `}`)},
+			}},
+		}}
+		return c
+	}
+	if _, err := e.kit.Prepare(ctx, withConfig("ci", `"computeInstanceProfile":"1c"`)); err == nil || !strings.Contains(err.Error(), "the mock backend simulates GPU instances only") {
+		t.Fatalf("computeInstanceProfile on the mock: %v", err)
+	}
+	if got := e.partitions(); len(got) != 0 {
+		t.Fatalf("partitions after a refused prepare: %v", got)
+	}
+	got, err := e.kit.Prepare(ctx, withConfig("ts", `"timeSlicing":{"interval":"Medium"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache, err := cdiapi.NewCache(cdiapi.WithSpecDirs(filepath.Join(e.dir, "cdi")), cdiapi.WithAutoRefresh(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := &oci.Spec{Process: &oci.Process{}, Linux: &oci.Linux{}}
+	if _, err := cache.InjectDevices(spec, got[0].CDIDeviceIDs...); err != nil {
+		t.Fatal(err)
+	}
+	if want := mockgpu.EnvPrefix(migDev(0, "1g.5gb", 0)) + "TIMESLICE_INTERVAL=Medium"; !slices.Contains(spec.Process.Env, want) {
+		t.Fatalf("container env lacks %s: %v", want, spec.Process.Env)
+	}
 }

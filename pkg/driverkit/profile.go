@@ -17,6 +17,10 @@ type AllocatedDevice struct {
 	// with either are not exclusive to the claim.
 	AdminAccess bool       `json:"adminAccess,omitempty"`
 	ShareID     *types.UID `json:"shareID,omitempty"`
+	// Configs are the opaque configurations of this driver that apply to
+	// the device, lowest precedence first: its class's, then the claim's
+	// (see ConfigProfile). Empty unless the Profile is a ConfigProfile.
+	Configs []DeviceConfig `json:"configs,omitempty"`
 }
 
 func (d AllocatedDevice) exclusive() bool { return !d.AdminAccess && d.ShareID == nil }

@@ -1,10 +1,13 @@
 package driverkit
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
@@ -37,11 +40,16 @@ type Published struct {
 	inventory inventory
 }
 
-// Build turns a pool description into what the resourceslice controller
-// publishes. The description is a list of ResourceSlices in dractl's API
-// (KEP-5234 mixins allowed) for this driver and node; names, generations
-// and resourceSliceCount are the kit's to set, the order of slices and
-// devices is kept (it is the allocator's first-fit order).
+// Build turns a node's pool description into what the resourceslice
+// controller publishes. The description is a list of ResourceSlices in
+// dractl's API (KEP-5234 mixins allowed) for this driver and node; names,
+// generations and resourceSliceCount are the kit's to set, the order of
+// slices and devices is kept (it is the allocator's first-fit order). A
+// slice's pool defaults to the node's name and its nodeName to the node.
+// Pools no node owns — nodeSelector, allNodes, perDeviceNodeSelection —
+// are refused: they are BuildCentral's (KEP-4815 publishes them from a
+// control-plane component, which sees every node), and so is another
+// node's nodeName.
 //
 // Every described slice passes admission as written (mixins and all),
 // then is flattened — no server accepts spec.mixins yet — with counter
@@ -52,6 +60,69 @@ type Published struct {
 // description: publishing part of a pool would make it incomplete or
 // invalid for the scheduler.
 func Build(driver, node string, desc []*api.ResourceSlice) (*Published, error) {
+	if node == "" {
+		return nil, errors.New("driverkit: Build needs the node's name; pools no node owns are BuildCentral's")
+	}
+	return build(driver, node, desc)
+}
+
+// BuildCentral is Build for a control-plane component: every slice names
+// its pool and says which nodes see it — nodeSelector, allNodes or
+// perDeviceNodeSelection, the same for every slice of a pool — and none
+// is a node's (nodeName is for the node's own kubelet plugin). Validation
+// and flattening are Build's.
+func BuildCentral(driver string, desc []*api.ResourceSlice) (*Published, error) {
+	return build(driver, "", desc)
+}
+
+// placement checks and defaults where a described slice's devices are
+// seen: on the node (node set) or as the control plane publishes them.
+func placement(s *api.ResourceSlice, node string) field.ErrorList {
+	spec := field.NewPath("spec")
+	perDevice := ptr.Deref(s.Spec.PerDeviceNodeSelection, false)
+	central := s.Spec.NodeSelector != nil || ptr.Deref(s.Spec.AllNodes, false) || perDevice
+	if node != "" {
+		switch {
+		case perDevice:
+			return field.ErrorList{field.Forbidden(spec.Child("perDeviceNodeSelection"),
+				"a kubelet plugin publishes its node's devices; a pool whose devices choose their nodes is published from the control plane (driverkit.StartController)")}
+		case central:
+			return field.ErrorList{field.Forbidden(spec, "a kubelet plugin publishes its node's devices: nodeSelector and allNodes are for pools published from the control plane (driverkit.StartController)")}
+		case s.Spec.NodeName != nil && *s.Spec.NodeName != node:
+			return field.ErrorList{field.Invalid(spec.Child("nodeName"), *s.Spec.NodeName, "a kubelet plugin publishes its own node's devices, expected "+node)}
+		}
+		if s.Spec.Pool.Name == "" {
+			s.Spec.Pool.Name = node
+		}
+		s.Spec.NodeName = ptr.To(node)
+		return nil
+	}
+	var errs field.ErrorList
+	if s.Spec.Pool.Name == "" {
+		errs = append(errs, field.Required(spec.Child("pool", "name"), "a pool no node owns needs a name"))
+	}
+	if s.Spec.NodeName != nil {
+		errs = append(errs, field.Forbidden(spec.Child("nodeName"), "a node's devices are published by its kubelet plugin (driverkit.Start)"))
+	} else if !central {
+		errs = append(errs, field.Required(spec, "one of nodeSelector, allNodes or perDeviceNodeSelection: the nodes that see the pool"))
+	}
+	return errs
+}
+
+// poolPlacement is where the resourceslice controller puts nodeSelector
+// and allNodes: once per pool, so every slice of a pool must agree.
+func poolPlacement(slices []*api.ResourceSlice) (*corev1.NodeSelector, bool, error) {
+	first := slices[0]
+	for _, s := range slices[1:] {
+		if ptr.Deref(s.Spec.AllNodes, false) != ptr.Deref(first.Spec.AllNodes, false) ||
+			!equality.Semantic.DeepEqual(s.Spec.NodeSelector, first.Spec.NodeSelector) {
+			return nil, false, fmt.Errorf("slices %s and %s: spec.nodeSelector and spec.allNodes differ; every slice of a pool is published with the same", first.Name, s.Name)
+		}
+	}
+	return first.Spec.NodeSelector.DeepCopy(), ptr.Deref(first.Spec.AllNodes, false), nil
+}
+
+func build(driver, node string, desc []*api.ResourceSlice) (*Published, error) {
 	var problems []string
 	report := func(where string, errs field.ErrorList) {
 		for _, e := range errs {
@@ -74,15 +145,9 @@ func Build(driver, node string, desc []*api.ResourceSlice) (*Published, error) {
 			report(where, field.ErrorList{field.Invalid(field.NewPath("spec", "driver"), s.Spec.Driver, "this kit publishes for driver "+driver)})
 			continue
 		}
-		if s.Spec.Pool.Name == "" {
-			s.Spec.Pool.Name = node
-		}
-		if s.Spec.NodeSelector != nil || ptr.Deref(s.Spec.AllNodes, false) {
-			report(where, field.ErrorList{field.Forbidden(field.NewPath("spec"), "a kubelet plugin publishes node-local pools: nodeSelector and allNodes are for central controllers")})
+		if errs := placement(s, node); len(errs) > 0 {
+			report(where, errs)
 			continue
-		}
-		if !ptr.Deref(s.Spec.PerDeviceNodeSelection, false) {
-			s.Spec.NodeName = ptr.To(node)
 		}
 		if s.Name == "" {
 			s.Name = fmt.Sprintf("%s-%d", s.Spec.Pool.Name, i)
@@ -127,6 +192,13 @@ func Build(driver, node string, desc []*api.ResourceSlice) (*Published, error) {
 			continue
 		}
 		rp := resourceslice.Pool{}
+		if len(flat) > 0 {
+			var err error
+			if rp.NodeSelector, rp.AllNodes, err = poolPlacement(flat); err != nil {
+				problems = append(problems, fmt.Sprintf("pool %s: %v", name, err))
+				continue
+			}
+		}
 		for _, f := range flat {
 			v1, err := api.ToV1(f)
 			if err != nil {

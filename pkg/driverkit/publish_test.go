@@ -104,7 +104,20 @@ func TestBuildRefusesInvalidPools(t *testing.T) {
 		{"central pool", func(ss []*api.ResourceSlice) []*api.ResourceSlice {
 			ss[0].Spec.NodeName, ss[0].Spec.AllNodes = nil, new(true)
 			return ss
-		}, []string{"node-local pools"}},
+		}, []string{"slice 0", "spec: Forbidden", "nodeSelector and allNodes are for pools published from the control plane"}},
+		{"per-device node selection", func(ss []*api.ResourceSlice) []*api.ResourceSlice {
+			for _, s := range ss {
+				s.Spec.NodeName, s.Spec.PerDeviceNodeSelection = nil, new(true)
+			}
+			for i := range ss[1].Spec.Devices {
+				ss[1].Spec.Devices[i].NodeName = new(node)
+			}
+			return ss
+		}, []string{"slice 0", "spec.perDeviceNodeSelection: Forbidden", "published from the control plane (driverkit.StartController)"}},
+		{"another node's devices", func(ss []*api.ResourceSlice) []*api.ResourceSlice {
+			ss[1].Spec.NodeName = new("node-2")
+			return ss
+		}, []string{"slice 1", `spec.nodeName: Invalid value: "node-2": a kubelet plugin publishes its own node's devices, expected node-1`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n := mig.Node{Driver: driver, Node: node, Model: &mig.A100, GPUs: 2, DriverVersion: "1.0.0", CUDADriverVersion: "12.0.0"}

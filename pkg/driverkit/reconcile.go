@@ -105,7 +105,10 @@ func (k *Kit) Reconcile(ctx context.Context) (*ReconcileReport, error) {
 		if k.cdi.exists(uid) {
 			continue
 		}
-		if err := k.cdi.write(uid, rec.Devices, k.edits(uid)); err != nil {
+		if err := k.redecode(rec); err != nil {
+			return nil, fmt.Errorf("rewrite the CDI spec of prepared claim %s: %w", uid, err)
+		}
+		if err := k.cdi.write(uid, k.cdiDevices(uid, rec.Devices)); err != nil {
 			return nil, err
 		}
 		rep.RewrittenSpecs = append(rep.RewrittenSpecs, uid)

@@ -24,11 +24,13 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	cdispec "tags.cncf.io/container-device-interface/specs-go"
 
 	"github.com/dractl/dractl/pkg/api"
 	"github.com/dractl/dractl/pkg/driverkit"
+	"github.com/dractl/dractl/pkg/gpuconfig"
 	"github.com/dractl/dractl/pkg/mig"
 )
 
@@ -42,7 +44,15 @@ type GPUs struct {
 	mu sync.Mutex // serializes create against create, as the GPU does
 }
 
-var _ driverkit.HealthProfile = (*GPUs)(nil)
+var (
+	_ driverkit.HealthProfile = (*GPUs)(nil)
+	_ driverkit.ConfigProfile = (*GPUs)(nil)
+)
+
+// DecodeConfig implements driverkit.ConfigProfile: a gpuconfig.GpuConfig.
+func (g *GPUs) DecodeConfig(parameters runtime.RawExtension) (any, error) {
+	return gpuconfig.DecodeConfig(parameters)
+}
 
 // New describes count GPUs of a model (see mig.ModelByName) on a node.
 func New(driver, node, model string, count int, dir string) (*GPUs, error) {
@@ -94,6 +104,11 @@ func (g *GPUs) CreatePartition(_ context.Context, claim types.UID, dev driverkit
 	part, ok := g.Model.PartitionByDevice(g.GPUs, dev.Device)
 	if !ok {
 		return driverkit.Partition{}, fmt.Errorf("no device %s on %d %s GPUs", dev.Device, g.GPUs, g.Model.Name)
+	}
+	if p := gpuconfig.Effective(dev).ComputeInstanceProfile; p != "" {
+		// pkg/mig's tables have no compute instance profiles to check
+		// it against; creating what cannot be checked would be a lie.
+		return driverkit.Partition{}, fmt.Errorf("device %s: computeInstanceProfile %s: the mock backend simulates GPU instances only (use --backend=nvml)", dev.Device, p)
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -258,6 +273,7 @@ func (g *GPUs) ContainerEdits(claim types.UID, dev driverkit.AllocatedDevice, p 
 			Options: []string{"ro", "bind"},
 		}},
 	}
+	edits.Env = append(edits.Env, gpuconfig.Effective(dev).Env(env)...)
 	if !part.Whole() {
 		// One capability node per MIG device, as NVIDIA's driver exposes.
 		minor := int64(part.GPU * g.Model.DevicesPerGPU())

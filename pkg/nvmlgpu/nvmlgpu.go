@@ -13,11 +13,13 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	cdispec "tags.cncf.io/container-device-interface/specs-go"
 
 	"github.com/dractl/dractl/pkg/api"
 	"github.com/dractl/dractl/pkg/driverkit"
+	"github.com/dractl/dractl/pkg/gpuconfig"
 	"github.com/dractl/dractl/pkg/mig"
 	"github.com/dractl/dractl/pkg/mockgpu"
 )
@@ -54,7 +56,16 @@ type GPUs struct {
 	health health
 }
 
-var _ driverkit.HealthProfile = (*GPUs)(nil)
+var (
+	_ driverkit.HealthProfile       = (*GPUs)(nil)
+	_ driverkit.ConfigProfile       = (*GPUs)(nil)
+	_ driverkit.RequestEditsProfile = (*GPUs)(nil)
+)
+
+// DecodeConfig implements driverkit.ConfigProfile: a gpuconfig.GpuConfig.
+func (g *GPUs) DecodeConfig(parameters runtime.RawExtension) (any, error) {
+	return gpuconfig.DecodeConfig(parameters)
+}
 
 // New discovers the GPUs of an initialized NVML library.
 func New(lib nvml.Interface, opts Options, log logr.Logger) (*GPUs, error) {
@@ -115,12 +126,17 @@ func (g *GPUs) lookup(pool, device string) (partition, error) {
 
 // CreatePartition implements driverkit.Profile: the GPU instance at the
 // device's placement, then one compute instance over all of it, as
-// `nvidia-smi mig -cgi <profile>:<start> -C` does. A whole GPU is only
-// recorded: it must have no GPU instance.
+// `nvidia-smi mig -cgi <profile>:<start> -C` does, or of the configured
+// computeInstanceProfile. A whole GPU is only recorded: it must have no
+// GPU instance.
 func (g *GPUs) CreatePartition(_ context.Context, claim types.UID, dev driverkit.AllocatedDevice) (driverkit.Partition, error) {
 	part, err := g.lookup(dev.Pool, dev.Device)
 	if err != nil {
 		return driverkit.Partition{}, err
+	}
+	ciSlices, err := part.computeSlices(gpuconfig.Effective(dev))
+	if err != nil {
+		return driverkit.Partition{}, fmt.Errorf("device %s: %w", dev.Device, err)
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -156,7 +172,7 @@ func (g *GPUs) CreatePartition(_ context.Context, claim types.UID, dev driverkit
 		return in.partition(), nil
 	}
 	info := part.gpu.profiles[part.profile]
-	in.Profile, in.ProfileID, in.Start, in.Size = part.profile, info.Id, part.start, part.size
+	in.Profile, in.ProfileID, in.Start, in.Size, in.ComputeSlices = part.profile, info.Id, part.start, part.size, ciSlices
 	if err := g.state.add(in); err != nil {
 		return driverkit.Partition{}, err
 	}
@@ -181,7 +197,11 @@ func (g *GPUs) create(part partition, in *instance, info nvml.GpuInstanceProfile
 	// No save here: should the driver stop before the one below, the
 	// record without GI finds this instance by profile and placement.
 	in.GI = &giInfo.Id
-	ciInfo, err := wholeComputeInstance(gi, info.SliceCount)
+	slices := info.SliceCount
+	if in.ComputeSlices != 0 {
+		slices = in.ComputeSlices
+	}
+	ciInfo, err := computeInstanceProfile(gi, slices)
 	if err != nil {
 		return fmt.Errorf("GPU instance %d on GPU %d: %w", giInfo.Id, part.gpu.Index, err)
 	}
@@ -210,17 +230,40 @@ func computeInstanceID(ci nvml.ComputeInstance) (uint32, nvml.Return) {
 	return info.Id, ret
 }
 
-// wholeComputeInstance is the compute instance profile that spans the GPU
-// instance: a MIG device of one compute instance, named like its GPU
-// instance.
-func wholeComputeInstance(gi nvml.GpuInstance, slices uint32) (nvml.ComputeInstanceProfileInfo, error) {
+// computeInstanceProfile is the GPU instance's compute instance profile
+// of that many compute slices; the one of all its slices makes a MIG
+// device named like its GPU instance.
+func computeInstanceProfile(gi nvml.GpuInstance, slices uint32) (nvml.ComputeInstanceProfileInfo, error) {
+	var have []string
 	for id := range nvml.COMPUTE_INSTANCE_PROFILE_COUNT {
 		info, ret := gi.GetComputeInstanceProfileInfo(id, nvml.COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED)
-		if ret == nvml.SUCCESS && info.SliceCount == slices {
+		if ret != nvml.SUCCESS {
+			continue
+		}
+		if info.SliceCount == slices {
 			return info, nil
 		}
+		have = append(have, fmt.Sprintf("%dc", info.SliceCount))
 	}
-	return nvml.ComputeInstanceProfileInfo{}, fmt.Errorf("no compute instance profile of %d slices", slices)
+	return nvml.ComputeInstanceProfileInfo{}, fmt.Errorf("no compute instance profile of %d slices (it has %s)", slices, strings.Join(have, ", "))
+}
+
+// computeSlices checks a configured computeInstanceProfile against the
+// device: 0 is the whole GPU instance.
+func (p partition) computeSlices(cfg gpuconfig.GpuConfig) (uint32, error) {
+	if cfg.ComputeInstanceProfile == "" {
+		return 0, nil
+	}
+	n, gi := cfg.ComputeSlices()
+	switch {
+	case p.whole():
+		return 0, fmt.Errorf("computeInstanceProfile %s: applies to MIG devices, this is a whole GPU", cfg.ComputeInstanceProfile)
+	case gi != "" && gi != p.profile:
+		return 0, fmt.Errorf("computeInstanceProfile %s: is for GPU instances of profile %s, this device is a %s", cfg.ComputeInstanceProfile, gi, p.profile)
+	case n > p.gpu.profiles[p.profile].SliceCount:
+		return 0, fmt.Errorf("computeInstanceProfile %s: %d compute slices, a %s has %d", cfg.ComputeInstanceProfile, n, p.profile, p.gpu.profiles[p.profile].SliceCount)
+	}
+	return n, nil
 }
 
 // migUUID finds the MIG device of a GPU and compute instance.
@@ -426,13 +469,14 @@ func (g *GPUs) Partitions(context.Context) ([]driverkit.Partition, error) {
 	return out, nil
 }
 
-// ContainerEdits implements driverkit.Profile with what NVIDIA's container
-// toolkit expects: NVIDIA_VISIBLE_DEVICES naming the MIG device (or GPU)
-// by UUID for its runtime hook, and the device nodes — the control and
-// UVM nodes, the parent GPU's node and, for a MIG device, the capability
-// nodes of its GPU and compute instance. Nodes are given by path; the
-// runtime reads their numbers from the host. DRACTL_GPU_<DEVICE>_*
-// variables say the same per device, as with the mock backend.
+// ContainerEdits implements driverkit.Profile with the device nodes
+// NVIDIA's container toolkit expects — the control and UVM nodes, the
+// parent GPU's node and, for a MIG device, the capability nodes of its
+// GPU and compute instance — given by path (the runtime reads their
+// numbers from the host), and DRACTL_GPU_<DEVICE>_* variables naming the
+// device, as with the mock backend, with what its configuration sets.
+// NVIDIA_VISIBLE_DEVICES lists all of a container's devices: see
+// RequestEdits.
 func (g *GPUs) ContainerEdits(claim types.UID, dev driverkit.AllocatedDevice, p driverkit.Partition) cdispec.ContainerEdits {
 	part, err := g.lookup(dev.Pool, dev.Device)
 	if err != nil {
@@ -441,8 +485,9 @@ func (g *GPUs) ContainerEdits(claim types.UID, dev driverkit.AllocatedDevice, p 
 	g.mu.Lock()
 	in := g.state.find(claim, dev.Device)
 	var minors []int
+	var ciSlices uint32
 	if in != nil {
-		minors = in.CapMinors
+		minors, ciSlices = in.CapMinors, in.ComputeSlices
 	}
 	g.mu.Unlock()
 	profile := part.profile
@@ -452,7 +497,6 @@ func (g *GPUs) ContainerEdits(claim types.UID, dev driverkit.AllocatedDevice, p 
 	env := mockgpu.EnvPrefix(dev.Device)
 	edits := cdispec.ContainerEdits{
 		Env: []string{
-			"NVIDIA_VISIBLE_DEVICES=" + p.ID,
 			env + "GPU_UUID=" + part.gpu.UUID,
 			env + "GPU_INDEX=" + strconv.Itoa(part.gpu.Index),
 			env + "PROFILE=" + profile,
@@ -464,8 +508,26 @@ func (g *GPUs) ContainerEdits(claim types.UID, dev driverkit.AllocatedDevice, p 
 			{Path: fmt.Sprintf("/dev/nvidia%d", part.gpu.minor)},
 		},
 	}
+	if ciSlices != 0 {
+		edits.Env = append(edits.Env, fmt.Sprintf("%sCOMPUTE_INSTANCE_PROFILE=%dc.%s", env, ciSlices, part.profile))
+	}
+	edits.Env = append(edits.Env, gpuconfig.Effective(dev).Env(env)...)
 	for _, m := range minors {
 		edits.DeviceNodes = append(edits.DeviceNodes, &cdispec.DeviceNode{Path: fmt.Sprintf("/dev/nvidia-caps/nvidia-cap%d", m)})
 	}
 	return edits
+}
+
+// RequestEdits implements driverkit.RequestEditsProfile: the toolkit's
+// NVIDIA_VISIBLE_DEVICES names every MIG device (or GPU) of the request by
+// UUID, in allocation order; one variable per device would leave a
+// container with two MIG devices seeing only the last.
+func (g *GPUs) RequestEdits(_ types.UID, _ string, devices []driverkit.PreparedDevice) cdispec.ContainerEdits {
+	ids := make([]string, 0, len(devices))
+	for _, d := range devices {
+		if d.Partition != nil {
+			ids = append(ids, d.Partition.ID)
+		}
+	}
+	return cdispec.ContainerEdits{Env: []string{"NVIDIA_VISIBLE_DEVICES=" + strings.Join(ids, ",")}}
 }

@@ -175,20 +175,21 @@ func TestPrepareCreatesMIGDevices(t *testing.T) {
 		t.Fatalf("instances %v, want %v", got, want)
 	}
 	spec := n.spec(c.UID)
-	if len(spec.Devices) != 2 {
-		t.Fatalf("%d CDI devices", len(spec.Devices))
+	// A device each, and each request's NVIDIA_VISIBLE_DEVICES.
+	if len(spec.Devices) != 4 {
+		t.Fatalf("%d CDI devices, want 4", len(spec.Devices))
 	}
 	minors, err := os.ReadFile(filepath.Join(n.dir, "mig-minors"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i, d := range spec.Devices {
+	for i, d := range spec.Devices[:2] {
 		uuids := n.migDevices(i)
 		if len(uuids) != 1 || !strings.HasPrefix(uuids[0], "MIG-") {
 			t.Fatalf("GPU %d MIG devices %v", i, uuids)
 		}
-		if !slices.Contains(d.ContainerEdits.Env, "NVIDIA_VISIBLE_DEVICES="+uuids[0]) {
-			t.Errorf("%s: env %v does not name MIG device %s", d.Name, d.ContainerEdits.Env, uuids[0])
+		if want := []string{"NVIDIA_VISIBLE_DEVICES=" + uuids[0]}; !slices.Equal(spec.Devices[2+i].ContainerEdits.Env, want) {
+			t.Errorf("%s: env %v, want %v", spec.Devices[2+i].Name, spec.Devices[2+i].ContainerEdits.Env, want)
 		}
 		var paths []string
 		for _, dn := range d.ContainerEdits.DeviceNodes {
@@ -234,7 +235,7 @@ func TestWholeGPU(t *testing.T) {
 	if got := n.instances(); len(got) != 0 {
 		t.Fatalf("instances %v", got)
 	}
-	if env := n.spec(c.UID).Devices[0].ContainerEdits.Env; !slices.Contains(env, "NVIDIA_VISIBLE_DEVICES="+n.srv.Device(1).UUID) {
+	if env := n.spec(c.UID).Devices[1].ContainerEdits.Env; !slices.Contains(env, "NVIDIA_VISIBLE_DEVICES="+n.srv.Device(1).UUID) {
 		t.Errorf("env %v does not name GPU 1", env)
 	}
 	_, err := n.gpus.CreatePartition(ctx, "other", driverkit.AllocatedDevice{Pool: node, Device: mig.MIGDeviceName(1, "1g.5gb", 0)})

@@ -29,6 +29,9 @@ type instance struct {
 	ProfileID uint32 `json:"profileID,omitempty"`
 	Start     uint32 `json:"start,omitempty"`
 	Size      uint32 `json:"size,omitempty"`
+	// ComputeSlices is the configured compute instance's; 0 when it
+	// spans the GPU instance.
+	ComputeSlices uint32 `json:"computeSlices,omitempty"`
 	// GI and CI are set once NVML created them. A record without GI was
 	// written before the create call: if the driver stopped after it, the
 	// GPU instance at exactly this profile and placement is the driver's,

@@ -499,7 +499,8 @@ devices and counter sets.
 
 ## Write a driver
 
-`pkg/driverkit` is the node side of a DRA driver on top of
+`pkg/driverkit` is the node side of a DRA driver (and, for pools no node
+owns, its control-plane side) on top of
 `k8s.io/dynamic-resource-allocation`'s `kubeletplugin` (registration, the
 DRA gRPC services, claim lookup) and `resourceslice` (publishing,
 generations). A driver describes its pool with dractl's API — mixins
@@ -540,7 +541,68 @@ The kit then:
   aside (`*.corrupt`) without leaking their partitions;
 - writes a **transient CDI spec per claim** with
   `tags.cncf.io/container-device-interface` and serves **device health**
-  when the profile implements `HealthProfile`.
+  when the profile implements `HealthProfile`;
+- hands the profile each device's **opaque configuration** when it
+  implements `ConfigProfile` (below), and writes per-request edits when it
+  implements `RequestEditsProfile` — what a container gets together, such
+  as one `NVIDIA_VISIBLE_DEVICES` naming all its MIG devices, which
+  per-device edits would overwrite.
+
+### Device configuration
+
+DeviceClass `spec.config` and claim `spec.devices.config` reach the
+profile. For each allocated device the kit takes the configurations of the
+claim's `status.allocation.devices.config` for its driver that apply to
+its request (no `requests` means all; a subrequest `gpu/small` is matched
+by `gpu` too), the class's before the claim's so that the claim's win, and
+decodes each once with the profile's `DecodeConfig`. A configuration the
+profile cannot decode fails the prepare before anything is created, naming
+claim, request and index:
+
+```go
+type ConfigProfile interface {
+	driverkit.Profile
+	DecodeConfig(parameters runtime.RawExtension) (any, error)
+}
+// in CreatePartition and ContainerEdits:
+for _, c := range dev.Configs { // class first, then claim
+	cfg := c.Decoded.(*gpuconfig.GpuConfig)
+	...
+}
+```
+
+`dractl-gpu-driver` takes a `GpuConfig` (`pkg/gpuconfig`):
+`computeInstanceProfile` creates a smaller compute instance in a MIG
+device's GPU instance (NVML backend), `timeSlicing.interval` reaches the
+container as `DRACTL_GPU_<DEVICE>_TIMESLICE_INTERVAL`:
+
+```yaml
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata:
+  name: two-3g-shared
+spec:
+  spec:
+    devices:
+      requests:
+      - name: gpu
+        exactly:
+          deviceClassName: mig.dractl.dev
+          count: 2
+          selectors:
+          - cel:
+              expression: device.attributes['gpu.dractl.dev'].profile.startsWith('3g.')
+      config:
+      - requests: [gpu]
+        opaque:
+          driver: gpu.dractl.dev
+          parameters:
+            apiVersion: gpu.dractl.dev/v1alpha1
+            kind: GpuConfig
+            computeInstanceProfile: 1c        # or 1c.3g.20gb
+            timeSlicing:
+              interval: Short                 # Default, Short, Medium, Long
+```
 
 `dractl-gpu-driver` (`cmd/dractl-gpu-driver`, profile in `pkg/mockgpu`) is a
 mock partitionable GPU driver built on it: A100 40GB or H100 80GB GPUs with
@@ -577,6 +639,37 @@ the kubelet's retries converge once it is back:
 
     go -C e2e test -run 'TestKubeletPreparesMIGClaim|TestDriverCrashConverges' .
 
+### Pools no node owns
+
+Network-attached devices, a multi-host TPU block whose devices choose
+their hosts (`perDeviceNodeSelection`) or devices every node reaches
+(`allNodes`) are published from the control plane (KEP-4815), not by a
+kubelet plugin — which the kit refuses them from, as it refuses another
+node's `nodeName`. `driverkit.StartController` validates and flattens
+them as the node side does and publishes them while its replica holds a
+Lease; slices of nodes are never touched:
+
+```go
+c, err := driverkit.StartController(ctx, driverkit.ControllerOptions{
+	DriverName: "tpu.google.com", KubeClient: client,
+	LeaderElection: driverkit.LeaderElection{Namespace: "tpu-system"},
+}, pools) // []*api.ResourceSlice: nodeSelector, allNodes or perDeviceNodeSelection
+```
+
+`dractl-pool-publisher` (`cmd/dractl-pool-publisher`) runs it on files of
+ResourceSlices, as a Deployment of two replicas
+([deploy/driver/controlplane.yaml](deploy/driver/controlplane.yaml), RBAC in
+`controlplane-rbac.yaml`):
+
+    kubectl apply -f deploy/driver/controlplane-rbac.yaml -f deploy/driver/controlplane.yaml
+
+In `e2e/`, two replicas publish `examples/tpu-multihost`, the two pods of
+a Deployment sharing one claim of a 2x4 are scheduled on the two hosts of
+the allocated device, and when the leader stops the other replica takes
+over:
+
+    go -C e2e test -run TestTPUBlockFromTheControlPlane .
+
 ### NVML backend
 
 `dractl-gpu-driver --backend=nvml` (profile in `pkg/nvmlgpu`) drives real
@@ -587,8 +680,10 @@ reports with its placements, and publishes them as `pkg/mig` publishes its
 tables — one counter set per GPU, every placement a device. A GPU with MIG
 off is one whole device (the log says why). Prepare creates the GPU
 instance at the allocated placement (`CreateGpuInstanceWithPlacement`) and
-one compute instance over it; the container gets
-`NVIDIA_VISIBLE_DEVICES=<MIG UUID>` for NVIDIA's runtime hook, the
+one compute instance over it (or of the configured
+`computeInstanceProfile`); the container gets
+`NVIDIA_VISIBLE_DEVICES=<MIG UUID>,...` naming every MIG device of the
+request for NVIDIA's runtime hook, the
 `/dev/nvidia*` nodes and the GPU and compute instance's
 `/dev/nvidia-caps` nodes (minors from
 `/proc/driver/nvidia-caps/mig-minors`). Unprepare destroys the compute
@@ -605,9 +700,12 @@ class as an option):
 Its tests run on NVIDIA's own mock DGX A100, H100, H200 and B200 servers
 (`pkg/nvml/mock/dgx*`), which `pkg/nvmlgpu/nvmlmock` makes refuse
 overlapping GPU instances as the hardware does; the test-only flag
-`--nvml-mock=dgxa100` runs the driver on one:
+`--nvml-mock=dgxa100` runs the driver on one. In `e2e/` the binary runs on
+each of the four under the kubelet's DRA manager, with a claim of two MIG
+devices and a `GpuConfig`:
 
     go test ./pkg/nvmlgpu/...
+    go -C e2e test -run TestNVMLDriverOnMockDGX .
 
 ## In kube-scheduler: dractl-scheduler
 
