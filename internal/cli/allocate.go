@@ -13,6 +13,7 @@ import (
 
 	"github.com/dractl/dractl/pkg/allocator"
 	"github.com/dractl/dractl/pkg/decode"
+	"github.com/dractl/dractl/pkg/state"
 )
 
 type allocateOptions struct {
@@ -48,7 +49,9 @@ gate is on; --feature-gates turns gates off as a cluster would
 
 Pods are independent, as in kube-scheduler: a pod whose claims fit
 nowhere is explained on stderr and the others are still allocated and
-printed.
+printed. A claim that pods share is allocated for the first of them and
+reserved for each, and a pod's allocated claims keep it to the nodes
+their allocation names.
 
 Exit codes: 0 allocated; 1 some pod's claims do not fit (the explanation
 is printed to stderr); 2 invalid input, or a fatal error such as an
@@ -94,16 +97,33 @@ func (o *allocateOptions) run(ctx context.Context) error {
 		ctx = context.Background()
 	}
 	var out []any
+	// made are the claims allocated here, as printed: a pod after the one
+	// they were allocated for that shares them is added to their
+	// reservedFor, as kube-scheduler reserves a shared claim for every pod
+	// it binds.
+	made := map[state.ClaimKey]*resourcev1.ResourceClaim{}
 	// Pods are independent, as in kube-scheduler: one that fits nowhere
 	// is explained and the others are still allocated; the exit code is
 	// the worst of them.
 	var failed *exitError
 	for _, g := range c.groups {
 		pending := c.pending(g)
-		if len(pending) == 0 {
+		shared := c.madeFor(g, made)
+		if len(pending) == 0 && len(shared) == 0 {
 			continue
 		}
-		claims, err := o.allocateGroup(ctx, c, g, pending, nodes)
+		var claims []*resourcev1.ResourceClaim
+		var err error
+		if len(pending) == 0 {
+			err = o.placeSharing(c, g, shared, nodes)
+		} else {
+			claims, err = o.allocateGroup(ctx, c, g, pending, nodes)
+		}
+		if err == nil {
+			for _, claim := range shared {
+				reserve(claim, g.pod)
+			}
+		}
 		var ee *exitError
 		switch {
 		case errors.As(err, &ee):
@@ -116,6 +136,7 @@ func (o *allocateOptions) run(ctx context.Context) error {
 			return err
 		}
 		for _, claim := range claims {
+			made[state.KeyOf(claim)] = claim
 			out = append(out, claim)
 		}
 	}
@@ -134,8 +155,9 @@ func (o *allocateOptions) run(ctx context.Context) error {
 func (o *allocateOptions) allocateGroup(ctx context.Context, c *cluster, g *group, pending []*resourcev1.ResourceClaim, nodes []*corev1.Node) ([]*resourcev1.ResourceClaim, error) {
 	var unfit []*allocator.UnfitError
 	var excluded []string
+	allocated := c.allocatedOf(g)
 	for _, node := range nodes {
-		if why := g.excluded(node); why != "" {
+		if why := g.excluded(node, allocated); why != "" {
 			excluded = append(excluded, fmt.Sprintf("node %s: %s", node.Name, why))
 			continue
 		}
@@ -192,4 +214,34 @@ func reportUnfit(o *allocateOptions, unfit []*allocator.UnfitError) error {
 		return &exitError{code: ExitCannotAnswer, msg: "no node fits and invalid resource pools were encountered: " + strings.Join(sortedCopy(msgs), "; ")}
 	}
 	return &exitError{code: ExitNoFit, msg: fmt.Sprintf("the claims do not fit on %s", plural(len(unfit), "node"))}
+}
+
+// placeSharing finds a node for a pod all of whose pending claims were
+// allocated here for pods before it: the first node the pod may use on
+// which those allocations are available.
+func (o *allocateOptions) placeSharing(c *cluster, g *group, shared []*resourcev1.ResourceClaim, nodes []*corev1.Node) error {
+	allocated := c.allocatedOf(g)
+	var excluded []string
+	for _, node := range nodes {
+		if why := g.excluded(node, allocated); why != "" {
+			excluded = append(excluded, fmt.Sprintf("node %s: %s", node.Name, why))
+			continue
+		}
+		fmt.Fprintf(o.Err, "%s: shares %s allocated before, on node %s\n", g, plural(len(shared), "claim"), node.Name)
+		return nil
+	}
+	for _, e := range excluded {
+		fmt.Fprintln(o.Err, e)
+	}
+	return &exitError{code: ExitNoFit, msg: fmt.Sprintf("%s may run on none of the %s tried", g, plural(len(nodes), "node"))}
+}
+
+// reserve adds pod to the claim's reservedFor, once.
+func reserve(claim *resourcev1.ResourceClaim, pod *corev1.Pod) {
+	if pod == nil || slices.ContainsFunc(claim.Status.ReservedFor, func(r resourcev1.ResourceClaimConsumerReference) bool {
+		return r.Resource == "pods" && r.Name == pod.Name
+	}) {
+		return
+	}
+	claim.Status.ReservedFor = append(claim.Status.ReservedFor, resourcev1.ResourceClaimConsumerReference{Resource: "pods", Name: pod.Name, UID: pod.UID})
 }

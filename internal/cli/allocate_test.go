@@ -71,6 +71,8 @@ func TestAllocateCommands(t *testing.T) {
 		{"allocate-v1beta1-no-nodes", []string{"allocate", "-f", inputFile("v1beta1.yaml")}, ExitOK},
 		{"allocate-named-node-no-nodes", []string{"allocate", "--node", "node-1", "-f", inputFile("v1beta1.yaml")}, ExitOK},
 		{"explain-tpu-no-nodes", []string{"explain", "-f", filepath.Join("examples", "tpu-multihost", "resourceslices.yaml"), "-f", filepath.Join("examples", "tpu-multihost", "deviceclass.yaml"), "-f", allocTestdata("tpu-2x4.yaml"), "--node", "node-1"}, ExitOK},
+		// Two pods share a claim: allocated for the first, reserved for both.
+		{"allocate-shared-claim", append([]string{"allocate"}, tpuInputs(allocTestdata("tpu-2x4.yaml"), allocTestdata("shared-claim-pods.yaml"))...), ExitOK},
 		// One pod fits nowhere; the other is still allocated (exit 1).
 		{"allocate-independent-pods", []string{"allocate", "-f", filepath.Join("examples", "dgx-h100-mixins"), "-f", allocTestdata("independent-pods.yaml")}, ExitNoFit},
 		{"allocate-duplicate-claim", []string{"allocate", "-f", allocTestdata("tpu-2x4.yaml"), "-f", allocTestdata("tpu-2x4.yaml"), "-f", filepath.Join("examples", "tpu-multihost")}, ExitCannotAnswer},

@@ -300,8 +300,12 @@ func (c *cluster) nodes(name string, notes io.Writer) ([]*corev1.Node, error) {
 
 // excluded says why a group's pod cannot run on node ("" if it can): its
 // nodeName, nodeSelector or required node affinity, as the scheduler's
-// NodeName and NodeAffinity filters decide.
-func (g *group) excluded(node *corev1.Node) string {
+// NodeName and NodeAffinity filters decide, or one of its allocated claims
+// whose devices the node cannot reach, as DRA's Filter decides.
+func (g *group) excluded(node *corev1.Node, allocated []*resourcev1.ResourceClaim) string {
+	if c := outsideAllocation(allocated, node); c != nil {
+		return fmt.Sprintf("ResourceClaim %s/%s is allocated on other nodes (status.allocation.nodeSelector)", c.Namespace, c.Name)
+	}
 	if g.pod == nil {
 		return ""
 	}
@@ -316,6 +320,37 @@ func (g *group) excluded(node *corev1.Node) string {
 		return "the node does not match the pod's nodeSelector or required node affinity"
 	}
 	return ""
+}
+
+// allocatedOf are a pod's claims that are allocated now: in the input, or
+// for a pod before it. The claims no pod uses are no pod's: none of them
+// constrains where the others go.
+func (c *cluster) allocatedOf(g *group) []*resourcev1.ResourceClaim {
+	if g.pod == nil {
+		return nil
+	}
+	var out []*resourcev1.ResourceClaim
+	for _, claim := range g.claims {
+		if cur, ok := c.snap.Claim(state.KeyOf(claim)); ok && cur.Status.Allocation != nil {
+			out = append(out, cur)
+		}
+	}
+	return out
+}
+
+// madeFor are the claims of a pod's group that were allocated here for a
+// pod before it, as printed.
+func (c *cluster) madeFor(g *group, made map[state.ClaimKey]*resourcev1.ResourceClaim) []*resourcev1.ResourceClaim {
+	if g.pod == nil {
+		return nil
+	}
+	var out []*resourcev1.ResourceClaim
+	for _, claim := range g.claims {
+		if m := made[state.KeyOf(claim)]; m != nil && !slices.Contains(out, m) {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // allocate allocates claims together on node.

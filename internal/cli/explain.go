@@ -179,7 +179,7 @@ func (o *explainOptions) run(ctx context.Context) error {
 		}
 		for _, node := range nodes {
 			en := explainNode{Node: node.Name}
-			if why := t.g.excluded(node); why != "" {
+			if why := t.g.excluded(node, c.allocatedOf(t.g)); why != "" {
 				en.Excluded = why
 				eg.Nodes = append(eg.Nodes, en)
 				continue
