@@ -14,11 +14,9 @@ import (
 	"os/signal"
 	"syscall"
 
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
+	"github.com/dractl/dractl/pkg/driverkit"
 	"github.com/dractl/dractl/pkg/gpudriver"
 )
 
@@ -42,17 +40,7 @@ func run(fs *flag.FlagSet, opts gpudriver.Options, kubeconfig string) error {
 	if err := opts.Complete(fs); err != nil {
 		return err
 	}
-	var rc *rest.Config
-	var err error
-	if kubeconfig != "" {
-		rc, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
-	} else {
-		rc, err = rest.InClusterConfig()
-	}
-	if err != nil {
-		return fmt.Errorf("kubernetes client configuration: %w", err)
-	}
-	client, err := kubernetes.NewForConfig(rc)
+	client, err := driverkit.KubeClient(kubeconfig)
 	if err != nil {
 		return err
 	}

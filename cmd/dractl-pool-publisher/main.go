@@ -18,9 +18,6 @@ import (
 	"syscall"
 	"time"
 
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
 	"github.com/dractl/dractl/pkg/api"
@@ -74,16 +71,7 @@ func run(o options) error {
 		}
 		pool = append(pool, s)
 	}
-	var rc *rest.Config
-	if o.kubeconfig != "" {
-		rc, err = clientcmd.BuildConfigFromFlags("", o.kubeconfig)
-	} else {
-		rc, err = rest.InClusterConfig()
-	}
-	if err != nil {
-		return fmt.Errorf("kubernetes client configuration: %w", err)
-	}
-	client, err := kubernetes.NewForConfig(rc)
+	client, err := driverkit.KubeClient(o.kubeconfig)
 	if err != nil {
 		return err
 	}

@@ -16,6 +16,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/klog/v2"
 
@@ -272,4 +274,68 @@ func (d *Driver) healthReport(ctx context.Context, hp HealthProfile) (kubeletplu
 		report.Devices = append(report.Devices, h)
 	}
 	return report, nil
+}
+
+// NodeConfig is what a node driver's process is told on its command line
+// beyond its Profile: who it is, where it keeps its state and meets the
+// kubelet, how it publishes, and (crash tests only) where it dies.
+type NodeConfig struct {
+	DriverName, NodeName string
+	// StateDir keeps the checkpoints; CDIDir is read by the container
+	// runtime.
+	StateDir, CDIDir string
+	// RegistrarDir and PluginDir are the kubelet's; empty means the
+	// kubelet defaults.
+	RegistrarDir, PluginDir string
+	// CompactIfAccepted publishes with mixins when the API server serves
+	// them (PublishCompactIfAccepted), else flat.
+	CompactIfAccepted bool
+	// Failpoint kills the process at that step of prepare or unprepare
+	// (PrepareFailpoints, UnprepareFailpoints); empty for none.
+	Failpoint string
+}
+
+// StartNode starts a node driver from its command-line configuration:
+// Start with the profile, its pool and the CDI class its devices are
+// named under.
+func StartNode(ctx context.Context, cfg NodeConfig, cdiClass string, client kubernetes.Interface, profile Profile, pool []*api.ResourceSlice) (*Driver, error) {
+	kill, err := KillAt(cfg.Failpoint)
+	if err != nil {
+		return nil, err
+	}
+	mixins := PublishFlat
+	if cfg.CompactIfAccepted {
+		mixins = PublishCompactIfAccepted
+	}
+	d, err := Start(ctx, Options{
+		Config: Config{
+			DriverName: cfg.DriverName, Profile: profile,
+			StateDir: cfg.StateDir, CDIDir: cfg.CDIDir, CDIClass: cdiClass,
+			Failpoint: kill,
+		},
+		NodeName: cfg.NodeName, KubeClient: client,
+		RegistrarDir: cfg.RegistrarDir, PluginDir: cfg.PluginDir,
+		Mixins: mixins,
+	}, pool)
+	if err != nil {
+		return nil, fmt.Errorf("start driver: %w", err)
+	}
+	return d, nil
+}
+
+// KubeClient is the API client of a driver's process: from kubeconfig
+// when one is named (out of cluster, tests), else the Pod's service
+// account.
+func KubeClient(kubeconfig string) (kubernetes.Interface, error) {
+	var rc *rest.Config
+	var err error
+	if kubeconfig != "" {
+		rc, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
+	} else {
+		rc, err = rest.InClusterConfig()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client configuration: %w", err)
+	}
+	return kubernetes.NewForConfig(rc)
 }

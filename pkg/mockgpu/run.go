@@ -2,7 +2,6 @@ package mockgpu
 
 import (
 	"context"
-	"fmt"
 	"path/filepath"
 
 	"k8s.io/client-go/kubernetes"
@@ -43,26 +42,12 @@ func Run(ctx context.Context, cfg Config, client kubernetes.Interface) error {
 	if err != nil {
 		return err
 	}
-	kill, err := driverkit.KillAt(cfg.Failpoint)
+	d, err := driverkit.StartNode(ctx, driverkit.NodeConfig{
+		DriverName: cfg.DriverName, NodeName: cfg.NodeName, StateDir: cfg.StateDir, CDIDir: cfg.CDIDir,
+		RegistrarDir: cfg.RegistrarDir, PluginDir: cfg.PluginDir, CompactIfAccepted: cfg.CompactIfAccepted, Failpoint: cfg.Failpoint,
+	}, "gpu", client, gpus, gpus.Pool())
 	if err != nil {
 		return err
-	}
-	mixins := driverkit.PublishFlat
-	if cfg.CompactIfAccepted {
-		mixins = driverkit.PublishCompactIfAccepted
-	}
-	d, err := driverkit.Start(ctx, driverkit.Options{
-		Config: driverkit.Config{
-			DriverName: cfg.DriverName, Profile: gpus,
-			StateDir: cfg.StateDir, CDIDir: cfg.CDIDir, CDIClass: "gpu",
-			Failpoint: kill,
-		},
-		NodeName: cfg.NodeName, KubeClient: client,
-		RegistrarDir: cfg.RegistrarDir, PluginDir: cfg.PluginDir,
-		Mixins: mixins,
-	}, gpus.Pool())
-	if err != nil {
-		return fmt.Errorf("start driver: %w", err)
 	}
 	klog.FromContext(ctx).Info("Serving", "driver", cfg.DriverName, "node", cfg.NodeName, "gpus", cfg.GPUs, "model", gpus.Model.Name)
 	<-ctx.Done()
