@@ -81,6 +81,9 @@ type Options struct {
 	// (for example "dra/dractl"); a partial run does not check that every
 	// workload ran.
 	Run string
+	// WorkloadTimeout, if set, cancels a workload that runs longer (the
+	// adapter's default is 3 minutes; in-tree's take seconds).
+	WorkloadTimeout time.Duration
 	// Log receives the go commands' own output (downloads, build errors).
 	Log io.Writer
 	// Progress, if set, is called with every case as it ends.
@@ -102,6 +105,11 @@ type Case struct {
 	// Log is the scheduler's, apiserver's and etcd's log of a failed
 	// workload, if it was kept.
 	Log string
+	// LogError is the error the log has most often, and LogErrors how
+	// often: a plugin that fails the same way in every cycle says so there
+	// and nowhere else.
+	LogError  string
+	LogErrors int
 }
 
 // Name is <test case>/<workload>; a group that failed on its own is
@@ -208,6 +216,7 @@ func Run(opts Options) (*Report, error) {
 	go func() {
 		cases, err := parse(pr, func(c Case) {
 			c.Log = logFile(logs, c)
+			c.LogError, c.LogErrors = commonError(c.Log)
 			if opts.Progress != nil {
 				opts.Progress(c)
 			}
@@ -219,7 +228,11 @@ func Run(opts Options) (*Report, error) {
 	start := time.Now()
 	// -vet=off: the package is upstream's; a failing workload makes go
 	// test exit non-zero, and the report says which.
-	testErr := run(mod, opts.Log, pw, env, "go", "test", "-json", "-count=1", "-vet=off", "-timeout=3h", "-run", pattern, "./"+adapterDir)
+	args := []string{"go", "test", "-json", "-count=1", "-vet=off", "-timeout=3h", "-run", pattern, "./" + adapterDir}
+	if opts.WorkloadTimeout > 0 {
+		args = append(args, "-args", "-workload-timeout="+opts.WorkloadTimeout.String())
+	}
+	testErr := run(mod, opts.Log, pw, env, args...)
 	wall := time.Since(start)
 	pw.Close()
 	res := <-done
@@ -228,7 +241,9 @@ func Run(opts Options) (*Report, error) {
 	}
 	rep := &Report{Cases: res.cases, Wall: wall}
 	for i := range rep.Cases {
-		rep.Cases[i].Log = logFile(logs, rep.Cases[i])
+		c := &rep.Cases[i]
+		c.Log = logFile(logs, *c)
+		c.LogError, c.LogErrors = commonError(c.Log)
 	}
 	if opts.Run == "" {
 		rep.Cases = append(rep.Cases, missing(rep.Cases, want)...)
@@ -482,6 +497,42 @@ func logFile(dir string, c Case) string {
 	return path
 }
 
+// logErr is an error in a klog line: err="..." with escaped quotes.
+var logErr = regexp.MustCompile(`\berr="((?:[^"\\]|\\.)*)"`)
+
+// commonError returns the error most frequent in a log, and how often it
+// is there; ties go to the one seen first.
+func commonError(path string) (string, int) {
+	if path == "" {
+		return "", 0
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return "", 0
+	}
+	defer f.Close()
+	count := map[string]int{}
+	var order []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		for _, m := range logErr.FindAllSubmatch(sc.Bytes(), -1) {
+			msg := strings.ReplaceAll(string(m[1]), `\"`, `"`)
+			if count[msg] == 0 {
+				order = append(order, msg)
+			}
+			count[msg]++
+		}
+	}
+	best := ""
+	for _, msg := range order {
+		if count[msg] > count[best] {
+			best = msg
+		}
+	}
+	return best, count[best]
+}
+
 // event is one line of go test -json.
 type event struct {
 	Action  string
@@ -540,7 +591,8 @@ func parse(r io.Reader, ended func(Case)) ([]Case, error) {
 		case "run":
 			t.started = true
 		case "output":
-			if line := strings.TrimSpace(e.Output); line != "" && !strings.HasPrefix(line, "=== ") && !strings.HasPrefix(line, "--- ") {
+			line := strings.TrimRight(e.Output, "\n")
+			if trimmed := strings.TrimSpace(line); trimmed != "" && !strings.HasPrefix(trimmed, "=== ") && !strings.HasPrefix(trimmed, "--- ") {
 				t.out = append(t.out, line)
 			}
 		case "skip":
@@ -588,15 +640,48 @@ func caseOf(parts []string, result string, elapsed time.Duration, out []string) 
 	}
 	c := Case{Suite: at(0), Plugin: at(1), TestCase: at(2), Workload: at(3), Result: result, Elapsed: elapsed}
 	if result == "fail" {
-		if len(out) > maxMessageLines {
-			out = append(out[:maxMessageLines:maxMessageLines], fmt.Sprintf("... %d more lines", len(out)-maxMessageLines))
-		}
-		c.Message = strings.Join(out, "\n")
-		if c.Message == "" {
-			c.Message = "failed without a message"
-		}
+		c.Message = failureMessage(out)
 	}
 	return c
+}
+
+var (
+	// logEntry starts a line a test logged (t.Log, t.Error): the test's
+	// own output is indented by four spaces, continuation lines by more.
+	logEntry = regexp.MustCompile(`^    \S+\.go:\d+: `)
+	// errorEntry starts an error ktesting reported (tCtx.Errorf, Fatalf).
+	errorEntry = regexp.MustCompile(`^    \S+\.go:\d+: (FATAL )?ERROR:`)
+)
+
+// failureMessage picks the errors out of a failed test's output: the
+// workload's own log (apiserver, scheduler) is there too. Output without
+// such an error (a panic, a leak check) is given by its last lines.
+func failureMessage(out []string) string {
+	var msg []string
+	in := false
+	for _, line := range out {
+		switch {
+		case errorEntry.MatchString(line):
+			in = true
+		case logEntry.MatchString(line):
+			in = false
+		}
+		if in {
+			msg = append(msg, strings.TrimSpace(line))
+		}
+	}
+	if len(msg) == 0 {
+		for _, line := range out[max(len(out)-maxMessageLines, 0):] {
+			msg = append(msg, strings.TrimSpace(line))
+		}
+	}
+	if len(msg) > maxMessageLines {
+		msg = append(msg[:maxMessageLines:maxMessageLines], fmt.Sprintf("... %d more lines", len(msg)-maxMessageLines))
+	}
+	if len(msg) == 0 {
+		return "failed without a message"
+	}
+	return strings.Join(msg, "\n")
 }
 
 // ErrFailed is returned by Check when a workload failed with dractl's

@@ -2,6 +2,7 @@ package schedperf
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -31,7 +32,12 @@ const stream = `{"Action":"run","Test":"TestSchedulerPerf"}
 {"Action":"run","Test":"TestSchedulerPerf/dra/dractl"}
 {"Action":"run","Test":"TestSchedulerPerf/dra/dractl/A"}
 {"Action":"run","Test":"TestSchedulerPerf/dra/dractl/A/fast"}
-{"Action":"output","Test":"TestSchedulerPerf/dra/dractl/A/fast","Output":"    scheduler_perf.go:960: Error running workload fast: op 6: timed out\n"}
+{"Action":"output","Test":"TestSchedulerPerf/dra/dractl/A/fast","Output":"    operations.go:143: Created 10 item(s) from ../templates/slice.yaml in cluster scope:\n"}
+{"Action":"output","Test":"TestSchedulerPerf/dra/dractl/A/fast","Output":"        kind: ResourceSlice\n"}
+{"Action":"output","Test":"TestSchedulerPerf/dra/dractl/A/fast","Output":"    scheduler_perf.go:960: FATAL ERROR: Error running workload fast: op 6:\n"}
+{"Action":"output","Test":"TestSchedulerPerf/dra/dractl/A/fast","Output":"        timed out\n"}
+{"Action":"output","Test":"TestSchedulerPerf/dra/dractl/A/fast","Output":"    reflector.go:507: I1128 01:20:15.955582] Caches populated\n"}
+{"Action":"output","Test":"TestSchedulerPerf/dra/dractl/A/fast","Output":"    adapter_test.go:170: ERROR: check: pod test/p-1 has no claim\n"}
 {"Action":"output","Test":"TestSchedulerPerf/dra/dractl/A/fast","Output":"--- FAIL: TestSchedulerPerf/dra/dractl/A/fast (30.00s)\n"}
 {"Action":"fail","Test":"TestSchedulerPerf/dra/dractl/A/fast","Elapsed":30}
 {"Action":"fail","Test":"TestSchedulerPerf/dra/dractl/A","Elapsed":30}
@@ -69,8 +75,8 @@ func TestParse(t *testing.T) {
 	if c := cases[0]; c.Result != "pass" || c.Elapsed != 6500*time.Millisecond || c.Suite != "dra" || c.Message != "" {
 		t.Errorf("in-tree A/fast = %+v, want a pass of 6.5s in suite dra without a message", c)
 	}
-	if c := cases[1]; c.Result != "fail" || c.Message != "scheduler_perf.go:960: Error running workload fast: op 6: timed out" {
-		t.Errorf("dractl A/fast = %+v, want a failure with the test's own lines, no go test headers", c)
+	if c, want := cases[1], "scheduler_perf.go:960: FATAL ERROR: Error running workload fast: op 6:\ntimed out\nadapter_test.go:170: ERROR: check: pod test/p-1 has no claim"; c.Result != "fail" || c.Message != want {
+		t.Errorf("dractl A/fast = %+v, want a failure with the errors' lines, not the workload's log:\n%s", c, want)
 	}
 	if c := cases[2]; c.Result != "fail" || c.Suite != "devicetaints" || c.Workload != "" || !strings.Contains(c.Message, "bad yaml") {
 		t.Errorf("devicetaints = %+v, want the suite's own failure", c)
@@ -80,20 +86,24 @@ func TestParse(t *testing.T) {
 	}
 }
 
-func TestParseLongMessage(t *testing.T) {
-	var b strings.Builder
-	b.WriteString(`{"Action":"run","Test":"TestSchedulerPerf/dra/dractl/A/fast"}` + "\n")
-	for range maxMessageLines + 5 {
-		b.WriteString(`{"Action":"output","Test":"TestSchedulerPerf/dra/dractl/A/fast","Output":"goroutine 1\n"}` + "\n")
+func TestFailureMessage(t *testing.T) {
+	var errs, logs []string
+	errs = append(errs, "    scheduler_perf.go:960: FATAL ERROR: Error running workload fast:")
+	for i := range maxMessageLines + 5 {
+		errs = append(errs, fmt.Sprintf("        goroutine %d", i))
+		logs = append(logs, fmt.Sprintf("    leak.go:1: goroutine %d", i))
 	}
-	b.WriteString(`{"Action":"fail","Test":"TestSchedulerPerf/dra/dractl/A/fast","Elapsed":1}` + "\n")
-	cases, err := parse(strings.NewReader(b.String()), nil)
-	if err != nil {
-		t.Fatal(err)
+	lines := strings.Split(failureMessage(errs), "\n")
+	if len(lines) != maxMessageLines+1 || lines[maxMessageLines] != "... 6 more lines" {
+		t.Errorf("a long error: %d lines ending %q, want %d and a count of the rest", len(lines), lines[len(lines)-1], maxMessageLines+1)
 	}
-	lines := strings.Split(cases[0].Message, "\n")
-	if len(lines) != maxMessageLines+1 || lines[maxMessageLines] != "... 5 more lines" {
-		t.Errorf("message has %d lines ending %q, want %d and a count of the rest", len(lines), lines[len(lines)-1], maxMessageLines+1)
+	// Without a ktesting error (a leak check, a panic), the last lines.
+	lines = strings.Split(failureMessage(logs), "\n")
+	if len(lines) != maxMessageLines || lines[0] != "leak.go:1: goroutine 5" || lines[maxMessageLines-1] != fmt.Sprintf("leak.go:1: goroutine %d", maxMessageLines+4) {
+		t.Errorf("no error entry: %q, want the last %d lines", lines, maxMessageLines)
+	}
+	if got := failureMessage(nil); got != "failed without a message" {
+		t.Errorf("no output: %q", got)
 	}
 }
 
@@ -263,5 +273,26 @@ func write(t *testing.T, path, data string) {
 	}
 	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestCommonError(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "w.log")
+	write(t, path, `I1128 01:20:15.9 1 reflector.go:507] "Caches populated"
+E1128 01:20:16.0 1 schedule_one.go:1] "Error scheduling pod" err="timed out" pod="test/a"
+E1128 01:20:16.1 1 schedule_one.go:1] "Error scheduling pod" err="running Reserve plugin \"DractlDynamicResources\": no allocation for node n-0" pod="test/a"
+E1128 01:20:16.2 1 schedule_one.go:1] "Error scheduling pod" err="running Reserve plugin \"DractlDynamicResources\": no allocation for node n-0" pod="test/b"
+`)
+	msg, n := commonError(path)
+	if want := `running Reserve plugin "DractlDynamicResources": no allocation for node n-0`; msg != want || n != 2 {
+		t.Errorf("commonError = %q, %d; want %q, 2", msg, n, want)
+	}
+	if msg, n := commonError(""); msg != "" || n != 0 {
+		t.Errorf("no log: %q, %d", msg, n)
+	}
+	clean := filepath.Join(t.TempDir(), "clean.log")
+	write(t, clean, "I1128 all good\n")
+	if msg, n := commonError(clean); msg != "" || n != 0 {
+		t.Errorf("a log without errors: %q, %d", msg, n)
 	}
 }

@@ -23,10 +23,11 @@ func main() {
 	work := flag.String("work", "", "directory to copy scheduler_perf into and keep (default: a temporary one, removed)")
 	bin := flag.String("bin", "", "directory for etcd and the logs of failed workloads (default: <repo>/bin)")
 	runPattern := flag.String("run", "", "only the tests matching this go test -run pattern below TestSchedulerPerf, e.g. dra/dractl (no check that every workload ran)")
+	timeout := flag.Duration("workload-timeout", 3*time.Minute, "cancel a workload that runs longer (the in-tree plugin's take seconds)")
 	verbose := flag.Bool("v", false, "print the go commands' output")
 	flag.Parse()
 
-	opts := schedperf.Options{Repo: *repo, Work: *work, Bin: *bin, Run: *runPattern}
+	opts := schedperf.Options{Repo: *repo, Work: *work, Bin: *bin, Run: *runPattern, WorkloadTimeout: *timeout}
 	if *verbose {
 		opts.Log = os.Stderr
 	}
@@ -71,6 +72,9 @@ func line(c schedperf.Case, inTreeFails bool) string {
 	b.WriteString(")")
 	if c.Message != "" {
 		b.WriteString("\n    " + strings.ReplaceAll(c.Message, "\n", "\n    "))
+	}
+	if c.LogErrors > 0 {
+		fmt.Fprintf(&b, "\n    most frequent error in the log (%d times): %s", c.LogErrors, c.LogError)
 	}
 	if c.Log != "" {
 		if wd, err := os.Getwd(); err == nil {
