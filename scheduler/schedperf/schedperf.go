@@ -81,6 +81,9 @@ type Options struct {
 	// (for example "dra/dractl"); a partial run does not check that every
 	// workload ran.
 	Run string
+	// TestArgs are passed to the test binary after the adapter's own, for
+	// example -v=5 for the scheduler's reasons in the logs.
+	TestArgs []string
 	// WorkloadTimeout, if set, cancels a workload that runs longer (the
 	// adapter's default is 3 minutes; in-tree's take seconds).
 	WorkloadTimeout time.Duration
@@ -106,10 +109,12 @@ type Case struct {
 	// workload, if it was kept.
 	Log string
 	// LogError is the error the log has most often, and LogErrors how
-	// often: a plugin that fails the same way in every cycle says so there
-	// and nowhere else.
+	// often, if at least repeatedError times: a plugin that fails the same
+	// way in every cycle says so there and nowhere else.
 	LogError  string
 	LogErrors int
+	// LogTruncated: the log was cut to its first MaxLogSize bytes.
+	LogTruncated bool
 }
 
 // Name is <test case>/<workload>; a group that failed on its own is
@@ -214,11 +219,12 @@ func Run(opts Options) (*Report, error) {
 	}
 	done := make(chan parsed, 1)
 	go func() {
-		cases, err := parse(pr, func(c Case) {
-			c.Log = logFile(logs, c)
-			c.LogError, c.LogErrors = commonError(c.Log)
+		cases, err := parse(pr, func(c *Case) {
+			c.Log = logFile(logs, *c)
+			c.LogError, c.LogErrors = repeated(commonError(c.Log))
+			c.LogTruncated = truncateLog(c.Log)
 			if opts.Progress != nil {
-				opts.Progress(c)
+				opts.Progress(*c)
 			}
 		})
 		// Drain what is left so that the test never blocks on its output.
@@ -229,9 +235,11 @@ func Run(opts Options) (*Report, error) {
 	// -vet=off: the package is upstream's; a failing workload makes go
 	// test exit non-zero, and the report says which.
 	args := []string{"go", "test", "-json", "-count=1", "-vet=off", "-timeout=3h", "-run", pattern, "./" + adapterDir}
+	args = append(args, "-args")
 	if opts.WorkloadTimeout > 0 {
-		args = append(args, "-args", "-workload-timeout="+opts.WorkloadTimeout.String())
+		args = append(args, "-workload-timeout="+opts.WorkloadTimeout.String())
 	}
+	args = append(args, opts.TestArgs...)
 	testErr := run(mod, opts.Log, pw, env, args...)
 	wall := time.Since(start)
 	pw.Close()
@@ -240,11 +248,6 @@ func Run(opts Options) (*Report, error) {
 		return nil, res.err
 	}
 	rep := &Report{Cases: res.cases, Wall: wall}
-	for i := range rep.Cases {
-		c := &rep.Cases[i]
-		c.Log = logFile(logs, *c)
-		c.LogError, c.LogErrors = commonError(c.Log)
-	}
 	if opts.Run == "" {
 		rep.Cases = append(rep.Cases, missing(rep.Cases, want)...)
 	}
@@ -500,6 +503,34 @@ func logFile(dir string, c Case) string {
 // logErr is an error in a klog line: err="..." with escaped quotes.
 var logErr = regexp.MustCompile(`\berr="((?:[^"\\]|\\.)*)"`)
 
+// MaxLogSize bounds a failed workload's log: a plugin that fails every
+// cycle writes hundreds of MiB a minute, the same lines over and over.
+const MaxLogSize = 64 << 20
+
+// truncateLog cuts the log at path to MaxLogSize and reports whether it
+// did.
+func truncateLog(path string) bool {
+	if path == "" {
+		return false
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Size() <= MaxLogSize {
+		return false
+	}
+	return os.Truncate(path, MaxLogSize) == nil
+}
+
+// repeatedError is how often an error must be in a workload's log to be
+// reported: an error seen a few times (a namespace not there yet at start)
+// is the noise of every run.
+const repeatedError = 10
+
+func repeated(msg string, n int) (string, int) {
+	if n < repeatedError {
+		return "", 0
+	}
+	return msg, n
+}
+
 // commonError returns the error most frequent in a log, and how often it
 // is there; ties go to the one seen first.
 func commonError(path string) (string, int) {
@@ -552,8 +583,9 @@ const maxMessageLines = 30
 // or failed, skipped ones left out (the label filter), and the groups that
 // failed without a failed workload below them. A workload that started
 // and never ended failed (the test binary died or timed out inside it).
-// ended is called with every case as soon as it is known.
-func parse(r io.Reader, ended func(Case)) ([]Case, error) {
+// ended is called with every case as soon as it is known, and may add to
+// it.
+func parse(r io.Reader, ended func(*Case)) ([]Case, error) {
 	type test struct {
 		out     []string
 		started bool
@@ -575,7 +607,7 @@ func parse(r io.Reader, ended func(Case)) ([]Case, error) {
 	emit := func(c Case) {
 		cases = append(cases, c)
 		if ended != nil {
-			ended(c)
+			ended(&cases[len(cases)-1])
 		}
 	}
 	sc := bufio.NewScanner(r)

@@ -57,7 +57,10 @@ const stream = `{"Action":"run","Test":"TestSchedulerPerf"}
 
 func TestParse(t *testing.T) {
 	var ended []string
-	cases, err := parse(strings.NewReader(stream), func(c Case) { ended = append(ended, c.Plugin+" "+c.Name()) })
+	cases, err := parse(strings.NewReader(stream), func(c *Case) {
+		ended = append(ended, c.Plugin+" "+c.Name())
+		c.Log = "seen"
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,6 +74,11 @@ func TestParse(t *testing.T) {
 	}
 	if !slices.Equal(ended, want) {
 		t.Errorf("reported as they ended: %q, want %q", ended, want)
+	}
+	for _, c := range cases {
+		if c.Log != "seen" {
+			t.Errorf("%s %s: what the callback added is lost", c.Plugin, c.Name())
+		}
 	}
 	if c := cases[0]; c.Result != "pass" || c.Elapsed != 6500*time.Millisecond || c.Suite != "dra" || c.Message != "" {
 		t.Errorf("in-tree A/fast = %+v, want a pass of 6.5s in suite dra without a message", c)
@@ -276,6 +284,25 @@ func write(t *testing.T, path, data string) {
 	}
 }
 
+func TestTruncateLog(t *testing.T) {
+	dir := t.TempDir()
+	small, big := filepath.Join(dir, "small.log"), filepath.Join(dir, "big.log")
+	write(t, small, "short\n")
+	write(t, big, "")
+	if err := os.Truncate(big, MaxLogSize+1); err != nil {
+		t.Fatal(err)
+	}
+	if truncateLog(small) || truncateLog("") {
+		t.Error("a small log or none was truncated")
+	}
+	if !truncateLog(big) {
+		t.Error("a big log was not truncated")
+	}
+	if fi, err := os.Stat(big); err != nil || fi.Size() != MaxLogSize {
+		t.Errorf("big log after truncating: %v, %v; want %d bytes", fi.Size(), err, MaxLogSize)
+	}
+}
+
 func TestCommonError(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "w.log")
 	write(t, path, `I1128 01:20:15.9 1 reflector.go:507] "Caches populated"
@@ -286,6 +313,12 @@ E1128 01:20:16.2 1 schedule_one.go:1] "Error scheduling pod" err="running Reserv
 	msg, n := commonError(path)
 	if want := `running Reserve plugin "DractlDynamicResources": no allocation for node n-0`; msg != want || n != 2 {
 		t.Errorf("commonError = %q, %d; want %q, 2", msg, n, want)
+	}
+	if msg, n := repeated(commonError(path)); msg != "" || n != 0 {
+		t.Errorf("an error seen twice is reported: %q, %d", msg, n)
+	}
+	if msg, n := repeated("again", repeatedError); msg != "again" || n != repeatedError {
+		t.Errorf("an error seen %d times is not reported: %q, %d", repeatedError, msg, n)
 	}
 	if msg, n := commonError(""); msg != "" || n != 0 {
 		t.Errorf("no log: %q, %d", msg, n)

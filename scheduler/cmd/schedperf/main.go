@@ -24,10 +24,11 @@ func main() {
 	bin := flag.String("bin", "", "directory for etcd and the logs of failed workloads (default: <repo>/bin)")
 	runPattern := flag.String("run", "", "only the tests matching this go test -run pattern below TestSchedulerPerf, e.g. dra/dractl (no check that every workload ran)")
 	timeout := flag.Duration("workload-timeout", 3*time.Minute, "cancel a workload that runs longer (the in-tree plugin's take seconds)")
+	testArgs := flag.String("test-args", "", "space-separated flags for the test binary, e.g. -v=5 for the scheduler's reasons in the logs of failed workloads")
 	verbose := flag.Bool("v", false, "print the go commands' output")
 	flag.Parse()
 
-	opts := schedperf.Options{Repo: *repo, Work: *work, Bin: *bin, Run: *runPattern, WorkloadTimeout: *timeout}
+	opts := schedperf.Options{Repo: *repo, Work: *work, Bin: *bin, Run: *runPattern, WorkloadTimeout: *timeout, TestArgs: strings.Fields(*testArgs)}
 	if *verbose {
 		opts.Log = os.Stderr
 	}
@@ -83,6 +84,9 @@ func line(c schedperf.Case, inTreeFails bool) string {
 			}
 		}
 		b.WriteString("\n    log: " + c.Log)
+		if c.LogTruncated {
+			fmt.Fprintf(&b, " (its first %d MiB)", schedperf.MaxLogSize>>20)
+		}
 	}
 	return b.String()
 }
