@@ -7,7 +7,7 @@ FUZZTIME_SHORT ?= 500x
 FUZZTIME ?= 30s
 EXAMPLES := $(sort $(wildcard examples/*/))
 
-.PHONY: all build driver test demo fmt-check vet tidy-check unit scheduler-test fuzz fuzz-short golden readme conformance conformance-test bench chromium report-screenshot e2e e2e-golden bench-e2e scheduler
+.PHONY: all build driver test demo fmt-check vet tidy-check unit scheduler-test fuzz fuzz-short golden readme conformance conformance-test bench chromium report-screenshot e2e e2e-golden bench-e2e scheduler schedperf
 
 all: build
 
@@ -191,6 +191,17 @@ E2E_TIMEOUT ?= 60m
 e2e:
 	$(GO) -C e2e vet ./...
 	$(GO) -C e2e test -count=1 -timeout $(E2E_TIMEOUT) ./...
+
+# kube-scheduler's own DRA test cases (scheduler_perf of k8s.io/kubernetes,
+# test/integration/scheduler_perf/dra, the integration-test workloads),
+# once with the in-tree DynamicResources plugin and once with dractl's in
+# its place, in a temporary copy made from the Go module cache
+# (scheduler/schedperf); etcd is built into bin/ from the module proxy.
+# Logs of failed workloads are kept in bin/schedperf-logs. Last line:
+# "N passed, M failed" over dractl's runs.
+SCHEDPERF_FLAGS ?=
+schedperf:
+	$(GO) -C scheduler run ./cmd/schedperf -repo .. $(SCHEDPERF_FLAGS)
 
 # Rewrites e2e/testdata from the current behaviour; review the diff.
 e2e-golden:
