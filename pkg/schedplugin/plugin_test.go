@@ -103,8 +103,8 @@ func schedule(t *testing.T, c *cluster, pod *v1.Pod, nodes ...fakeNodeInfo) (*fa
 }
 
 // TestCycleResultsStartEmpty: a cycle's per-node results map may be one an
-// earlier cycle released after Reserve; it must start empty, so that
-// Reserve never takes another pod's allocation for a node.
+// earlier cycle released in PreBind; it must start empty, so that Reserve
+// never takes another pod's allocation for a node.
 func TestCycleResultsStartEmpty(t *testing.T) {
 	objs := append(gpuObjects(t), gpuClaim("a", 1), gpuClaim("b", 1))
 	c := newCluster(t, nil, objs...)
@@ -127,8 +127,14 @@ func TestCycleResultsStartEmpty(t *testing.T) {
 		if st := c.pl.Reserve(context.Background(), cs, pod, node1.node.Name); st.IsSuccess() != fits {
 			t.Fatalf("Reserve %s on node-1: %v", pod.Name, st)
 		}
+		if !fits {
+			continue
+		}
+		if st := c.pl.PreBind(context.Background(), cs, pod, node1.node.Name); !st.IsSuccess() {
+			t.Fatalf("PreBind %s: %v", pod.Name, st)
+		}
 		if s.results != nil {
-			t.Errorf("cycle %d kept its results map after Reserve", i)
+			t.Errorf("cycle %d kept its results map after PreBind", i)
 		}
 	}
 }
@@ -225,6 +231,37 @@ func TestUnreserveFreesDevices(t *testing.T) {
 	}
 	if _, node, statuses := schedule(t, c, gpuPod("pod-b", "b"), node1); node != "node-1" {
 		t.Fatalf("pod-b not placed after pod-a's binding failed: %v", statuses)
+	}
+}
+
+// TestReserveAgainAfterUnreserve: in a pod group's cycle kube-scheduler
+// calls Reserve, Unreserve and Reserve again on one cycle state; the
+// second Reserve finds the node's results and assumes them again.
+func TestReserveAgainAfterUnreserve(t *testing.T) {
+	c := newCluster(t, nil, append(gpuObjects(t), gpuClaim("a", 1))...)
+	ctx := context.Background()
+	podA := gpuPod("pod-a", "a")
+	cs, node, _ := schedule(t, c, podA, node1)
+	if node != "node-1" {
+		t.Fatal("pod-a not placed")
+	}
+	c.pl.Unreserve(ctx, cs, podA, node)
+	if c.tracker.GetPendingAllocation("uid-a") != nil {
+		t.Fatal("allocation still in flight after Unreserve")
+	}
+	if st := c.pl.Reserve(ctx, cs, podA, node); !st.IsSuccess() {
+		t.Fatalf("Reserve after Unreserve: %v", st)
+	}
+	if got := c.tracker.GetPendingAllocation("uid-a"); got == nil || got.Devices.Results[0].Device != "gpu-0" {
+		t.Fatalf("no allocation in flight after the second Reserve: %v", got)
+	}
+	if st := c.pl.PreBind(ctx, cs, podA, node); !st.IsSuccess() {
+		t.Fatalf("PreBind: %v", st)
+	}
+	got, err := c.client.ResourceV1().ResourceClaims("default").Get(ctx, "a", metav1.GetOptions{})
+	must(t, err)
+	if got.Status.Allocation == nil || got.Status.Allocation.Devices.Results[0].Device != "gpu-0" {
+		t.Errorf("claim written with %v", got.Status.Allocation)
 	}
 }
 

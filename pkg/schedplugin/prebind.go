@@ -57,6 +57,8 @@ func (pl *Plugin) PreBind(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, n
 	if len(s.claims) == 0 {
 		return nil
 	}
+	// Past Reserve for good: no node's results are read any more.
+	pl.releaseResults(s)
 	defer pl.gate.release(pod.UID)
 	pendingAt := map[int]int{}
 	for j, i := range s.pending {

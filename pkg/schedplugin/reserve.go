@@ -34,10 +34,12 @@ func (pl *Plugin) Reserve(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, n
 	}
 	// Placed: nodes the Cycle rejected on the way no longer matter.
 	pl.waiting.drop(pod.UID)
+	// The results stay until PreBind: in a pod group's cycle
+	// kube-scheduler calls Reserve, Unreserve and Reserve again on one
+	// cycle state, for the same node or another one that fit.
 	s.mu.Lock()
 	res, ok := s.results[nodeName]
 	s.mu.Unlock()
-	pl.releaseResults(s)
 	if !ok {
 		return asError(logger, fmt.Errorf("no allocation for node %s", nodeName))
 	}

@@ -23,7 +23,8 @@ func (pl *Plugin) resultsMap(nodes int) map[string][]*resourcev1.AllocationResul
 }
 
 // releaseResults hands the cycle's results map back for reuse once
-// nothing reads it any more: after Reserve took the chosen node's.
+// nothing reads it any more: in PreBind, when no Reserve can come again.
+// A cycle that ends in Unreserve leaves its map to the garbage collector.
 func (pl *Plugin) releaseResults(s *cycleState) {
 	s.mu.Lock()
 	m := s.results
