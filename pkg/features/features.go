@@ -68,6 +68,9 @@ const (
 	// DeviceTaintRules: DeviceTaintRule objects taint the devices they
 	// select (KEP-5055).
 	DeviceTaintRules Gate = "DRADeviceTaintRules"
+	// WorkloadResourceClaims: claims of a PodGroup shared by its pods
+	// (KEP-5729).
+	WorkloadResourceClaims Gate = "DRAWorkloadResourceClaims"
 )
 
 // NodeFeatureOptionalNodeOperations is what a node lists in
@@ -115,6 +118,7 @@ var stages = map[Gate]Stage{
 	ResourceSliceMixins:       Alpha,
 	SchedulerFilterTimeout:    Beta,
 	DeviceTaintRules:          GA,
+	WorkloadResourceClaims:    Beta,
 }
 
 // StageOf returns g's maturity in Kubernetes 1.37, false for a gate this
@@ -134,7 +138,7 @@ var gates = []Gate{
 }
 
 // schedulerGates are the plugin's own gates, in a fixed order.
-var schedulerGates = []Gate{SchedulerFilterTimeout, DeviceTaintRules}
+var schedulerGates = []Gate{SchedulerFilterTimeout, DeviceTaintRules, WorkloadResourceClaims}
 
 // SchedulerGates returns the gates only the scheduler plugin reads.
 func SchedulerGates() []Gate { return slices.Clone(schedulerGates) }

@@ -71,6 +71,10 @@ func IsNotFound(err error) bool {
 type Resolver struct {
 	// Claim looks up a stored ResourceClaim.
 	Claim func(namespace, name string) (*resourcev1.ResourceClaim, error)
+	// AcceptPodGroupOwner lets a template's claim be controlled by the
+	// pod's PodGroup rather than the pod (KEP-5729, kube-scheduler's
+	// DRAWorkloadResourceClaims).
+	AcceptPodGroupOwner bool
 	// Templates, when set, lets the resolver stand in for the resourceclaim
 	// controller: a template entry whose claim is not recorded in the
 	// pod's status (or recorded but not stored) gets the claim the
@@ -149,19 +153,19 @@ func (r Resolver) entry(pod *corev1.Pod, i int) (e Entry, skip bool) {
 	case err != nil:
 		e.Err = err
 	default:
-		e.Claim, e.Err = usable(pod, claim, mustCheckOwner)
+		e.Claim, e.Err = usable(pod, claim, mustCheckOwner, r.AcceptPodGroupOwner)
 	}
 	return e, false
 }
 
 // usable checks that a stored claim may be used by the pod, with the
 // in-tree plugin's words.
-func usable(pod *corev1.Pod, claim *resourcev1.ResourceClaim, mustCheckOwner bool) (*resourcev1.ResourceClaim, error) {
+func usable(pod *corev1.Pod, claim *resourcev1.ResourceClaim, mustCheckOwner, acceptPodGroupOwner bool) (*resourcev1.ResourceClaim, error) {
 	if claim.DeletionTimestamp != nil {
 		return nil, fmt.Errorf("resourceclaim %q is being deleted", claim.Name)
 	}
 	if mustCheckOwner {
-		if err := resourceclaim.IsForPod(pod, claim, false); err != nil {
+		if err := resourceclaim.IsForPod(pod, claim, acceptPodGroupOwner); err != nil {
 			return nil, err
 		}
 	}
@@ -174,7 +178,7 @@ func (r Resolver) fromTemplate(pod *corev1.Pod, e Entry, name string) Entry {
 	if r.Templates.Owned != nil && name == "" {
 		for _, c := range r.Templates.Owned(pod) {
 			if c.Namespace == pod.Namespace && c.Annotations[resourcev1.PodResourceClaimAnnotation] == e.Name && metav1.IsControlledBy(c, pod) {
-				e.Claim, e.Err = usable(pod, c, true)
+				e.Claim, e.Err = usable(pod, c, true, false)
 				return e
 			}
 		}

@@ -306,3 +306,27 @@ func TestGenerateName(t *testing.T) {
 		}
 	}
 }
+
+// TestPodGroupOwner: with DRAWorkloadResourceClaims (KEP-5729) the claim of
+// a pod's template entry may be controlled by the pod's PodGroup, as
+// kube-scheduler accepts it; without, only by the pod.
+func TestPodGroupOwner(t *testing.T) {
+	p := withStatus(pod(templated("gpu", "one-gpu")), "gpu", ptr.To("group-gpu-abcde"))
+	p.Spec.SchedulingGroup = &corev1.PodSchedulingGroup{PodGroupName: ptr.To("group")}
+	c := claim("group-gpu-abcde", nil, "")
+	c.OwnerReferences = []metav1.OwnerReference{{APIVersion: "scheduling.k8s.io/v1beta1", Kind: "PodGroup", Name: "group", UID: "group-uid", Controller: ptr.To(true)}}
+	w := world{claims: []*resourcev1.ResourceClaim{c}}
+
+	if _, err := (Resolver{Claim: w.claim}).Resolve(p); err == nil || !strings.Contains(err.Error(), "Pod is not owner") {
+		t.Errorf("without the gate: error %v, want the claim refused as not the pod's", err)
+	}
+	entries, err := (Resolver{Claim: w.claim, AcceptPodGroupOwner: true}).Resolve(p)
+	if err != nil || len(entries) != 1 || entries[0].Claim != c {
+		t.Errorf("with the gate: %+v, %v; want the PodGroup's claim", entries, err)
+	}
+	other := p.DeepCopy()
+	other.Spec.SchedulingGroup.PodGroupName = ptr.To("another")
+	if _, err := (Resolver{Claim: w.claim, AcceptPodGroupOwner: true}).Resolve(other); err == nil {
+		t.Error("the claim of another PodGroup was accepted")
+	}
+}

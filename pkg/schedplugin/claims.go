@@ -31,7 +31,7 @@ type podClaim struct {
 // generated for another pod; it is worded as the in-tree plugin words it.
 // Entries without a claim (a template that produced none) are skipped.
 func (pl *Plugin) podClaims(pod *v1.Pod) ([]podClaim, error) {
-	entries, err := podclaims.Resolver{Claim: pl.dra.ResourceClaims().Get}.Resolve(pod)
+	entries, err := podclaims.Resolver{Claim: pl.dra.ResourceClaims().Get, AcceptPodGroupOwner: pl.fts.WorkloadResourceClaims}.Resolve(pod)
 	if err != nil {
 		return nil, err
 	}

@@ -24,11 +24,14 @@ type Features struct {
 	// ConsumableCapacity: DRAConsumableCapacity, for the CEL of
 	// DeviceTaintRule selectors.
 	ConsumableCapacity bool
+	// WorkloadResourceClaims: DRAWorkloadResourceClaims, under which a
+	// pod's template claim may be its PodGroup's.
+	WorkloadResourceClaims bool
 }
 
 // AllFeatures is every feature on, which is what the plugin assumes
 // without a feature gate.
-var AllFeatures = Features{Allocation: features.All(), BindingConditions: true, FilterTimeout: true, PrioritizedList: true, DeviceTaintRules: true, ConsumableCapacity: true}
+var AllFeatures = Features{Allocation: features.All(), BindingConditions: true, FilterTimeout: true, PrioritizedList: true, DeviceTaintRules: true, ConsumableCapacity: true, WorkloadResourceClaims: true}
 
 // FeaturesFrom reads the gates from kube-scheduler's feature gate. A gate
 // fg does not know counts as on, so that a gate removed upstream after
@@ -49,11 +52,12 @@ func FeaturesFrom(fg featuregate.FeatureGate) Features {
 		alloc = alloc.With(g, on(g))
 	}
 	return Features{
-		Allocation:         alloc,
-		BindingConditions:  on(features.DeviceBindingConditions) && on(features.ResourceClaimDeviceStatus),
-		FilterTimeout:      on(features.SchedulerFilterTimeout),
-		PrioritizedList:    on(features.PrioritizedList),
-		DeviceTaintRules:   on(features.DeviceTaintRules),
-		ConsumableCapacity: on(features.ConsumableCapacity),
+		Allocation:             alloc,
+		BindingConditions:      on(features.DeviceBindingConditions) && on(features.ResourceClaimDeviceStatus),
+		FilterTimeout:          on(features.SchedulerFilterTimeout),
+		PrioritizedList:        on(features.PrioritizedList),
+		DeviceTaintRules:       on(features.DeviceTaintRules),
+		ConsumableCapacity:     on(features.ConsumableCapacity),
+		WorkloadResourceClaims: on(features.WorkloadResourceClaims),
 	}
 }

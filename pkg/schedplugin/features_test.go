@@ -13,9 +13,9 @@ func TestFeaturesFromKubeSchedulerGates(t *testing.T) {
 	spec := featuregate.FeatureSpec{Default: true, PreRelease: featuregate.Beta}
 	must(t, fg.Add(map[featuregate.Feature]featuregate.FeatureSpec{
 		"DRAPartitionableDevices": spec, "DRADeviceBindingConditions": spec, "DRAResourceClaimDeviceStatus": spec,
-		"DRASchedulerFilterTimeout": spec, "DRAPrioritizedList": spec,
+		"DRASchedulerFilterTimeout": spec, "DRAPrioritizedList": spec, "DRAWorkloadResourceClaims": spec,
 	}))
-	must(t, fg.SetFromMap(map[string]bool{"DRAPartitionableDevices": false, "DRAResourceClaimDeviceStatus": false, "DRASchedulerFilterTimeout": false}))
+	must(t, fg.SetFromMap(map[string]bool{"DRAPartitionableDevices": false, "DRAResourceClaimDeviceStatus": false, "DRASchedulerFilterTimeout": false, "DRAWorkloadResourceClaims": false}))
 	got := FeaturesFrom(fg)
 	if got.Allocation.Enabled(features.PartitionableDevices) {
 		t.Error("DRAPartitionableDevices=false did not reach the allocator")
@@ -26,7 +26,7 @@ func TestFeaturesFromKubeSchedulerGates(t *testing.T) {
 	if got.BindingConditions {
 		t.Error("binding conditions need DRAResourceClaimDeviceStatus too")
 	}
-	if got.FilterTimeout || !got.PrioritizedList {
+	if got.FilterTimeout || !got.PrioritizedList || got.WorkloadResourceClaims {
 		t.Errorf("plugin gates %+v", got)
 	}
 	if FeaturesFrom(nil) != AllFeatures {
