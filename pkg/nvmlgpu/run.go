@@ -32,9 +32,15 @@ type Config struct {
 	// DefaultMigMinors when empty.
 	MigMinors string
 	// Mock, for tests only, runs on the named nvmlmock server instead of
-	// the host's NVML. Its instances live in the driver process: a
-	// restarted driver finds a freshly reset server.
+	// the host's NVML. Its instances are kept in StateDir (MockInstances),
+	// so a restarted driver finds them as it would on a GPU.
 	Mock string
+}
+
+// MockInstances is the file in stateDir where Run keeps the instances of
+// its mock server (Config.Mock).
+func MockInstances(stateDir string) string {
+	return filepath.Join(stateDir, "mock-nvml-instances.json")
 }
 
 // Run starts the driver on NVML and serves until ctx is done.
@@ -42,11 +48,11 @@ func Run(ctx context.Context, cfg Config, client kubernetes.Interface) error {
 	logger := klog.FromContext(ctx)
 	var lib nvml.Interface
 	if cfg.Mock != "" {
-		srv, err := nvmlmock.New(cfg.Mock)
-		if err != nil {
+		if err := os.MkdirAll(cfg.StateDir, 0o755); err != nil {
 			return err
 		}
-		if err := os.MkdirAll(cfg.StateDir, 0o755); err != nil {
+		srv, err := nvmlmock.Open(cfg.Mock, MockInstances(cfg.StateDir))
+		if err != nil {
 			return err
 		}
 		cfg.MigMinors = filepath.Join(cfg.StateDir, "mock-mig-minors")

@@ -15,7 +15,10 @@
 //   - GetGpuInstanceById, GetComputeInstanceById and MIG device handles
 //     (GetMaxMigDeviceCount, GetMigDeviceHandleByIndex, a MIG UUID);
 //   - event sets, with XID errors injected by InjectXID;
-//   - stable GPU UUIDs, so that a restarted driver publishes the same pool.
+//   - stable GPU UUIDs, so that a restarted driver publishes the same pool;
+//   - instances that outlive the process, as they outlive a driver on a
+//     real GPU: a server made by Open records them in a file (see
+//     persist.go), so a test can kill the driver and find them again.
 //
 // It is a test double for tests and for the driver's test-only
 // --nvml-mock flag, never for production.
@@ -77,6 +80,9 @@ type Server struct {
 	handles  map[*server.ComputeInstance]*mock.Device
 	sets     map[*eventSet]map[*server.Device]uint64
 	created  int
+	// path is the file Open keeps the instances in; empty keeps them
+	// in memory only.
+	path string
 }
 
 // New builds the named server (see Servers) with MIG mode on for every GPU
@@ -122,13 +128,17 @@ func (m *Server) wrapDevice(d *server.Device) {
 	d.CreateGpuInstanceWithPlacementFunc = func(info *nvml.GpuInstanceProfileInfo, placement *nvml.GpuInstancePlacement) (nvml.GpuInstance, nvml.Return) {
 		m.mu.Lock()
 		defer m.mu.Unlock()
-		return m.createGpuInstance(d, info, placement)
+		gi, ret := m.createGpuInstance(d, info, placement, nil)
+		if ret != nvml.SUCCESS {
+			return nil, ret // not a typed nil in the interface
+		}
+		return gi, ret
 	}
 	d.CreateGpuInstanceFunc = func(info *nvml.GpuInstanceProfileInfo) (nvml.GpuInstance, nvml.Return) {
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		for _, p := range d.Config.MIGProfiles.GpuInstancePlacements[int(info.Id)] {
-			if gi, ret := m.createGpuInstance(d, info, &p); ret == nvml.SUCCESS {
+			if gi, ret := m.createGpuInstance(d, info, &p, nil); ret == nvml.SUCCESS {
 				return gi, ret
 			}
 		}
@@ -209,9 +219,10 @@ func computeInstances(gi *server.GpuInstance) []*server.ComputeInstance {
 	return out
 }
 
-// createGpuInstance is the hardware's check and NVIDIA's mock instance.
-// Callers hold m.mu.
-func (m *Server) createGpuInstance(d *server.Device, info *nvml.GpuInstanceProfileInfo, placement *nvml.GpuInstancePlacement) (nvml.GpuInstance, nvml.Return) {
+// createGpuInstance is the hardware's check and NVIDIA's mock instance,
+// recorded in m.path. The ID is the lowest free one, or id when restoring
+// a recorded instance. Callers hold m.mu.
+func (m *Server) createGpuInstance(d *server.Device, info *nvml.GpuInstanceProfileInfo, placement *nvml.GpuInstancePlacement, id *uint32) (*server.GpuInstance, nvml.Return) {
 	if mode, _, _ := d.GetMigMode(); mode != nvml.DEVICE_MIG_ENABLE {
 		return nil, nvml.ERROR_NOT_SUPPORTED
 	}
@@ -235,49 +246,81 @@ func (m *Server) createGpuInstance(d *server.Device, info *nvml.GpuInstanceProfi
 	if !used.within(resources(fullProfile(profiles.GpuInstanceProfiles))) {
 		return nil, nvml.ERROR_INSUFFICIENT_RESOURCES
 	}
-	id, ok := lowestFree(maxGpuInstances, func(id uint32) bool {
+	taken := func(id uint32) bool {
 		return slices.ContainsFunc(existing, func(gi *server.GpuInstance) bool { return gi.Info.Id == id })
-	})
+	}
+	giID, ok := lowestFree(maxGpuInstances, taken)
+	if id != nil {
+		giID, ok = *id, *id < maxGpuInstances && !taken(*id)
+	}
 	if !ok {
 		return nil, nvml.ERROR_INSUFFICIENT_RESOURCES
 	}
-	gi := server.NewGpuInstanceFromInfo(nvml.GpuInstanceInfo{Device: d, Id: id, ProfileId: info.Id, Placement: *placement}, profiles)
+	gi := server.NewGpuInstanceFromInfo(nvml.GpuInstanceInfo{Device: d, Id: giID, ProfileId: info.Id, Placement: *placement}, profiles)
 	m.wrapGpuInstance(gi)
 	d.Lock()
 	d.GpuInstances[gi] = struct{}{}
 	d.Unlock()
+	if err := m.save(nil); err != nil {
+		d.Lock()
+		delete(d.GpuInstances, gi)
+		d.Unlock()
+		return nil, nvml.ERROR_UNKNOWN
+	}
 	return gi, nvml.SUCCESS
 }
 
+// createComputeInstance is the hardware's check and NVIDIA's mock
+// instance, recorded in m.path. The ID is the lowest free one, or id with
+// its MIG UUID when restoring a recorded instance. Callers hold m.mu.
+func (m *Server) createComputeInstance(gi *server.GpuInstance, info *nvml.ComputeInstanceProfileInfo, id *uint32, uuid string) (*server.ComputeInstance, nvml.Return) {
+	if _, ret := gi.GetComputeInstanceProfileInfo(int(info.Id), nvml.COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED); ret != nvml.SUCCESS {
+		return nil, nvml.ERROR_INVALID_ARGUMENT
+	}
+	existing := computeInstances(gi)
+	used := uint32(0)
+	for _, ci := range existing {
+		used += gi.MIGProfiles.ComputeInstanceProfiles[int(gi.Info.ProfileId)][int(ci.Info.ProfileId)].SliceCount
+	}
+	if used+info.SliceCount > gi.MIGProfiles.GpuInstanceProfiles[int(gi.Info.ProfileId)].SliceCount {
+		return nil, nvml.ERROR_INSUFFICIENT_RESOURCES
+	}
+	taken := func(id uint32) bool {
+		return slices.ContainsFunc(existing, func(ci *server.ComputeInstance) bool { return ci.Info.Id == id })
+	}
+	ciID, ok := lowestFree(maxComputeInstances, taken)
+	if id != nil {
+		ciID, ok = *id, *id < maxComputeInstances && !taken(*id)
+	}
+	if !ok {
+		return nil, nvml.ERROR_INSUFFICIENT_RESOURCES
+	}
+	ci := server.NewComputeInstanceFromInfo(nvml.ComputeInstanceInfo{Device: gi.Info.Device, GpuInstance: gi, Id: ciID, ProfileId: info.Id})
+	m.wrapComputeInstance(gi, ci, uuid)
+	gi.Lock()
+	gi.ComputeInstances[ci] = struct{}{}
+	gi.Unlock()
+	if err := m.save(nil); err != nil {
+		gi.Lock()
+		delete(gi.ComputeInstances, ci)
+		gi.Unlock()
+		delete(m.migUUIDs, ci)
+		delete(m.handles, ci)
+		return nil, nvml.ERROR_UNKNOWN
+	}
+	return ci, nvml.SUCCESS
+}
+
 func (m *Server) wrapGpuInstance(gi *server.GpuInstance) {
-	createCI := func(info *nvml.ComputeInstanceProfileInfo) (nvml.ComputeInstance, nvml.Return) {
+	gi.CreateComputeInstanceFunc = func(info *nvml.ComputeInstanceProfileInfo) (nvml.ComputeInstance, nvml.Return) {
 		m.mu.Lock()
 		defer m.mu.Unlock()
-		if _, ret := gi.GetComputeInstanceProfileInfo(int(info.Id), nvml.COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED); ret != nvml.SUCCESS {
-			return nil, nvml.ERROR_INVALID_ARGUMENT
+		ci, ret := m.createComputeInstance(gi, info, nil, "")
+		if ret != nvml.SUCCESS {
+			return nil, ret // not a typed nil in the interface
 		}
-		existing := computeInstances(gi)
-		taken := uint32(0)
-		for _, ci := range existing {
-			taken += gi.MIGProfiles.ComputeInstanceProfiles[int(gi.Info.ProfileId)][int(ci.Info.ProfileId)].SliceCount
-		}
-		if taken+info.SliceCount > gi.MIGProfiles.GpuInstanceProfiles[int(gi.Info.ProfileId)].SliceCount {
-			return nil, nvml.ERROR_INSUFFICIENT_RESOURCES
-		}
-		id, ok := lowestFree(maxComputeInstances, func(id uint32) bool {
-			return slices.ContainsFunc(existing, func(ci *server.ComputeInstance) bool { return ci.Info.Id == id })
-		})
-		if !ok {
-			return nil, nvml.ERROR_INSUFFICIENT_RESOURCES
-		}
-		ci := server.NewComputeInstanceFromInfo(nvml.ComputeInstanceInfo{Device: gi.Info.Device, GpuInstance: gi, Id: id, ProfileId: info.Id})
-		m.wrapComputeInstance(gi, ci)
-		gi.Lock()
-		gi.ComputeInstances[ci] = struct{}{}
-		gi.Unlock()
-		return ci, nvml.SUCCESS
+		return ci, ret
 	}
-	gi.CreateComputeInstanceFunc = createCI
 	gi.GetComputeInstancesFunc = func(info *nvml.ComputeInstanceProfileInfo) ([]nvml.ComputeInstance, nvml.Return) {
 		m.mu.Lock()
 		defer m.mu.Unlock()
@@ -313,14 +356,24 @@ func (m *Server) wrapGpuInstance(gi *server.GpuInstance) {
 		if !exists {
 			return nvml.ERROR_NOT_FOUND
 		}
+		// Recorded first: a failed write leaves the instance, as a
+		// failed destroy does.
+		if err := m.save(gi); err != nil {
+			return nvml.ERROR_UNKNOWN
+		}
 		return destroy()
 	}
 }
 
-func (m *Server) wrapComputeInstance(gi *server.GpuInstance, ci *server.ComputeInstance) {
-	m.created++
+// wrapComputeInstance gives ci its MIG device: uuid, or a new UUID when
+// empty. Callers hold m.mu.
+func (m *Server) wrapComputeInstance(gi *server.GpuInstance, ci *server.ComputeInstance, uuid string) {
 	parent := gi.Info.Device.(*server.Device)
-	m.migUUIDs[ci] = "MIG-" + m.uuid("mig", parent.UUID, m.created)
+	if uuid == "" {
+		m.created++
+		uuid = "MIG-" + m.uuid("mig", parent.UUID, m.created)
+	}
+	m.migUUIDs[ci] = uuid
 	h := &mock.Device{}
 	h.IsMigDeviceHandleFunc = func() (bool, nvml.Return) { return true, nvml.SUCCESS }
 	h.GetUUIDFunc = func() (string, nvml.Return) {
@@ -341,6 +394,9 @@ func (m *Server) wrapComputeInstance(gi *server.GpuInstance, ci *server.ComputeI
 		defer m.mu.Unlock()
 		if _, ok := m.migUUIDs[ci]; !ok {
 			return nvml.ERROR_NOT_FOUND
+		}
+		if err := m.save(ci); err != nil {
+			return nvml.ERROR_UNKNOWN
 		}
 		delete(m.migUUIDs, ci)
 		delete(m.handles, ci)
