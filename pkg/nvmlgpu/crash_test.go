@@ -1,0 +1,488 @@
+package nvmlgpu_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	drapbv1 "k8s.io/kubelet/pkg/apis/dra/v1"
+
+	"github.com/dractl/dractl/pkg/driverkit"
+	"github.com/dractl/dractl/pkg/mig"
+	"github.com/dractl/dractl/pkg/nvmlgpu"
+	"github.com/dractl/dractl/pkg/nvmlgpu/nvmlmock"
+)
+
+// The crash tests run the driver as a child process — this test binary
+// re-executed into childMain, which is nvmlgpu.Run on a mock DGX A100
+// whose instances outlive the process (nvmlmock.Open), with the claims of
+// a fake clientset in place of an API server — and SIGKILL it at each
+// failpoint. What must not leak is GPU instances: they are read back from
+// the mock's file, as NVML would report them after the driver died.
+const childEnv = "NVMLGPU_CRASH_CHILD"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) != "" {
+		childMain()
+		return
+	}
+	os.Exit(m.Run())
+}
+
+type childConfig struct {
+	nvmlgpu.Config
+	Claims []resourcev1.ResourceClaim
+}
+
+func childMain() {
+	var cfg childConfig
+	if err := json.Unmarshal([]byte(os.Getenv(childEnv)), &cfg); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	objs := []runtime.Object{&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: cfg.NodeName, UID: "node-uid"}}}
+	for i := range cfg.Claims {
+		objs = append(objs, &cfg.Claims[i])
+	}
+	client := fake.NewClientset(objs...)
+	// The fake clientset does not generate names as an API server does.
+	var generated atomic.Int64
+	client.PrependReactor("create", "resourceslices", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		if s := action.(k8stesting.CreateAction).GetObject().(*resourcev1.ResourceSlice); s.Name == "" {
+			s.Name = fmt.Sprintf("%s%d", s.GenerateName, generated.Add(1))
+		}
+		return false, nil, nil
+	})
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	if err := nvmlgpu.Run(ctx, cfg.Config, client); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}
+
+// crashNode is the directories of one simulated node, and the GPUs' state
+// in one of them; the driver process comes and goes, they stay.
+type crashNode struct {
+	t        *testing.T
+	cfg      childConfig
+	child    *exec.Cmd
+	exited   chan struct{}
+	exitErr  error
+	conn     *grpc.ClientConn
+	dra      drapbv1.DRAPluginClient
+	stateDir string
+	// foreign is the GPU instance an administrator made before the
+	// driver first started, as instancesOf lists it.
+	foreign string
+}
+
+const crashServer = "dgxa100"
+
+// newCrashNode makes a node whose GPU 0 already has a MIG device the
+// driver did not make: a 1g.5gb at memory slice 6 with its compute
+// instance.
+func newCrashNode(t *testing.T, claims ...*resourcev1.ResourceClaim) *crashNode {
+	short, err := os.MkdirTemp("", "nv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(short) })
+	n := &crashNode{t: t, stateDir: filepath.Join(short, "state")}
+	for _, d := range []string{n.stateDir, filepath.Join(short, "reg"), filepath.Join(short, "plugin")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n.cfg.Config = nvmlgpu.Config{
+		DriverName: driver, NodeName: node, Mock: crashServer,
+		StateDir: n.stateDir, CDIDir: filepath.Join(short, "cdi"), RegistrarDir: filepath.Join(short, "reg"), PluginDir: filepath.Join(short, "plugin"),
+	}
+	for _, c := range claims {
+		n.cfg.Claims = append(n.cfg.Claims, *c)
+	}
+
+	srv := n.gpus()
+	d := srv.Device(0)
+	info, ret := d.GetGpuInstanceProfileInfo(nvml.GPU_INSTANCE_PROFILE_1_SLICE)
+	if ret != nvml.SUCCESS {
+		t.Fatal(ret)
+	}
+	gi, ret := d.CreateGpuInstanceWithPlacement(&info, &nvml.GpuInstancePlacement{Start: 6, Size: 1})
+	if ret != nvml.SUCCESS {
+		t.Fatalf("foreign GPU instance: %v", ret)
+	}
+	ciInfo, ret := gi.GetComputeInstanceProfileInfo(nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE, nvml.COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED)
+	if ret != nvml.SUCCESS {
+		t.Fatal(ret)
+	}
+	if _, ret := gi.CreateComputeInstance(&ciInfo); ret != nvml.SUCCESS {
+		t.Fatalf("foreign compute instance: %v", ret)
+	}
+	all := instancesOf(t, srv)
+	if len(all) != 1 {
+		t.Fatalf("mock instances after the foreign one: %v", all)
+	}
+	n.foreign = all[0].String()
+	t.Cleanup(n.stop)
+	return n
+}
+
+// gpus is the node's GPUs as the file of the mock's instances has them.
+func (n *crashNode) gpus() *nvmlmock.Server {
+	n.t.Helper()
+	srv, err := nvmlmock.Open(crashServer, nvmlgpu.MockInstances(n.stateDir))
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	return srv
+}
+
+// start runs the driver, killing itself at failpoint (if not empty), and
+// waits until it serves.
+func (n *crashNode) start(failpoint driverkit.Failpoint) {
+	n.t.Helper()
+	cfg := n.cfg
+	cfg.Failpoint = string(failpoint)
+	data, err := json.Marshal(cfg)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	sock := filepath.Join(cfg.PluginDir, "dra.sock")
+	reg := filepath.Join(cfg.RegistrarDir, driver+"-reg.sock")
+	// A killed driver leaves its sockets behind; the new one replaces
+	// them, and until it has, they must not count as served.
+	for _, f := range []string{sock, reg} {
+		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
+			n.t.Fatal(err)
+		}
+	}
+	n.child = exec.Command(os.Args[0], "-test.run=^$")
+	n.child.Env = append(os.Environ(), childEnv+"="+string(data))
+	n.child.Stderr = &logWriter{t: n.t}
+	if err := n.child.Start(); err != nil {
+		n.t.Fatal(err)
+	}
+	n.exited = make(chan struct{})
+	go func(c *exec.Cmd, ch chan struct{}) { n.exitErr = c.Wait(); close(ch) }(n.child, n.exited)
+	// Generous: the child is this test binary, often built with the race
+	// detector and started on a loaded machine; the poll costs nothing
+	// when it is fast.
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		_, e1 := os.Stat(sock)
+		_, e2 := os.Stat(reg)
+		if e1 == nil && e2 == nil {
+			break
+		}
+		select {
+		case <-n.exited:
+			n.child = nil
+			n.t.Fatalf("driver exited before serving: %v", n.exitErr)
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			n.t.Fatal("driver did not start serving")
+		}
+	}
+	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	n.conn, n.dra = conn, drapbv1.NewDRAPluginClient(conn)
+}
+
+// killed waits for the driver to die of SIGKILL.
+func (n *crashNode) killed() {
+	n.t.Helper()
+	select {
+	case <-n.exited:
+		n.child = nil
+		var ee *exec.ExitError
+		if !errors.As(n.exitErr, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+			n.t.Fatalf("driver ended with %v, want SIGKILL at the failpoint", n.exitErr)
+		}
+	case <-time.After(2 * time.Minute):
+		n.t.Fatal("driver did not hit its failpoint")
+	}
+	n.closeConn()
+}
+
+func (n *crashNode) closeConn() {
+	if n.conn != nil {
+		n.conn.Close()
+		n.conn, n.dra = nil, nil
+	}
+}
+
+func (n *crashNode) stop() {
+	if n.child == nil {
+		return
+	}
+	_ = n.child.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-n.exited:
+	case <-time.After(10 * time.Second):
+		_ = n.child.Process.Kill()
+		<-n.exited
+	}
+	n.closeConn()
+	n.child = nil
+}
+
+func (n *crashNode) prepare(c *resourcev1.ResourceClaim) (*drapbv1.NodePrepareResourceResponse, error) {
+	resp, err := n.dra.NodePrepareResources(context.Background(), &drapbv1.NodePrepareResourcesRequest{Claims: []*drapbv1.Claim{{Namespace: c.Namespace, Name: c.Name, Uid: string(c.UID)}}})
+	if err != nil {
+		return nil, err
+	}
+	return resp.Claims[string(c.UID)], nil
+}
+
+func (n *crashNode) unprepare(c *resourcev1.ResourceClaim) error {
+	resp, err := n.dra.NodeUnprepareResources(context.Background(), &drapbv1.NodeUnprepareResourcesRequest{Claims: []*drapbv1.Claim{{Namespace: c.Namespace, Name: c.Name, Uid: string(c.UID)}}})
+	if err != nil {
+		return err
+	}
+	if msg := resp.Claims[string(c.UID)].Error; msg != "" {
+		return errors.New(msg)
+	}
+	return nil
+}
+
+// gpuInstance is a GPU instance as NVML reports it.
+type gpuInstance struct {
+	gpuUUID     string
+	id          uint32
+	profile     uint32
+	start, size uint32
+	// migUUIDs are its compute instances' MIG devices.
+	migUUIDs []string
+}
+
+func (gi gpuInstance) String() string {
+	return fmt.Sprintf("%s/gi%d profile %d @%d+%d %v", gi.gpuUUID, gi.id, gi.profile, gi.start, gi.size, gi.migUUIDs)
+}
+
+// instancesOf lists the GPU instances of every GPU through NVML.
+func instancesOf(t *testing.T, srv *nvmlmock.Server) []gpuInstance {
+	t.Helper()
+	var out []gpuInstance
+	for i := range srv.Devices {
+		d := srv.Device(i)
+		gpuUUID, _ := d.GetUUID()
+		for p := range nvml.GPU_INSTANCE_PROFILE_COUNT {
+			info, ret := d.GetGpuInstanceProfileInfo(p)
+			if ret != nvml.SUCCESS {
+				continue
+			}
+			gis, ret := d.GetGpuInstances(&info)
+			if ret != nvml.SUCCESS {
+				t.Fatal(ret)
+			}
+			for _, gi := range gis {
+				gInfo, _ := gi.GetInfo()
+				e := gpuInstance{gpuUUID: gpuUUID, id: gInfo.Id, profile: gInfo.ProfileId, start: gInfo.Placement.Start, size: gInfo.Placement.Size}
+				n, _ := d.GetMaxMigDeviceCount()
+				for k := range n {
+					h, ret := d.GetMigDeviceHandleByIndex(k)
+					if ret != nvml.SUCCESS {
+						continue
+					}
+					if g, _ := h.GetGpuInstanceId(); g == int(gInfo.Id) {
+						u, _ := h.GetUUID()
+						e.migUUIDs = append(e.migUUIDs, u)
+					}
+				}
+				out = append(out, e)
+			}
+		}
+	}
+	return out
+}
+
+// record is what the driver's record of its instances says of one.
+type record struct {
+	GPUUUID string  `json:"gpuUUID"`
+	Device  string  `json:"device"`
+	Claim   string  `json:"claim"`
+	Start   uint32  `json:"start"`
+	Size    uint32  `json:"size"`
+	GI      *uint32 `json:"gpuInstance"`
+	UUID    string  `json:"uuid"`
+}
+
+// check reads the node — the mock's instances from their file, the
+// driver's record of what it made and the kit's checkpoints — and fails
+// unless the foreign instance is as it was, every other GPU instance is
+// recorded by the driver for a claim that has a checkpoint (none leaked)
+// and each claim of completed has exactly one, with its compute instance
+// the recorded MIG device.
+func (n *crashNode) check(completed ...*resourcev1.ResourceClaim) {
+	n.t.Helper()
+	var recs struct{ Instances []record }
+	data, err := os.ReadFile(filepath.Join(n.stateDir, "nvml-instances.json"))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		n.t.Fatal(err)
+	}
+	if err == nil {
+		if err := json.Unmarshal(data, &recs); err != nil {
+			n.t.Fatal(err)
+		}
+	}
+	entries, _ := os.ReadDir(filepath.Join(n.stateDir, "claims"))
+	var checkpoints []string
+	for _, e := range entries {
+		checkpoints = append(checkpoints, e.Name())
+	}
+
+	foreign := false
+	perClaim := map[string]int{}
+	for _, gi := range instancesOf(n.t, n.gpus()) {
+		if gi.String() == n.foreign {
+			foreign = true
+			continue
+		}
+		i := slices.IndexFunc(recs.Instances, func(r record) bool {
+			return r.GPUUUID == gi.gpuUUID && r.Start == gi.start && r.Size == gi.size && (r.GI == nil || *r.GI == gi.id)
+		})
+		if i < 0 {
+			n.t.Errorf("leaked: GPU instance %s is not the foreign one (%s) and not in the driver's record %+v", gi, n.foreign, recs.Instances)
+			continue
+		}
+		r := recs.Instances[i]
+		if !slices.Contains(checkpoints, r.Claim+".json") {
+			n.t.Errorf("leaked: GPU instance %s is recorded for claim %s, which has no checkpoint (%v)", gi, r.Claim, checkpoints)
+		}
+		perClaim[r.Claim]++
+		if slices.ContainsFunc(completed, func(c *resourcev1.ResourceClaim) bool { return string(c.UID) == r.Claim }) &&
+			(r.GI == nil || !slices.Equal(gi.migUUIDs, []string{r.UUID})) {
+			n.t.Errorf("claim %s: GPU instance %s, recorded as instance %v with MIG device %s", r.Claim, gi, r.GI, r.UUID)
+		}
+	}
+	if !foreign {
+		n.t.Errorf("the foreign GPU instance %s is gone or changed", n.foreign)
+	}
+	for c, k := range perClaim {
+		if k != 1 {
+			n.t.Errorf("claim %s has %d GPU instances, want 1", c, k)
+		}
+	}
+	for _, c := range completed {
+		if perClaim[string(c.UID)] != 1 {
+			n.t.Errorf("prepared claim %s has %d GPU instances, want 1", c.UID, perClaim[string(c.UID)])
+		}
+	}
+	if n.t.Failed() {
+		n.t.FailNow()
+	}
+}
+
+// TestCrashDuringPrepareLeaksNoGPUInstance kills the driver after each
+// step of preparing a claim for a 3g.20gb MIG device, restarts it, which
+// reconciles, and lets the kubelet retry: after the restart no GPU
+// instance is leaked, after the retry the claim has exactly one, and the
+// answer is the one an uninterrupted prepare gives. An administrator's
+// MIG device on the same GPU stays through all of it.
+func TestCrashDuringPrepareLeaksNoGPUInstance(t *testing.T) {
+	a := claim("a", mig.MIGDeviceName(0, "3g.20gb", 0))
+
+	ref := newCrashNode(t, a)
+	ref.start("")
+	want, err := ref.prepare(a)
+	if err != nil || want.Error != "" {
+		t.Fatalf("reference prepare: %v %v", want, err)
+	}
+	ref.stop()
+	ref.check(a)
+
+	for _, fp := range driverkit.PrepareFailpoints {
+		t.Run(string(fp), func(t *testing.T) {
+			n := newCrashNode(t, a)
+			n.start(fp)
+			if _, err := n.prepare(a); err == nil {
+				t.Fatal("prepare answered although the driver was killed before answering")
+			}
+			n.killed()
+			n.check()
+
+			n.start("")
+			n.check()
+			got, err := n.prepare(a)
+			if err != nil || got.String() != want.String() {
+				t.Fatalf("retried prepare: %v, %v; want %v", got, err, want)
+			}
+			n.check(a)
+			// A restart of a prepared claim's driver keeps its instance.
+			n.stop()
+			n.start("")
+			n.check(a)
+		})
+	}
+}
+
+// TestCrashDuringUnprepareLeaksNoGPUInstance kills the driver after each
+// step of unpreparing the claim, restarts it and lets the kubelet retry:
+// the claim's GPU instance is gone, none leaked, the administrator's MIG
+// device stays, and the freed memory slices take another claim's.
+func TestCrashDuringUnprepareLeaksNoGPUInstance(t *testing.T) {
+	a := claim("a", mig.MIGDeviceName(0, "3g.20gb", 0))
+	next := claim("next", mig.MIGDeviceName(0, "4g.20gb", 0))
+	for _, fp := range driverkit.UnprepareFailpoints {
+		t.Run(string(fp), func(t *testing.T) {
+			n := newCrashNode(t, a, next)
+			n.start("")
+			if r, err := n.prepare(a); err != nil || r.Error != "" {
+				t.Fatalf("prepare: %v %v", r, err)
+			}
+			n.stop()
+			n.check(a)
+			n.start(fp)
+			if err := n.unprepare(a); err == nil {
+				t.Fatal("unprepare answered although the driver was killed before answering")
+			}
+			n.killed()
+			n.check()
+
+			n.start("")
+			n.check()
+			if err := n.unprepare(a); err != nil {
+				t.Fatal(err)
+			}
+			n.check()
+			if got := instancesOf(t, n.gpus()); len(got) != 1 {
+				t.Fatalf("after unprepare: %v, want only the foreign GPU instance", got)
+			}
+			if r, err := n.prepare(next); err != nil || r.Error != "" {
+				t.Fatalf("prepare over the freed memory slices: %v %v", r, err)
+			}
+			n.check(next)
+		})
+	}
+}
+
+// logWriter sends the child's log to the test log.
+type logWriter struct{ t *testing.T }
+
+func (w *logWriter) Write(p []byte) (int, error) {
+	w.t.Logf("driver: %s", p)
+	return len(p), nil
+}
