@@ -163,6 +163,20 @@ func (n *crashNode) start(failpoint driverkit.Failpoint) {
 	n.t.Helper()
 	cfg := n.cfg
 	cfg.Failpoint = string(failpoint)
+	n.run(cfg)
+}
+
+// startMock runs the driver, killing itself at a change of the mock's
+// instances (if not empty), and waits until it serves.
+func (n *crashNode) startMock(failpoint nvmlmock.Failpoint) {
+	n.t.Helper()
+	cfg := n.cfg
+	cfg.MockFailpoint = string(failpoint)
+	n.run(cfg)
+}
+
+func (n *crashNode) run(cfg childConfig) {
+	n.t.Helper()
 	data, err := json.Marshal(cfg)
 	if err != nil {
 		n.t.Fatal(err)
@@ -475,6 +489,59 @@ func TestCrashDuringUnprepareLeaksNoGPUInstance(t *testing.T) {
 				t.Fatalf("prepare over the freed memory slices: %v %v", r, err)
 			}
 			n.check(next)
+		})
+	}
+}
+
+// TestCrashBetweenNVMLCallsLeaksNoGPUInstance kills the driver between
+// the NVML calls of one partition — after its GPU instance is created or
+// destroyed, before its compute instance is, or the other way round —
+// which no driverkit failpoint splits, restarts it and lets the kubelet
+// retry: a prepare ends with exactly one GPU instance for the claim, an
+// unprepare with none, nothing leaked, the administrator's MIG device
+// untouched.
+func TestCrashBetweenNVMLCallsLeaksNoGPUInstance(t *testing.T) {
+	a := claim("a", mig.MIGDeviceName(0, "3g.20gb", 0))
+	for _, fp := range nvmlmock.Failpoints {
+		t.Run(string(fp), func(t *testing.T) {
+			n := newCrashNode(t, a)
+			creating := fp == nvmlmock.AfterGpuInstanceCreated || fp == nvmlmock.AfterComputeInstanceCreated
+			if creating {
+				n.startMock(fp)
+				if _, err := n.prepare(a); err == nil {
+					t.Fatal("prepare answered although the driver was killed before answering")
+				}
+			} else {
+				n.start("")
+				if r, err := n.prepare(a); err != nil || r.Error != "" {
+					t.Fatalf("prepare: %v %v", r, err)
+				}
+				n.stop()
+				n.check(a)
+				n.startMock(fp)
+				if err := n.unprepare(a); err == nil {
+					t.Fatal("unprepare answered although the driver was killed before answering")
+				}
+			}
+			n.killed()
+			n.check()
+
+			n.start("")
+			n.check()
+			if !creating {
+				if err := n.unprepare(a); err != nil {
+					t.Fatal(err)
+				}
+				n.check()
+				if got := instancesOf(t, n.gpus()); len(got) != 1 {
+					t.Fatalf("after unprepare: %v, want only the foreign GPU instance", got)
+				}
+				return
+			}
+			if r, err := n.prepare(a); err != nil || r.Error != "" {
+				t.Fatalf("retried prepare: %v %v", r, err)
+			}
+			n.check(a)
 		})
 	}
 }

@@ -35,6 +35,9 @@ type Config struct {
 	// the host's NVML. Its instances are kept in StateDir (MockInstances),
 	// so a restarted driver finds them as it would on a GPU.
 	Mock string
+	// MockFailpoint, for crash tests, kills the driver at that change of
+	// the mock's instances (nvmlmock.Failpoints).
+	MockFailpoint string
 }
 
 // MockInstances is the file in stateDir where Run keeps the instances of
@@ -46,6 +49,9 @@ func MockInstances(stateDir string) string {
 // Run starts the driver on NVML and serves until ctx is done.
 func Run(ctx context.Context, cfg Config, client kubernetes.Interface) error {
 	logger := klog.FromContext(ctx)
+	if cfg.MockFailpoint != "" && cfg.Mock == "" {
+		return errors.New("a mock NVML failpoint needs a mock NVML server")
+	}
 	var lib nvml.Interface
 	if cfg.Mock != "" {
 		if err := os.MkdirAll(cfg.StateDir, 0o755); err != nil {
@@ -53,6 +59,9 @@ func Run(ctx context.Context, cfg Config, client kubernetes.Interface) error {
 		}
 		srv, err := nvmlmock.Open(cfg.Mock, MockInstances(cfg.StateDir))
 		if err != nil {
+			return err
+		}
+		if err := srv.KillAt(cfg.MockFailpoint); err != nil {
 			return err
 		}
 		cfg.MigMinors = filepath.Join(cfg.StateDir, "mock-mig-minors")

@@ -83,6 +83,8 @@ type Server struct {
 	// path is the file Open keeps the instances in; empty keeps them
 	// in memory only.
 	path string
+	// failpoint is where KillAt kills the process.
+	failpoint Failpoint
 }
 
 // New builds the named server (see Servers) with MIG mode on for every GPU
@@ -267,6 +269,7 @@ func (m *Server) createGpuInstance(d *server.Device, info *nvml.GpuInstanceProfi
 		d.Unlock()
 		return nil, nvml.ERROR_UNKNOWN
 	}
+	m.reached(AfterGpuInstanceCreated)
 	return gi, nvml.SUCCESS
 }
 
@@ -308,6 +311,7 @@ func (m *Server) createComputeInstance(gi *server.GpuInstance, info *nvml.Comput
 		delete(m.handles, ci)
 		return nil, nvml.ERROR_UNKNOWN
 	}
+	m.reached(AfterComputeInstanceCreated)
 	return ci, nvml.SUCCESS
 }
 
@@ -361,7 +365,9 @@ func (m *Server) wrapGpuInstance(gi *server.GpuInstance) {
 		if err := m.save(gi); err != nil {
 			return nvml.ERROR_UNKNOWN
 		}
-		return destroy()
+		ret := destroy()
+		m.reached(AfterGpuInstanceDestroyed)
+		return ret
 	}
 }
 
@@ -400,7 +406,9 @@ func (m *Server) wrapComputeInstance(gi *server.GpuInstance, ci *server.ComputeI
 		}
 		delete(m.migUUIDs, ci)
 		delete(m.handles, ci)
-		return destroy()
+		ret := destroy()
+		m.reached(AfterComputeInstanceDestroyed)
+		return ret
 	}
 }
 

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"slices"
+	"syscall"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
@@ -155,4 +157,39 @@ func (m *Server) save(gone any) error {
 		return err
 	}
 	return driverkit.WriteFileAtomic(m.path, data)
+}
+
+// Failpoint names a change of instances, right after it is recorded.
+// Crash tests kill the driver there: between the NVML calls of one
+// partition, which driverkit's failpoints do not split.
+type Failpoint string
+
+const (
+	AfterGpuInstanceCreated       Failpoint = "gpu-instance-created"
+	AfterComputeInstanceCreated   Failpoint = "compute-instance-created"
+	AfterComputeInstanceDestroyed Failpoint = "compute-instance-destroyed"
+	AfterGpuInstanceDestroyed     Failpoint = "gpu-instance-destroyed"
+)
+
+// Failpoints lists the failpoints, creates first.
+var Failpoints = []Failpoint{AfterGpuInstanceCreated, AfterComputeInstanceCreated, AfterComputeInstanceDestroyed, AfterGpuInstanceDestroyed}
+
+// KillAt makes the process die of SIGKILL, as driverkit.KillAt does, the
+// first time the server reaches the named failpoint; "" is none.
+func (m *Server) KillAt(name string) error {
+	if name != "" && !slices.Contains(Failpoints, Failpoint(name)) {
+		return fmt.Errorf("unknown mock NVML failpoint %q; known: %v", name, Failpoints)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.failpoint = Failpoint(name)
+	return nil
+}
+
+// reached kills the process at its failpoint. Callers hold m.mu.
+func (m *Server) reached(f Failpoint) {
+	if m.failpoint != "" && f == m.failpoint {
+		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		select {} // the signal is on its way; do not take another step
+	}
 }

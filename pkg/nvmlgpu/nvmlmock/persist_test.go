@@ -216,3 +216,20 @@ func uuidsOf(lines []string) []string {
 	}
 	return out
 }
+
+// TestKillAtRefusesUnknownFailpoints: a misspelt failpoint is an error,
+// not a crash test that never crashes.
+func TestKillAtRefusesUnknownFailpoints(t *testing.T) {
+	s, err := nvmlmock.New("dgxa100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.KillAt("gpu-instance-made"); err == nil || !strings.Contains(err.Error(), `unknown mock NVML failpoint "gpu-instance-made"`) {
+		t.Fatalf("KillAt: %v", err)
+	}
+	for _, f := range append(nvmlmock.Failpoints, "") {
+		if err := s.KillAt(string(f)); err != nil {
+			t.Fatalf("KillAt(%q): %v", f, err)
+		}
+	}
+}
