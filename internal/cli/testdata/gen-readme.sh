@@ -700,7 +700,10 @@ class as an option):
 Its tests run on NVIDIA's own mock DGX A100, H100, H200 and B200 servers
 (`pkg/nvml/mock/dgx*`), which `pkg/nvmlgpu/nvmlmock` makes refuse
 overlapping GPU instances as the hardware does; the test-only flag
-`--nvml-mock=dgxa100` runs the driver on one. In `e2e/` the binary runs on
+`--nvml-mock=dgxa100` runs the driver on one, whose instances are kept
+in the state directory so that they outlive the driver as a GPU's do.
+Crash tests kill that driver at every step of prepare and unprepare, and
+between its NVML calls, and count the GPU instances left. In `e2e/` the binary runs on
 each of the four under the kubelet's DRA manager, with a claim of two MIG
 devices and a `GpuConfig`:
 
