@@ -6,26 +6,22 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"slices"
 	"sync/atomic"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
-	drapbv1 "k8s.io/kubelet/pkg/apis/dra/v1"
 
+	"github.com/dractl/dractl/internal/testing/driverproc"
 	"github.com/dractl/dractl/pkg/driverkit"
 	"github.com/dractl/dractl/pkg/mig"
 	"github.com/dractl/dractl/pkg/nvmlgpu"
@@ -83,13 +79,9 @@ func childMain() {
 // crashNode is the directories of one simulated node, and the GPUs' state
 // in one of them; the driver process comes and goes, they stay.
 type crashNode struct {
+	*driverproc.Proc
 	t        *testing.T
 	cfg      childConfig
-	child    *exec.Cmd
-	exited   chan struct{}
-	exitErr  error
-	conn     *grpc.ClientConn
-	dra      drapbv1.DRAPluginClient
 	stateDir string
 	// foreign is the GPU instance an administrator made before the
 	// driver first started, as instancesOf lists it.
@@ -143,7 +135,7 @@ func newCrashNode(t *testing.T, claims ...*resourcev1.ResourceClaim) *crashNode 
 		t.Fatalf("mock instances after the foreign one: %v", all)
 	}
 	n.foreign = all[0].String()
-	t.Cleanup(n.stop)
+	n.Proc = driverproc.New(t, childEnv, driver, n.cfg.PluginDir, n.cfg.RegistrarDir)
 	return n
 }
 
@@ -163,7 +155,7 @@ func (n *crashNode) start(failpoint driverkit.Failpoint) {
 	n.t.Helper()
 	cfg := n.cfg
 	cfg.Failpoint = string(failpoint)
-	n.run(cfg)
+	n.Start(cfg)
 }
 
 // startMock runs the driver, killing itself at a change of the mock's
@@ -172,114 +164,7 @@ func (n *crashNode) startMock(failpoint nvmlmock.Failpoint) {
 	n.t.Helper()
 	cfg := n.cfg
 	cfg.MockFailpoint = string(failpoint)
-	n.run(cfg)
-}
-
-func (n *crashNode) run(cfg childConfig) {
-	n.t.Helper()
-	data, err := json.Marshal(cfg)
-	if err != nil {
-		n.t.Fatal(err)
-	}
-	sock := filepath.Join(cfg.PluginDir, "dra.sock")
-	reg := filepath.Join(cfg.RegistrarDir, driver+"-reg.sock")
-	// A killed driver leaves its sockets behind; the new one replaces
-	// them, and until it has, they must not count as served.
-	for _, f := range []string{sock, reg} {
-		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
-			n.t.Fatal(err)
-		}
-	}
-	n.child = exec.Command(os.Args[0], "-test.run=^$")
-	n.child.Env = append(os.Environ(), childEnv+"="+string(data))
-	n.child.Stderr = &logWriter{t: n.t}
-	if err := n.child.Start(); err != nil {
-		n.t.Fatal(err)
-	}
-	n.exited = make(chan struct{})
-	go func(c *exec.Cmd, ch chan struct{}) { n.exitErr = c.Wait(); close(ch) }(n.child, n.exited)
-	// Generous: the child is this test binary, often built with the race
-	// detector and started on a loaded machine; the poll costs nothing
-	// when it is fast.
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		_, e1 := os.Stat(sock)
-		_, e2 := os.Stat(reg)
-		if e1 == nil && e2 == nil {
-			break
-		}
-		select {
-		case <-n.exited:
-			n.child = nil
-			n.t.Fatalf("driver exited before serving: %v", n.exitErr)
-		case <-time.After(20 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			n.t.Fatal("driver did not start serving")
-		}
-	}
-	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		n.t.Fatal(err)
-	}
-	n.conn, n.dra = conn, drapbv1.NewDRAPluginClient(conn)
-}
-
-// killed waits for the driver to die of SIGKILL.
-func (n *crashNode) killed() {
-	n.t.Helper()
-	select {
-	case <-n.exited:
-		n.child = nil
-		var ee *exec.ExitError
-		if !errors.As(n.exitErr, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
-			n.t.Fatalf("driver ended with %v, want SIGKILL at the failpoint", n.exitErr)
-		}
-	case <-time.After(2 * time.Minute):
-		n.t.Fatal("driver did not hit its failpoint")
-	}
-	n.closeConn()
-}
-
-func (n *crashNode) closeConn() {
-	if n.conn != nil {
-		n.conn.Close()
-		n.conn, n.dra = nil, nil
-	}
-}
-
-func (n *crashNode) stop() {
-	if n.child == nil {
-		return
-	}
-	_ = n.child.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-n.exited:
-	case <-time.After(10 * time.Second):
-		_ = n.child.Process.Kill()
-		<-n.exited
-	}
-	n.closeConn()
-	n.child = nil
-}
-
-func (n *crashNode) prepare(c *resourcev1.ResourceClaim) (*drapbv1.NodePrepareResourceResponse, error) {
-	resp, err := n.dra.NodePrepareResources(context.Background(), &drapbv1.NodePrepareResourcesRequest{Claims: []*drapbv1.Claim{{Namespace: c.Namespace, Name: c.Name, Uid: string(c.UID)}}})
-	if err != nil {
-		return nil, err
-	}
-	return resp.Claims[string(c.UID)], nil
-}
-
-func (n *crashNode) unprepare(c *resourcev1.ResourceClaim) error {
-	resp, err := n.dra.NodeUnprepareResources(context.Background(), &drapbv1.NodeUnprepareResourcesRequest{Claims: []*drapbv1.Claim{{Namespace: c.Namespace, Name: c.Name, Uid: string(c.UID)}}})
-	if err != nil {
-		return err
-	}
-	if msg := resp.Claims[string(c.UID)].Error; msg != "" {
-		return errors.New(msg)
-	}
-	return nil
+	n.Start(cfg)
 }
 
 // gpuInstance is a GPU instance as NVML reports it.
@@ -421,32 +306,32 @@ func TestCrashDuringPrepareLeaksNoGPUInstance(t *testing.T) {
 
 	ref := newCrashNode(t, a)
 	ref.start("")
-	want, err := ref.prepare(a)
+	want, err := ref.Prepare(a)
 	if err != nil || want.Error != "" {
 		t.Fatalf("reference prepare: %v %v", want, err)
 	}
-	ref.stop()
+	ref.Stop()
 	ref.check(a)
 
 	for _, fp := range driverkit.PrepareFailpoints {
 		t.Run(string(fp), func(t *testing.T) {
 			n := newCrashNode(t, a)
 			n.start(fp)
-			if _, err := n.prepare(a); err == nil {
+			if _, err := n.Prepare(a); err == nil {
 				t.Fatal("prepare answered although the driver was killed before answering")
 			}
-			n.killed()
+			n.Killed()
 			n.check()
 
 			n.start("")
 			n.check()
-			got, err := n.prepare(a)
+			got, err := n.Prepare(a)
 			if err != nil || got.String() != want.String() {
 				t.Fatalf("retried prepare: %v, %v; want %v", got, err, want)
 			}
 			n.check(a)
 			// A restart of a prepared claim's driver keeps its instance.
-			n.stop()
+			n.Stop()
 			n.start("")
 			n.check(a)
 		})
@@ -464,28 +349,28 @@ func TestCrashDuringUnprepareLeaksNoGPUInstance(t *testing.T) {
 		t.Run(string(fp), func(t *testing.T) {
 			n := newCrashNode(t, a, next)
 			n.start("")
-			if r, err := n.prepare(a); err != nil || r.Error != "" {
+			if r, err := n.Prepare(a); err != nil || r.Error != "" {
 				t.Fatalf("prepare: %v %v", r, err)
 			}
-			n.stop()
+			n.Stop()
 			n.check(a)
 			n.start(fp)
-			if err := n.unprepare(a); err == nil {
+			if err := n.Unprepare(a); err == nil {
 				t.Fatal("unprepare answered although the driver was killed before answering")
 			}
-			n.killed()
+			n.Killed()
 			n.check()
 
 			n.start("")
 			n.check()
-			if err := n.unprepare(a); err != nil {
+			if err := n.Unprepare(a); err != nil {
 				t.Fatal(err)
 			}
 			n.check()
 			if got := instancesOf(t, n.gpus()); len(got) != 1 {
 				t.Fatalf("after unprepare: %v, want only the foreign GPU instance", got)
 			}
-			if r, err := n.prepare(next); err != nil || r.Error != "" {
+			if r, err := n.Prepare(next); err != nil || r.Error != "" {
 				t.Fatalf("prepare over the freed memory slices: %v %v", r, err)
 			}
 			n.check(next)
@@ -508,28 +393,28 @@ func TestCrashBetweenNVMLCallsLeaksNoGPUInstance(t *testing.T) {
 			creating := fp == nvmlmock.AfterGpuInstanceCreated || fp == nvmlmock.AfterComputeInstanceCreated
 			if creating {
 				n.startMock(fp)
-				if _, err := n.prepare(a); err == nil {
+				if _, err := n.Prepare(a); err == nil {
 					t.Fatal("prepare answered although the driver was killed before answering")
 				}
 			} else {
 				n.start("")
-				if r, err := n.prepare(a); err != nil || r.Error != "" {
+				if r, err := n.Prepare(a); err != nil || r.Error != "" {
 					t.Fatalf("prepare: %v %v", r, err)
 				}
-				n.stop()
+				n.Stop()
 				n.check(a)
 				n.startMock(fp)
-				if err := n.unprepare(a); err == nil {
+				if err := n.Unprepare(a); err == nil {
 					t.Fatal("unprepare answered although the driver was killed before answering")
 				}
 			}
-			n.killed()
+			n.Killed()
 			n.check()
 
 			n.start("")
 			n.check()
 			if !creating {
-				if err := n.unprepare(a); err != nil {
+				if err := n.Unprepare(a); err != nil {
 					t.Fatal(err)
 				}
 				n.check()
@@ -538,18 +423,10 @@ func TestCrashBetweenNVMLCallsLeaksNoGPUInstance(t *testing.T) {
 				}
 				return
 			}
-			if r, err := n.prepare(a); err != nil || r.Error != "" {
+			if r, err := n.Prepare(a); err != nil || r.Error != "" {
 				t.Fatalf("retried prepare: %v %v", r, err)
 			}
 			n.check(a)
 		})
 	}
-}
-
-// logWriter sends the child's log to the test log.
-type logWriter struct{ t *testing.T }
-
-func (w *logWriter) Write(p []byte) (int, error) {
-	w.t.Logf("driver: %s", p)
-	return len(p), nil
 }
