@@ -758,6 +758,13 @@ same pod under the stock profile gets the same condition:
 With the plugin argument `explanation: Inline` the account replaces the
 in-tree words in the condition instead, per node and summed up.
 
+Which DRA features of kube-scheduler 1.37 the plugin serves, gate by gate
+and with the test that shows each, is in
+[docs/scheduler-features.md](docs/scheduler-features.md); `make
+schedperf` runs kube-scheduler's own scheduler_perf DRA test cases with
+the in-tree plugin and with dractl's in its place (results in
+[docs/upstream.md](docs/upstream.md)).
+
 ## Conformance and performance
 
     make conformance   # N=2000 seeded scenarios side by side with upstream; last line "N passed, M failed"
