@@ -71,6 +71,12 @@ const (
 	// WorkloadResourceClaims: claims of a PodGroup shared by its pods
 	// (KEP-5729).
 	WorkloadResourceClaims Gate = "DRAWorkloadResourceClaims"
+	// NodeAllocatableResources: devices that stand for node CPU, memory
+	// or hugepages count against the node (KEP-5517).
+	NodeAllocatableResources Gate = "DRANodeAllocatableResources"
+	// PodLevelResources: pod-level requests and limits, which bound what
+	// a pod's devices may add to its containers (KEP-2837).
+	PodLevelResources Gate = "PodLevelResources"
 )
 
 // NodeFeatureOptionalNodeOperations is what a node lists in
@@ -119,6 +125,8 @@ var stages = map[Gate]Stage{
 	SchedulerFilterTimeout:    Beta,
 	DeviceTaintRules:          GA,
 	WorkloadResourceClaims:    Beta,
+	NodeAllocatableResources:  Alpha,
+	PodLevelResources:         Beta,
 }
 
 // StageOf returns g's maturity in Kubernetes 1.37, false for a gate this
@@ -138,7 +146,7 @@ var gates = []Gate{
 }
 
 // schedulerGates are the plugin's own gates, in a fixed order.
-var schedulerGates = []Gate{SchedulerFilterTimeout, DeviceTaintRules, WorkloadResourceClaims}
+var schedulerGates = []Gate{SchedulerFilterTimeout, DeviceTaintRules, WorkloadResourceClaims, NodeAllocatableResources, PodLevelResources}
 
 // SchedulerGates returns the gates only the scheduler plugin reads.
 func SchedulerGates() []Gate { return slices.Clone(schedulerGates) }

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 
+	v1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/klog/v2"
@@ -50,6 +51,13 @@ type cycleState struct {
 	allocations []*resourcev1.AllocationResult
 	inFlight    []bool
 	written     []bool
+	// nodeStatuses are the pod's nodeAllocatableResourceClaimStatuses on
+	// each node that fit (under mu); reservedStatuses the chosen node's;
+	// statusesWritten: PreBind sent them to the pod (KEP-5517, see
+	// nodealloc.go).
+	nodeStatuses     map[string][]v1.NodeAllocatableResourceClaimStatus
+	reservedStatuses []v1.NodeAllocatableResourceClaimStatus
+	statusesWritten  bool
 	// preBound: PreBind wrote every claim and returned success, so the
 	// pod's binding may have been sent (see Unreserve).
 	preBound bool

@@ -215,6 +215,19 @@ func (c *cluster) start() {
 // as the plugin is while kube-scheduler starts.
 func newUnstartedCluster(t testing.TB, args runtime.Object, objs ...runtime.Object) *cluster {
 	t.Helper()
+	return newUnstartedClusterWith(t, AllFeatures, args, objs...)
+}
+
+// newClusterWith is newCluster with the feature gates fts.
+func newClusterWith(t testing.TB, fts Features, args runtime.Object, objs ...runtime.Object) *cluster {
+	t.Helper()
+	c := newUnstartedClusterWith(t, fts, args, objs...)
+	c.start()
+	return c
+}
+
+func newUnstartedClusterWith(t testing.TB, fts Features, args runtime.Object, objs ...runtime.Object) *cluster {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	client := fake.NewClientset(objs...)
 	tracker := newFakeTracker()
@@ -237,7 +250,7 @@ func newUnstartedCluster(t testing.TB, args runtime.Object, objs ...runtime.Obje
 		cancel()
 		t.Fatal(err)
 	}
-	pl, err := New(ctx, args, h, AllFeatures, state.Options{})
+	pl, err := New(ctx, args, h, fts, state.Options{})
 	if err != nil {
 		cancel()
 		t.Fatal(err)

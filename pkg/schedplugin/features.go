@@ -27,11 +27,17 @@ type Features struct {
 	// WorkloadResourceClaims: DRAWorkloadResourceClaims, under which a
 	// pod's template claim may be its PodGroup's.
 	WorkloadResourceClaims bool
+	// NodeAllocatableResources: DRANodeAllocatableResources, devices that
+	// stand for node CPU, memory or hugepages (KEP-5517).
+	NodeAllocatableResources bool
+	// PodLevelResources: pod-level requests and limits, which bound the
+	// node resources a pod's devices add.
+	PodLevelResources bool
 }
 
 // AllFeatures is every feature on, which is what the plugin assumes
 // without a feature gate.
-var AllFeatures = Features{Allocation: features.All(), BindingConditions: true, FilterTimeout: true, PrioritizedList: true, DeviceTaintRules: true, ConsumableCapacity: true, WorkloadResourceClaims: true}
+var AllFeatures = Features{Allocation: features.All(), BindingConditions: true, FilterTimeout: true, PrioritizedList: true, DeviceTaintRules: true, ConsumableCapacity: true, WorkloadResourceClaims: true, NodeAllocatableResources: true, PodLevelResources: true}
 
 // FeaturesFrom reads the gates from kube-scheduler's feature gate. A gate
 // fg does not know counts as on, so that a gate removed upstream after
@@ -52,12 +58,14 @@ func FeaturesFrom(fg featuregate.FeatureGate) Features {
 		alloc = alloc.With(g, on(g))
 	}
 	return Features{
-		Allocation:             alloc,
-		BindingConditions:      on(features.DeviceBindingConditions) && on(features.ResourceClaimDeviceStatus),
-		FilterTimeout:          on(features.SchedulerFilterTimeout),
-		PrioritizedList:        on(features.PrioritizedList),
-		DeviceTaintRules:       on(features.DeviceTaintRules),
-		ConsumableCapacity:     on(features.ConsumableCapacity),
-		WorkloadResourceClaims: on(features.WorkloadResourceClaims),
+		Allocation:               alloc,
+		BindingConditions:        on(features.DeviceBindingConditions) && on(features.ResourceClaimDeviceStatus),
+		FilterTimeout:            on(features.SchedulerFilterTimeout),
+		PrioritizedList:          on(features.PrioritizedList),
+		DeviceTaintRules:         on(features.DeviceTaintRules),
+		ConsumableCapacity:       on(features.ConsumableCapacity),
+		WorkloadResourceClaims:   on(features.WorkloadResourceClaims),
+		NodeAllocatableResources: on(features.NodeAllocatableResources),
+		PodLevelResources:        on(features.PodLevelResources),
 	}
 }

@@ -70,7 +70,7 @@ func (pl *Plugin) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, no
 		return unresolvable(logger, reasonNotAvailable)
 	}
 	if s.cycle == nil {
-		return nil
+		return pl.fitNodeResources(logger, s, pod, nodeInfo, nil)
 	}
 	res, err := s.cycle.Allocate(ctx, node)
 	var unfit *allocator.UnfitError
@@ -109,6 +109,9 @@ func (pl *Plugin) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, no
 		return asError(logger, err)
 	case len(res) != len(s.pending):
 		return asError(logger, fmt.Errorf("node %s: %d allocation results for %d claims", node.Name, len(res), len(s.pending)))
+	}
+	if st := pl.fitNodeResources(logger, s, pod, nodeInfo, res); st != nil {
+		return st
 	}
 	s.mu.Lock()
 	if s.results != nil { // nil only once Reserve has released it

@@ -48,6 +48,9 @@ type Plugin struct {
 	resultMaps sync.Pool
 	// gate paces the cycles to the binding cycles (nil: no bound).
 	gate *bindGate
+	// footprints are the node resources of placed pods the scheduler's
+	// cache does not count yet (see nodealloc.go).
+	footprints footprints
 }
 
 var (
@@ -101,6 +104,11 @@ func New(ctx context.Context, args runtime.Object, fh fwk.Handle, fts Features, 
 		feed: newFeed(st, waiting, logger), waiting: waiting, gate: newBindGate(cfg.bindingsInFlight)}
 	if err := pl.watch(ctx, logger); err != nil {
 		return nil, err
+	}
+	if fts.NodeAllocatableResources {
+		if err := pl.watchPodsGone(); err != nil {
+			return nil, err
+		}
 	}
 	return pl, nil
 }

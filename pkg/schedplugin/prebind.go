@@ -93,6 +93,9 @@ func (pl *Plugin) PreBind(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, n
 		pl.dra.ResourceClaims().MaybeRemoveClaimPendingAllocation(s.claims[i].claim.UID, true)
 		s.inFlight[j] = false
 	}
+	if err := pl.writeNodeResources(ctx, s, pod); err != nil {
+		return asError(logger, err)
+	}
 	if !pl.fts.BindingConditions || !hasBindingConditions(s) {
 		s.preBound = true
 		return nil

@@ -68,6 +68,13 @@ func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 		s.pending = append(s.pending, i)
 	}
 	if len(s.pending) == 0 {
+		if pl.fts.NodeAllocatableResources {
+			// Filter looks up the allocated devices' node resources.
+			if err := pl.waitForSync(ctx); err != nil {
+				return nil, asError(logger, err)
+			}
+			s.snap = pl.st.Snapshot()
+		}
 		return nil, nil
 	}
 	if err := pl.waitForSync(ctx); err != nil {

@@ -29,6 +29,7 @@ func (pl *Plugin) Reserve(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, n
 		// gets there.
 		pl.gate.take(pod.UID)
 	}
+	pl.reserveNodeResources(s, pod, nodeName)
 	if s.cycle == nil {
 		return nil
 	}
@@ -74,6 +75,7 @@ func (pl *Plugin) Unreserve(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 	if err != nil || len(s.claims) == 0 {
 		return
 	}
+	pl.unreserveNodeResources(ctx, logger, s, pod)
 	for j, i := range s.pending {
 		if j >= len(s.inFlight) || !s.inFlight[j] {
 			continue

@@ -193,6 +193,17 @@ func (b *DeviceBuilder) Taint(key, value string, effect resourcev1.DeviceTaintEf
 	b.d.Taints = append(b.d.Taints, api.DeviceTaint{Key: key, Value: value, Effect: effect})
 	return b
 }
+
+// NodeResource declares that the device stands for node resource name
+// (KEP-5517).
+func (b *DeviceBuilder) NodeResource(name corev1.ResourceName, r resourcev1.NodeAllocatableResource) *DeviceBuilder {
+	if b.d.NodeAllocatableResources == nil {
+		b.d.NodeAllocatableResources = map[corev1.ResourceName]resourcev1.NodeAllocatableResource{}
+	}
+	b.d.NodeAllocatableResources[name] = r
+	return b
+}
+
 func (b *DeviceBuilder) Multi() *DeviceBuilder       { b.d.AllowMultipleAllocations = ptr.To(true); return b }
 func (b *DeviceBuilder) BindsToNode() *DeviceBuilder { b.d.BindsToNode = ptr.To(true); return b }
 func (b *DeviceBuilder) BindingConditions(c ...string) *DeviceBuilder {
