@@ -2,10 +2,9 @@ package bench
 
 import (
 	"context"
-	"flag"
 	"fmt"
+	"runtime"
 	"slices"
-	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -33,8 +32,19 @@ var Sides = []Side{
 	{"dractl", ""},
 }
 
-// Timeout bounds one op.
+// Timeout bounds one node's Filter, on every side and in every op: it is
+// kube-scheduler 1.37's default filterTimeout, which both the in-tree
+// plugin and dractl's apply to every Filter (DRASchedulerFilterTimeout is
+// on by default), so each op pays for its timer as a scheduler does.
 var Timeout = 10 * time.Second
+
+// filter runs one node's allocation under its own deadline, as the
+// in-tree plugin's Filter does.
+func filter[T any](ctx context.Context, allocate func(context.Context) (T, error)) (T, error) {
+	ctx, cancel := context.WithTimeout(ctx, Timeout)
+	defer cancel()
+	return allocate(ctx)
+}
 
 // Op does op number i. Ops of one Op value must be called in order from
 // one goroutine: each applies the delta the previous one left.
@@ -67,7 +77,9 @@ func NewOp(w Workload, s Side) (Op, error) {
 				return nil, err
 			}
 			return func(ctx context.Context, i int) scenario.Outcome {
-				res, err := a.Allocate(ctx, node(i), claims)
+				res, err := filter(ctx, func(ctx context.Context) ([]resourcev1.AllocationResult, error) {
+					return a.Allocate(ctx, node(i), claims)
+				})
 				return upstream.Classify(ctx, res, err)
 			}, nil
 		}
@@ -76,7 +88,9 @@ func NewOp(w Workload, s Side) (Op, error) {
 			if err != nil {
 				return scenario.Outcome{Kind: scenario.Fatal, Err: err}
 			}
-			res, err := a.Allocate(ctx, node(i), claims)
+			res, err := filter(ctx, func(ctx context.Context) ([]resourcev1.AllocationResult, error) {
+				return a.Allocate(ctx, node(i), claims)
+			})
 			return upstream.Classify(ctx, res, err)
 		}, nil
 	}
@@ -94,8 +108,10 @@ func NewOp(w Workload, s Side) (Op, error) {
 			}
 		}
 	}
+	// The Cycle bounds each node's search itself (state.CycleOptions).
+	opts := state.CycleOptions{Timeout: Timeout}
 	if w.Filter {
-		cyc := p.State.Snapshot().Cycle(claims, state.CycleOptions{})
+		cyc := p.State.Snapshot().Cycle(claims, opts)
 		return func(ctx context.Context, i int) scenario.Outcome {
 			return dractlrun.Classify(ctx, func() ([]*resourcev1.AllocationResult, error) { return cyc.Allocate(ctx, node(i)) }, len(claims))
 		}, nil
@@ -109,7 +125,7 @@ func NewOp(w Workload, s Side) (Op, error) {
 			return scenario.Outcome{Kind: scenario.Fatal, Err: err}
 		}
 		return dractlrun.Classify(ctx, func() ([]*resourcev1.AllocationResult, error) {
-			return p.State.Snapshot().Cycle(claims, state.CycleOptions{}).Allocate(ctx, node(i))
+			return p.State.Snapshot().Cycle(claims, opts).Allocate(ctx, node(i))
 		}, len(claims))
 	}, nil
 }
@@ -180,7 +196,8 @@ func SliceUpdate(nodes int, filter bool) (string, Op, error) {
 			orig, next = append(orig, s), append(next, c)
 		}
 	}
-	cyc := p.State.Snapshot().Cycle(w.Scenario.Claims, state.CycleOptions{})
+	opts := state.CycleOptions{Timeout: Timeout}
+	cyc := p.State.Snapshot().Cycle(w.Scenario.Claims, opts)
 	name := fmt.Sprintf("slice update on a %d-node cluster", nodes)
 	if filter {
 		name += ", then Filter on its node"
@@ -199,7 +216,7 @@ func SliceUpdate(nodes int, filter bool) (string, Op, error) {
 			return scenario.Outcome{Kind: scenario.Fit}
 		}
 		// The cycle of the next pod sees the new slice.
-		cyc = snap.Cycle(w.Scenario.Claims, state.CycleOptions{})
+		cyc = snap.Cycle(w.Scenario.Claims, opts)
 		n := w.Scenario.Node(*s.Spec.NodeName)
 		return dractlrun.Classify(ctx, func() ([]*resourcev1.AllocationResult, error) { return cyc.Allocate(ctx, n) }, 1)
 	}, nil
@@ -207,8 +224,12 @@ func SliceUpdate(nodes int, filter bool) (string, Op, error) {
 
 // Result is the median of the rounds of one op.
 type Result struct {
-	NsPerOp, AllocsPerOp int64
-	Outcome              scenario.Outcome
+	// NsPerOp is the process's CPU time per op (user and system, every
+	// thread: the garbage collector's work is the op's too), which on a
+	// shared machine stays put where wall time does not. WallNsPerOp is
+	// the wall time.
+	NsPerOp, WallNsPerOp, AllocsPerOp int64
+	Outcome                           scenario.Outcome
 	// Note explains a missing measurement ("timeout", "n/a").
 	Note string
 }
@@ -216,82 +237,85 @@ type Result struct {
 // Measure runs the ops in interleaved rounds (round r runs every op for
 // per, in order, before round r+1 starts), which spreads the noise of a
 // shared machine over all of them alike, and returns each op's median.
-// An op whose first call takes longer than long is called once per round,
-// with its own deadline of Timeout; the calls of a faster op within one
-// round share one.
+// Every run starts from a collected heap, so that no op pays for the
+// garbage of the one before it and each pays for its own. An op whose
+// first call takes longer than long is called once per round.
 func Measure(ops []Op, rounds int, per, long time.Duration) []Result {
-	if f := flag.Lookup("test.benchtime"); f != nil {
-		_ = f.Value.Set(per.String())
-	}
 	res := make([]Result, len(ops))
-	ns := make([][]int64, len(ops))
+	cpu := make([][]int64, len(ops))
+	wall := make([][]int64, len(ops))
 	allocs := make([][]int64, len(ops))
 	next := make([]int, len(ops))
 	ctx := context.Background()
-	call := func(j int) scenario.Outcome {
-		tctx, cancel := context.WithTimeout(ctx, Timeout)
-		defer cancel()
-		out := ops[j](tctx, next[j])
-		next[j]++
-		return out
+	// n is the calls per run of each op, found by its first run.
+	n := make([]int, len(ops))
+	run := func(j, calls int) (time.Duration, time.Duration, uint64, scenario.Outcome) {
+		runtime.GC()
+		var m0, m1 runtimeMem
+		m0.read()
+		c0, start := processCPU(), time.Now()
+		var out scenario.Outcome
+		for range calls {
+			out = ops[j](ctx, next[j])
+			next[j]++
+			if out.Kind == scenario.Timeout || out.Kind == scenario.Fatal {
+				break
+			}
+		}
+		w, c := time.Since(start), processCPU()-c0
+		m1.read()
+		return c, w, m1.mallocs - m0.mallocs, out
 	}
-	slow := make([]bool, len(ops))
 	for j, op := range ops {
 		if op == nil {
 			res[j].Note = "—"
 			continue
 		}
 		start := time.Now()
-		res[j].Outcome = call(j)
-		if d := time.Since(start); d > long {
-			slow[j] = true
-		}
+		res[j].Outcome = ops[j](ctx, next[j])
+		next[j]++
+		first := time.Since(start)
 		if res[j].Outcome.Kind == scenario.Timeout {
 			res[j].Note = fmt.Sprintf("timeout (>%s)", Timeout)
+			continue
 		}
 		// One more call, so that every op starts its rounds on the same
 		// parity of its delta.
-		call(j)
+		ops[j](ctx, next[j])
+		next[j]++
+		n[j] = 1
+		if first <= long {
+			// Grow the run as testing.B does until it lasts per.
+			for {
+				_, w, _, _ := run(j, n[j])
+				if w >= per || n[j] >= 1e9 {
+					break
+				}
+				grow := int64(per) * int64(n[j]) / max(int64(w), 1)
+				n[j] = int(min(max(grow+grow/5, int64(n[j])+1), 100*int64(n[j])))
+				// Even, so that a run leaves the delta's parity as it found it.
+				n[j] += n[j] % 2
+			}
+		}
 	}
 	for range rounds {
 		for j := range ops {
 			if ops[j] == nil || res[j].Note != "" {
 				continue
 			}
-			var r testing.BenchmarkResult
-			if slow[j] {
-				var m0, m1 runtimeMem
-				m0.read()
-				start := time.Now()
-				call(j)
-				r = testing.BenchmarkResult{N: 1, T: time.Since(start)}
-				m1.read()
-				r.MemAllocs = m1.mallocs - m0.mallocs
-			} else {
-				r = testing.Benchmark(func(b *testing.B) {
-					// One deadline for the run: a timer per op would cost
-					// more than a fast op, and no scheduler pays it.
-					tctx, cancel := context.WithTimeout(ctx, Timeout)
-					defer cancel()
-					b.ReportAllocs()
-					for range b.N {
-						out := ops[j](tctx, next[j])
-						next[j]++
-						if out.Kind == scenario.Timeout {
-							b.Skip("timeout")
-						}
-					}
-				})
+			c, w, m, out := run(j, n[j])
+			if out.Kind == scenario.Timeout {
+				res[j].Note = fmt.Sprintf("timeout (>%s)", Timeout)
+				continue
 			}
-			if r.N > 0 {
-				ns[j] = append(ns[j], r.NsPerOp())
-				allocs[j] = append(allocs[j], int64(r.MemAllocs)/int64(r.N))
-			}
+			cpu[j] = append(cpu[j], c.Nanoseconds()/int64(n[j]))
+			wall[j] = append(wall[j], w.Nanoseconds()/int64(n[j]))
+			allocs[j] = append(allocs[j], int64(m)/int64(n[j]))
 		}
 	}
 	for j := range ops {
-		if len(ns[j]) > 0 {
-			res[j].NsPerOp, res[j].AllocsPerOp = median(ns[j]), median(allocs[j])
+		if len(cpu[j]) > 0 {
+			res[j].NsPerOp, res[j].WallNsPerOp, res[j].AllocsPerOp = median(cpu[j]), median(wall[j]), median(allocs[j])
 		} else if res[j].Note == "" {
 			res[j].Note = "n/a"
 		}

@@ -3,6 +3,7 @@ package allocator
 import (
 	"context"
 	"errors"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
@@ -34,6 +35,21 @@ func (a *Allocator) Allocate(ctx context.Context, node *corev1.Node, claims []*r
 // for the results and errors. It may be called for many nodes
 // concurrently.
 func (p *Plan) Allocate(ctx context.Context, node *corev1.Node) ([]*resourcev1.AllocationResult, error) {
+	return p.AllocateWithin(ctx, node, 0)
+}
+
+// AllocateWithin is Allocate with the search bounded by timeout (0: no
+// bound): past it, the search ends with context.DeadlineExceeded, as
+// Allocate's does when ctx's deadline passes. The search reads the clock
+// where it checks ctx, every 64 steps, instead of arming a timer: a
+// scheduler bounds every node's Filter, and on a node that answers in a
+// few microseconds a timer would be a large part of the cost. A CEL
+// selector's own evaluation is bounded by its cost limit, not by timeout.
+func (p *Plan) AllocateWithin(ctx context.Context, node *corev1.Node, timeout time.Duration) ([]*resourcev1.AllocationResult, error) {
+	var deadline time.Time
+	if timeout > 0 {
+		deadline = time.Now().Add(timeout)
+	}
 	a := p.a
 	if node == nil {
 		return nil, &FatalError{Err: errors.New("node is nil")}
@@ -60,7 +76,7 @@ func (p *Plan) Allocate(ctx context.Context, node *corev1.Node) ([]*resourcev1.A
 	// orders whole candidate lists, so it starts with the full pass.
 	ok, err := false, errFirstPassBudget
 	if a.strategy.upstreamOrder() && a.opts.withoutLayers&layerFirstPass == 0 {
-		at = p.newAttempt(&sc.passes[0], ctx, node, pools, true, sc, bufs)
+		at = p.newAttempt(&sc.passes[0], ctx, deadline, node, pools, true, sc, bufs)
 		if ok, err = at.run(); err != nil && !errors.Is(err, errFirstPassBudget) {
 			return nil, err
 		}
@@ -71,7 +87,7 @@ func (p *Plan) Allocate(ctx context.Context, node *corev1.Node) ([]*resourcev1.A
 			// The first pass used the buffers.
 			bufs = nil
 		}
-		at = p.newAttempt(&sc.passes[1], ctx, node, pools, false, sc, bufs)
+		at = p.newAttempt(&sc.passes[1], ctx, deadline, node, pools, false, sc, bufs)
 		if ok, err = at.run(); err != nil {
 			return nil, err
 		}

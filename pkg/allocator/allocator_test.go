@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	resourcev1 "k8s.io/api/resource/v1"
 
@@ -340,6 +341,31 @@ func TestContextCancelDuringSearch(t *testing.T) {
 	}
 	if stopped, all := a.Stats().SearchNodes, full.Stats().SearchNodes; stopped >= all/10 {
 		t.Errorf("cancelled after %d of %d search nodes; want it noticed early", stopped, all)
+	}
+}
+
+// TestDeadlineDuringSearch: AllocateWithin's bound ends a long search
+// with context.DeadlineExceeded, read from the clock where the search
+// checks ctx (no timer), and early; a search shorter than one check
+// interval finishes whatever the bound.
+func TestDeadlineDuringSearch(t *testing.T) {
+	f := "testdata/regressions/seed2-284-dractl-slow.yaml"
+	hdr := readHeader(t, f)
+	a, node, pending := loadRegression(t, f, hdr["expect-node"])
+	_, err := a.Plan(pending).AllocateWithin(context.Background(), node, time.Nanosecond)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("want context.DeadlineExceeded from inside the search, got %v", err)
+	}
+	full, _, _ := loadRegression(t, f, hdr["expect-node"])
+	if _, err := full.Plan(pending).AllocateWithin(context.Background(), node, time.Hour); err == nil || errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("run within an hour: want an unfit or fatal answer, got %v", err)
+	}
+	if stopped, all := a.Stats().SearchNodes, full.Stats().SearchNodes; stopped >= all/10 {
+		t.Errorf("stopped after %d of %d search nodes; want the deadline noticed early", stopped, all)
+	}
+	e := &env{slices: gpuNode("node-1", 1), classes: []*resourcev1.DeviceClass{gpuClass, migClass}}
+	if _, err := e.alloc(t).Plan(claims(at.Claim("c").Request(mig("r", "1g.10gb")))).AllocateWithin(context.Background(), node1, time.Nanosecond); err != nil {
+		t.Errorf("a one-step search under a 1ns bound: %v", err)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
@@ -14,12 +15,14 @@ import (
 // layers it asks (prune, layers.go) and the strategy that orders
 // candidates (config.strategy, strategy.go). One goroutine owns it.
 type attempt struct {
-	a      *Allocator
-	ctx    context.Context
-	node   *corev1.Node
-	claims []*resourcev1.ResourceClaim
-	plan   []claimPlan
-	pools  []nodePool
+	a   *Allocator
+	ctx context.Context
+	// deadline bounds the search when set (Plan.AllocateWithin).
+	deadline time.Time
+	node     *corev1.Node
+	claims   []*resourcev1.ResourceClaim
+	plan     []claimPlan
+	pools    []nodePool
 	// requests are the plan's requests on this node with their candidates
 	// (candidates.go), in the order the search satisfies them; cons are
 	// the running values of each claim's constraints.
@@ -93,8 +96,8 @@ type savedCompat struct {
 // newAttempt starts, in at, a search of plan p on the node, with the
 // arrays of sc and bufs (nil: none) for its lists; lazy is the first
 // pass.
-func (p *Plan) newAttempt(at *attempt, ctx context.Context, node *corev1.Node, pools []nodePool, lazy bool, sc *scratch, bufs *attemptBufs) *attempt {
-	*at = attempt{a: p.a, ctx: ctx, node: node, claims: p.claims, plan: p.byClaim, pools: pools, lazy: lazy, sc: sc, bufs: bufs}
+func (p *Plan) newAttempt(at *attempt, ctx context.Context, deadline time.Time, node *corev1.Node, pools []nodePool, lazy bool, sc *scratch, bufs *attemptBufs) *attempt {
+	*at = attempt{a: p.a, ctx: ctx, deadline: deadline, node: node, claims: p.claims, plan: p.byClaim, pools: pools, lazy: lazy, sc: sc, bufs: bufs}
 	at.init()
 	return at
 }
@@ -105,7 +108,7 @@ func (p *Plan) newAttempt(at *attempt, ctx context.Context, node *corev1.Node, p
 // garbage collector.
 func (at *attempt) probe(requests []claimRequest) *attempt {
 	p := at.sc.probeAttempt()
-	*p = attempt{a: at.a, ctx: at.ctx, node: at.node, claims: at.claims, plan: at.plan, pools: at.pools, cons: at.cons, requests: requests}
+	*p = attempt{a: at.a, ctx: at.ctx, deadline: at.deadline, node: at.node, claims: at.claims, plan: at.plan, pools: at.pools, cons: at.cons, requests: requests}
 	p.init()
 	return p
 }
@@ -434,6 +437,9 @@ func (at *attempt) fill(ri int, al *alternative, order []candidate, k, pos int) 
 	if b.steps&63 == 0 {
 		if err := at.ctx.Err(); err != nil {
 			return false, err
+		}
+		if !at.deadline.IsZero() && time.Now().After(at.deadline) {
+			return false, context.DeadlineExceeded
 		}
 	}
 	if b.limit > 0 && b.steps > b.limit {

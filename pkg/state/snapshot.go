@@ -2,6 +2,7 @@ package state
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -290,13 +291,8 @@ func (c *Cycle) Allocate(ctx context.Context, node *corev1.Node) ([]*resourcev1.
 		}
 		c.snap.memo.misses.Add(1)
 	}
-	if c.timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, c.timeout)
-		defer cancel()
-	}
-	res, err := c.plan.Allocate(ctx, node)
-	if memo != nil && ctx.Err() == nil {
+	res, err := c.plan.AllocateWithin(ctx, node, c.timeout)
+	if memo != nil && ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) {
 		memo.remember(c.shape, node, c.names, res, err)
 	}
 	return res, err
