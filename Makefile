@@ -7,7 +7,7 @@ FUZZTIME_SHORT ?= 500x
 FUZZTIME ?= 30s
 EXAMPLES := $(sort $(wildcard examples/*/))
 
-.PHONY: all build driver test demo fmt-check vet tidy-check unit scheduler-test fuzz fuzz-short golden readme conformance conformance-test bench chromium report-screenshot e2e e2e-golden bench-e2e scheduler schedperf
+.PHONY: all build driver test demo fmt-check vet tidy-check unit scheduler-test fuzz fuzz-short golden readme conformance conformance-test bench bench-schedperf chromium report-screenshot e2e e2e-golden bench-e2e scheduler schedperf
 
 all: build
 
@@ -202,6 +202,17 @@ e2e:
 SCHEDPERF_FLAGS ?=
 schedperf:
 	$(GO) -C scheduler run ./cmd/schedperf -repo .. $(SCHEDPERF_FLAGS)
+
+# scheduler_perf's performance workloads of the DRA suites at 500 and
+# 1,000 nodes, each run with the in-tree plugin, with dractl's and with
+# its pods stripped of claims (the floor: what the workload's shape costs
+# kube-scheduler, kube-apiserver and etcd here), in turn and
+# BENCH_SCHEDPERF_ROUNDS times; the table of throughputs beside upstream's
+# thresholds replaces the one in docs/performance.md. Hours on 2 cores.
+BENCH_SCHEDPERF_WORKLOADS ?= _(500|1000)nodes
+BENCH_SCHEDPERF_ROUNDS ?= 1
+bench-schedperf:
+	$(GO) -C scheduler run ./cmd/schedperf -repo .. -bench -bench-workloads '$(BENCH_SCHEDPERF_WORKLOADS)' -bench-rounds $(BENCH_SCHEDPERF_ROUNDS) -bench-out ../docs/performance.md
 
 # Rewrites e2e/testdata from the current behaviour; review the diff.
 e2e-golden:

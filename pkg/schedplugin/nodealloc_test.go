@@ -125,13 +125,13 @@ func TestNodeAllocatableResources(t *testing.T) {
 
 	// pod-b (1 + 8 CPUs) fits in the 10 left while the cache counts pod-a
 	// without its CPU set: the plugin counts it.
-	_, node, statuses := scheduleOn(t, c, podB, cpuNode(2))
+	_, node, statuses := schedule(t, c, podB, cpuNode(2))
 	if node == "" {
 		t.Fatalf("pod-b not placed: %v", statuses)
 	}
 	// pod-c (1 + 4) does not fit in the 1 left, with kube-scheduler's
 	// words; preemption could help.
-	_, node, statuses = scheduleOn(t, c, podC, cpuNode(2))
+	_, node, statuses = schedule(t, c, podC, cpuNode(2))
 	if node != "" {
 		t.Fatalf("pod-c placed although only 1 CPU is left")
 	}
@@ -142,7 +142,7 @@ func TestNodeAllocatableResources(t *testing.T) {
 	// Once the cache holds pod-a with its statuses (its 5 CPUs counted in
 	// requested), its footprint is not counted twice.
 	podA = got
-	if _, node, _ := scheduleOn(t, c, podC, cpuNode(7, podA)); node != "" {
+	if _, node, _ := schedule(t, c, podC, cpuNode(7, podA)); node != "" {
 		t.Fatalf("pod-c placed with 16-7-9=0 CPUs left")
 	}
 	if n := len(c.pl.footprints.nodes["node-1"]); n != 1 {
@@ -150,29 +150,9 @@ func TestNodeAllocatableResources(t *testing.T) {
 	}
 	// pod-b never bound: Unreserve frees its CPUs.
 	c.pl.footprints.forget(podB.UID)
-	if _, node, statuses := scheduleOn(t, c, podC, cpuNode(7, podA)); node != "node-1" {
+	if _, node, statuses := schedule(t, c, podC, cpuNode(7, podA)); node != "node-1" {
 		t.Fatalf("pod-c not placed after pod-b's footprint was dropped: %v", statuses)
 	}
-}
-
-// scheduleOn is schedule for sized nodes.
-func scheduleOn(t *testing.T, c *cluster, pod *v1.Pod, nodes ...sizedNode) (*fakeCycleState, string, []*fwk.Status) {
-	t.Helper()
-	ctx := context.Background()
-	cs := newCycleState()
-	if _, st := c.pl.PreFilter(ctx, cs, pod, nil); !st.IsSuccess() {
-		return cs, "", []*fwk.Status{st}
-	}
-	var statuses []*fwk.Status
-	for _, n := range nodes {
-		if st := c.pl.Filter(ctx, cs, pod, n); !st.IsSuccess() {
-			statuses = append(statuses, st)
-			continue
-		}
-		must(t, c.pl.Reserve(ctx, cs, pod, n.node.Name).AsError())
-		return cs, n.node.Name, nil
-	}
-	return cs, "", statuses
 }
 
 // TestNodeAllocatableUnreserveClears: statuses PreBind wrote are cleared
@@ -182,7 +162,7 @@ func TestNodeAllocatableUnreserveClears(t *testing.T) {
 	podA := cpuPod("pod-a", "a")
 	c := newCluster(t, nil, append(cpuObjects(t), cpuClaim("a", 1), podA)...)
 	ctx := context.Background()
-	cs, node, statuses := scheduleOn(t, c, podA, cpuNode(0))
+	cs, node, statuses := schedule(t, c, podA, cpuNode(0))
 	if node == "" {
 		t.Fatalf("not placed: %v", statuses)
 	}
@@ -228,12 +208,12 @@ func TestNodeAllocatableSharing(t *testing.T) {
 	nic = allocated(nic, "nic")
 	c := newCluster(t, nil, append(cpuObjects(t), mapped, nic)...)
 
-	_, node, statuses := scheduleOn(t, c, cpuPod("pod-a", "mapped"), cpuNode(0))
+	_, node, statuses := schedule(t, c, cpuPod("pod-a", "mapped"), cpuNode(0))
 	want := "node allocatable resource claim mapped has a mapped device and cannot be shared across pods"
 	if node != "" || statuses[0].Code() != fwk.UnschedulableAndUnresolvable || statuses[0].Message() != want {
 		t.Fatalf("pod sharing the mapped claim: node %q, %v; want rejected with %q", node, statuses, want)
 	}
-	cs, node, statuses := scheduleOn(t, c, cpuPod("pod-b", "nic"), cpuNode(0))
+	cs, node, statuses := schedule(t, c, cpuPod("pod-b", "nic"), cpuNode(0))
 	if node == "" {
 		t.Fatalf("pod sharing the overhead-only claim not placed: %v", statuses)
 	}
@@ -250,7 +230,7 @@ func TestNodeAllocatablePodLevel(t *testing.T) {
 	pod := cpuPod("pod-a", "a")
 	pod.Spec.Resources = &v1.ResourceRequirements{Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("4")}}
 	c := newCluster(t, nil, append(cpuObjects(t), cpuClaim("a", 1), pod)...)
-	_, node, statuses := scheduleOn(t, c, pod, cpuNode(0))
+	_, node, statuses := schedule(t, c, pod, cpuNode(0))
 	if node != "" || !strings.Contains(statuses[0].Message(), "pod level request for cpu is insufficient") {
 		t.Fatalf("pod asking 4 CPUs at pod level, 5 with its CPU set: node %q, %v", node, statuses)
 	}
@@ -264,7 +244,7 @@ func TestNodeAllocatableGateOff(t *testing.T) {
 	fts := AllFeatures
 	fts.NodeAllocatableResources = false
 	c := newClusterWith(t, fts, nil, objs...)
-	cs, node, statuses := scheduleOn(t, c, pod, cpuNode(15))
+	cs, node, statuses := schedule(t, c, pod, cpuNode(15))
 	if node == "" {
 		t.Fatalf("not placed with the gate off: %v", statuses)
 	}

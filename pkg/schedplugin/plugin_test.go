@@ -81,7 +81,7 @@ var (
 // framework does, up to Reserve on the first node that fits. It returns
 // the cycle state and the node (empty when none fits, then with the
 // statuses of every node).
-func schedule(t *testing.T, c *cluster, pod *v1.Pod, nodes ...fakeNodeInfo) (*fakeCycleState, string, []*fwk.Status) {
+func schedule(t *testing.T, c *cluster, pod *v1.Pod, nodes ...fwk.NodeInfo) (*fakeCycleState, string, []*fwk.Status) {
 	t.Helper()
 	ctx := context.Background()
 	cs := newCycleState()
@@ -92,10 +92,11 @@ func schedule(t *testing.T, c *cluster, pod *v1.Pod, nodes ...fakeNodeInfo) (*fa
 	for _, n := range nodes {
 		st := c.pl.Filter(ctx, cs, pod, n)
 		if st.IsSuccess() {
-			if st := c.pl.Reserve(ctx, cs, pod, n.node.Name); !st.IsSuccess() {
-				t.Fatalf("Reserve on %s: %v", n.node.Name, st)
+			name := n.Node().Name
+			if st := c.pl.Reserve(ctx, cs, pod, name); !st.IsSuccess() {
+				t.Fatalf("Reserve on %s: %v", name, st)
 			}
-			return cs, n.node.Name, nil
+			return cs, name, nil
 		}
 		statuses = append(statuses, st)
 	}

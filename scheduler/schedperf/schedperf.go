@@ -64,6 +64,8 @@ var (
 	perfOption []byte
 	//go:embed testdata/adapter_test.go
 	adapter []byte
+	//go:embed testdata/bench_test.go
+	benchAdapter []byte
 )
 
 // Options configure Run.
@@ -161,42 +163,12 @@ func (r *Report) Failed(plugin string, c Case) bool {
 
 // Run prepares the module copy and runs the test in it.
 func Run(opts Options) (*Report, error) {
-	if opts.Log == nil {
-		opts.Log = io.Discard
-	}
-	repo, err := filepath.Abs(opts.Repo)
+	env, err := setUp(&opts)
 	if err != nil {
 		return nil, err
 	}
-	bin := opts.Bin
-	if bin == "" {
-		bin = filepath.Join(repo, "bin")
-	}
-	if bin, err = filepath.Abs(bin); err != nil {
-		return nil, err
-	}
-	work := opts.Work
-	if work == "" {
-		if work, err = os.MkdirTemp("", "schedperf-"); err != nil {
-			return nil, err
-		}
-		defer removeAll(work)
-	}
-	mod := filepath.Join(work, "module")
-	if err := prepare(repo, mod, opts.Log); err != nil {
-		return nil, err
-	}
-	// The integration framework starts etcd from PATH.
-	if err := run(mod, opts.Log, nil, nil, "go", "build", "-o", filepath.Join(bin, "etcd"), etcdPackage); err != nil {
-		return nil, fmt.Errorf("building etcd: %w", err)
-	}
-	logs := filepath.Join(bin, "schedperf-logs")
-	if err := os.RemoveAll(logs); err != nil {
-		return nil, err
-	}
-	if err := os.MkdirAll(logs, 0o755); err != nil {
-		return nil, err
-	}
+	defer env.cleanup()
+	mod, logs := env.mod, env.logs
 	want, err := expected(filepath.Join(mod, perfDir, "dra"))
 	if err != nil {
 		return nil, err
@@ -205,12 +177,6 @@ func Run(opts Options) (*Report, error) {
 	pattern := "^TestSchedulerPerf$"
 	if opts.Run != "" {
 		pattern += "/" + opts.Run
-	}
-	env := []string{
-		"PATH=" + bin + string(os.PathListSeparator) + os.Getenv("PATH"),
-		// scheduler_perf writes each workload's log to a file there and
-		// removes it when the workload passes.
-		"ARTIFACTS=" + logs,
 	}
 	pr, pw := io.Pipe()
 	type parsed struct {
@@ -240,7 +206,7 @@ func Run(opts Options) (*Report, error) {
 		args = append(args, "-workload-timeout="+opts.WorkloadTimeout.String())
 	}
 	args = append(args, opts.TestArgs...)
-	testErr := run(mod, opts.Log, pw, env, args...)
+	testErr := run(mod, opts.Log, pw, env.vars, args...)
 	wall := time.Since(start)
 	pw.Close()
 	res := <-done
@@ -255,6 +221,70 @@ func Run(opts Options) (*Report, error) {
 		return nil, fmt.Errorf("no workload ran: %v", testErr)
 	}
 	return rep, nil
+}
+
+// runEnv is a prepared module copy, etcd built, and the environment the
+// test runs in.
+type runEnv struct {
+	mod, logs string
+	vars      []string
+	cleanup   func()
+}
+
+// setUp prepares the module copy in opts.Work (a temporary directory if
+// empty) and builds etcd into opts.Bin; it sets the defaults of opts.
+func setUp(opts *Options) (*runEnv, error) {
+	if opts.Log == nil {
+		opts.Log = io.Discard
+	}
+	repo, err := filepath.Abs(opts.Repo)
+	if err != nil {
+		return nil, err
+	}
+	bin := opts.Bin
+	if bin == "" {
+		bin = filepath.Join(repo, "bin")
+	}
+	if bin, err = filepath.Abs(bin); err != nil {
+		return nil, err
+	}
+	env := &runEnv{cleanup: func() {}}
+	work := opts.Work
+	if work == "" {
+		if work, err = os.MkdirTemp("", "schedperf-"); err != nil {
+			return nil, err
+		}
+		env.cleanup = func() { removeAll(work) }
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			env.cleanup()
+		}
+	}()
+	env.mod = filepath.Join(work, "module")
+	if err := prepare(repo, env.mod, opts.Log); err != nil {
+		return nil, err
+	}
+	// The integration framework starts etcd from PATH.
+	if err := run(env.mod, opts.Log, nil, nil, "go", "build", "-o", filepath.Join(bin, "etcd"), etcdPackage); err != nil {
+		return nil, fmt.Errorf("building etcd: %w", err)
+	}
+	env.logs = filepath.Join(bin, "schedperf-logs")
+	if err := os.RemoveAll(env.logs); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(env.logs, 0o755); err != nil {
+		return nil, err
+	}
+	env.vars = []string{
+		"PATH=" + bin + string(os.PathListSeparator) + os.Getenv("PATH"),
+		// scheduler_perf writes each workload's log to a file there and
+		// removes it when the workload passes.
+		"ARTIFACTS=" + env.logs,
+	}
+	ok = true
+	return env, nil
 }
 
 // prepare makes mod a module holding scheduler_perf's package, its DRA
@@ -305,6 +335,7 @@ func writeAdapter(mod string) error {
 	}{
 		{filepath.Join(mod, perfDir, "zz_dractl_option.go"), perfOption},
 		{filepath.Join(mod, adapterDir, "adapter_test.go"), adapter},
+		{filepath.Join(mod, adapterDir, "bench_test.go"), benchAdapter},
 	} {
 		if err := os.MkdirAll(filepath.Dir(f.path), 0o755); err != nil {
 			return err
@@ -403,7 +434,18 @@ type workload struct{ suite, testCase, name string }
 // in every performance-config.yaml below dra.
 func expected(dra string) ([]workload, error) {
 	var all []workload
-	err := filepath.WalkDir(dra, func(path string, d fs.DirEntry, err error) error {
+	err := eachConfig(dra, func(suite string, data []byte) error {
+		ws, err := selectWorkloads(suite, data)
+		all = append(all, ws...)
+		return err
+	})
+	return all, err
+}
+
+// eachConfig calls f with every performance-config.yaml below dra and the
+// suite it is; an error names the file.
+func eachConfig(dra string, f func(suite string, data []byte) error) error {
+	return filepath.WalkDir(dra, func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() || d.Name() != "performance-config.yaml" {
 			return err
 		}
@@ -415,14 +457,11 @@ func expected(dra string) ([]workload, error) {
 		if err != nil {
 			return err
 		}
-		ws, err := selectWorkloads(suiteName(filepath.ToSlash(rel)), data)
-		if err != nil {
+		if err := f(suiteName(filepath.ToSlash(rel)), data); err != nil {
 			return fmt.Errorf("%s: %w", path, err)
 		}
-		all = append(all, ws...)
 		return nil
 	})
-	return all, err
 }
 
 // suiteName is how the adapter names the suite of a directory below dra.

@@ -26,7 +26,26 @@ func main() {
 	timeout := flag.Duration("workload-timeout", 3*time.Minute, "cancel a workload that runs longer (the in-tree plugin's take seconds)")
 	testArgs := flag.String("test-args", "", "space-separated flags for the test binary, e.g. -v=5 for the scheduler's reasons in the logs of failed workloads")
 	verbose := flag.Bool("v", false, "print the go commands' output")
+	bench := flag.Bool("bench", false, "run the performance workloads instead, in-tree, dractl and the floor in turn, and print their throughput")
+	benchWorkloads := flag.String("bench-workloads", "", "with -bench: a regular expression over <suite>/<test case>/<workload>")
+	benchRounds := flag.Int("bench-rounds", 1, "with -bench: rounds, each running every workload with every side")
+	benchOut := flag.String("bench-out", "", "with -bench: a markdown file whose benchmark table (between its markers) is replaced")
 	flag.Parse()
+	if *bench {
+		opts := schedperf.BenchOptions{Options: schedperf.Options{Repo: *repo, Work: *work, Bin: *bin, TestArgs: strings.Fields(*testArgs)},
+			Workloads: *benchWorkloads, Rounds: *benchRounds}
+		if *verbose {
+			opts.Log = os.Stderr
+		}
+		if isSet("workload-timeout") {
+			opts.WorkloadTimeout = *timeout
+		}
+		if err := runBench(opts, *benchOut); err != nil {
+			fmt.Fprintln(os.Stderr, "schedperf:", err)
+			os.Exit(1)
+		}
+		return
+	}
 
 	opts := schedperf.Options{Repo: *repo, Work: *work, Bin: *bin, Run: *runPattern, WorkloadTimeout: *timeout, TestArgs: strings.Fields(*testArgs)}
 	if *verbose {
@@ -89,4 +108,31 @@ func line(c schedperf.Case, inTreeFails bool) string {
 		}
 	}
 	return b.String()
+}
+
+func isSet(name string) bool {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+// runBench prints the table and, with out, splices it into that file.
+func runBench(opts schedperf.BenchOptions, out string) error {
+	rows, err := schedperf.Bench(opts)
+	if len(rows) == 0 {
+		return err
+	}
+	table := schedperf.Table(rows)
+	fmt.Print(table)
+	if out != "" {
+		doc, rerr := os.ReadFile(out)
+		if rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
+			return rerr
+		}
+		if werr := os.WriteFile(out, []byte(schedperf.Splice(string(doc), table)), 0o644); werr != nil {
+			return werr
+		}
+	}
+	// Workloads that did not end are in the table; the error says why.
+	return err
 }

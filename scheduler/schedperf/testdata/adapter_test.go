@@ -103,18 +103,21 @@ func TestSchedulerPerf(t *testing.T) {
 					name = "dractl"
 				}
 				t.Run(name, func(t *testing.T) {
-					file, preRun := variant(t, configFile, dractl)
-					perf.RunIntegrationPerfScheduling(t, file, perf.WithOutOfTreePluginRegistry(registry(t, dractl)), perf.WithPreRunFn(preRun))
+					file, preRun := variant(t, configFile, dractl, true)
+					perf.RunIntegrationPerfScheduling(t, file, perf.WithOutOfTreePluginRegistry(registry(t, dractl, true)), perf.WithPreRunFn(preRun))
 				})
 			}
 		})
 	}
 }
 
-// registry has the check and, for dractl, dractl's plugin registered
-// exactly as dractl-scheduler registers it.
-func registry(t *testing.T, dractl bool) frameworkruntime.Registry {
-	r := frameworkruntime.Registry{checkName: newCheck}
+// registry has the check (if check) and, for dractl, dractl's plugin
+// registered exactly as dractl-scheduler registers it.
+func registry(t testing.TB, dractl, check bool) frameworkruntime.Registry {
+	r := frameworkruntime.Registry{}
+	if check {
+		r[checkName] = newCheck
+	}
 	if dractl {
 		if err := app.Option()(r); err != nil {
 			t.Fatal(err)
@@ -130,7 +133,7 @@ func registry(t *testing.T, dractl bool) frameworkruntime.Registry {
 // scheduler_perf sets just before preRun runs, so the configurations are
 // written there. preRun's cleanup fails the workload with what the check
 // found.
-func variant(t *testing.T, file string, dractl bool) (string, perf.PreRunFn) {
+func variant(t testing.TB, file string, dractl, check bool) (string, perf.PreRunFn) {
 	data, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
@@ -162,7 +165,7 @@ func variant(t *testing.T, file string, dractl bool) (string, perf.PreRunFn) {
 	}
 	return out, func(tCtx ktesting.TContext, _ *perf.Workload) (func(), error) {
 		for _, tg := range targets {
-			if err := writeConfig(tg.base, tg.out, dractl); err != nil {
+			if err := writeConfig(tg.base, tg.out, dractl, check); err != nil {
 				return nil, err
 			}
 		}
@@ -193,7 +196,7 @@ func variant(t *testing.T, file string, dractl bool) (string, perf.PreRunFn) {
 // It then reads out back and checks that every profile's plugins are
 // in-tree's, in the same order, with dractl's plugin in place of
 // DynamicResources, and the check last.
-func writeConfig(base, out string, dractl bool) error {
+func writeConfig(base, out string, dractl, check bool) error {
 	cfg, err := loadConfig(base)
 	if err != nil {
 		return err
@@ -205,7 +208,10 @@ func writeConfig(base, out string, dractl bool) error {
 				ps[i].Name = schedplugin.Name
 			}
 		}
-		want[p] = append(ps, config.Plugin{Name: checkName})
+		if check {
+			ps = append(ps, config.Plugin{Name: checkName})
+		}
+		want[p] = ps
 	}
 	if dractl {
 		if err := replaceDynamicResources(cfg); err != nil {
@@ -214,7 +220,9 @@ func writeConfig(base, out string, dractl bool) error {
 	}
 	for i := range cfg.Profiles {
 		mp := &cfg.Profiles[i].Plugins.MultiPoint
-		mp.Enabled = append(mp.Enabled, config.Plugin{Name: checkName})
+		if check {
+			mp.Enabled = append(mp.Enabled, config.Plugin{Name: checkName})
+		}
 		// Defaulting then keeps the listed order instead of appending the
 		// plugins it does not know after its defaults.
 		if !slices.ContainsFunc(mp.Disabled, func(pl config.Plugin) bool { return pl.Name == "*" }) {

@@ -1,0 +1,253 @@
+package schedperf
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/yaml"
+)
+
+// The sides of a benchmark (testdata/bench_test.go): the in-tree plugin,
+// dractl's in its place, and the floor, the workload with pods that have
+// no claims or extended resources under the in-tree configuration.
+const Floor = "floor"
+
+// BenchOptions configure Bench.
+type BenchOptions struct {
+	Options
+	// Workloads selects performance workloads by a regular expression over
+	// <suite>/<test case>/<workload>; empty is all of them.
+	Workloads string
+	// Rounds each run every selected workload with each side in turn.
+	Rounds int
+}
+
+// Throughput is scheduler_perf's SchedulingThroughput of one run, in pods
+// per second.
+type Throughput struct {
+	Average, Perc50, Perc99 float64
+}
+
+// BenchRow is one workload's figures.
+type BenchRow struct {
+	Suite, TestCase, Workload string
+	// Threshold is upstream's minimum average throughput for the workload
+	// (0: none).
+	Threshold float64
+	// Runs are each side's throughputs, one per round that ended.
+	Runs map[string][]Throughput
+}
+
+// Name is <suite>/<test case>/<workload>.
+func (r BenchRow) Name() string { return r.Suite + "/" + r.TestCase + "/" + r.Workload }
+
+// Median is a side's median run by average throughput (zero when it has
+// none).
+func (r BenchRow) Median(side string) Throughput {
+	runs := slices.Clone(r.Runs[side])
+	if len(runs) == 0 {
+		return Throughput{}
+	}
+	slices.SortFunc(runs, func(a, b Throughput) int {
+		switch {
+		case a.Average < b.Average:
+			return -1
+		case a.Average > b.Average:
+			return 1
+		}
+		return 0
+	})
+	return runs[len(runs)/2]
+}
+
+// Bench runs scheduler_perf's performance workloads of the DRA suites
+// with each side and returns their throughput, in the order the
+// workloads ran. Upstream's thresholds are read, not applied.
+func Bench(opts BenchOptions) ([]BenchRow, error) {
+	env, err := setUp(&opts.Options)
+	if err != nil {
+		return nil, err
+	}
+	defer env.cleanup()
+	limits, err := thresholds(filepath.Join(env.mod, perfDir, "dra"))
+	if err != nil {
+		return nil, err
+	}
+	timeout := opts.WorkloadTimeout
+	if timeout == 0 {
+		timeout = 30 * time.Minute
+	}
+	args := []string{"go", "test", "-count=1", "-vet=off", "-timeout=24h", "-run", "^$", "-bench", "^BenchmarkSchedulerPerf$", "-benchtime=1x", "./" + adapterDir,
+		"-args", "-workload-timeout=" + timeout.String(), fmt.Sprintf("-bench-rounds=%d", max(opts.Rounds, 1))}
+	if opts.Workloads != "" {
+		args = append(args, "-bench-workloads="+opts.Workloads)
+	}
+	args = append(args, opts.TestArgs...)
+	pr, pw := io.Pipe()
+	done := make(chan []BenchRow, 1)
+	go func() {
+		rows := parseBench(io.TeeReader(pr, opts.Log), limits)
+		_, _ = io.Copy(io.Discard, pr)
+		done <- rows
+	}()
+	testErr := run(env.mod, opts.Log, pw, env.vars, args...)
+	pw.Close()
+	rows := <-done
+	if len(rows) == 0 {
+		return nil, fmt.Errorf("no workload reported: %v", testErr)
+	}
+	return rows, testErr
+}
+
+// benchLine is a benchmark result of a workload: its name down to the
+// round, what scheduler_perf names below it, and the metrics.
+var benchLine = regexp.MustCompile(`^BenchmarkSchedulerPerf/([^/]+)/([^/]+)/([^/]+)/([^/]+)/(\d+)/\S*\s+\d+\s+(.*)$`)
+
+// parseBench reads go test's benchmark output.
+func parseBench(r io.Reader, limits map[string]float64) []BenchRow {
+	var rows []BenchRow
+	at := map[string]int{}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		m := benchLine.FindStringSubmatch(sc.Text())
+		if m == nil {
+			continue
+		}
+		row := BenchRow{Suite: m[1], TestCase: m[2], Workload: m[3]}
+		i, ok := at[row.Name()]
+		if !ok {
+			row.Threshold = limits[row.Name()]
+			row.Runs = map[string][]Throughput{}
+			rows = append(rows, row)
+			i = len(rows) - 1
+			at[row.Name()] = i
+		}
+		var t Throughput
+		f := strings.Fields(m[6])
+		for j := 0; j+1 < len(f); j += 2 {
+			v, err := strconv.ParseFloat(f[j], 64)
+			if err != nil {
+				continue
+			}
+			switch f[j+1] {
+			case "SchedulingThroughput/Average":
+				t.Average = v
+			case "SchedulingThroughput/Perc50":
+				t.Perc50 = v
+			case "SchedulingThroughput/Perc99":
+				t.Perc99 = v
+			}
+		}
+		rows[i].Runs[m[4]] = append(rows[i].Runs[m[4]], t)
+	}
+	return rows
+}
+
+// thresholds reads upstream's threshold of every workload below dra, by
+// <suite>/<test case>/<workload>. A threshold given per topic counts by
+// its largest value.
+func thresholds(dra string) (map[string]float64, error) {
+	out := map[string]float64{}
+	err := eachConfig(dra, func(suite string, data []byte) error {
+		var cases []struct {
+			Name      string
+			Workloads []struct {
+				Name      string
+				Threshold any
+			}
+		}
+		if err := yaml.Unmarshal(data, &cases); err != nil {
+			return err
+		}
+		for _, tc := range cases {
+			for _, w := range tc.Workloads {
+				out[suite+"/"+tc.Name+"/"+w.Name] = thresholdValue(w.Threshold)
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+func thresholdValue(v any) float64 {
+	switch v := v.(type) {
+	case float64:
+		return v
+	case map[string]any:
+		best := 0.0
+		for _, x := range v {
+			best = max(best, thresholdValue(x))
+		}
+		return best
+	}
+	return 0
+}
+
+// Table renders the rows as markdown: each side's median average
+// throughput (p50/p99 of that run), dractl's against the in-tree plugin's
+// and the floor's, and upstream's threshold.
+func Table(rows []BenchRow) string {
+	var b strings.Builder
+	b.WriteString("| workload | upstream threshold | in-tree avg (p50 / p99) | dractl avg (p50 / p99) | floor avg | dractl ÷ in-tree | dractl ÷ floor |\n")
+	b.WriteString("| --- | --- | --- | --- | --- | --- | --- |\n")
+	for _, r := range rows {
+		in, dr, fl := r.Median(InTree), r.Median(Dractl), r.Median(Floor)
+		limit := "—"
+		if r.Threshold > 0 {
+			limit = fmt.Sprintf("%.0f", r.Threshold)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n", r.Name(), limit, cell(in, r.Runs[InTree]), cell(dr, r.Runs[Dractl]),
+			avg(fl, r.Runs[Floor]), ratio(dr.Average, in.Average, "×"), ratio(dr.Average, fl.Average, "%"))
+	}
+	return b.String()
+}
+
+func cell(t Throughput, runs []Throughput) string {
+	if len(runs) == 0 {
+		return "did not end"
+	}
+	return fmt.Sprintf("%.1f (%.1f / %.1f)", t.Average, t.Perc50, t.Perc99)
+}
+
+func avg(t Throughput, runs []Throughput) string {
+	if len(runs) == 0 {
+		return "did not end"
+	}
+	return fmt.Sprintf("%.1f", t.Average)
+}
+
+func ratio(a, b float64, unit string) string {
+	if a == 0 || b == 0 {
+		return "—"
+	}
+	if unit == "%" {
+		return fmt.Sprintf("%.0f %%", 100*a/b)
+	}
+	return fmt.Sprintf("%.2f×", a/b)
+}
+
+// Markers delimit the table Bench writes into a document; the rest of the
+// document is kept.
+const (
+	BeginMarker = "<!-- schedperf benchmark: generated by make bench-schedperf -->"
+	EndMarker   = "<!-- end of schedperf benchmark -->"
+)
+
+// Splice returns doc with the text between the markers replaced by table
+// (the markers are appended if doc has none).
+func Splice(doc, table string) string {
+	block := BeginMarker + "\n" + table + EndMarker
+	i, j := strings.Index(doc, BeginMarker), strings.Index(doc, EndMarker)
+	if i < 0 || j < i {
+		return strings.TrimRight(doc, "\n") + "\n\n" + block + "\n"
+	}
+	return doc[:i] + block + doc[j+len(EndMarker):]
+}

@@ -1,0 +1,213 @@
+package dractl
+
+// This file is dropped beside adapter_test.go by scheduler/schedperf; it
+// is not compiled as part of the dractl repository.
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"k8s.io/dynamic-resource-allocation/structured"
+	"sigs.k8s.io/yaml"
+
+	perf "schedperf/perf"
+)
+
+var (
+	benchWorkloads = flag.String("bench-workloads", "", "regular expression over <suite>/<test case>/<workload> of the performance workloads to run")
+	benchRounds    = flag.Int("bench-rounds", 1, "rounds; each runs every selected workload with every side in turn")
+)
+
+// Sides of a benchmark: the in-tree plugin, dractl's in its place, and
+// the floor: the in-tree configuration with pods stripped of their claims
+// and extended resources, which is what the workload's shape costs
+// kube-scheduler, kube-apiserver and etcd here without DRA.
+const (
+	sideInTree = "in-tree"
+	sideDractl = "dractl"
+	sideFloor  = "floor"
+)
+
+// BenchmarkSchedulerPerf runs scheduler_perf's performance workloads of
+// the DRA suites, one workload at a time with each side in turn, so that
+// the sides of a workload share the machine's state. Benchmarks are named
+// BenchmarkSchedulerPerf/<suite>/<test case>/<workload>/<side>/<round>,
+// and scheduler_perf reports the workload's metrics below that (its
+// SchedulingThroughput Average, Perc50, Perc90, Perc95, Perc99). The
+// thresholds are not applied here; the runner reports them beside the
+// figures.
+func BenchmarkSchedulerPerf(b *testing.B) {
+	var sel *regexp.Regexp
+	if *benchWorkloads != "" {
+		var err error
+		if sel, err = regexp.Compile(*benchWorkloads); err != nil {
+			b.Fatal(err)
+		}
+	}
+	root, err := filepath.Abs(filepath.Join("..", "perf", "dra"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, s := range suites {
+		suite := "dra"
+		if s.dir != "." {
+			suite = strings.ReplaceAll(s.dir, "/", "-")
+		}
+		dir := filepath.Join(root, s.dir)
+		cases, err := readCases(filepath.Join(dir, configFile))
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, tc := range cases {
+			for _, w := range workloads(tc) {
+				name := suite + "/" + str(tc["name"]) + "/" + str(w["name"])
+				if !slices.Contains(labels(w), "performance") || sel != nil && !sel.MatchString(name) {
+					continue
+				}
+				for round := range *benchRounds {
+					for _, side := range []string{sideInTree, sideDractl, sideFloor} {
+						b.Run(fmt.Sprintf("%s/%s/%d", name, side, round), func(b *testing.B) {
+							b.Chdir(dir)
+							if s.allocator != "" {
+								structured.EnableAllocators(s.allocator)
+								defer structured.EnableAllocators()
+							}
+							one, err := single(b.TempDir(), tc, w, side == sideFloor)
+							if err != nil {
+								b.Fatal(err)
+							}
+							dractl := side == sideDractl
+							file, preRun := variant(b, one, dractl, false)
+							perf.RunBenchmarkPerfScheduling(b, file, "dractl", registry(b, dractl, false), perf.WithPreRunFn(preRun))
+						})
+					}
+				}
+			}
+		}
+	}
+}
+
+func readCases(path string) ([]map[string]any, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var cases []map[string]any
+	if err := yaml.Unmarshal(data, &cases); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return cases, nil
+}
+
+func workloads(tc map[string]any) []map[string]any {
+	var out []map[string]any
+	list, _ := tc["workloads"].([]any)
+	for _, w := range list {
+		if m, ok := w.(map[string]any); ok {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func labels(m map[string]any) []string {
+	var out []string
+	list, _ := m["labels"].([]any)
+	for _, l := range list {
+		out = append(out, str(l))
+	}
+	return out
+}
+
+func str(v any) string { s, _ := v.(string); return s }
+
+// single writes, in dir, a configuration of test case tc with workload w
+// alone, labelled so that the benchmark's label filter runs it, without
+// its threshold. For the floor, the pods the workload creates come from
+// copies of its pod templates without claims or extended resources.
+func single(dir string, tc, w map[string]any, floor bool) (string, error) {
+	wc := map[string]any{}
+	for k, v := range w {
+		wc[k] = v
+	}
+	wc["labels"] = []any{"performance"}
+	delete(wc, "threshold")
+	c := map[string]any{}
+	for k, v := range tc {
+		c[k] = v
+	}
+	c["workloads"] = []any{wc}
+	delete(c, "labels")
+	if floor {
+		ops, _ := tc["workloadTemplate"].([]any)
+		var out []any
+		for i, op := range ops {
+			m, ok := op.(map[string]any)
+			if !ok {
+				out = append(out, op)
+				continue
+			}
+			cp := map[string]any{}
+			for k, v := range m {
+				cp[k] = v
+			}
+			if p := str(m["podTemplatePath"]); p != "" {
+				stripped, err := withoutDRA(p, filepath.Join(dir, fmt.Sprintf("pod-%d.yaml", i)))
+				if err != nil {
+					return "", err
+				}
+				cp["podTemplatePath"] = stripped
+			}
+			out = append(out, cp)
+		}
+		c["workloadTemplate"] = out
+	}
+	data, err := yaml.Marshal([]any{c})
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, "one-"+configFile)
+	return path, os.WriteFile(path, data, 0o644)
+}
+
+// withoutDRA writes to out the pod template at path with its claims, its
+// containers' claims and every request or limit other than CPU, memory
+// and ephemeral storage (extended resources) removed.
+func withoutDRA(path, out string) (string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	var pod map[string]any
+	if err := yaml.Unmarshal(data, &pod); err != nil {
+		return "", fmt.Errorf("%s: %w", path, err)
+	}
+	spec, _ := pod["spec"].(map[string]any)
+	delete(spec, "resourceClaims")
+	for _, key := range []string{"containers", "initContainers"} {
+		list, _ := spec[key].([]any)
+		for _, c := range list {
+			ctr, _ := c.(map[string]any)
+			res, _ := ctr["resources"].(map[string]any)
+			delete(res, "claims")
+			for _, kind := range []string{"requests", "limits"} {
+				rl, _ := res[kind].(map[string]any)
+				for name := range rl {
+					if name != "cpu" && name != "memory" && name != "ephemeral-storage" {
+						delete(rl, name)
+					}
+				}
+			}
+		}
+	}
+	if data, err = yaml.Marshal(pod); err != nil {
+		return "", err
+	}
+	return out, os.WriteFile(out, data, 0o644)
+}
