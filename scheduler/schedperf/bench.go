@@ -247,7 +247,10 @@ func Splice(doc, table string) string {
 	block := BeginMarker + "\n" + table + EndMarker
 	i, j := strings.Index(doc, BeginMarker), strings.Index(doc, EndMarker)
 	if i < 0 || j < i {
-		return strings.TrimRight(doc, "\n") + "\n\n" + block + "\n"
+		if doc = strings.TrimRight(doc, "\n"); doc == "" {
+			return block + "\n"
+		}
+		return doc + "\n\n" + block + "\n"
 	}
 	return doc[:i] + block + doc[j+len(EndMarker):]
 }

@@ -80,4 +80,7 @@ func TestSplice(t *testing.T) {
 	if strings.Contains(twice, "| a |") || !strings.Contains(twice, "| b |") || !strings.HasSuffix(twice, "after\n") {
 		t.Fatalf("second splice:\n%s", twice)
 	}
+	if got := Splice("", "| c |\n"); got != BeginMarker+"\n| c |\n"+EndMarker+"\n" {
+		t.Errorf("splice into an empty file: %q", got)
+	}
 }
