@@ -135,8 +135,8 @@ func TestExtendedRequests(t *testing.T) {
 			mapping("b", "example.com/gpu", "container-1-request-1"),
 		},
 	}, {
-		name: "an init container uses the devices of the containers after it and asks for the rest",
-		pod:  podWith([]corev1.Container{ctr("init", "example.com/gpu", "3")}, ctr("main", "example.com/gpu", "1")),
+		name:     "an init container uses the devices of the containers after it and asks for the rest",
+		pod:      podWith([]corev1.Container{ctr("init", "example.com/gpu", "3")}, ctr("main", "example.com/gpu", "1")),
 		requests: []req{{"container-0-request-0", "gpu", 2}, {"container-1-request-0", "gpu", 1}},
 		mappings: []corev1.ContainerExtendedResourceRequest{
 			mapping("main", "example.com/gpu", "container-1-request-0"),
@@ -144,16 +144,16 @@ func TestExtendedRequests(t *testing.T) {
 			mapping("init", "example.com/gpu", "container-0-request-0"),
 		},
 	}, {
-		name: "an init container covered by the containers after it asks for nothing",
-		pod:  podWith([]corev1.Container{ctr("init", "example.com/gpu", "1")}, ctr("main", "example.com/gpu", "2")),
+		name:     "an init container covered by the containers after it asks for nothing",
+		pod:      podWith([]corev1.Container{ctr("init", "example.com/gpu", "1")}, ctr("main", "example.com/gpu", "2")),
 		requests: []req{{"container-1-request-0", "gpu", 2}},
 		mappings: []corev1.ContainerExtendedResourceRequest{
 			mapping("main", "example.com/gpu", "container-1-request-0"),
 			mapping("init", "example.com/gpu", "container-1-request-0"),
 		},
 	}, {
-		name: "init containers run one at a time and share the largest request",
-		pod:  podWith([]corev1.Container{ctr("i0", "example.com/gpu", "2"), ctr("i1", "example.com/gpu", "3")}, ctr("main", "cpu", "1")),
+		name:     "init containers run one at a time and share the largest request",
+		pod:      podWith([]corev1.Container{ctr("i0", "example.com/gpu", "2"), ctr("i1", "example.com/gpu", "3")}, ctr("main", "cpu", "1")),
 		requests: []req{{"container-1-request-0", "gpu", 3}},
 		mappings: []corev1.ContainerExtendedResourceRequest{
 			mapping("i0", "example.com/gpu", "container-1-request-0"),
