@@ -71,6 +71,11 @@ const (
 	// WorkloadResourceClaims: claims of a PodGroup shared by its pods
 	// (KEP-5729).
 	WorkloadResourceClaims Gate = "DRAWorkloadResourceClaims"
+	// ExtendedResource: extended resources that a DeviceClass backs are
+	// allocated through DRA where no device plugin advertises them, in a
+	// claim the scheduler creates for the pod (KEP-5004). GA and locked
+	// on in Kubernetes 1.37.
+	ExtendedResource Gate = "DRAExtendedResource"
 )
 
 // NodeFeatureOptionalNodeOperations is what a node lists in
@@ -119,6 +124,7 @@ var stages = map[Gate]Stage{
 	SchedulerFilterTimeout:    Beta,
 	DeviceTaintRules:          GA,
 	WorkloadResourceClaims:    Beta,
+	ExtendedResource:          GA,
 }
 
 // StageOf returns g's maturity in Kubernetes 1.37, false for a gate this
@@ -138,7 +144,7 @@ var gates = []Gate{
 }
 
 // schedulerGates are the plugin's own gates, in a fixed order.
-var schedulerGates = []Gate{SchedulerFilterTimeout, DeviceTaintRules, WorkloadResourceClaims}
+var schedulerGates = []Gate{SchedulerFilterTimeout, DeviceTaintRules, WorkloadResourceClaims, ExtendedResource}
 
 // SchedulerGates returns the gates only the scheduler plugin reads.
 func SchedulerGates() []Gate { return slices.Clone(schedulerGates) }

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/dynamic-resource-allocation/deviceclass/extendedresourcecache"
 	resourceslicetracker "k8s.io/dynamic-resource-allocation/resourceslice/tracker"
 	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/klog/v2"
@@ -124,6 +125,16 @@ type fakeDRA struct {
 func (d *fakeDRA) ResourceClaims() fwk.ResourceClaimTracker { return d.tracker }
 func (d *fakeDRA) DeviceClasses() fwk.DeviceClassLister     { return d.classes }
 
+// DeviceClassResolver maps extended resource names as kube-scheduler's
+// DRA manager does, through the cache of k8s.io/dynamic-resource-allocation.
+func (d *fakeDRA) DeviceClassResolver() fwk.DeviceClassResolver {
+	cache := extendedresourcecache.NewExtendedResourceCache(klog.Background())
+	for _, c := range d.classes.classes {
+		cache.OnAdd(c, true)
+	}
+	return cache
+}
+
 type fakeHandle struct {
 	fwk.Handle
 	dra      *fakeDRA
@@ -184,9 +195,20 @@ func (s *fakeCycleState) Write(key fwk.StateKey, d fwk.StateData) { s.data[key] 
 type fakeNodeInfo struct {
 	fwk.NodeInfo
 	node *v1.Node
+	// allocatable are the node's scalar resources (device plugins').
+	allocatable map[v1.ResourceName]int64
 }
 
 func (n fakeNodeInfo) Node() *v1.Node { return n.node }
+
+func (n fakeNodeInfo) GetAllocatable() fwk.Resource { return fakeResource{scalars: n.allocatable} }
+
+type fakeResource struct {
+	fwk.Resource
+	scalars map[v1.ResourceName]int64
+}
+
+func (r fakeResource) GetScalarResources() map[v1.ResourceName]int64 { return r.scalars }
 
 // cluster is a plugin running against a fake API holding objs, whose
 // claims are also in the tracker (the scheduler's assume cache).

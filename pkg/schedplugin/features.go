@@ -27,11 +27,14 @@ type Features struct {
 	// WorkloadResourceClaims: DRAWorkloadResourceClaims, under which a
 	// pod's template claim may be its PodGroup's.
 	WorkloadResourceClaims bool
+	// ExtendedResource: DRAExtendedResource, extended resources that
+	// DeviceClasses back (KEP-5004).
+	ExtendedResource bool
 }
 
 // AllFeatures is every feature on, which is what the plugin assumes
 // without a feature gate.
-var AllFeatures = Features{Allocation: features.All(), BindingConditions: true, FilterTimeout: true, PrioritizedList: true, DeviceTaintRules: true, ConsumableCapacity: true, WorkloadResourceClaims: true}
+var AllFeatures = Features{Allocation: features.All(), BindingConditions: true, FilterTimeout: true, PrioritizedList: true, DeviceTaintRules: true, ConsumableCapacity: true, WorkloadResourceClaims: true, ExtendedResource: true}
 
 // FeaturesFrom reads the gates from kube-scheduler's feature gate. A gate
 // fg does not know counts as on, so that a gate removed upstream after
@@ -59,5 +62,6 @@ func FeaturesFrom(fg featuregate.FeatureGate) Features {
 		DeviceTaintRules:       on(features.DeviceTaintRules),
 		ConsumableCapacity:     on(features.ConsumableCapacity),
 		WorkloadResourceClaims: on(features.WorkloadResourceClaims),
+		ExtendedResource:       on(features.ExtendedResource),
 	}
 }

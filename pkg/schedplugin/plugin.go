@@ -48,6 +48,9 @@ type Plugin struct {
 	resultMaps sync.Pool
 	// gate paces the cycles to the binding cycles (nil: no bound).
 	gate *bindGate
+	// extendedClaimOf finds the extended-resource claim an earlier
+	// attempt created for a pod (nil: DRAExtendedResource is off).
+	extendedClaimOf func(*v1.Pod) *resourcev1.ResourceClaim
 }
 
 var (
@@ -150,6 +153,11 @@ func (pl *Plugin) watch(ctx context.Context, logger klog.Logger) error {
 	pl.claimsListed = inf.ResourceClaims().Informer().HasSynced
 	if err := pl.indexClaimNames(); err != nil {
 		return err
+	}
+	if pl.fts.ExtendedResource {
+		if err := pl.indexExtendedClaims(); err != nil {
+			return err
+		}
 	}
 	return pl.indexForeignClaims()
 }
