@@ -12,6 +12,8 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+	"k8s.io/dynamic-resource-allocation/deviceclass/extendedresourcecache"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
 	"github.com/dractl/dractl/pkg/admit"
@@ -46,6 +48,10 @@ type group struct {
 	// created marks the claims made here from templates, as the
 	// resourceclaim controller would create them.
 	created map[*resourcev1.ResourceClaim]bool
+	// ext is what the pod asks of extended resources that DeviceClasses
+	// back, whose claim kube-scheduler would make per node (nil: none,
+	// or the claim is in the input and among claims).
+	ext *podclaims.Extended
 }
 
 func (g *group) String() string {
@@ -152,6 +158,10 @@ func (c *cluster) groupClaims() error {
 				src, _ := c.set.Source(pod)
 				return &exitError{code: ExitCannotAnswer, msg: fmt.Sprintf("%s Pod/%s: %s: %v", src, pod.Name, e.Field, e.Err)}
 			}
+			if e.Extended != nil && e.Claim == nil {
+				g.ext = e.Extended
+				continue
+			}
 			if e.Generated {
 				g.created[e.Claim] = true
 				byKey[state.KeyOf(e.Claim)] = e.Claim
@@ -168,7 +178,7 @@ func (c *cluster) groupClaims() error {
 		}
 	}
 	for _, g := range append([]*group{loose}, podGroups...) {
-		if len(g.claims) > 0 {
+		if len(g.claims) > 0 || g.ext != nil {
 			c.groups = append(c.groups, g)
 		}
 	}
@@ -177,9 +187,12 @@ func (c *cluster) groupClaims() error {
 
 // inputResolver resolves pods' claims against the input, standing in for
 // the resourceclaim controller: claims (by key) are the input's and those
-// made for pods before, which the caller adds as it goes.
+// made for pods before, which the caller adds as it goes. Extended
+// resources are mapped by the input's DeviceClasses, as kube-scheduler
+// maps them (DRAExtendedResource is GA and locked on in 1.37).
 func inputResolver(set *decode.Set, claims map[state.ClaimKey]*resourcev1.ResourceClaim) podclaims.Resolver {
 	return podclaims.Resolver{
+		Classes: extendedClasses(set.Classes),
 		Claim: func(ns, name string) (*resourcev1.ResourceClaim, error) {
 			return claims[state.ClaimKey{Namespace: ns, Name: name}], nil
 		},
@@ -195,6 +208,43 @@ func inputResolver(set *decode.Set, claims map[state.ClaimKey]*resourcev1.Resour
 			Owned: func(*corev1.Pod) []*resourcev1.ResourceClaim { return set.Claims },
 		},
 	}
+}
+
+// extendedClasses maps extended resource names to the classes that back
+// them through the cache kube-scheduler uses (k8s.io/dynamic-resource-allocation),
+// so that a name two classes claim goes to the same one.
+func extendedClasses(classes []*resourcev1.DeviceClass) podclaims.ClassResolver {
+	cache := extendedresourcecache.NewExtendedResourceCache(klog.Background())
+	for _, c := range classes {
+		cache.OnAdd(c, true)
+	}
+	return cache
+}
+
+// extendedOn is the extended-resource claim the group's pod needs on
+// node, with the request mappings kube-scheduler would write into the
+// pod's status; nil when the pod asks for no extended resource a class
+// backs or the node's device plugins serve them all. why says why the pod
+// cannot run on the node at all: an extended resource that neither the
+// node advertises nor a class backs.
+func (g *group) extendedOn(node *corev1.Node) (claim *resourcev1.ResourceClaim, mappings []corev1.ContainerExtendedResourceRequest, why string) {
+	if g.ext == nil {
+		return nil, nil, ""
+	}
+	need, err := g.ext.OnNode(podclaims.Allocatable(node))
+	if err != nil {
+		return nil, nil, err.Error()
+	}
+	claim, mappings = g.ext.Claim(need, podclaims.StableExtendedClaimName(g.pod))
+	return claim, mappings, ""
+}
+
+// withExtended is pending and, if not nil, the extended-resource claim.
+func withExtended(pending []*resourcev1.ResourceClaim, ext *resourcev1.ResourceClaim) []*resourcev1.ResourceClaim {
+	if ext == nil {
+		return pending
+	}
+	return append(slices.Clip(pending), ext)
 }
 
 // pending are a group's claims that have no allocation yet, neither in

@@ -348,6 +348,14 @@ func ExtendedClaimName(pod, suffix string) string {
 	return base + suffix
 }
 
+// StableExtendedClaimName is the name the offline verbs give a pod's
+// extended-resource claim: the API server would pick five random
+// characters; these come from the pod, so that the same input always
+// gives the same name.
+func StableExtendedClaimName(pod *corev1.Pod) string {
+	return ExtendedClaimName(pod.Name, nameSuffix(pod.Namespace+"/"+pod.Name+"/"+ExtendedEntryName))
+}
+
 // IsExtendedClaimOf reports whether claim is the pod's extended-resource
 // claim: annotated as one and controlled by the pod.
 func IsExtendedClaimOf(pod *corev1.Pod, claim *resourcev1.ResourceClaim) bool {
