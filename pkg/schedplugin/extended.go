@@ -194,7 +194,12 @@ func (pl *Plugin) reserveExtended(s *cycleState, v *variant, a *resourcev1.Alloc
 		return fmt.Errorf("assume allocation of the extended-resource claim %s: %w", klog.KObj(c), err)
 	}
 	x.reserved, x.mappings = c, v.mappings
-	if err := pl.dra.ResourceClaims().SignalClaimPendingAllocation(x.uid, c); err != nil {
+	// The claim tracker looks an in-flight claim up by name to see
+	// whether it is allocated already, except under kube-scheduler's name
+	// for a claim not created yet.
+	inMemory := *c
+	inMemory.Name = podclaims.ExtendedEntryName
+	if err := pl.dra.ResourceClaims().SignalClaimPendingAllocation(x.uid, &inMemory); err != nil {
 		return fmt.Errorf("signal allocation of the extended-resource claim %s: %w", klog.KObj(c), err)
 	}
 	x.inFlight = true

@@ -21,6 +21,7 @@ import (
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
+	"github.com/dractl/dractl/pkg/podclaims"
 	"github.com/dractl/dractl/pkg/state"
 )
 
@@ -71,9 +72,14 @@ func (t *fakeTracker) GetPendingAllocation(uid types.UID) *resourcev1.Allocation
 	return nil
 }
 
+// SignalClaimPendingAllocation, like kube-scheduler's tracker, refuses a
+// claim it does not hold, unless it is named as a claim not created yet.
 func (t *fakeTracker) SignalClaimPendingAllocation(uid types.UID, c *resourcev1.ResourceClaim) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if _, ok := t.claims[c.Namespace+"/"+c.Name]; !ok && c.Name != podclaims.ExtendedEntryName {
+		return apierrors.NewNotFound(resourcev1.Resource("resourceclaims"), c.Name)
+	}
 	t.inFlight[uid] = c
 	return nil
 }
