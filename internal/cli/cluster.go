@@ -231,11 +231,15 @@ func (g *group) extendedOn(node *corev1.Node) (claim *resourcev1.ResourceClaim, 
 	if g.ext == nil {
 		return nil, nil, ""
 	}
-	need, err := g.ext.OnNode(podclaims.Allocatable(node))
+	return extendedOn(g.pod, g.ext, node)
+}
+
+func extendedOn(pod *corev1.Pod, ext *podclaims.Extended, node *corev1.Node) (claim *resourcev1.ResourceClaim, mappings []corev1.ContainerExtendedResourceRequest, why string) {
+	need, err := ext.OnNode(podclaims.Allocatable(node))
 	if err != nil {
 		return nil, nil, err.Error()
 	}
-	claim, mappings = g.ext.Claim(need, podclaims.StableExtendedClaimName(g.pod))
+	claim, mappings = ext.Claim(need, podclaims.StableExtendedClaimName(pod))
 	return claim, mappings, ""
 }
 
