@@ -12,8 +12,6 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
-	"k8s.io/dynamic-resource-allocation/deviceclass/extendedresourcecache"
-	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
 	"github.com/dractl/dractl/pkg/admit"
@@ -192,7 +190,7 @@ func (c *cluster) groupClaims() error {
 // maps them (DRAExtendedResource is GA and locked on in 1.37).
 func inputResolver(set *decode.Set, claims map[state.ClaimKey]*resourcev1.ResourceClaim) podclaims.Resolver {
 	return podclaims.Resolver{
-		Classes: extendedClasses(set.Classes),
+		Classes: podclaims.ClassesOf(set.Classes),
 		Claim: func(ns, name string) (*resourcev1.ResourceClaim, error) {
 			return claims[state.ClaimKey{Namespace: ns, Name: name}], nil
 		},
@@ -208,17 +206,6 @@ func inputResolver(set *decode.Set, claims map[state.ClaimKey]*resourcev1.Resour
 			Owned: func(*corev1.Pod) []*resourcev1.ResourceClaim { return set.Claims },
 		},
 	}
-}
-
-// extendedClasses maps extended resource names to the classes that back
-// them through the cache kube-scheduler uses (k8s.io/dynamic-resource-allocation),
-// so that a name two classes claim goes to the same one.
-func extendedClasses(classes []*resourcev1.DeviceClass) podclaims.ClassResolver {
-	cache := extendedresourcecache.NewExtendedResourceCache(klog.Background())
-	for _, c := range classes {
-		cache.OnAdd(c, true)
-	}
-	return cache
 }
 
 // extendedOn is the extended-resource claim the group's pod needs on

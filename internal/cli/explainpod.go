@@ -192,7 +192,7 @@ func (o *explainOptions) runPod(ctx context.Context, arg string) error {
 	}
 	snap := st.Snapshot()
 	src := &podSource{snap: snap, nodes: objs.Nodes, claims: podclaims.Resolver{
-		Classes: extendedClasses(objs.Classes),
+		Classes: podclaims.ClassesOf(objs.Classes),
 		Claim: func(ns, name string) (*resourcev1.ResourceClaim, error) {
 			claim, _ := snap.Claim(state.ClaimKey{Namespace: ns, Name: name})
 			return claim, nil

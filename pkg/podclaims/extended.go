@@ -9,6 +9,8 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	resourcehelper "k8s.io/component-helpers/resource"
+	"k8s.io/dynamic-resource-allocation/deviceclass/extendedresourcecache"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
 	"github.com/dractl/dractl/pkg/validation"
@@ -60,6 +62,17 @@ type extendedResource struct {
 	count int64
 	class *resourcev1.DeviceClass
 	bit   Need
+}
+
+// ClassesOf is the ClassResolver of a set of DeviceClasses, for callers
+// that have the classes rather than kube-scheduler's cache: the same cache,
+// fed with them, so that a name two classes claim goes to the same one.
+func ClassesOf(classes []*resourcev1.DeviceClass) ClassResolver {
+	cache := extendedresourcecache.NewExtendedResourceCache(klog.Background())
+	for _, c := range classes {
+		cache.OnAdd(c, true)
+	}
+	return cache
 }
 
 // Need is a set of a pod's extended resources that a node leaves to DRA,
@@ -154,6 +167,12 @@ func (e *Extended) OnNode(allocatable map[corev1.ResourceName]int64) (Need, erro
 		}
 	}
 	return need, nil
+}
+
+// Mapped is every extended resource of the pod that a DeviceClass backs:
+// what a node without device plugins leaves to DRA.
+func (e *Extended) Mapped() Need {
+	return Need(1)<<e.mapped - 1
 }
 
 // Allocatable is a node's status.allocatable as OnNode reads it: scalar
