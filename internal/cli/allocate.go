@@ -34,8 +34,12 @@ Each Pod's claims (spec.resourceClaims: named claims, and claims made from
 templates as the resourceclaim controller makes them) are allocated
 together, on a node the pod may use (its nodeName, nodeSelector and
 required node affinity); pods go one after the other, in input order.
-Pending claims that no pod uses are allocated together first, as for one
-pod. With --node only that node is tried; without it, every node of the
+A pod that asks for an extended resource a DeviceClass backs
+(spec.extendedResourceName, or deviceclass.resource.kubernetes.io/<class>)
+gets the claim kube-scheduler would create for it on each node that does
+not advertise the resource in status.allocatable (a device plugin's
+resource takes precedence). Pending claims that no pod uses are allocated
+together first, as for one pod. With --node only that node is tried; without it, every node of the
 input in order, and the first on which the claims fit is taken. Without
 Node objects, the nodes are those the ResourceSlices name. The updated
 claims are printed (status.allocation filled, and for a pod's claims

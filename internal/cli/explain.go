@@ -33,8 +33,9 @@ prints, for every request, how many devices were candidates and how many
 were rejected for each reason: class or request selector, node, taint,
 already allocated, counter <set>/<counter> exhausted, capacity, constraint,
 incomplete or invalid pool. Claims are grouped as allocate groups them: the
-claims of each Pod (named, and made from templates), on the nodes the pod
-may use, and the pending claims no pod uses. Each group is explained on its
+claims of each Pod (named, made from templates, and the claim
+kube-scheduler would create for extended resources that DeviceClasses
+back), on the nodes the pod may use, and the pending claims no pod uses. Each group is explained on its
 own, against the claims already allocated in the input. --claim picks one
 pending claim.
 
