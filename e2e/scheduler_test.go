@@ -376,6 +376,61 @@ func TestSchedulerBindsTemplatePods(t *testing.T) {
 	checkAllocations(t, cp)
 }
 
+// TestExtendedResourceClaim: a pod asking for an extended resource that a
+// DeviceClass backs (KEP-5004) is bound to the node whose devices serve
+// it, with the claim kube-scheduler creates for it: allocated, reserved
+// for the pod, and named in the pod's status with the request that serves
+// its container, which is what the kubelet reads.
+func TestExtendedResourceClaim(t *testing.T) {
+	cp := startScheduling(t)
+	createNodes(t, cp, "node-1", "node-2")
+	createSlices(t, cp, api.FromV1(plainSlice("node-1", 1, devNames(4)...)))
+	c := &resourcev1.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: "plain"}, Spec: resourcev1.DeviceClassSpec{
+		Selectors:            []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{Expression: "device.driver == '" + plainDriver + "'"}}},
+		ExtendedResourceName: ptr.To("example.com/plain")}}
+	if _, err := cp.Client.ResourceV1().DeviceClasses().Create(cp.Context(), c, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rl := corev1.ResourceList{"example.com/plain": resource.MustParse("2")}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "trainer", Namespace: "default"},
+		Spec: corev1.PodSpec{SchedulerName: dractlProfile, Containers: []corev1.Container{{Name: "train", Image: "registry.k8s.io/pause:3.10",
+			Resources: corev1.ResourceRequirements{Requests: rl, Limits: rl}}}},
+	}
+	if _, err := cp.Client.CoreV1().Pods("default").Create(cp.Context(), pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitBound(t, cp, 1, 40*time.Second)
+	got, err := cp.Client.CoreV1().Pods("default").Get(cp.Context(), "trainer", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Spec.NodeName != "node-1" {
+		t.Errorf("bound to %s, want node-1, the node with the devices", got.Spec.NodeName)
+	}
+	st := got.Status.ExtendedResourceClaimStatus
+	if st == nil || len(st.RequestMappings) != 1 {
+		t.Fatalf("pod status extendedResourceClaimStatus %+v, want one request mapping", st)
+	}
+	if m := st.RequestMappings[0]; m.ContainerName != "train" || m.ResourceName != "example.com/plain" || m.RequestName != "container-0-request-0" {
+		t.Errorf("mapping %+v", m)
+	}
+	claim, err := cp.Client.ResourceV1().ResourceClaims("default").Get(cp.Context(), st.ResourceClaimName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if claim.Annotations[resourcev1.ExtendedResourceClaimAnnotation] != "true" || !metav1.IsControlledBy(claim, got) || claim.GenerateName != "trainer-extended-resources-" {
+		t.Errorf("claim metadata %+v: want the pod's extended-resource claim", claim.ObjectMeta)
+	}
+	if a := claim.Status.Allocation; a == nil || len(a.Devices.Results) != 2 {
+		t.Errorf("claim allocation %+v, want two devices", a)
+	}
+	if rf := claim.Status.ReservedFor; len(rf) != 1 || rf[0].UID != got.UID {
+		t.Errorf("claim reservedFor %v, want the pod", rf)
+	}
+	checkAllocations(t, cp)
+}
+
 // TestMIGClaimOnOneGPU: KEP-4815's claim for several MIG devices of one
 // GPU (matchAttribute on the parent GPU) gets them on one GPU, with memory
 // slices that do not overlap (checkAllocations adds up the counters).

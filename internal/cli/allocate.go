@@ -34,8 +34,12 @@ Each Pod's claims (spec.resourceClaims: named claims, and claims made from
 templates as the resourceclaim controller makes them) are allocated
 together, on a node the pod may use (its nodeName, nodeSelector and
 required node affinity); pods go one after the other, in input order.
-Pending claims that no pod uses are allocated together first, as for one
-pod. With --node only that node is tried; without it, every node of the
+A pod that asks for an extended resource a DeviceClass backs
+(spec.extendedResourceName, or deviceclass.resource.kubernetes.io/<class>)
+gets the claim kube-scheduler would create for it on each node that does
+not advertise the resource in status.allocatable (a device plugin's
+resource takes precedence). Pending claims that no pod uses are allocated
+together first, as for one pod. With --node only that node is tried; without it, every node of the
 input in order, and the first on which the claims fit is taken. Without
 Node objects, the nodes are those the ResourceSlices name. The updated
 claims are printed (status.allocation filled, and for a pod's claims
@@ -85,7 +89,7 @@ func (o *allocateOptions) run(ctx context.Context) error {
 		printProblems(o.Err, problems)
 		return err
 	}
-	if !slices.ContainsFunc(c.groups, func(g *group) bool { return len(c.pending(g)) > 0 }) {
+	if !slices.ContainsFunc(c.groups, func(g *group) bool { return len(c.pending(g)) > 0 || g.ext != nil }) {
 		fmt.Fprintln(o.Err, "no pending ResourceClaims: every claim in the input, and every claim of its pods, is already allocated")
 		return nil
 	}
@@ -109,12 +113,12 @@ func (o *allocateOptions) run(ctx context.Context) error {
 	for _, g := range c.groups {
 		pending := c.pending(g)
 		shared := c.madeFor(g, made)
-		if len(pending) == 0 && len(shared) == 0 {
+		if len(pending) == 0 && len(shared) == 0 && g.ext == nil {
 			continue
 		}
 		var claims []*resourcev1.ResourceClaim
 		var err error
-		if len(pending) == 0 {
+		if len(pending) == 0 && g.ext == nil {
 			err = o.placeSharing(c, g, shared, nodes)
 		} else {
 			claims, err = o.allocateGroup(ctx, c, g, pending, nodes)
@@ -161,7 +165,17 @@ func (o *allocateOptions) allocateGroup(ctx context.Context, c *cluster, g *grou
 			excluded = append(excluded, fmt.Sprintf("node %s: %s", node.Name, why))
 			continue
 		}
-		results, err := c.allocate(ctx, node, pending)
+		ext, mappings, why := g.extendedOn(node)
+		if why != "" {
+			excluded = append(excluded, fmt.Sprintf("node %s: %s", node.Name, why))
+			continue
+		}
+		toAllocate := withExtended(pending, ext)
+		if len(toAllocate) == 0 {
+			fmt.Fprintf(o.Err, "%s: the device plugins of node %s serve its extended resources; nothing to allocate\n", g, node.Name)
+			return nil, nil
+		}
+		results, err := c.allocate(ctx, node, toAllocate)
 		if allocator.IsUnfit(err) {
 			unfit = append(unfit, err.(*allocator.UnfitError))
 			continue
@@ -169,7 +183,14 @@ func (o *allocateOptions) allocateGroup(ctx context.Context, c *cluster, g *grou
 		if err != nil {
 			return nil, fatal(err)
 		}
-		claims := g.allocated(pending, results)
+		if ext != nil {
+			// The claim kube-scheduler would create: known to the State
+			// before its allocation is.
+			if err := c.st.SetClaim(ext); err != nil {
+				return nil, fmt.Errorf("%s: recording the extended-resource claim: %w", g, err)
+			}
+		}
+		claims := g.allocated(toAllocate, results)
 		if err := c.assume(claims); err != nil {
 			// The State refused what the allocator found: a bug that
 			// would hand a device out twice, so nothing more is answered.
@@ -177,6 +198,9 @@ func (o *allocateOptions) allocateGroup(ctx context.Context, c *cluster, g *grou
 		}
 		if g.pod != nil {
 			fmt.Fprintf(o.Err, "%s: allocated %s on node %s\n", g, plural(len(claims), "claim"), node.Name)
+			if ext != nil {
+				fmt.Fprintf(o.Err, "%s: extended resources in claim %s (status.extendedResourceClaimStatus): %s\n", g, ext.Name, mappingText(mappings))
+			}
 		} else {
 			fmt.Fprintf(o.Err, "allocated %s on node %s\n", plural(len(claims), "claim"), node.Name)
 		}
@@ -192,6 +216,16 @@ func (o *allocateOptions) allocateGroup(ctx context.Context, c *cluster, g *grou
 		fmt.Fprintf(o.Err, "%s does not fit:\n", g)
 	}
 	return nil, reportUnfit(o, unfit)
+}
+
+// mappingText lists which request of the extended-resource claim serves
+// which container's resource.
+func mappingText(ms []corev1.ContainerExtendedResourceRequest) string {
+	parts := make([]string, len(ms))
+	for i, m := range ms {
+		parts[i] = fmt.Sprintf("container %s %s -> request %s", m.ContainerName, m.ResourceName, m.RequestName)
+	}
+	return strings.Join(parts, ", ")
 }
 
 // reportUnfit explains every node tried. Upstream treats invalid pools as

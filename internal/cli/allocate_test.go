@@ -75,6 +75,11 @@ func TestAllocateCommands(t *testing.T) {
 		{"allocate-shared-claim", append([]string{"allocate"}, tpuInputs(allocTestdata("tpu-2x4.yaml"), allocTestdata("shared-claim-pods.yaml"))...), ExitOK},
 		// One pod fits nowhere; the other is still allocated (exit 1).
 		{"allocate-independent-pods", []string{"allocate", "-f", filepath.Join("examples", "dgx-h100-mixins"), "-f", allocTestdata("independent-pods.yaml")}, ExitNoFit},
+		// Extended resources backed by DRA (KEP-5004): the claim
+		// kube-scheduler would create per pod, on the node whose devices
+		// serve it; a node's device plugins take precedence.
+		{"allocate-extended-resources", []string{"allocate", "-f", allocTestdata("extended-resources.yaml")}, ExitOK},
+		{"explain-extended-resources", []string{"explain", "-f", allocTestdata("extended-resources.yaml")}, ExitOK},
 		{"allocate-duplicate-claim", []string{"allocate", "-f", allocTestdata("tpu-2x4.yaml"), "-f", allocTestdata("tpu-2x4.yaml"), "-f", filepath.Join("examples", "tpu-multihost")}, ExitCannotAnswer},
 	}
 	for _, tc := range cases {

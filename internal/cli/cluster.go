@@ -46,6 +46,10 @@ type group struct {
 	// created marks the claims made here from templates, as the
 	// resourceclaim controller would create them.
 	created map[*resourcev1.ResourceClaim]bool
+	// ext is what the pod asks of extended resources that DeviceClasses
+	// back, whose claim kube-scheduler would make per node (nil: none,
+	// or the claim is in the input and among claims).
+	ext *podclaims.Extended
 }
 
 func (g *group) String() string {
@@ -152,6 +156,10 @@ func (c *cluster) groupClaims() error {
 				src, _ := c.set.Source(pod)
 				return &exitError{code: ExitCannotAnswer, msg: fmt.Sprintf("%s Pod/%s: %s: %v", src, pod.Name, e.Field, e.Err)}
 			}
+			if e.Extended != nil && e.Claim == nil {
+				g.ext = e.Extended
+				continue
+			}
 			if e.Generated {
 				g.created[e.Claim] = true
 				byKey[state.KeyOf(e.Claim)] = e.Claim
@@ -168,7 +176,7 @@ func (c *cluster) groupClaims() error {
 		}
 	}
 	for _, g := range append([]*group{loose}, podGroups...) {
-		if len(g.claims) > 0 {
+		if len(g.claims) > 0 || g.ext != nil {
 			c.groups = append(c.groups, g)
 		}
 	}
@@ -177,9 +185,12 @@ func (c *cluster) groupClaims() error {
 
 // inputResolver resolves pods' claims against the input, standing in for
 // the resourceclaim controller: claims (by key) are the input's and those
-// made for pods before, which the caller adds as it goes.
+// made for pods before, which the caller adds as it goes. Extended
+// resources are mapped by the input's DeviceClasses, as kube-scheduler
+// maps them (DRAExtendedResource is GA and locked on in 1.37).
 func inputResolver(set *decode.Set, claims map[state.ClaimKey]*resourcev1.ResourceClaim) podclaims.Resolver {
 	return podclaims.Resolver{
+		Classes: podclaims.ClassesOf(set.Classes),
 		Claim: func(ns, name string) (*resourcev1.ResourceClaim, error) {
 			return claims[state.ClaimKey{Namespace: ns, Name: name}], nil
 		},
@@ -195,6 +206,36 @@ func inputResolver(set *decode.Set, claims map[state.ClaimKey]*resourcev1.Resour
 			Owned: func(*corev1.Pod) []*resourcev1.ResourceClaim { return set.Claims },
 		},
 	}
+}
+
+// extendedOn is the extended-resource claim the group's pod needs on
+// node, with the request mappings kube-scheduler would write into the
+// pod's status; nil when the pod asks for no extended resource a class
+// backs or the node's device plugins serve them all. why says why the pod
+// cannot run on the node at all: an extended resource that neither the
+// node advertises nor a class backs.
+func (g *group) extendedOn(node *corev1.Node) (claim *resourcev1.ResourceClaim, mappings []corev1.ContainerExtendedResourceRequest, why string) {
+	if g.ext == nil {
+		return nil, nil, ""
+	}
+	return extendedOn(g.pod, g.ext, node)
+}
+
+func extendedOn(pod *corev1.Pod, ext *podclaims.Extended, node *corev1.Node) (claim *resourcev1.ResourceClaim, mappings []corev1.ContainerExtendedResourceRequest, why string) {
+	need, err := ext.OnNode(podclaims.Allocatable(node))
+	if err != nil {
+		return nil, nil, err.Error()
+	}
+	claim, mappings = ext.Claim(need, podclaims.StableExtendedClaimName(pod))
+	return claim, mappings, ""
+}
+
+// withExtended is pending and, if not nil, the extended-resource claim.
+func withExtended(pending []*resourcev1.ResourceClaim, ext *resourcev1.ResourceClaim) []*resourcev1.ResourceClaim {
+	if ext == nil {
+		return pending
+	}
+	return append(slices.Clip(pending), ext)
 }
 
 // pending are a group's claims that have no allocation yet, neither in

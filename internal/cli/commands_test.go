@@ -53,6 +53,8 @@ func TestCommands(t *testing.T) {
 		{"validate-missing-file", []string{"validate", "-f", "does/not/exist.yaml"}, "", ExitUsage},
 		{"validate-no-input", []string{"validate"}, "", ExitUsage},
 		{"validate-unknown-flag", []string{"validate", "--bogus"}, "", ExitUsage},
+		// The extended-resource claim kube-scheduler would make, per node.
+		{"explain-pod-extended-resources", []string{"explain", "pod/mixed", "-f", filepath.Join("internal", "cli", "testdata", "allocate", "extended-resources.yaml")}, "", ExitOK},
 		{"explain-pod-from-files", []string{"explain", "pod/waiting", "-f", filepath.Join("examples", "gpu-partitions"), "-f", filepath.Join("internal", "cli", "testdata", "explainpod")}, "", ExitOK},
 		{"explain-pod-missing-claim", []string{"explain", "pod/orphan", "-f", filepath.Join("examples", "gpu-partitions"), "-f", filepath.Join("internal", "cli", "testdata", "explainpod-orphan.yaml")}, "", ExitUsage},
 		{"explain-pod-unknown", []string{"explain", "pod/nobody", "-f", filepath.Join("examples", "gpu-partitions")}, "", ExitUsage},

@@ -12,6 +12,7 @@ import (
 
 	"github.com/dractl/dractl/pkg/admit"
 	"github.com/dractl/dractl/pkg/allocator"
+	"github.com/dractl/dractl/pkg/podclaims"
 )
 
 type explainOptions struct {
@@ -32,8 +33,9 @@ prints, for every request, how many devices were candidates and how many
 were rejected for each reason: class or request selector, node, taint,
 already allocated, counter <set>/<counter> exhausted, capacity, constraint,
 incomplete or invalid pool. Claims are grouped as allocate groups them: the
-claims of each Pod (named, and made from templates), on the nodes the pod
-may use, and the pending claims no pod uses. Each group is explained on its
+claims of each Pod (named, made from templates, and the claim
+kube-scheduler would create for extended resources that DeviceClasses
+back), on the nodes the pod may use, and the pending claims no pod uses. Each group is explained on its
 own, against the claims already allocated in the input. --claim picks one
 pending claim.
 
@@ -91,7 +93,9 @@ type explainNode struct {
 	Node string `json:"node"`
 	Fits bool   `json:"fits"`
 	// Excluded says why the pod may not use the node; nothing was tried.
-	Excluded     string           `json:"excluded,omitempty"`
+	Excluded string `json:"excluded,omitempty"`
+	// Note says why a node fits without devices.
+	Note         string           `json:"note,omitempty"`
 	Devices      []explainDevice  `json:"devices,omitempty"`
 	InvalidPools []string         `json:"invalidPools,omitempty"`
 	Requests     []explainRequest `json:"requests,omitempty"`
@@ -139,6 +143,9 @@ func (o *explainOptions) run(ctx context.Context) error {
 	type target struct {
 		g      *group
 		claims []*resourcev1.ResourceClaim
+		// ext: the pod's extended-resource claim, made per node, is
+		// explained with its claims.
+		ext bool
 	}
 	var targets []target
 	for _, g := range c.groups {
@@ -150,8 +157,9 @@ func (o *explainOptions) run(ctx context.Context) error {
 			}
 			pending = pending[i : i+1]
 		}
-		if len(pending) > 0 {
-			targets = append(targets, target{g, pending})
+		ext := g.ext != nil && o.claim == ""
+		if len(pending) > 0 || ext {
+			targets = append(targets, target{g, pending, ext})
 		}
 	}
 	if o.claim != "" && len(targets) == 0 {
@@ -177,6 +185,9 @@ func (o *explainOptions) run(ctx context.Context) error {
 		if t.g.pod != nil {
 			eg.Pod = t.g.pod.Namespace + "/" + t.g.pod.Name
 		}
+		if t.ext {
+			eg.Claims = append(eg.Claims, t.g.pod.Namespace+"/"+podclaims.StableExtendedClaimName(t.g.pod))
+		}
 		for _, node := range nodes {
 			en := explainNode{Node: node.Name}
 			if why := t.g.excluded(node, c.allocatedOf(t.g)); why != "" {
@@ -184,7 +195,21 @@ func (o *explainOptions) run(ctx context.Context) error {
 				eg.Nodes = append(eg.Nodes, en)
 				continue
 			}
-			results, err := c.allocate(ctx, node, t.claims)
+			claims := t.claims
+			if t.ext {
+				ext, _, why := t.g.extendedOn(node)
+				if why != "" {
+					en.Excluded = why
+					eg.Nodes = append(eg.Nodes, en)
+					continue
+				}
+				if claims = withExtended(claims, ext); len(claims) == 0 {
+					en.Fits, en.Note = true, "the node's device plugins serve the pod's extended resources"
+					eg.Nodes = append(eg.Nodes, en)
+					continue
+				}
+			}
+			results, err := c.allocate(ctx, node, claims)
 			switch {
 			case allocator.IsUnfit(err):
 				en.explanation = err.(*allocator.UnfitError).Explanation
@@ -195,7 +220,7 @@ func (o *explainOptions) run(ctx context.Context) error {
 				en.Fits = true
 				for i, r := range results {
 					for _, d := range r.Devices.Results {
-						en.Devices = append(en.Devices, explainDevice{t.claims[i].Namespace + "/" + t.claims[i].Name, d.Request, d.Driver, d.Pool, d.Device})
+						en.Devices = append(en.Devices, explainDevice{claims[i].Namespace + "/" + claims[i].Name, d.Request, d.Driver, d.Pool, d.Device})
 					}
 				}
 			}
@@ -214,6 +239,8 @@ func (o *explainOptions) run(ctx context.Context) error {
 			switch {
 			case en.Excluded != "":
 				fmt.Fprintf(o.Out, "node %s: not tried: %s\n", en.Node, en.Excluded)
+			case en.Fits && en.Note != "":
+				fmt.Fprintf(o.Out, "node %s: fits: %s\n", en.Node, en.Note)
 			case en.Fits:
 				fmt.Fprintf(o.Out, "node %s: fits\n", en.Node)
 				for _, d := range en.Devices {

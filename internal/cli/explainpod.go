@@ -42,9 +42,13 @@ func explainPod(ctx context.Context, w io.Writer, src *podSource, pod *corev1.Po
 		return nil
 	}
 	var pending, allocated []*resourcev1.ResourceClaim
+	var ext *podclaims.Extended
 	missing := 0
 	for _, pc := range claims {
 		switch {
+		case pc.Extended != nil && pc.Claim == nil:
+			fmt.Fprintf(w, "  %s: %s; kube-scheduler makes their claim for the node it picks, unless that node's device plugins serve them\n", pc.Name, strings.Join(pc.Extended.Resources(^podclaims.Need(0)), ", "))
+			ext = pc.Extended
 		case pc.Err != nil:
 			fmt.Fprintf(w, "  %s: %s: %v; the pod cannot be scheduled until this changes\n", pc.Name, pc.Field, pc.Err)
 			missing++
@@ -63,7 +67,7 @@ func explainPod(ctx context.Context, w io.Writer, src *podSource, pod *corev1.Po
 			pending = append(pending, pc.Claim)
 		}
 	}
-	if len(pending) == 0 || missing > 0 || pod.Spec.NodeName != "" {
+	if len(pending) == 0 && ext == nil || missing > 0 || pod.Spec.NodeName != "" {
 		return nil
 	}
 	nodes := src.nodes
@@ -84,6 +88,22 @@ func explainPod(ctx context.Context, w io.Writer, src *podSource, pod *corev1.Po
 			fmt.Fprintf(w, "node %s: does not fit\n  ResourceClaim %s/%s is allocated on other nodes (status.allocation.nodeSelector)\n", node.Name, c.Namespace, c.Name)
 			continue
 		}
+		claims, cycle := pending, cycle
+		if ext != nil {
+			// The extended-resource claim depends on the node.
+			claim, _, why := extendedOn(pod, ext, node)
+			if why != "" {
+				fmt.Fprintf(w, "node %s: does not fit\n  %s\n", node.Name, why)
+				continue
+			}
+			if claims = withExtended(pending, claim); len(claims) == 0 {
+				fmt.Fprintf(w, "node %s: fits: the node's device plugins serve the pod's extended resources\n", node.Name)
+				continue
+			}
+			if claim != nil {
+				cycle = src.snap.Cycle(claims, state.CycleOptions{})
+			}
+		}
 		results, err := cycle.Allocate(ctx, node)
 		switch {
 		case allocator.IsUnfit(err):
@@ -91,7 +111,7 @@ func explainPod(ctx context.Context, w io.Writer, src *podSource, pod *corev1.Po
 		case err != nil:
 			return fatal(err)
 		default:
-			writeFit(w, node.Name, pending, results)
+			writeFit(w, node.Name, claims, results)
 		}
 	}
 	return nil
@@ -172,6 +192,7 @@ func (o *explainOptions) runPod(ctx context.Context, arg string) error {
 	}
 	snap := st.Snapshot()
 	src := &podSource{snap: snap, nodes: objs.Nodes, claims: podclaims.Resolver{
+		Classes: podclaims.ClassesOf(objs.Classes),
 		Claim: func(ns, name string) (*resourcev1.ResourceClaim, error) {
 			claim, _ := snap.Claim(state.ClaimKey{Namespace: ns, Name: name})
 			return claim, nil

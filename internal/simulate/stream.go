@@ -192,7 +192,11 @@ func (b *streamBuilder) explicit() []Pod {
 	// Only pending claims arrive: a named claim already allocated is in
 	// use by whoever holds it. Template claims are made as the
 	// resourceclaim controller makes them.
+	// Extended resources that DeviceClasses back come from devices: the
+	// simulator models DRA's devices, not device plugins, so every node
+	// leaves them to DRA.
 	resolver := podclaims.Resolver{
+		Classes: podclaims.ClassesOf(b.set.Classes),
 		Claim: func(ns, name string) (*resourcev1.ResourceClaim, error) {
 			return claims[types.NamespacedName{Namespace: ns, Name: name}], nil
 		},
@@ -213,11 +217,22 @@ func (b *streamBuilder) explicit() []Pod {
 		entries, _ := resolver.Resolve(p)
 		for _, e := range entries {
 			if e.Err != nil {
+				if e.Index < 0 {
+					// The extended resources, not an entry of
+					// spec.resourceClaims.
+					b.fail(p, "Pod", p.Name, field.Invalid(field.NewPath(e.Field), e.Name, e.Err.Error()))
+					continue
+				}
 				ferr := &field.Error{Type: field.ErrorTypeNotFound, Field: e.Field, BadValue: claimRef(p, e.Index)}
 				if !podclaims.IsNotFound(e.Err) {
 					ferr.Type, ferr.Detail = field.ErrorTypeInvalid, e.Err.Error()
 				}
 				b.fail(p, "Pod", p.Name, ferr)
+				continue
+			}
+			if e.Extended != nil && e.Claim == nil {
+				claim, _ := e.Extended.Claim(e.Extended.Mapped(), podclaims.StableExtendedClaimName(p))
+				pod.Claims = append(pod.Claims, claim)
 				continue
 			}
 			if !e.Generated {

@@ -1,14 +1,18 @@
 package simulate
 
 import (
-	"github.com/dractl/dractl/pkg/podclaims"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	apiresource "k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	"github.com/dractl/dractl/pkg/allocator"
+	"github.com/dractl/dractl/pkg/podclaims"
 	"github.com/dractl/dractl/pkg/workload"
 )
 
@@ -112,5 +116,44 @@ func TestPriority(t *testing.T) {
 	}
 	if len(seen) != 3 {
 		t.Fatalf("priorities seen: %v", seen)
+	}
+}
+
+// TestExtendedResourcePods: a Pod asking for an extended resource that a
+// DeviceClass backs arrives with the claim kube-scheduler would make for
+// it; one asking only for resources no class backs has nothing for DRA.
+func TestExtendedResourcePods(t *testing.T) {
+	set := migWorkload(1, 200, time.Second, 0)
+	class := &resourcev1.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: "gpu.nvidia.com"}}
+	class.Spec.ExtendedResourceName = ptr.To("example.com/gpu")
+	set.Classes = append(set.Classes, class)
+	pod := func(name, resource string) *corev1.Pod {
+		rl := corev1.ResourceList{corev1.ResourceName(resource): apiresource.MustParse("2")}
+		return &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID(name)},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Resources: corev1.ResourceRequirements{Requests: rl, Limits: rl}}}},
+		}
+	}
+	set.Pods = append(set.Pods, pod("backed", "example.com/gpu"), pod("unbacked", "example.com/fpga"))
+	s := mustStream(t, set)
+	var found bool
+	for _, p := range s.Pods {
+		switch p.Name.Name {
+		case "unbacked":
+			t.Errorf("a pod asking only for an unbacked extended resource arrived with claims %v", p.Claims)
+		case "backed":
+			found = true
+			if len(p.Claims) != 1 {
+				t.Fatalf("claims %v, want the extended-resource claim", p.Claims)
+			}
+			c := p.Claims[0]
+			if c.Annotations[resourcev1.ExtendedResourceClaimAnnotation] != "true" || len(c.Spec.Devices.Requests) != 1 ||
+				c.Spec.Devices.Requests[0].Exactly.DeviceClassName != class.Name || c.Spec.Devices.Requests[0].Exactly.Count != 2 {
+				t.Errorf("claim %+v", c)
+			}
+		}
+	}
+	if !found {
+		t.Fatal("the pod asking for a backed extended resource did not arrive")
 	}
 }

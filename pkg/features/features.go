@@ -77,6 +77,11 @@ const (
 	// PodLevelResources: pod-level requests and limits, which bound what
 	// a pod's devices may add to its containers (KEP-2837).
 	PodLevelResources Gate = "PodLevelResources"
+	// ExtendedResource: extended resources that a DeviceClass backs are
+	// allocated through DRA where no device plugin advertises them, in a
+	// claim the scheduler creates for the pod (KEP-5004). GA and locked
+	// on in Kubernetes 1.37.
+	ExtendedResource Gate = "DRAExtendedResource"
 )
 
 // NodeFeatureOptionalNodeOperations is what a node lists in
@@ -127,6 +132,7 @@ var stages = map[Gate]Stage{
 	WorkloadResourceClaims:    Beta,
 	NodeAllocatableResources:  Alpha,
 	PodLevelResources:         Beta,
+	ExtendedResource:          GA,
 }
 
 // StageOf returns g's maturity in Kubernetes 1.37, false for a gate this
@@ -146,7 +152,7 @@ var gates = []Gate{
 }
 
 // schedulerGates are the plugin's own gates, in a fixed order.
-var schedulerGates = []Gate{SchedulerFilterTimeout, DeviceTaintRules, WorkloadResourceClaims, NodeAllocatableResources, PodLevelResources}
+var schedulerGates = []Gate{SchedulerFilterTimeout, DeviceTaintRules, WorkloadResourceClaims, ExtendedResource, NodeAllocatableResources, PodLevelResources}
 
 // SchedulerGates returns the gates only the scheduler plugin reads.
 func SchedulerGates() []Gate { return slices.Clone(schedulerGates) }

@@ -19,6 +19,10 @@
 //     name, as the controller itself looks it up), or makes the claim the
 //     controller would create (FromTemplate).
 //   - A claim being deleted is not usable.
+//   - With DeviceClasses to resolve extended resource names (Resolver.Classes),
+//     a pod asking for an extended resource that a DeviceClass backs has one
+//     more claim: the extended-resource claim kube-scheduler creates for it
+//     (KEP-5004; see extended.go), whose requests depend on the node.
 package podclaims
 
 import (
@@ -57,6 +61,12 @@ type Entry struct {
 	Err error
 	// Field is the path of the pod field that Err concerns.
 	Field string
+	// Extended is set for the extended-resource entry (Name is
+	// ExtendedEntryName, Index -1): what the pod asks of extended
+	// resources that DeviceClasses back. Its Claim is the claim an
+	// earlier attempt created, if any; otherwise nil, and the claim is
+	// made per node (Extended.OnNode, Extended.Claim).
+	Extended *Extended
 }
 
 // IsNotFound reports whether err says that a claim, or the template it is
@@ -81,6 +91,17 @@ type Resolver struct {
 	// controller created or would create. Without it, such an entry is
 	// not found, as kube-scheduler sees it.
 	Templates *Templates
+	// Classes, when set, resolves extended resource names to the
+	// DeviceClasses that back them (KEP-5004): a pod that asks for such
+	// a resource gets one more Entry, named ExtendedEntryName, after those
+	// of spec.resourceClaims. Without it, extended resources are not
+	// looked at.
+	Classes ClassResolver
+	// ExtendedClaim finds the extended-resource claim an earlier attempt
+	// created for the pod, if the pod's status does not name it (the
+	// attempt failed before writing the status). nil: it is searched
+	// among Templates.Owned, if set.
+	ExtendedClaim func(pod *corev1.Pod) *resourcev1.ResourceClaim
 }
 
 // Templates is what standing in for the resourceclaim controller needs.
@@ -110,7 +131,58 @@ func (r Resolver) Resolve(pod *corev1.Pod) ([]Entry, error) {
 		}
 		out = append(out, e)
 	}
+	if r.Classes != nil {
+		if e, ok := r.extended(pod); ok {
+			if e.Err != nil && first == nil {
+				first = e.Err
+			}
+			out = append(out, e)
+		}
+	}
 	return out, first
+}
+
+// extended is the pod's extended-resource entry, if it asks for an
+// extended resource that a DeviceClass backs.
+func (r Resolver) extended(pod *corev1.Pod) (Entry, bool) {
+	e := Entry{Index: -1, Name: ExtendedEntryName, Field: "spec.containers[*].resources.requests"}
+	ext, err := ExtendedOf(pod, r.Classes)
+	switch {
+	case err != nil:
+		e.Err = err
+		return e, true
+	case ext == nil:
+		return e, false
+	}
+	e.Extended = ext
+	e.Claim = r.findExtendedClaim(pod)
+	return e, true
+}
+
+// findExtendedClaim finds the claim an earlier attempt created for the
+// pod: the one its status names, or one the pod controls that is
+// annotated as its extended-resource claim.
+func (r Resolver) findExtendedClaim(pod *corev1.Pod) *resourcev1.ResourceClaim {
+	if st := pod.Status.ExtendedResourceClaimStatus; st != nil && st.ResourceClaimName != "" {
+		if c, err := r.Claim(pod.Namespace, st.ResourceClaimName); err == nil && c != nil && IsExtendedClaimOf(pod, c) {
+			return c
+		}
+	}
+	var candidates []*resourcev1.ResourceClaim
+	switch {
+	case r.ExtendedClaim != nil:
+		if c := r.ExtendedClaim(pod); c != nil {
+			candidates = append(candidates, c)
+		}
+	case r.Templates != nil && r.Templates.Owned != nil:
+		candidates = r.Templates.Owned(pod)
+	}
+	for _, c := range candidates {
+		if IsExtendedClaimOf(pod, c) {
+			return c
+		}
+	}
+	return nil
 }
 
 var (

@@ -17,11 +17,26 @@ import (
 	"github.com/dractl/dractl/pkg/podclaims"
 )
 
-// podClaim is one entry of pod.spec.resourceClaims and its claim.
+// podClaim is one entry of pod.spec.resourceClaims and its claim, or
+// the pod's extended-resource claim (extended).
 type podClaim struct {
 	// name is the entry's name, which is how users know the claim.
-	name  string
-	claim *resourcev1.ResourceClaim
+	name     string
+	claim    *resourcev1.ResourceClaim
+	extended bool
+}
+
+// resolver is the plugin's pod → claim resolver: the claim tracker's
+// claims, and, with DRAExtendedResource, the extended resources that the
+// scheduler's DeviceClass cache maps (the one NodeResourcesFit reads, so
+// that both plugins agree which resources are DRA's).
+func (pl *Plugin) resolver() podclaims.Resolver {
+	r := podclaims.Resolver{Claim: pl.dra.ResourceClaims().Get, AcceptPodGroupOwner: pl.fts.WorkloadResourceClaims}
+	if pl.fts.ExtendedResource {
+		r.Classes = pl.dra.DeviceClassResolver()
+		r.ExtendedClaim = pl.extendedClaimOf
+	}
+	return r
 }
 
 // podClaims looks up every claim the pod references in the claim tracker,
@@ -30,16 +45,23 @@ type podClaim struct {
 // generated yet, or not in the informer yet), is being deleted, or was
 // generated for another pod; it is worded as the in-tree plugin words it.
 // Entries without a claim (a template that produced none) are skipped.
-func (pl *Plugin) podClaims(pod *v1.Pod) ([]podClaim, error) {
-	entries, err := podclaims.Resolver{Claim: pl.dra.ResourceClaims().Get, AcceptPodGroupOwner: pl.fts.WorkloadResourceClaims}.Resolve(pod)
+// ext is what the pod asks of extended resources that DeviceClasses
+// back, when their claim is yet to be made; an extended-resource claim
+// made by an earlier attempt is among the claims instead.
+func (pl *Plugin) podClaims(pod *v1.Pod) (claims []podClaim, ext *podclaims.Extended, err error) {
+	entries, err := pl.resolver().Resolve(pod)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	out := make([]podClaim, len(entries))
-	for i, e := range entries {
-		out[i] = podClaim{name: e.Name, claim: e.Claim}
+	out := make([]podClaim, 0, len(entries))
+	for _, e := range entries {
+		if e.Extended != nil && e.Claim == nil {
+			ext = e.Extended
+			continue
+		}
+		out = append(out, podClaim{name: e.Name, claim: e.Claim, extended: e.Extended != nil})
 	}
-	return out, nil
+	return out, ext, nil
 }
 
 // PreEnqueue keeps a pod out of the scheduling queue while one of its
@@ -53,10 +75,10 @@ func (pl *Plugin) podClaims(pod *v1.Pod) ([]podClaim, error) {
 // make the queue ask every gated pod about every claim the informer then
 // adds (pods × claims queueing-hint calls).
 func (pl *Plugin) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status {
-	if len(pod.Spec.ResourceClaims) == 0 {
+	if pl.maySkip(pod) {
 		return nil
 	}
-	if _, err := pl.podClaims(pod); err != nil {
+	if _, _, err := pl.podClaims(pod); err != nil {
 		if !pl.claimsListed() {
 			return nil
 		}
@@ -69,10 +91,16 @@ func (pl *Plugin) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status {
 // their signature, so kube-scheduler may batch them (KEP-5598); a profile
 // whose plugins do not all sign batches no pod at all. A pod with claims
 // is not signable: its claims are its own, and where they fit changes
-// with every allocation, as the in-tree plugin also decides.
+// with every allocation, as the in-tree plugin also decides. So is a pod
+// whose extended resources a DeviceClass backs.
 func (pl *Plugin) SignPod(_ context.Context, pod *v1.Pod) ([]fwk.SignFragment, *fwk.Status) {
 	if len(pod.Spec.ResourceClaims) > 0 {
 		return nil, fwk.NewStatus(fwk.Unschedulable, "pods with dra resource claims are not signable")
+	}
+	if !pl.maySkip(pod) {
+		if ext, err := podclaims.ExtendedOf(pod, pl.dra.DeviceClassResolver()); err != nil || ext != nil {
+			return nil, fwk.NewStatus(fwk.Unschedulable, "pods with extended resources backed by dra are not signable")
+		}
 	}
 	return nil, nil
 }
@@ -108,6 +136,10 @@ func (pl *Plugin) afterClaimChange(logger klog.Logger, pod *v1.Pod, oldObj, newO
 	switch {
 	case old == nil && cur == nil:
 		return fwk.Queue, fmt.Errorf("unexpected objects %T, %T in a ResourceClaim event", oldObj, newObj)
+	case cur == nil && podclaims.IsExtendedClaimOf(pod, old):
+		// The pod's stale extended-resource claim is gone (PostFilter
+		// deleted it): the next attempt makes a new one.
+		return fwk.Queue, nil
 	case cur == nil:
 		// An unallocated claim was deleted.
 		return fwk.QueueSkip, nil
@@ -117,7 +149,7 @@ func (pl *Plugin) afterClaimChange(logger klog.Logger, pod *v1.Pod, oldObj, newO
 		// the names decide without looking anything up.
 		return fwk.QueueSkip, nil
 	}
-	claims, err := pl.podClaims(pod)
+	claims, _, err := pl.podClaims(pod)
 	if err != nil {
 		logger.V(6).Info("Pod still not schedulable after claim change", "pod", klog.KObj(pod), "claim", klog.KObj(cur), "reason", err)
 		return fwk.QueueSkip, nil
@@ -165,7 +197,11 @@ func (pl *Plugin) podsOfClaim(_ klog.Logger, oldObj, newObj any) (fwk.PreQueuein
 		// Objects of another kind: let every pod's hint decide.
 		return all, nil
 	case cur == nil:
-		// An unallocated claim was deleted.
+		// An unallocated claim was deleted: it matters only to the pod
+		// whose extended-resource claim it was.
+		if owner := metav1.GetControllerOf(old); owner != nil && owner.Kind == "Pod" && old.Annotations[resourcev1.ExtendedResourceClaimAnnotation] == "true" {
+			return fwk.PreQueueingHintResult{Pods: []types.NamespacedName{{Namespace: old.Namespace, Name: owner.Name}}}, nil
+		}
 		return fwk.PreQueueingHintResult{}, nil
 	}
 	objs, err := pl.podsByClaimName.ByIndex(pl.podsByClaimIndex, cur.Namespace+"/"+cur.Name)
@@ -195,7 +231,7 @@ func (pl *Plugin) afterPodUpdate(logger klog.Logger, pod *v1.Pod, _, newObj any)
 	if !ok {
 		return fwk.Queue, fmt.Errorf("unexpected object %T in a Pod event", newObj)
 	}
-	if _, err := pl.podClaims(cur); err != nil {
+	if _, _, err := pl.podClaims(cur); err != nil {
 		logger.V(6).Info("Pod still not schedulable after update", "pod", klog.KObj(pod), "reason", err)
 		return fwk.QueueSkip, nil
 	}
@@ -210,9 +246,14 @@ func (pl *Plugin) afterClassChange(logger klog.Logger, pod *v1.Pod, _, newObj an
 	if !ok {
 		return fwk.Queue, fmt.Errorf("unexpected object %T in a DeviceClass event", newObj)
 	}
-	claims, err := pl.podClaims(pod)
+	claims, ext, err := pl.podClaims(pod)
 	if err != nil {
 		return fwk.QueueSkip, nil
+	}
+	if ext != nil {
+		// Any class may now back, or stop backing, one of its extended
+		// resources; class changes are rare.
+		return fwk.Queue, nil
 	}
 	for _, pc := range claims {
 		if usesClass(pc.claim, class.Name) {
@@ -256,7 +297,7 @@ func (pl *Plugin) afterSliceChange(logger klog.Logger, pod *v1.Pod, oldObj, newO
 	if old, _ := oldObj.(*resourcev1.ResourceSlice); old != nil && old.Generation == cur.Generation {
 		return fwk.QueueSkip, nil
 	}
-	if _, err := pl.podClaims(pod); err != nil {
+	if _, _, err := pl.podClaims(pod); err != nil {
 		logger.V(6).Info("Pod waits for its claims, not for devices", "pod", klog.KObj(pod), "reason", err)
 		return fwk.QueueSkip, nil
 	}

@@ -27,7 +27,19 @@ type cycleState struct {
 	// the order the Cycle allocates them.
 	pending []int
 	snap    *state.Snapshot
-	cycle   *state.Cycle
+	// cycle allocates the pending claims; nil when there are none.
+	cycle *state.Cycle
+	// toAllocate are the pending claims, and opts the options, that
+	// cycle was made with (extended-resource variants add to them).
+	toAllocate []*resourcev1.ResourceClaim
+	opts       state.CycleOptions
+	// ext is the pod's extended-resource claim yet to be created; nil
+	// when the pod asks for no extended resource a DeviceClass backs,
+	// or an earlier attempt created the claim (stale).
+	ext *extendedState
+	// stale is the extended-resource claim an earlier attempt created:
+	// every node rejects the pod, and PostFilter deletes it.
+	stale *resourcev1.ResourceClaim
 	// mark is the waitlist's mark, read before snap was taken.
 	mark uint64
 

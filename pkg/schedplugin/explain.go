@@ -43,6 +43,9 @@ const (
 	// whyTogether is the pod-level verdict when every request fits on its
 	// own but the claims do not fit together.
 	whyTogether = "each claim fits alone, but not all of them together"
+	// whyStaleExtended: the extended-resource claim of an earlier
+	// attempt, which PostFilter deletes.
+	whyStaleExtended = "made by an earlier attempt whose binding failed; deleted, to be made anew"
 )
 
 // verdicts turns the allocator's explanation for one node into one

@@ -15,11 +15,13 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/dynamic-resource-allocation/deviceclass/extendedresourcecache"
 	resourceslicetracker "k8s.io/dynamic-resource-allocation/resourceslice/tracker"
 	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
+	"github.com/dractl/dractl/pkg/podclaims"
 	"github.com/dractl/dractl/pkg/state"
 )
 
@@ -70,9 +72,14 @@ func (t *fakeTracker) GetPendingAllocation(uid types.UID) *resourcev1.Allocation
 	return nil
 }
 
+// SignalClaimPendingAllocation, like kube-scheduler's tracker, refuses a
+// claim it does not hold, unless it is named as a claim not created yet.
 func (t *fakeTracker) SignalClaimPendingAllocation(uid types.UID, c *resourcev1.ResourceClaim) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if _, ok := t.claims[c.Namespace+"/"+c.Name]; !ok && c.Name != podclaims.ExtendedEntryName {
+		return apierrors.NewNotFound(resourcev1.Resource("resourceclaims"), c.Name)
+	}
 	t.inFlight[uid] = c
 	return nil
 }
@@ -123,6 +130,16 @@ type fakeDRA struct {
 
 func (d *fakeDRA) ResourceClaims() fwk.ResourceClaimTracker { return d.tracker }
 func (d *fakeDRA) DeviceClasses() fwk.DeviceClassLister     { return d.classes }
+
+// DeviceClassResolver maps extended resource names as kube-scheduler's
+// DRA manager does, through the cache of k8s.io/dynamic-resource-allocation.
+func (d *fakeDRA) DeviceClassResolver() fwk.DeviceClassResolver {
+	cache := extendedresourcecache.NewExtendedResourceCache(klog.Background())
+	for _, c := range d.classes.classes {
+		cache.OnAdd(c, true)
+	}
+	return cache
+}
 
 type fakeHandle struct {
 	fwk.Handle
@@ -184,9 +201,20 @@ func (s *fakeCycleState) Write(key fwk.StateKey, d fwk.StateData) { s.data[key] 
 type fakeNodeInfo struct {
 	fwk.NodeInfo
 	node *v1.Node
+	// allocatable are the node's scalar resources (device plugins').
+	allocatable map[v1.ResourceName]int64
 }
 
 func (n fakeNodeInfo) Node() *v1.Node { return n.node }
+
+func (n fakeNodeInfo) GetAllocatable() fwk.Resource { return fakeResource{scalars: n.allocatable} }
+
+type fakeResource struct {
+	fwk.Resource
+	scalars map[v1.ResourceName]int64
+}
+
+func (r fakeResource) GetScalarResources() map[v1.ResourceName]int64 { return r.scalars }
 
 // cluster is a plugin running against a fake API holding objs, whose
 // claims are also in the tracker (the scheduler's assume cache).

@@ -33,11 +33,14 @@ type Features struct {
 	// PodLevelResources: pod-level requests and limits, which bound the
 	// node resources a pod's devices add.
 	PodLevelResources bool
+	// ExtendedResource: DRAExtendedResource, extended resources that
+	// DeviceClasses back (KEP-5004).
+	ExtendedResource bool
 }
 
 // AllFeatures is every feature on, which is what the plugin assumes
 // without a feature gate.
-var AllFeatures = Features{Allocation: features.All(), BindingConditions: true, FilterTimeout: true, PrioritizedList: true, DeviceTaintRules: true, ConsumableCapacity: true, WorkloadResourceClaims: true, NodeAllocatableResources: true, PodLevelResources: true}
+var AllFeatures = Features{Allocation: features.All(), BindingConditions: true, FilterTimeout: true, PrioritizedList: true, DeviceTaintRules: true, ConsumableCapacity: true, WorkloadResourceClaims: true, ExtendedResource: true, NodeAllocatableResources: true, PodLevelResources: true}
 
 // FeaturesFrom reads the gates from kube-scheduler's feature gate. A gate
 // fg does not know counts as on, so that a gate removed upstream after
@@ -67,5 +70,6 @@ func FeaturesFrom(fg featuregate.FeatureGate) Features {
 		WorkloadResourceClaims:   on(features.WorkloadResourceClaims),
 		NodeAllocatableResources: on(features.NodeAllocatableResources),
 		PodLevelResources:        on(features.PodLevelResources),
+		ExtendedResource:         on(features.ExtendedResource),
 	}
 }

@@ -14,8 +14,9 @@ func TestFeaturesFromKubeSchedulerGates(t *testing.T) {
 	must(t, fg.Add(map[featuregate.Feature]featuregate.FeatureSpec{
 		"DRAPartitionableDevices": spec, "DRADeviceBindingConditions": spec, "DRAResourceClaimDeviceStatus": spec,
 		"DRASchedulerFilterTimeout": spec, "DRAPrioritizedList": spec, "DRAWorkloadResourceClaims": spec,
+		"DRAExtendedResource": spec,
 	}))
-	must(t, fg.SetFromMap(map[string]bool{"DRAPartitionableDevices": false, "DRAResourceClaimDeviceStatus": false, "DRASchedulerFilterTimeout": false, "DRAWorkloadResourceClaims": false}))
+	must(t, fg.SetFromMap(map[string]bool{"DRAPartitionableDevices": false, "DRAResourceClaimDeviceStatus": false, "DRASchedulerFilterTimeout": false, "DRAWorkloadResourceClaims": false, "DRAExtendedResource": false}))
 	got := FeaturesFrom(fg)
 	if got.Allocation.Enabled(features.PartitionableDevices) {
 		t.Error("DRAPartitionableDevices=false did not reach the allocator")
@@ -26,7 +27,7 @@ func TestFeaturesFromKubeSchedulerGates(t *testing.T) {
 	if got.BindingConditions {
 		t.Error("binding conditions need DRAResourceClaimDeviceStatus too")
 	}
-	if got.FilterTimeout || !got.PrioritizedList || got.WorkloadResourceClaims {
+	if got.FilterTimeout || !got.PrioritizedList || got.WorkloadResourceClaims || got.ExtendedResource {
 		t.Errorf("plugin gates %+v", got)
 	}
 	if FeaturesFrom(nil) != AllFeatures {

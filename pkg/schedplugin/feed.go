@@ -8,6 +8,7 @@ import (
 	"time"
 
 	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -41,6 +42,10 @@ type feed struct {
 	rejected map[state.ClaimKey]*resourcev1.ResourceClaim
 	// now is the clock that ends holds of writes of unknown outcome.
 	now func() time.Time
+	// creating are the claims the plugin assumed an allocation for
+	// before creating them (assumeNew), by the placeholder UID the
+	// assumption carries until the create returns (created).
+	creating map[state.ClaimKey]types.UID
 }
 
 // Owners of the State's assumed allocations.
@@ -66,6 +71,7 @@ func newFeed(st *state.State, waiting *waitlist, logger klog.Logger) *feed {
 	return &feed{
 		st: st, waiting: waiting, logger: logger,
 		rejected: map[state.ClaimKey]*resourcev1.ResourceClaim{},
+		creating: map[state.ClaimKey]types.UID{},
 		now:      time.Now,
 	}
 }
@@ -86,6 +92,17 @@ func (f *feed) setClaim(c *resourcev1.ResourceClaim) error {
 // assumption it contradicts was dropped.
 func (f *feed) setClaimLocked(c *resourcev1.ResourceClaim) (freed bool, err error) {
 	key := state.KeyOf(c)
+	if uid, ok := f.creating[key]; ok && c.Status.Allocation == nil {
+		if as, ok := f.st.Assumption(key); ok && as.Claim.UID == uid {
+			// The informer reports the claim PreBind created before the
+			// create returned to PreBind: it is the one assumed for.
+			if err := f.st.Created(c); err != nil {
+				return false, err
+			}
+			delete(f.creating, key)
+			return false, nil
+		}
+	}
 	if as, ok := f.st.Assumption(key); ok && c.Status.Allocation == nil &&
 		(as.Claim.UID != c.UID || as.Written != "" && newerVersion(c.ResourceVersion, as.Written)) {
 		// The assumption is of a claim that was replaced, or the claim
@@ -174,6 +191,53 @@ func (f *feed) assume(c *resourcev1.ResourceClaim) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.st.AssumeBy(c, ownerSelf)
+}
+
+// assumeNew records an allocation the plugin made in Reserve for a claim
+// it is yet to create (the extended-resource claim): the claim as it will
+// be created, placeholder, is observed first, so that the State can hold
+// the allocation (c) under its key.
+func (f *feed) assumeNew(placeholder, c *resourcev1.ResourceClaim) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.st.SetClaim(placeholder); err != nil {
+		return err
+	}
+	if err := f.st.AssumeBy(c, ownerSelf); err != nil {
+		_ = f.st.DeleteClaim(placeholder.Namespace, placeholder.Name)
+		return err
+	}
+	f.creating[state.KeyOf(c)] = c.UID
+	return nil
+}
+
+// created carries an assumption made with assumeNew over to the claim as
+// the API server created it, so that the claim's events, which carry its
+// UID, are matched with it.
+func (f *feed) created(c *resourcev1.ResourceClaim) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	key := state.KeyOf(c)
+	if _, ok := f.creating[key]; !ok {
+		// The informer delivered the claim first (setClaimLocked).
+		return
+	}
+	delete(f.creating, key)
+	if err := f.st.Created(c); err != nil {
+		// Not assumed any more: the claim's events overtook PreBind.
+		f.logger.V(5).Info("Created claim has no assumed allocation", "claim", klog.KObj(c), "err", err)
+	}
+}
+
+// dropPlaceholder removes the claim assumeNew recorded, unless a claim
+// of that name was observed since.
+func (f *feed) dropPlaceholder(key state.ClaimKey, uid types.UID) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.creating, key)
+	if c := f.st.Observed(key); c != nil && c.UID == uid {
+		_ = f.st.DeleteClaim(key.Namespace, key.Name)
+	}
 }
 
 // written records that PreBind stored the assumed allocation in the

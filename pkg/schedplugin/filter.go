@@ -13,6 +13,7 @@ import (
 
 	"github.com/dractl/dractl/pkg/allocator"
 	"github.com/dractl/dractl/pkg/features"
+	"github.com/dractl/dractl/pkg/podclaims"
 )
 
 // Filter checks that the node can use the pod's allocated claims and
@@ -23,10 +24,16 @@ func (pl *Plugin) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, no
 	if err != nil {
 		return asError(logger, err)
 	}
-	if len(s.claims) == 0 {
+	if len(s.claims) == 0 && s.ext == nil {
 		return nil
 	}
 	node := nodeInfo.Node()
+	if s.stale != nil {
+		s.mu.Lock()
+		s.reject(node.Name, []verdict{{claim: podclaims.ExtendedEntryName, why: whyStaleExtended}}, nil)
+		s.mu.Unlock()
+		return unresolvable(logger, reasonStaleExtended)
+	}
 	var unavailable []int
 	var rejected []verdict
 	for i, pc := range s.claims {
@@ -69,10 +76,25 @@ func (pl *Plugin) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, no
 		}
 		return unresolvable(logger, reasonNotAvailable)
 	}
-	if s.cycle == nil {
+	cycle := s.cycle
+	if s.ext != nil {
+		need, err := s.ext.ext.OnNode(nodeInfo.GetAllocatable().GetScalarResources())
+		if err != nil {
+			vs := []verdict{{claim: podclaims.ExtendedEntryName, why: err.Error()}}
+			s.mu.Lock()
+			s.reject(node.Name, vs, nil)
+			s.mu.Unlock()
+			if pl.cfg.inline {
+				return unresolvable(logger, verdictStrings(vs)...)
+			}
+			return unresolvable(logger, reasonCannotFitResource)
+		}
+		cycle = s.extendedVariant(node.Name, need).cycle
+	}
+	if cycle == nil {
 		return pl.fitNodeResources(logger, s, pod, nodeInfo, nil)
 	}
-	res, err := s.cycle.Allocate(ctx, node)
+	res, err := cycle.Allocate(ctx, node)
 	var unfit *allocator.UnfitError
 	switch {
 	case errors.As(err, &unfit):
@@ -107,7 +129,7 @@ func (pl *Plugin) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, no
 	case err != nil:
 		// A broken claim, class or pool: no node can do better.
 		return asError(logger, err)
-	case len(res) != len(s.pending):
+	case len(res) != len(s.pending) && len(res) != len(s.pending)+1:
 		return asError(logger, fmt.Errorf("node %s: %d allocation results for %d claims", node.Name, len(res), len(s.pending)))
 	}
 	if st := pl.fitNodeResources(logger, s, pod, nodeInfo, res); st != nil {
@@ -133,10 +155,13 @@ func (s *cycleState) reject(node string, vs []verdict, invalid []string) {
 // claimNames maps the allocator's names of the pending claims to the
 // pod's names for them.
 func (s *cycleState) claimNames() map[string]string {
-	m := make(map[string]string, len(s.pending))
+	m := make(map[string]string, len(s.pending)+1)
 	for _, i := range s.pending {
 		c := s.claims[i].claim
 		m[c.Namespace+"/"+c.Name] = s.claims[i].name
+	}
+	if s.ext != nil {
+		m[s.ext.namespace+"/"+s.ext.name] = podclaims.ExtendedEntryName
 	}
 	return m
 }

@@ -51,6 +51,9 @@ type Plugin struct {
 	// footprints are the node resources of placed pods the scheduler's
 	// cache does not count yet (see nodealloc.go).
 	footprints footprints
+	// extendedClaimOf finds the extended-resource claim an earlier
+	// attempt created for a pod (nil: DRAExtendedResource is off).
+	extendedClaimOf func(*v1.Pod) *resourcev1.ResourceClaim
 }
 
 var (
@@ -158,6 +161,11 @@ func (pl *Plugin) watch(ctx context.Context, logger klog.Logger) error {
 	pl.claimsListed = inf.ResourceClaims().Informer().HasSynced
 	if err := pl.indexClaimNames(); err != nil {
 		return err
+	}
+	if pl.fts.ExtendedResource {
+		if err := pl.indexExtendedClaims(); err != nil {
+			return err
+		}
 	}
 	return pl.indexForeignClaims()
 }

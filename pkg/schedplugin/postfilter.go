@@ -8,6 +8,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/dractl/dractl/pkg/podclaims"
 )
 
 // PostFilter runs when no node fits. Like the in-tree plugin it
@@ -17,7 +19,7 @@ import (
 func (pl *Plugin) PostFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, _ fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
 	logger := klog.FromContext(ctx)
 	s, err := readState(cs)
-	if err != nil || len(s.claims) == 0 {
+	if err != nil || len(s.claims) == 0 && s.ext == nil {
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
 	for i := range s.claims {
@@ -39,12 +41,21 @@ func (pl *Plugin) PostFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod
 		}
 		return nil, fwk.NewStatus(fwk.Unschedulable, "deallocation of ResourceClaim completed")
 	}
+	if s.stale != nil {
+		if err := pl.deleteClaim(ctx, s.stale); err != nil {
+			return nil, asError(logger, err)
+		}
+		return nil, fwk.NewStatus(fwk.Unschedulable, "deletion of ResourceClaim completed")
+	}
 	if len(s.rejected) == 0 {
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
-	order := make([]string, len(s.claims))
+	order := make([]string, len(s.claims), len(s.claims)+1)
 	for i, pc := range s.claims {
 		order[i] = pc.name
+	}
+	if s.ext != nil {
+		order = append(order, podclaims.ExtendedEntryName)
 	}
 	account := summary(order, s.rejected, s.invalid)
 	if pl.cfg.inline {

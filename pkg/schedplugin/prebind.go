@@ -39,7 +39,7 @@ func (pl *Plugin) PreBindPreFlight(ctx context.Context, cs fwk.CycleState, _ *v1
 	if err != nil {
 		return result, asError(klog.FromContext(ctx), err)
 	}
-	if len(s.claims) == 0 {
+	if len(s.claims) == 0 && s.ext == nil {
 		return result, fwk.NewStatus(fwk.Skip)
 	}
 	return result, nil
@@ -54,7 +54,7 @@ func (pl *Plugin) PreBind(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, n
 	if err != nil {
 		return asError(logger, err)
 	}
-	if len(s.claims) == 0 {
+	if len(s.claims) == 0 && s.ext == nil {
 		return nil
 	}
 	// Past Reserve for good: no node's results are read any more.
@@ -92,6 +92,11 @@ func (pl *Plugin) PreBind(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, n
 	for j, i := range s.pending {
 		pl.dra.ResourceClaims().MaybeRemoveClaimPendingAllocation(s.claims[i].claim.UID, true)
 		s.inFlight[j] = false
+	}
+	if s.ext != nil && s.ext.reserved != nil {
+		if err := pl.bindExtended(ctx, s, pod); err != nil {
+			return asError(logger, err)
+		}
 	}
 	if err := pl.writeNodeResources(ctx, s, pod); err != nil {
 		return asError(logger, err)

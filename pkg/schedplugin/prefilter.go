@@ -22,24 +22,32 @@ func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 	logger := klog.FromContext(ctx)
 	s := &cycleState{}
 	cs.Write(stateKey, s)
-	if len(pod.Spec.ResourceClaims) == 0 {
+	if pl.maySkip(pod) {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
 	pl.gate.wait(ctx)
 	// A new attempt: whatever turned the pod away before is looked at
 	// again.
 	pl.waiting.drop(pod.UID)
-	claims, err := pl.podClaims(pod)
+	claims, ext, err := pl.podClaims(pod)
 	if err != nil {
 		return nil, unresolvable(logger, err.Error())
 	}
-	if len(claims) == 0 {
+	if len(claims) == 0 && ext == nil {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
 	s.claims = claims
 	s.availableOn = make([]*nodeaffinity.NodeSelector, len(claims))
 	for i, pc := range claims {
 		c := pc.claim
+		if pc.extended {
+			// Made by an earlier attempt whose binding failed: its
+			// allocation may not hold any more, and finding out would
+			// take the allocator's work. Every node rejects the pod and
+			// PostFilter deletes the claim, as in-tree.
+			s.stale = c
+			return nil, nil
+		}
 		if a := c.Status.Allocation; a != nil {
 			if !resourceclaim.CanBeReserved(c) && !resourceclaim.IsReservedForPod(pod, c, false) {
 				return nil, unresolvable(logger, "resourceclaim in use")
@@ -67,7 +75,7 @@ func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 		}
 		s.pending = append(s.pending, i)
 	}
-	if len(s.pending) == 0 {
+	if len(s.pending) == 0 && ext == nil {
 		if pl.fts.NodeAllocatableResources {
 			// Filter looks up the allocated devices' node resources.
 			if err := pl.waitForSync(ctx); err != nil {
@@ -80,9 +88,9 @@ func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 	if err := pl.waitForSync(ctx); err != nil {
 		return nil, asError(logger, err)
 	}
-	toAllocate := make([]*resourcev1.ResourceClaim, len(s.pending))
+	s.toAllocate = make([]*resourcev1.ResourceClaim, len(s.pending))
 	for j, i := range s.pending {
-		toAllocate[j] = claims[i].claim
+		s.toAllocate[j] = claims[i].claim
 		pl.feed.observe(claims[i].claim)
 	}
 	pl.feed.sync(pl.dra.ResourceClaims())
@@ -91,13 +99,21 @@ func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 	// turned away.
 	s.mark = pl.waiting.current()
 	s.snap = pl.st.Snapshot()
-	opts := state.CycleOptions{Strategy: pl.cfg.strategy}
+	s.opts = state.CycleOptions{Strategy: pl.cfg.strategy}
 	if pl.fts.FilterTimeout {
 		// Per node, and only when the node searches: a node that
 		// remembers its answer needs no timer.
-		opts.Timeout = pl.cfg.filterTimeout
+		s.opts.Timeout = pl.cfg.filterTimeout
 	}
-	s.cycle = s.snap.Cycle(toAllocate, opts)
+	if len(s.toAllocate) > 0 {
+		s.cycle = s.snap.Cycle(s.toAllocate, s.opts)
+	}
+	if ext != nil {
+		// The claim's requests depend on the node (which extended
+		// resources its device plugins advertise): Filter makes a cycle
+		// per kind of node.
+		s.ext = newExtendedState(ext, pod)
+	}
 	s.results = pl.resultsMap(len(nodes))
 	return nil, nil
 }

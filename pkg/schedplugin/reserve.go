@@ -24,13 +24,13 @@ func (pl *Plugin) Reserve(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, n
 	if err != nil {
 		return asError(logger, err)
 	}
-	if len(s.claims) > 0 {
+	if len(s.claims) > 0 || s.ext != nil {
 		// PreBind writes the claims; Unreserve ends the count if it never
 		// gets there.
 		pl.gate.take(pod.UID)
 	}
 	pl.reserveNodeResources(s, pod, nodeName)
-	if s.cycle == nil {
+	if s.cycle == nil && s.ext == nil {
 		return nil
 	}
 	// Placed: nodes the Cycle rejected on the way no longer matter.
@@ -40,8 +40,17 @@ func (pl *Plugin) Reserve(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, n
 	// cycle state, for the same node or another one that fit.
 	s.mu.Lock()
 	res, ok := s.results[nodeName]
+	var v *variant
+	if s.ext != nil {
+		v = s.ext.nodes[nodeName]
+	}
 	s.mu.Unlock()
 	if !ok {
+		if s.ext != nil && len(s.pending) == 0 && v != nil && v.claim == nil {
+			// The node's device plugins serve every extended resource:
+			// nothing for DRA.
+			return nil
+		}
 		return asError(logger, fmt.Errorf("no allocation for node %s", nodeName))
 	}
 	s.allocations = res
@@ -62,6 +71,15 @@ func (pl *Plugin) Reserve(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, n
 		}
 		logger.V(5).Info("Reserved devices", "pod", klog.KObj(pod), "resourceclaim", klog.KObj(c), "node", nodeName)
 	}
+	if len(res) > len(s.pending) {
+		if v == nil || v.claim == nil {
+			return asError(logger, fmt.Errorf("node %s: an allocation for an extended-resource claim the node does not need", nodeName))
+		}
+		if err := pl.reserveExtended(s, v, res[len(s.pending)]); err != nil {
+			return asError(logger, err)
+		}
+		logger.V(5).Info("Reserved devices for extended resources", "pod", klog.KObj(pod), "resourceclaim", klog.KObj(v.claim), "node", nodeName)
+	}
 	return nil
 }
 
@@ -72,7 +90,7 @@ func (pl *Plugin) Unreserve(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 	logger := klog.FromContext(ctx)
 	pl.gate.release(pod.UID)
 	s, err := readState(cs)
-	if err != nil || len(s.claims) == 0 {
+	if err != nil || len(s.claims) == 0 && s.ext == nil {
 		return
 	}
 	pl.unreserveNodeResources(ctx, logger, s, pod)
@@ -89,6 +107,7 @@ func (pl *Plugin) Unreserve(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 		}
 		s.inFlight[j] = false
 	}
+	pl.unreserveExtended(ctx, s)
 	if s.preBound {
 		// The binding failed after PreBind, and may have failed with an
 		// unknown outcome (etcd timed out) while the API server stores it:
@@ -101,7 +120,7 @@ func (pl *Plugin) Unreserve(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 	}
 	for _, pc := range s.claims {
 		c := pc.claim
-		if c.Status.Allocation == nil || !resourceclaim.IsReservedForPod(pod, c, false) {
+		if pc.extended || c.Status.Allocation == nil || !resourceclaim.IsReservedForPod(pod, c, false) {
 			continue
 		}
 		// A strategic merge patch removes the entry without needing the

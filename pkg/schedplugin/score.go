@@ -22,7 +22,7 @@ func (pl *Plugin) PreScore(ctx context.Context, cs fwk.CycleState, _ *v1.Pod, _ 
 	if err != nil {
 		return asError(klog.FromContext(ctx), err)
 	}
-	if s.cycle == nil || pl.cfg.strategy != allocator.BestFit && !(pl.fts.PrioritizedList && s.hasSubrequests()) {
+	if s.cycle == nil && s.ext == nil || pl.cfg.strategy != allocator.BestFit && !(pl.fts.PrioritizedList && s.hasSubrequests()) {
 		return fwk.NewStatus(fwk.Skip)
 	}
 	return nil
@@ -51,7 +51,7 @@ func (pl *Plugin) Score(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, nod
 	if err != nil {
 		return 0, asError(klog.FromContext(ctx), err)
 	}
-	if s.cycle == nil {
+	if s.cycle == nil && s.ext == nil {
 		return 0, nil
 	}
 	s.mu.Lock()

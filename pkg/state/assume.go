@@ -74,6 +74,36 @@ func (s *State) AssumeBy(c *resourcev1.ResourceClaim, owner string) error {
 	return nil
 }
 
+// Created carries a claim's assumed allocation over to the claim the
+// caller created under the same name: c, as the API server returned it
+// (its UID and resource version), without an allocation. A scheduler that
+// creates a claim itself (kube-scheduler's extended-resource claims,
+// KEP-5004) allocates for it and assumes that allocation before the
+// claim exists, under a claim it recorded with SetClaim; only the create
+// tells it what the API server made of the claim. c becomes the observed
+// claim; the assumption, what it holds and what is known of it stay.
+func (s *State) Created(c *resourcev1.ResourceClaim) error {
+	if c == nil || c.Status.Allocation != nil {
+		return fmt.Errorf("created: the claim must be given as created, without status.allocation")
+	}
+	key := KeyOf(c)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h := hashClaim(key)
+	cur, _ := s.claims.lookup(h, key)
+	if cur.assumed == nil {
+		return notAssumed(key)
+	}
+	a := *cur.assumed
+	assumed := *c
+	assumed.Status.Allocation = cur.assumed.Claim.Status.Allocation
+	a.Claim = &assumed
+	next := claimEntry{observed: c, assumed: &a}
+	s.replaceClaim(h, key, &cur, &next)
+	s.version++
+	return nil
+}
+
 // Forget drops an assumed allocation, e.g. when binding failed.
 func (s *State) Forget(namespace, name string) error {
 	key := ClaimKey{Namespace: namespace, Name: name}

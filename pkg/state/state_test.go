@@ -126,6 +126,41 @@ func TestAssumeAndForget(t *testing.T) {
 	}
 }
 
+// TestCreated: an allocation assumed for a claim the caller creates
+// afterwards carries over to the created claim, holding its devices all
+// along.
+func TestCreated(t *testing.T) {
+	st := state.New(state.Options{})
+	partitioned(st, t)
+	key := state.ClaimKey{Namespace: "default", Name: "b"}
+	placeholder := pending("b")
+	placeholder.UID = "placeholder"
+	must(t, st.SetClaim(placeholder))
+	must(t, st.AssumeBy(allocated("b", "part-2"), "self"))
+	must(t, st.SetWritten("default", "b", "3"))
+	created := pending("b")
+	created.UID, created.ResourceVersion = "real", "4"
+	if err := st.Created(allocated("b", "part-2")); err == nil {
+		t.Error("Created took a claim with an allocation")
+	}
+	if err := st.Created(pending("c")); err == nil {
+		t.Error("Created took a claim without an assumption")
+	}
+	must(t, st.Created(created))
+	a, ok := st.Assumption(key)
+	if !ok || a.Claim.UID != "real" || a.Claim.Status.Allocation == nil || a.Owner != "self" || a.Written != "3" {
+		t.Fatalf("assumption after Created: %+v (%v), want the created claim with the allocation, owner and write", a, ok)
+	}
+	if st.Observed(key) != created {
+		t.Errorf("observed %v, want the created claim", st.Observed(key))
+	}
+	must(t, st.SetClaim(pending("c")))
+	var conflict *state.ConflictError
+	if err := st.Assume(allocated("c", "part-2")); !errors.As(err, &conflict) || conflict.Holder != key {
+		t.Fatalf("assume c on part-2: got %v, want a conflict with b", err)
+	}
+}
+
 // TestAssumptionRecords: what is recorded of an assumption lives and dies
 // with the assumed allocation, and recording it is no delta (snapshots
 // answer the same).

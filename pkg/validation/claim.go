@@ -36,16 +36,18 @@ func DeviceClass(c *resourcev1.DeviceClass) field.ErrorList {
 			errs = append(errs, deviceConfiguration(&c.Spec.Config[i].DeviceConfiguration, configPath.Index(i))...)
 		}
 	}
-	if n := c.Spec.ExtendedResourceName; n != nil && !isExtendedResourceName(*n) {
+	if n := c.Spec.ExtendedResourceName; n != nil && !IsExtendedResourceName(*n) {
 		errs = append(errs, field.Invalid(p.Child("extendedResourceName"), *n, "must be a valid extended resource name"))
 	}
 	return errs
 }
 
-// isExtendedResourceName: a domain-prefixed name outside kubernetes.io that
-// is still a qualified name once quota's "requests." prefix is added (the
-// rule of core's v1helper.IsExtendedResourceName).
-func isExtendedResourceName(name string) bool {
+// IsExtendedResourceName reports whether name is an extended resource
+// name: domain-prefixed, outside kubernetes.io, and still a qualified name
+// once quota's "requests." prefix is added (the rule of core's
+// v1helper.IsExtendedResourceName). DeviceClass admission and the pods'
+// extended resources that DRA may serve (pkg/podclaims) both follow it.
+func IsExtendedResourceName(name string) bool {
 	if !strings.Contains(name, "/") || strings.Contains(name, corev1.ResourceDefaultNamespacePrefix) ||
 		strings.HasPrefix(name, corev1.DefaultResourceRequestsPrefix) {
 		return false
