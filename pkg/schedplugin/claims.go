@@ -22,6 +22,11 @@ type podClaim struct {
 	// name is the entry's name, which is how users know the claim.
 	name  string
 	claim *resourcev1.ResourceClaim
+	// index is the entry's position in pod.spec.resourceClaims.
+	index int
+	// consumer is what PreBind reserves the claim for: the pod, or its
+	// PodGroup (set in PreFilter, see consumers).
+	consumer resourcev1.ResourceClaimConsumerReference
 }
 
 // podClaims looks up every claim the pod references in the claim tracker,
@@ -37,7 +42,7 @@ func (pl *Plugin) podClaims(pod *v1.Pod) ([]podClaim, error) {
 	}
 	out := make([]podClaim, len(entries))
 	for i, e := range entries {
-		out[i] = podClaim{name: e.Name, claim: e.Claim}
+		out[i] = podClaim{name: e.Name, claim: e.Claim, index: e.Index}
 	}
 	return out, nil
 }

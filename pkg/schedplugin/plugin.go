@@ -51,16 +51,17 @@ type Plugin struct {
 }
 
 var (
-	_ fwk.PreEnqueuePlugin  = &Plugin{}
-	_ fwk.PreFilterPlugin   = &Plugin{}
-	_ fwk.FilterPlugin      = &Plugin{}
-	_ fwk.PostFilterPlugin  = &Plugin{}
-	_ fwk.PreScorePlugin    = &Plugin{}
-	_ fwk.ScorePlugin       = &Plugin{}
-	_ fwk.ReservePlugin     = &Plugin{}
-	_ fwk.PreBindPlugin     = &Plugin{}
-	_ fwk.EnqueueExtensions = &Plugin{}
-	_ fwk.SignPlugin        = &Plugin{}
+	_ fwk.PreEnqueuePlugin         = &Plugin{}
+	_ fwk.PreFilterPlugin          = &Plugin{}
+	_ fwk.FilterPlugin             = &Plugin{}
+	_ fwk.PostFilterPlugin         = &Plugin{}
+	_ fwk.PodGroupPostFilterPlugin = &Plugin{}
+	_ fwk.PreScorePlugin           = &Plugin{}
+	_ fwk.ScorePlugin              = &Plugin{}
+	_ fwk.ReservePlugin            = &Plugin{}
+	_ fwk.PreBindPlugin            = &Plugin{}
+	_ fwk.EnqueueExtensions        = &Plugin{}
+	_ fwk.SignPlugin               = &Plugin{}
 )
 
 // Factory has the signature of kube-scheduler's PluginFactory
