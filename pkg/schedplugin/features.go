@@ -18,12 +18,9 @@ type Features struct {
 	FilterTimeout bool
 	// PrioritizedList: DRAPrioritizedList, which the FirstFit score ranks.
 	PrioritizedList bool
-	// DeviceTaintRules: DRADeviceTaintRules, applied to slices before the
-	// State sees them.
+	// DeviceTaintRules: DRADeviceTaintRules, whose objects the State
+	// applies to the slices.
 	DeviceTaintRules bool
-	// ConsumableCapacity: DRAConsumableCapacity, for the CEL of
-	// DeviceTaintRule selectors.
-	ConsumableCapacity bool
 	// WorkloadResourceClaims: DRAWorkloadResourceClaims, under which a
 	// pod's template claim may be its PodGroup's.
 	WorkloadResourceClaims bool
@@ -39,7 +36,7 @@ const topologyAwareWorkloadScheduling = "TopologyAwareWorkloadScheduling"
 
 // AllFeatures is every feature on, which is what the plugin assumes
 // without a feature gate.
-var AllFeatures = Features{Allocation: features.All(), BindingConditions: true, FilterTimeout: true, PrioritizedList: true, DeviceTaintRules: true, ConsumableCapacity: true, WorkloadResourceClaims: true, TopologyAwareWorkloadScheduling: true}
+var AllFeatures = Features{Allocation: features.All(), BindingConditions: true, FilterTimeout: true, PrioritizedList: true, DeviceTaintRules: true, WorkloadResourceClaims: true, TopologyAwareWorkloadScheduling: true}
 
 // FeaturesFrom reads the gates from kube-scheduler's feature gate. A gate
 // fg does not know counts as on, so that a gate removed upstream after
@@ -66,7 +63,6 @@ func FeaturesFrom(fg featuregate.FeatureGate) Features {
 		FilterTimeout:          on(features.SchedulerFilterTimeout),
 		PrioritizedList:        on(features.PrioritizedList),
 		DeviceTaintRules:       on(features.DeviceTaintRules),
-		ConsumableCapacity:     on(features.ConsumableCapacity),
 		WorkloadResourceClaims: on(features.WorkloadResourceClaims),
 		// Unknown to fg: a scheduler without it has no such placements.
 		TopologyAwareWorkloadScheduling: knows(topologyAwareWorkloadScheduling) && fg.Enabled(topologyAwareWorkloadScheduling),
