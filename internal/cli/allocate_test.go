@@ -75,6 +75,10 @@ func TestAllocateCommands(t *testing.T) {
 		{"allocate-shared-claim", append([]string{"allocate"}, tpuInputs(allocTestdata("tpu-2x4.yaml"), allocTestdata("shared-claim-pods.yaml"))...), ExitOK},
 		// One pod fits nowhere; the other is still allocated (exit 1).
 		{"allocate-independent-pods", []string{"allocate", "-f", filepath.Join("examples", "dgx-h100-mixins"), "-f", allocTestdata("independent-pods.yaml")}, ExitNoFit},
+		// A DeviceTaintRule taints a device as the scheduler plugin sees
+		// it: allocate takes another, explain names the tainted one.
+		{"allocate-taint-rule", []string{"allocate", "-f", filepath.Join("examples", "gpu-partitions"), "-f", allocTestdata("taint-rule.yaml")}, ExitOK},
+		{"explain-taint-rule", []string{"explain", "-f", filepath.Join("examples", "gpu-partitions", "resourceslices.yaml"), "-f", filepath.Join("examples", "gpu-partitions", "deviceclass.yaml"), "-f", filepath.Join("examples", "gpu-partitions", "node.yaml"), "-f", allocTestdata("four-partitions.yaml"), "-f", allocTestdata("taint-rule.yaml")}, ExitOK},
 		{"allocate-duplicate-claim", []string{"allocate", "-f", allocTestdata("tpu-2x4.yaml"), "-f", allocTestdata("tpu-2x4.yaml"), "-f", filepath.Join("examples", "tpu-multihost")}, ExitCannotAnswer},
 	}
 	for _, tc := range cases {
