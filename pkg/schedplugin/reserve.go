@@ -119,11 +119,13 @@ func (pl *Plugin) Unreserve(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 	// the pod's group may still use it.
 	land := func(i int) {
 		c := s.claims[i].claim
-		if !pl.dra.ResourceClaims().MaybeRemoveClaimPendingAllocation(c.UID, false) {
+		tr := pl.dra.ResourceClaims()
+		if tr.MaybeRemoveClaimPendingAllocation(c.UID, false) {
+			tr.AssumedClaimRestore(c.Namespace, c.Name)
+			group.landed(c.UID)
+		} else if tr.GetPendingAllocation(c.UID) != nil {
 			return
 		}
-		pl.dra.ResourceClaims().AssumedClaimRestore(c.Namespace, c.Name)
-		group.landed(c.UID)
 		pl.feed.forgetUnwritten(state.KeyOf(c))
 	}
 	for j, i := range s.pending {
