@@ -182,6 +182,12 @@ func (pl *Plugin) PodGroupPostFilter(ctx context.Context, gcs fwk.PodGroupCycleS
 			if s == nil {
 				continue
 			}
+			// kube-scheduler runs no member's PostFilter in a pod group
+			// cycle: the account of each member's rejected nodes goes
+			// beside its condition here.
+			if account := s.account(); account != "" {
+				pl.recordAccount(pod, account)
+			}
 			found, st := pl.deallocateUnavailable(ctx, pod, s)
 			if st.IsError() {
 				return nil, st

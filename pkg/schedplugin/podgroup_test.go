@@ -313,6 +313,22 @@ func TestPodGroupPostFilter(t *testing.T) {
 			if st.Code() != fwk.Unschedulable || st.Message() != tc.message {
 				t.Errorf("PodGroupPostFilter: %v, want Unschedulable %q", st, tc.message)
 			}
+			// Each member the nodes rejected gets dractl's account, as
+			// PostFilter gives a pod outside of a group.
+			events := 0
+			for len(c.handle.recorder.Events) > 0 {
+				if e := <-c.handle.recorder.Events; !strings.HasPrefix(e, "Warning "+eventReason+" claim gpu: ") {
+					t.Errorf("event %q", e)
+				}
+				events++
+			}
+			want := 0
+			if tc.filter && kind != fwk.CompositePodGroupKeyType {
+				want = len(pods)
+			}
+			if events != want {
+				t.Errorf("%d %s events, want %d", events, eventReason, want)
+			}
 			for _, name := range []string{"shared", "own"} {
 				got, err := c.client.ResourceV1().ResourceClaims("default").Get(ctx, name, metav1.GetOptions{})
 				if err != nil {

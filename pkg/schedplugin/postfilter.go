@@ -21,23 +21,37 @@ func (pl *Plugin) PostFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod
 	if found, st := pl.deallocateUnavailable(ctx, pod, s); found {
 		return nil, st
 	}
-	if len(s.rejected) == 0 {
+	account := s.account()
+	if account == "" {
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
-	order := make([]string, len(s.claims))
-	for i, pc := range s.claims {
-		order[i] = pc.name
-	}
-	account := summary(order, s.rejected, s.invalid)
 	if pl.cfg.inline {
 		return nil, fwk.NewStatus(fwk.Unschedulable, "dractl: "+account)
 	}
 	// The in-tree plugin adds nothing to the pod's condition here; the
 	// account goes beside it, where kubectl describe pod shows it.
+	pl.recordAccount(pod, account)
+	return nil, fwk.NewStatus(fwk.Unschedulable)
+}
+
+// account is dractl's count, per claim, of what stopped the nodes the
+// cycle rejected; empty when it rejected none.
+func (s *cycleState) account() string {
+	if len(s.rejected) == 0 {
+		return ""
+	}
+	order := make([]string, len(s.claims))
+	for i, pc := range s.claims {
+		order[i] = pc.name
+	}
+	return summary(order, s.rejected, s.invalid)
+}
+
+// recordAccount records the account as an Event of the pod.
+func (pl *Plugin) recordAccount(pod *v1.Pod, account string) {
 	if rec := pl.fh.EventRecorder(); rec != nil {
 		rec.Eventf(pod, nil, v1.EventTypeWarning, eventReason, "Scheduling", "%s", truncateNote(account))
 	}
-	return nil, fwk.NewStatus(fwk.Unschedulable)
 }
 
 // deallocateUnavailable deallocates one of the pod's allocated claims
