@@ -80,6 +80,10 @@ func TestAllocateCommands(t *testing.T) {
 		// serve it; a node's device plugins take precedence.
 		{"allocate-extended-resources", []string{"allocate", "-f", allocTestdata("extended-resources.yaml")}, ExitOK},
 		{"explain-extended-resources", []string{"explain", "-f", allocTestdata("extended-resources.yaml")}, ExitOK},
+		// A DeviceTaintRule taints a device as the scheduler plugin sees
+		// it: allocate takes another, explain names the tainted one.
+		{"allocate-taint-rule", []string{"allocate", "-f", filepath.Join("examples", "gpu-partitions"), "-f", allocTestdata("taint-rule.yaml")}, ExitOK},
+		{"explain-taint-rule", []string{"explain", "-f", filepath.Join("examples", "gpu-partitions", "resourceslices.yaml"), "-f", filepath.Join("examples", "gpu-partitions", "deviceclass.yaml"), "-f", filepath.Join("examples", "gpu-partitions", "node.yaml"), "-f", allocTestdata("four-partitions.yaml"), "-f", allocTestdata("taint-rule.yaml")}, ExitOK},
 		{"allocate-duplicate-claim", []string{"allocate", "-f", allocTestdata("tpu-2x4.yaml"), "-f", allocTestdata("tpu-2x4.yaml"), "-f", filepath.Join("examples", "tpu-multihost")}, ExitCannotAnswer},
 	}
 	for _, tc := range cases {

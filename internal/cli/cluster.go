@@ -102,6 +102,13 @@ func (o *inputOptions) readClusterInput(strategy allocator.Strategy) (*cluster, 
 		return nil, &inputErrors{problems}
 	}
 	c := &cluster{set: decode.Group(in.objects), strategy: strategy, st: state.New(state.Options{Features: gates})}
+	// The State taints the devices the rules select, as it does for the
+	// scheduler plugin.
+	for _, r := range c.set.TaintRules {
+		if err := c.st.SetTaintRule(r); err != nil {
+			return nil, &exitError{code: ExitCannotAnswer, msg: fmt.Sprintf("%s DeviceTaintRule/%s: %v", c.sourceOf(r), r.Name, err)}
+		}
+	}
 	for _, s := range c.set.Slices {
 		if err := c.st.SetMixinSlice(s); err != nil {
 			return nil, &exitError{code: ExitCannotAnswer, msg: err.Error()}

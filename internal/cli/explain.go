@@ -118,6 +118,9 @@ type explainRequest struct {
 	SatisfiableAlone bool           `json:"satisfiableAlone"`
 	Rejected         map[string]int `json:"rejected"`
 	Counters         map[string]int `json:"counters,omitempty"`
+	// Taints: device ("driver/pool/device") to the taint it was rejected
+	// for.
+	Taints map[string]string `json:"taints,omitempty"`
 }
 
 func (o *explainOptions) run(ctx context.Context) error {
@@ -284,6 +287,9 @@ func (en *explainNode) fill() {
 			}
 			if len(r.Counters) > 0 {
 				er.Counters = r.Counters
+			}
+			if len(r.Taints) > 0 {
+				er.Taints = r.Taints
 			}
 			en.Requests = append(en.Requests, er)
 		}

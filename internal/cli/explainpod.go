@@ -178,7 +178,7 @@ func (o *explainOptions) runPod(ctx context.Context, arg string) error {
 	if err != nil {
 		return clusterError(err)
 	}
-	kinds := live.KindSlices | live.KindClasses | live.KindClaims
+	kinds := live.KindSlices | live.KindClasses | live.KindClaims | live.KindTaintRules
 	if pod.Spec.NodeName == "" {
 		kinds |= live.KindNodes
 	}

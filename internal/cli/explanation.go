@@ -55,6 +55,13 @@ func rejections(r allocator.RequestExplanation) string {
 			}
 			part += " (" + strings.Join(cs, ", ") + ")"
 		}
+		if reason == allocator.ReasonTaint && len(r.Taints) > 0 {
+			var ts []string
+			for _, dev := range slices.Sorted(maps.Keys(r.Taints)) {
+				ts = append(ts, dev+" "+r.Taints[dev])
+			}
+			part += " (" + strings.Join(ts, ", ") + ")"
+		}
 		parts = append(parts, part)
 	}
 	return strings.Join(parts, " ")

@@ -76,7 +76,7 @@ func readLive(ctx context.Context, cluster *clusterOptions) (*input, error) {
 	if err != nil {
 		return nil, err
 	}
-	objs, err := c.Read(ctx, live.KindSlices|live.KindClasses|live.KindClaims|live.KindTemplates)
+	objs, err := c.Read(ctx, live.KindSlices|live.KindClasses|live.KindClaims|live.KindTemplates|live.KindTaintRules)
 	if err != nil {
 		return nil, clusterError(err)
 	}
@@ -98,6 +98,9 @@ func readLive(ctx context.Context, cluster *clusterOptions) (*input, error) {
 	}
 	for _, t := range objs.Templates {
 		add("ResourceClaimTemplate", t, t)
+	}
+	for _, r := range objs.TaintRules {
+		add("DeviceTaintRule", r, r)
 	}
 	return in, nil
 }

@@ -148,7 +148,7 @@ func (o *simulateOptions) run(ctx context.Context) error {
 			printProblems(o.Err, problems)
 			return err
 		}
-		cl = &simulate.Cluster{Slices: c.set.Slices, Classes: c.set.Classes, Nodes: c.nodeList}
+		cl = &simulate.Cluster{Slices: c.set.Slices, Classes: c.set.Classes, TaintRules: c.set.TaintRules, Nodes: c.nodeList}
 		pending := 0
 		for _, claim := range c.set.Claims {
 			if claim.Status.Allocation != nil {

@@ -15,8 +15,8 @@ func newSnapshotCommand(g *inputOptions) *cobra.Command {
 		Use:   "snapshot DIR",
 		Short: "Write the cluster's DRA objects, Nodes and pending Pods to files",
 		Long: `snapshot reads every ResourceSlice, DeviceClass, ResourceClaim,
-ResourceClaimTemplate and Node of the cluster and the pods not bound to a
-node yet, and writes them to DIR, one YAML file per kind
+ResourceClaimTemplate, DeviceTaintRule and Node of the cluster and the pods
+not bound to a node yet, and writes them to DIR, one YAML file per kind
 (resourceslices.yaml, deviceclasses.yaml, ...), without managedFields.
 Every offline verb reads the directory with -f DIR: validate, allocate,
 explain (explain pod/NAME -f DIR too), describe.

@@ -16,6 +16,8 @@ import (
 type Cluster struct {
 	Slices  []*api.ResourceSlice
 	Classes []*resourcev1.DeviceClass
+	// TaintRules taint the devices they select (see state.SetTaintRule).
+	TaintRules []*resourcev1.DeviceTaintRule
 	// Nodes are tried in this order for every pod.
 	Nodes []*corev1.Node
 	// Allocated are claims in use when the simulation starts.
@@ -46,8 +48,22 @@ type world struct {
 	nodeIsland []int // -1: the node sees no pool
 }
 
+// newState is a State with the cluster's DeviceTaintRules.
+func (c *Cluster) newState(opts state.Options) (*state.State, error) {
+	st := state.New(opts)
+	for _, r := range c.TaintRules {
+		if err := st.SetTaintRule(r); err != nil {
+			return nil, fmt.Errorf("DeviceTaintRule %s: %w", r.Name, err)
+		}
+	}
+	return st, nil
+}
+
 func newWorld(c *Cluster, opts state.Options) (*world, error) {
-	all := state.New(opts)
+	all, err := c.newState(opts)
+	if err != nil {
+		return nil, err
+	}
 	for _, s := range c.Slices {
 		if err := all.SetMixinSlice(s); err != nil {
 			return nil, err
@@ -92,7 +108,11 @@ func newWorld(c *Cluster, opts state.Options) (*world, error) {
 		root := find(ids[0])
 		isl := byRoot[root]
 		if isl == nil {
-			isl = &island{st: state.New(opts)}
+			st, err := c.newState(opts)
+			if err != nil {
+				return nil, err
+			}
+			isl = &island{st: st}
 			byRoot[root] = isl
 			w.islands = append(w.islands, isl)
 		}

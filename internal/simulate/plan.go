@@ -89,7 +89,7 @@ func (t *Template) copy(i int) templateCopy {
 
 // with is base plus n copies of the template, added after base's nodes.
 func (t *Template) with(base *Cluster, n int) (*Cluster, error) {
-	c := &Cluster{Slices: slices.Clone(base.Slices), Classes: base.Classes, Nodes: slices.Clone(base.Nodes), Allocated: base.Allocated}
+	c := &Cluster{Slices: slices.Clone(base.Slices), Classes: base.Classes, TaintRules: base.TaintRules, Nodes: slices.Clone(base.Nodes), Allocated: base.Allocated}
 	names := map[string]bool{}
 	for _, node := range base.Nodes {
 		names[node.Name] = true

@@ -48,7 +48,10 @@ func ScaleDown(ctx context.Context, c *Cluster, strategy allocator.Strategy, opt
 	if opts.Compiler == nil {
 		opts.Compiler = allocator.NewSelectorCompiler()
 	}
-	st := state.New(opts)
+	st, err := c.newState(opts)
+	if err != nil {
+		return nil, err
+	}
 	for _, s := range c.Slices {
 		if err := st.SetMixinSlice(s); err != nil {
 			return nil, err

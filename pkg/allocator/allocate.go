@@ -151,7 +151,7 @@ func (at *attempt) explain() (*Explanation, error) {
 			}
 			probe := &alternative{req: al.req}
 			at.buildCands(probe, true)
-			re := RequestExplanation{Request: al.req.name, Needed: al.count(), Rejected: map[Reason]int{}, Counters: probe.ctrRej}
+			re := RequestExplanation{Request: al.req.name, Needed: al.count(), Rejected: map[Reason]int{}, Counters: probe.ctrRej, Taints: probe.taintRej}
 			for r, n := range probe.rej {
 				if n > 0 {
 					re.Rejected[Reason(r)] = n

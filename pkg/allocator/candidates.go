@@ -32,6 +32,9 @@ type alternative struct {
 	scan       scanCursor // how far candidates are built
 	rej        [numReasons]int
 	ctrRej     map[string]int
+	// taintRej: explain only, the untolerated taint of each device
+	// rejected for one.
+	taintRej map[string]string
 	// cols are the selector columns of each table the alternative met.
 	cols   []tableCols
 	inline altInline // reuse.go
@@ -368,6 +371,12 @@ func (at *attempt) scanDev(al *alternative, np *nodePool, npi, i int32, explainO
 	}
 	if at.blockedByTaint(al, d) {
 		al.rej[ReasonTaint]++
+		if explainOnly {
+			if al.taintRej == nil {
+				al.taintRej = map[string]string{}
+			}
+			al.taintRej[d.id()] = taintString(blockingTaint(d.d.Taints, al.req.tols))
+		}
 		return
 	}
 	if bad := at.counterMisfitAlone(d, np); bad >= 0 {

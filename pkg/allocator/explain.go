@@ -89,6 +89,11 @@ type RequestExplanation struct {
 	// Counters counts ReasonCounterExhausted rejections by "<set>/<counter>"
 	// of the first counter that did not fit.
 	Counters map[string]int
+	// Taints names, for each device rejected with ReasonTaint
+	// ("driver/pool/device"), the first taint the request does not
+	// tolerate ("key=value:Effect"): a device a DeviceTaintRule taints has
+	// no taint in its slice, so its name is the only way to it.
+	Taints map[string]string
 	// SatisfiableAlone reports whether this request could be allocated on
 	// the node if it were the only request (its claim's constraints that
 	// name only it still apply).

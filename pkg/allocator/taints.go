@@ -20,15 +20,30 @@ func (at *attempt) blockedByTaint(al *alternative, d *devInfo) bool {
 // taintBlocks: only NoSchedule and NoExecute taints prevent allocation;
 // None and unknown effects are informational.
 func taintBlocks(taints []api.DeviceTaint, tols []resourcev1.DeviceToleration) bool {
-	for _, t := range taints {
+	return blockingTaint(taints, tols) != nil
+}
+
+// blockingTaint returns the first taint that prevents allocation, nil if
+// none does.
+func blockingTaint(taints []api.DeviceTaint, tols []resourcev1.DeviceToleration) *api.DeviceTaint {
+	for i, t := range taints {
 		if t.Effect != resourcev1.DeviceTaintEffectNoSchedule && t.Effect != resourcev1.DeviceTaintEffectNoExecute {
 			continue
 		}
 		if !tolerated(t, tols) {
-			return true
+			return &taints[i]
 		}
 	}
-	return false
+	return nil
+}
+
+// taintString is how explanations write a taint, as kubectl writes a
+// node's: key=value:Effect, or key:Effect without a value.
+func taintString(t *api.DeviceTaint) string {
+	if t.Value == "" {
+		return t.Key + ":" + string(t.Effect)
+	}
+	return t.Key + "=" + t.Value + ":" + string(t.Effect)
 }
 
 func tolerated(t api.DeviceTaint, tols []resourcev1.DeviceToleration) bool {

@@ -17,6 +17,7 @@ import (
 	"fmt"
 
 	resourcev1 "k8s.io/api/resource/v1"
+	resourcev1alpha3 "k8s.io/api/resource/v1alpha3"
 	resourcev1beta1 "k8s.io/api/resource/v1beta1"
 	resourcev1beta2 "k8s.io/api/resource/v1beta2"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -24,7 +25,8 @@ import (
 )
 
 // ToV1 converts a v1beta1 or v1beta2 ResourceSlice, DeviceClass,
-// ResourceClaim or ResourceClaimTemplate to its v1 type. obj is not
+// ResourceClaim or ResourceClaimTemplate, or a v1beta2 or v1alpha3 DeviceTaintRule, to
+// its v1 type. obj is not
 // modified. The result has apiVersion resource.k8s.io/v1 and its kind set.
 // Any other type is an error.
 func ToV1(obj runtime.Object) (runtime.Object, error) {
@@ -43,6 +45,10 @@ func ToV1(obj runtime.Object) (runtime.Object, error) {
 		in = in.DeepCopy()
 		defaultV1beta2Spec(&in.Spec.Spec)
 		out, err = recodeNew[resourcev1.ResourceClaimTemplate](in)
+	case *resourcev1beta2.DeviceTaintRule:
+		out, err = recodeNew[resourcev1.DeviceTaintRule](in)
+	case *resourcev1alpha3.DeviceTaintRule:
+		out, err = recodeNew[resourcev1.DeviceTaintRule](in)
 	case *resourcev1beta1.ResourceSlice:
 		out, err = sliceFromV1beta1(in)
 	case *resourcev1beta1.DeviceClass:
@@ -75,6 +81,8 @@ func kindOf(obj runtime.Object) string {
 		return "ResourceClaim"
 	case *resourcev1.ResourceClaimTemplate:
 		return "ResourceClaimTemplate"
+	case *resourcev1.DeviceTaintRule:
+		return "DeviceTaintRule"
 	}
 	return ""
 }

@@ -139,6 +139,10 @@ func withTypeMeta(o any) (any, error) {
 		c := *v
 		fill(&c.APIVersion, &c.Kind, api.APIVersion, "ResourceClaimTemplate")
 		return &c, nil
+	case *resourcev1.DeviceTaintRule:
+		c := *v
+		fill(&c.APIVersion, &c.Kind, api.APIVersion, "DeviceTaintRule")
+		return &c, nil
 	case *corev1.Node:
 		c := *v
 		fill(&c.APIVersion, &c.Kind, "v1", "Node")

@@ -14,6 +14,7 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	k8syaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/utils/ptr"
 
 	"github.com/dractl/dractl/pkg/api"
 )
@@ -206,10 +207,10 @@ spec:
   replicas: 2
   template: {spec: {containers: [{name: c, image: x, whatever: [1, 2]}]}}
 ---
-apiVersion: resource.k8s.io/v1alpha3
-kind: DeviceTaintRule
+apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
 metadata: {name: r}
-spec: {taint: {key: k, effect: NoSchedule}}
+value: 1000
 `
 	objs, err := Bytes("demo.yaml", []byte(in))
 	if err != nil {
@@ -368,5 +369,37 @@ func TestBadSeparatorDoesNotHideLaterDocuments(t *testing.T) {
 	checkErrors(t, err, []wantErr{{"a.yaml#2", "", "", "", `invalid YAML document separator "--- {}"`}})
 	if len(objs) != 2 || !bytes.Equal([]byte(objs[1].Name), []byte("b")) {
 		t.Errorf("got %d objects", len(objs))
+	}
+}
+
+// TestDeviceTaintRules: DeviceTaintRules are judged at every version
+// kube-apiserver 1.37 serves them, become v1 objects and are grouped.
+func TestDeviceTaintRules(t *testing.T) {
+	var in strings.Builder
+	for _, v := range []string{"v1", "v1beta2", "v1alpha3"} {
+		fmt.Fprintf(&in, `---
+apiVersion: resource.k8s.io/%s
+kind: DeviceTaintRule
+metadata: {name: rule-%s}
+spec:
+  deviceSelector: {driver: gpu.example.com, pool: node-1, device: gpu-0}
+  taint: {key: example.com/unhealthy, effect: NoSchedule}
+`, v, v)
+	}
+	objs, err := Bytes("rules.yaml", []byte(in.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := Group(objs)
+	if len(set.TaintRules) != 3 {
+		t.Fatalf("%d DeviceTaintRules grouped, want 3", len(set.TaintRules))
+	}
+	for _, r := range set.TaintRules {
+		if sel := r.Spec.DeviceSelector; sel == nil || ptr.Deref(sel.Device, "") != "gpu-0" || r.Spec.Taint.Effect != resourcev1.DeviceTaintEffectNoSchedule {
+			t.Errorf("%s: spec %+v", r.Name, r.Spec)
+		}
+	}
+	if _, err := Bytes("bad.yaml", []byte("apiVersion: resource.k8s.io/v1\nkind: DeviceTaintRule\nmetadata: {name: r}\nspec: {taint: {key: k, effect: NoSchedule}, selector: {}}\n")); err == nil || !strings.Contains(err.Error(), "selector") {
+		t.Errorf("unknown field: %v, want it named", err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/dractl/dractl/pkg/api"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	resourcev1alpha3 "k8s.io/api/resource/v1alpha3"
 	resourcev1beta1 "k8s.io/api/resource/v1beta1"
 	resourcev1beta2 "k8s.io/api/resource/v1beta2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -32,6 +33,8 @@ type kindInfo struct {
 var (
 	v1beta1 = resourcev1beta1.SchemeGroupVersion.String()
 	v1beta2 = resourcev1beta2.SchemeGroupVersion.String()
+	// v1alpha3 is served for DeviceTaintRules alone.
+	v1alpha3 = resourcev1alpha3.SchemeGroupVersion.String()
 )
 
 // kinds are the kinds dractl judges. Every version kube-apiserver 1.37
@@ -41,14 +44,17 @@ var kinds = []kindInfo{
 	{api.APIVersion, "DeviceClass", false, reflect.TypeFor[resourcev1.DeviceClass](), false, false},
 	{api.APIVersion, "ResourceClaim", true, reflect.TypeFor[resourcev1.ResourceClaim](), false, false},
 	{api.APIVersion, "ResourceClaimTemplate", true, reflect.TypeFor[resourcev1.ResourceClaimTemplate](), false, false},
+	{api.APIVersion, "DeviceTaintRule", false, reflect.TypeFor[resourcev1.DeviceTaintRule](), false, false},
 	{v1beta2, api.KindSlice, false, reflect.TypeFor[resourcev1beta2.ResourceSlice](), true, false},
 	{v1beta2, "DeviceClass", false, reflect.TypeFor[resourcev1beta2.DeviceClass](), true, false},
 	{v1beta2, "ResourceClaim", true, reflect.TypeFor[resourcev1beta2.ResourceClaim](), true, false},
 	{v1beta2, "ResourceClaimTemplate", true, reflect.TypeFor[resourcev1beta2.ResourceClaimTemplate](), true, false},
+	{v1beta2, "DeviceTaintRule", false, reflect.TypeFor[resourcev1beta2.DeviceTaintRule](), true, false},
 	{v1beta1, api.KindSlice, false, reflect.TypeFor[resourcev1beta1.ResourceSlice](), true, false},
 	{v1beta1, "DeviceClass", false, reflect.TypeFor[resourcev1beta1.DeviceClass](), true, false},
 	{v1beta1, "ResourceClaim", true, reflect.TypeFor[resourcev1beta1.ResourceClaim](), true, false},
 	{v1beta1, "ResourceClaimTemplate", true, reflect.TypeFor[resourcev1beta1.ResourceClaimTemplate](), true, false},
+	{v1alpha3, "DeviceTaintRule", false, reflect.TypeFor[resourcev1alpha3.DeviceTaintRule](), true, false},
 	{"v1", "Node", false, reflect.TypeFor[corev1.Node](), false, false},
 	{"v1", "Pod", true, reflect.TypeFor[corev1.Pod](), false, false},
 }

@@ -12,6 +12,7 @@ type Set struct {
 	Classes        []*resourcev1.DeviceClass
 	Claims         []*resourcev1.ResourceClaim
 	ClaimTemplates []*resourcev1.ResourceClaimTemplate
+	TaintRules     []*resourcev1.DeviceTaintRule
 	Nodes          []*corev1.Node
 	Pods           []*corev1.Pod
 	// Registered are the objects of kinds added with Register, in input
@@ -35,6 +36,8 @@ func Group(objs []Object) *Set {
 			s.Claims = append(s.Claims, v)
 		case *resourcev1.ResourceClaimTemplate:
 			s.ClaimTemplates = append(s.ClaimTemplates, v)
+		case *resourcev1.DeviceTaintRule:
+			s.TaintRules = append(s.TaintRules, v)
 		case *corev1.Node:
 			s.Nodes = append(s.Nodes, v)
 		case *corev1.Pod:

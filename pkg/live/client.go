@@ -174,6 +174,7 @@ const (
 	DeviceClasses          = "deviceclasses.resource.k8s.io"
 	ResourceClaims         = "resourceclaims.resource.k8s.io"
 	ResourceClaimTemplates = "resourceclaimtemplates.resource.k8s.io"
+	DeviceTaintRules       = "devicetaintrules.resource.k8s.io"
 	Nodes                  = "nodes"
 	Pods                   = "pods"
 )
@@ -234,6 +235,18 @@ func (c *Client) ClaimTemplates(ctx context.Context, namespace string) ([]*resou
 	api := c.cs.ResourceV1().ResourceClaimTemplates(namespace)
 	return list[resourcev1.ResourceClaimTemplate](ctx, c, ResourceClaimTemplates, "",
 		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return api.List(ctx, o) })
+}
+
+// TaintRules lists DeviceTaintRules. A cluster that does not serve them
+// (the DRADeviceTaintRules feature is off) has none.
+func (c *Client) TaintRules(ctx context.Context) ([]*resourcev1.DeviceTaintRule, error) {
+	api := c.cs.ResourceV1().DeviceTaintRules()
+	out, err := list[resourcev1.DeviceTaintRule](ctx, c, DeviceTaintRules, "",
+		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return api.List(ctx, o) })
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	return out, err
 }
 
 // Nodes lists Nodes.

@@ -18,8 +18,10 @@ type Objects struct {
 	Classes   []*resourcev1.DeviceClass
 	Claims    []*resourcev1.ResourceClaim
 	Templates []*resourcev1.ResourceClaimTemplate
-	Nodes     []*corev1.Node
-	Pods      []*corev1.Pod
+	// TaintRules are the DeviceTaintRules, which taint the slices' devices.
+	TaintRules []*resourcev1.DeviceTaintRule
+	Nodes      []*corev1.Node
+	Pods       []*corev1.Pod
 }
 
 // Kinds select what Read lists.
@@ -32,9 +34,10 @@ const (
 	KindTemplates
 	KindNodes
 	KindPendingPods
+	KindTaintRules
 
 	// KindAll is every kind Snapshot writes.
-	KindAll = KindSlices | KindClasses | KindClaims | KindTemplates | KindNodes | KindPendingPods
+	KindAll = KindSlices | KindClasses | KindClaims | KindTemplates | KindNodes | KindPendingPods | KindTaintRules
 )
 
 // Read lists the kinds asked for, in every namespace.
@@ -51,6 +54,7 @@ func (c *Client) Read(ctx context.Context, kinds Kinds) (*Objects, error) {
 		{KindTemplates, func() error { o.Templates, err = c.ClaimTemplates(ctx, ""); return err }},
 		{KindNodes, func() error { o.Nodes, err = c.Nodes(ctx); return err }},
 		{KindPendingPods, func() error { o.Pods, err = c.PendingPods(ctx, ""); return err }},
+		{KindTaintRules, func() error { o.TaintRules, err = c.TaintRules(ctx); return err }},
 	}
 	for _, s := range steps {
 		if kinds&s.kind == 0 {
@@ -80,11 +84,16 @@ func (c *Client) NodeSlices(ctx context.Context, node string) ([]*resourcev1.Res
 	return append(own, unbound...), nil
 }
 
-// State feeds the slices, classes and claims to a new state.State.
-// Objects the API server stored are valid, so a delta the State rejects
-// (two claims holding one device) is reported, not skipped.
+// State feeds the DeviceTaintRules, slices, classes and claims to a new
+// state.State. Objects the API server stored are valid, so a delta the
+// State rejects (two claims holding one device) is reported, not skipped.
 func (o *Objects) State() (*state.State, error) {
 	st := state.New(state.Options{})
+	for _, r := range o.TaintRules {
+		if err := st.SetTaintRule(r); err != nil {
+			return nil, fmt.Errorf("DeviceTaintRule %s: %w", r.Name, err)
+		}
+	}
 	for _, s := range o.Slices {
 		if err := st.SetSlice(s); err != nil {
 			return nil, fmt.Errorf("ResourceSlice %s: %w", s.Name, err)

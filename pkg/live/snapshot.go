@@ -35,6 +35,7 @@ func (o *Objects) Snapshot(dir string) ([]SnapshotFile, error) {
 		{"deviceclasses.yaml", withoutManagedFields(o.Classes)},
 		{"resourceclaims.yaml", withoutManagedFields(o.Claims)},
 		{"resourceclaimtemplates.yaml", withoutManagedFields(o.Templates)},
+		{"devicetaintrules.yaml", withoutManagedFields(o.TaintRules)},
 		{"nodes.yaml", withoutManagedFields(o.Nodes)},
 		{"pods.yaml", withoutManagedFields(o.Pods)},
 	}

@@ -21,9 +21,17 @@ import (
 // the pod's extended-resource claim (extended).
 type podClaim struct {
 	// name is the entry's name, which is how users know the claim.
-	name     string
-	claim    *resourcev1.ResourceClaim
+	name  string
+	claim *resourcev1.ResourceClaim
+	// extended: the pod's extended-resource claim (KEP-5004), always the
+	// pod's own.
 	extended bool
+	// index is the entry's position in pod.spec.resourceClaims (-1 for
+	// the extended-resource claim).
+	index int
+	// consumer is what PreBind reserves the claim for: the pod, or its
+	// PodGroup (set in PreFilter, see consumers).
+	consumer resourcev1.ResourceClaimConsumerReference
 }
 
 // resolver is the plugin's pod → claim resolver: the claim tracker's
@@ -59,7 +67,7 @@ func (pl *Plugin) podClaims(pod *v1.Pod) (claims []podClaim, ext *podclaims.Exte
 			ext = e.Extended
 			continue
 		}
-		out = append(out, podClaim{name: e.Name, claim: e.Claim, extended: e.Extended != nil})
+		out = append(out, podClaim{name: e.Name, claim: e.Claim, extended: e.Extended != nil, index: e.Index})
 	}
 	return out, ext, nil
 }

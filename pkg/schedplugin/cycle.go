@@ -23,6 +23,10 @@ type cycleState struct {
 	// availableOn is the node selector of each allocated claim's
 	// allocation (nil: every node, or not allocated).
 	availableOn []*nodeaffinity.NodeSelector
+	// shared is, for each claim, the allocation another member of the
+	// pod's group cycle has in flight and this pod uses as is (see
+	// podgroup.go); nil for the others.
+	shared []*resourcev1.AllocationResult
 	// pending are the indices (into claims) of the claims to allocate, in
 	// the order the Cycle allocates them.
 	pending []int
@@ -70,6 +74,10 @@ type cycleState struct {
 	nodeStatuses     map[string][]v1.NodeAllocatableResourceClaimStatus
 	reservedStatuses []v1.NodeAllocatableResourceClaimStatus
 	statusesWritten  bool
+	// sharing are the claims (indices) whose shared allocation Reserve
+	// counted this pod a sharer of in the claim tracker, until PreBind or
+	// Unreserve.
+	sharing map[int]bool
 	// preBound: PreBind wrote every claim and returned success, so the
 	// pod's binding may have been sent (see Unreserve).
 	preBound bool

@@ -34,9 +34,10 @@
 // postfilter.go, score.go, reserve.go, prebind.go; PreEnqueue and the
 // queueing hints in claims.go); docs/architecture.md lists them all.
 //
-// The State is fed by the scheduler's informers (ResourceSlices through
-// the DeviceTaintRule-aware slice tracker when that feature is on,
-// DeviceClasses, ResourceClaims) through pkg/live/informer. Allocations
+// The State is fed by the scheduler's informers (ResourceSlices,
+// DeviceTaintRules when that feature is on, which the State applies to the
+// slices as it does for the offline verbs, DeviceClasses, ResourceClaims)
+// through pkg/live/informer. Allocations
 // another plugin has made but not written yet are read from the shared
 // claim tracker at the start of every cycle and assumed in the State until
 // the API shows them. The State records who made each assumption and

@@ -226,7 +226,7 @@ func (pl *Plugin) bindExtended(ctx context.Context, s *cycleState, pod *v1.Pod) 
 		pl.feed.created(created)
 	}
 	key := state.KeyOf(x.created)
-	stored, err := pl.bindClaim(ctx, x.created, x.reserved.Status.Allocation, pod)
+	stored, err := pl.bindClaim(ctx, x.created, x.reserved.Status.Allocation, podConsumer(pod))
 	if err != nil {
 		var uw *uncertainWriteError
 		if errors.As(err, &uw) {
@@ -307,7 +307,7 @@ func (pl *Plugin) unreserveExtended(ctx context.Context, s *cycleState) {
 		x.inFlight = false
 	}
 	if !x.written {
-		pl.feed.forget(key)
+		pl.feed.forgetUnwritten(key)
 	}
 	if x.created == nil {
 		pl.feed.dropPlaceholder(key, x.uid)

@@ -7,6 +7,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -37,12 +38,14 @@ type fakeTracker struct {
 	mu       sync.Mutex
 	claims   map[string]*resourcev1.ResourceClaim
 	inFlight map[types.UID]*resourcev1.ResourceClaim
+	// sharers counts the pods sharing each allocation in flight.
+	sharers map[types.UID]int
 	// lookups counts Get and GetPendingAllocation calls.
 	lookups int
 }
 
 func newFakeTracker() *fakeTracker {
-	return &fakeTracker{claims: map[string]*resourcev1.ResourceClaim{}, inFlight: map[types.UID]*resourcev1.ResourceClaim{}}
+	return &fakeTracker{claims: map[string]*resourcev1.ResourceClaim{}, inFlight: map[types.UID]*resourcev1.ResourceClaim{}, sharers: map[types.UID]int{}}
 }
 
 func (t *fakeTracker) set(c *resourcev1.ResourceClaim) {
@@ -73,23 +76,42 @@ func (t *fakeTracker) GetPendingAllocation(uid types.UID) *resourcev1.Allocation
 }
 
 // SignalClaimPendingAllocation, like kube-scheduler's tracker, refuses a
-// claim it does not hold, unless it is named as a claim not created yet.
+// claim it does not hold, unless it is named as a claim not created yet;
+// it adds a sharer to an allocation in flight; and a claim the assume
+// cache has allocated is not put in flight.
 func (t *fakeTracker) SignalClaimPendingAllocation(uid types.UID, c *resourcev1.ResourceClaim) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if _, ok := t.claims[c.Namespace+"/"+c.Name]; !ok && c.Name != podclaims.ExtendedEntryName {
+	if _, ok := t.inFlight[uid]; ok {
+		t.sharers[uid]++
+		return nil
+	}
+	cur, ok := t.claims[c.Namespace+"/"+c.Name]
+	if !ok && c.Name != podclaims.ExtendedEntryName {
 		return apierrors.NewNotFound(resourcev1.Resource("resourceclaims"), c.Name)
 	}
+	if cur != nil && cur.UID == uid && cur.Status.Allocation != nil {
+		return nil
+	}
 	t.inFlight[uid] = c
+	t.sharers[uid] = 1
 	return nil
 }
 
-func (t *fakeTracker) MaybeRemoveClaimPendingAllocation(uid types.UID, _ bool) bool {
+// MaybeRemoveClaimPendingAllocation takes a sharer away and ends the
+// allocation's flight with the last one, or at once when forced.
+func (t *fakeTracker) MaybeRemoveClaimPendingAllocation(uid types.UID, force bool) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	_, ok := t.inFlight[uid]
-	delete(t.inFlight, uid)
-	return ok
+	if _, ok := t.inFlight[uid]; !ok {
+		return false
+	}
+	if t.sharers[uid]--; force || t.sharers[uid] == 0 {
+		delete(t.inFlight, uid)
+		delete(t.sharers, uid)
+		return true
+	}
+	return false
 }
 
 func (t *fakeTracker) AssumeClaimAfterAPICall(c *resourcev1.ResourceClaim) error {
@@ -144,6 +166,7 @@ func (d *fakeDRA) DeviceClassResolver() fwk.DeviceClassResolver {
 type fakeHandle struct {
 	fwk.Handle
 	dra      *fakeDRA
+	groups   *fakeGroups
 	client   kubernetes.Interface
 	informer informers.SharedInformerFactory
 	recorder *events.FakeRecorder
@@ -179,11 +202,80 @@ func (h *fakeHandle) SharedDRAManager() fwk.SharedDRAManager                 { r
 func (h *fakeHandle) ClientSet() kubernetes.Interface                        { return h.client }
 func (h *fakeHandle) SharedInformerFactory() informers.SharedInformerFactory { return h.informer }
 func (h *fakeHandle) EventRecorder() events.EventRecorderLogger              { return h.recorder }
+func (h *fakeHandle) SnapshotSharedLister() fwk.SharedLister                 { return fakeSnapshot{groups: h.groups} }
+func (h *fakeHandle) PodGroupManager() fwk.PodGroupManager                   { return fakeGroupManager{groups: h.groups} }
+
+// fakeGroups are the scheduler's PodGroups and how many pods of each are
+// scheduled. Its Get is the PodGroupLister's.
+type fakeGroups struct {
+	groups    map[string]*schedulingv1beta1.PodGroup
+	scheduled map[string]int
+}
+
+func (g *fakeGroups) Get(namespace, name string) (*schedulingv1beta1.PodGroup, error) {
+	if pg, ok := g.groups[namespace+"/"+name]; ok {
+		return pg, nil
+	}
+	return nil, apierrors.NewNotFound(schedulingv1beta1.Resource("podgroups"), name)
+}
+
+// fakeSnapshot serves fakeGroups as the scheduler's snapshot.
+type fakeSnapshot struct {
+	fwk.SharedLister
+	groups *fakeGroups
+}
+
+func (s fakeSnapshot) PodGroups() fwk.PodGroupLister { return s.groups }
+
+// fakeGroupManager serves fakeGroups as the scheduler's pod group manager.
+type fakeGroupManager struct {
+	fwk.PodGroupManager
+	groups *fakeGroups
+}
+
+func (m fakeGroupManager) PodGroupStates() fwk.PodGroupStateLister { return fakeGroupStates{m.groups} }
+
+// fakeGroupStates is the PodGroupStateLister side of fakeGroups, whose Get
+// has another signature.
+type fakeGroupStates struct{ *fakeGroups }
+
+func (g fakeGroupStates) Get(namespace, name string) (fwk.PodGroupState, error) {
+	return fakeGroupState{scheduled: g.scheduled[namespace+"/"+name]}, nil
+}
+
+type fakeGroupState struct {
+	fwk.PodGroupState
+	scheduled int
+}
+
+func (s fakeGroupState) ScheduledPodsCount() int { return s.scheduled }
+
+// fakeGroupCycle is the state of one pod group cycle.
+type fakeGroupCycle struct {
+	fwk.PodGroupCycleState
+	data map[fwk.StateKey]fwk.StateData
+}
+
+func newGroupCycle() *fakeGroupCycle { return &fakeGroupCycle{data: map[fwk.StateKey]fwk.StateData{}} }
+
+func (s *fakeGroupCycle) Read(key fwk.StateKey) (fwk.StateData, error) {
+	if d, ok := s.data[key]; ok {
+		return d, nil
+	}
+	return nil, fwk.ErrNotFound
+}
+
+func (s *fakeGroupCycle) Write(key fwk.StateKey, d fwk.StateData) { s.data[key] = d }
 
 type fakeCycleState struct {
 	fwk.CycleState
 	data map[fwk.StateKey]fwk.StateData
+	// group is the state of the pod group cycle the pod is scheduled in;
+	// nil outside of one.
+	group fwk.PodGroupCycleState
 }
+
+func (s *fakeCycleState) GetPodGroupSchedulingCycle() fwk.PodGroupCycleState { return s.group }
 
 func newCycleState() *fakeCycleState {
 	return &fakeCycleState{data: map[fwk.StateKey]fwk.StateData{}}
@@ -268,7 +360,8 @@ func newUnstartedClusterWith(t testing.TB, fts Features, args runtime.Object, ob
 			classes.classes[o.Name] = o
 		}
 	}
-	h := &fakeHandle{dra: &fakeDRA{tracker: tracker, classes: classes}, client: client,
+	groups := &fakeGroups{groups: map[string]*schedulingv1beta1.PodGroup{}, scheduled: map[string]int{}}
+	h := &fakeHandle{dra: &fakeDRA{tracker: tracker, classes: classes}, groups: groups, client: client,
 		informer: informers.NewSharedInformerFactory(client, 0), recorder: events.NewFakeRecorder(10)}
 	// kube-scheduler starts its own slice tracker on the shared
 	// informers before it builds the profiles.

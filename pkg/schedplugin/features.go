@@ -18,12 +18,9 @@ type Features struct {
 	FilterTimeout bool
 	// PrioritizedList: DRAPrioritizedList, which the FirstFit score ranks.
 	PrioritizedList bool
-	// DeviceTaintRules: DRADeviceTaintRules, applied to slices before the
-	// State sees them.
+	// DeviceTaintRules: DRADeviceTaintRules, whose objects the State
+	// applies to the slices.
 	DeviceTaintRules bool
-	// ConsumableCapacity: DRAConsumableCapacity, for the CEL of
-	// DeviceTaintRule selectors.
-	ConsumableCapacity bool
 	// WorkloadResourceClaims: DRAWorkloadResourceClaims, under which a
 	// pod's template claim may be its PodGroup's.
 	WorkloadResourceClaims bool
@@ -36,11 +33,19 @@ type Features struct {
 	// ExtendedResource: DRAExtendedResource, extended resources that
 	// DeviceClasses back (KEP-5004).
 	ExtendedResource bool
+	// TopologyAwareWorkloadScheduling: kube-scheduler chooses among
+	// placements for a PodGroup with scheduling constraints, whose claims
+	// PodGroupPostFilter then leaves alone, as in-tree.
+	TopologyAwareWorkloadScheduling bool
 }
+
+// topologyAwareWorkloadScheduling is kube-scheduler's gate of that name
+// (alpha in 1.37); it is not a DRA gate, so pkg/features does not list it.
+const topologyAwareWorkloadScheduling = "TopologyAwareWorkloadScheduling"
 
 // AllFeatures is every feature on, which is what the plugin assumes
 // without a feature gate.
-var AllFeatures = Features{Allocation: features.All(), BindingConditions: true, FilterTimeout: true, PrioritizedList: true, DeviceTaintRules: true, ConsumableCapacity: true, WorkloadResourceClaims: true, ExtendedResource: true, NodeAllocatableResources: true, PodLevelResources: true}
+var AllFeatures = Features{Allocation: features.All(), BindingConditions: true, FilterTimeout: true, PrioritizedList: true, DeviceTaintRules: true, WorkloadResourceClaims: true, TopologyAwareWorkloadScheduling: true, ExtendedResource: true, NodeAllocatableResources: true, PodLevelResources: true}
 
 // FeaturesFrom reads the gates from kube-scheduler's feature gate. A gate
 // fg does not know counts as on, so that a gate removed upstream after
@@ -50,26 +55,28 @@ func FeaturesFrom(fg featuregate.FeatureGate) Features {
 		return AllFeatures
 	}
 	known := fg.DeepCopy().GetAll()
+	knows := func(f featuregate.Feature) bool {
+		_, ok := known[f]
+		return ok
+	}
 	on := func(g features.Gate) bool {
-		if _, ok := known[featuregate.Feature(g)]; !ok {
-			return true
-		}
-		return fg.Enabled(featuregate.Feature(g))
+		return !knows(featuregate.Feature(g)) || fg.Enabled(featuregate.Feature(g))
 	}
 	alloc := features.All()
 	for _, g := range features.Gates() {
 		alloc = alloc.With(g, on(g))
 	}
 	return Features{
-		Allocation:               alloc,
-		BindingConditions:        on(features.DeviceBindingConditions) && on(features.ResourceClaimDeviceStatus),
-		FilterTimeout:            on(features.SchedulerFilterTimeout),
-		PrioritizedList:          on(features.PrioritizedList),
-		DeviceTaintRules:         on(features.DeviceTaintRules),
-		ConsumableCapacity:       on(features.ConsumableCapacity),
-		WorkloadResourceClaims:   on(features.WorkloadResourceClaims),
-		NodeAllocatableResources: on(features.NodeAllocatableResources),
-		PodLevelResources:        on(features.PodLevelResources),
-		ExtendedResource:         on(features.ExtendedResource),
+		Allocation:             alloc,
+		BindingConditions:      on(features.DeviceBindingConditions) && on(features.ResourceClaimDeviceStatus),
+		FilterTimeout:          on(features.SchedulerFilterTimeout),
+		PrioritizedList:        on(features.PrioritizedList),
+		DeviceTaintRules:       on(features.DeviceTaintRules),
+		WorkloadResourceClaims: on(features.WorkloadResourceClaims),
+		// Unknown to fg: a scheduler without it has no such placements.
+		TopologyAwareWorkloadScheduling: knows(topologyAwareWorkloadScheduling) && fg.Enabled(topologyAwareWorkloadScheduling),
+		NodeAllocatableResources:        on(features.NodeAllocatableResources),
+		PodLevelResources:               on(features.PodLevelResources),
+		ExtendedResource:                on(features.ExtendedResource),
 	}
 }

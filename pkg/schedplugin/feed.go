@@ -240,6 +240,23 @@ func (f *feed) dropPlaceholder(key state.ClaimKey, uid types.UID) {
 	}
 }
 
+// share makes sure an allocation that members of a pod group share while
+// it is in flight (c carries it) is assumed: it is unless the member that
+// made it was unreserved since. One already written is in the State as
+// observed, or assumed as written.
+func (f *feed) share(c *resourcev1.ResourceClaim) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	key := state.KeyOf(c)
+	if as, ok := f.st.Assumption(key); ok && as.Claim.UID == c.UID {
+		return nil
+	}
+	if o := f.st.Observed(key); o != nil && o.UID == c.UID && o.Status.Allocation != nil {
+		return nil
+	}
+	return f.st.AssumeBy(c, ownerSelf)
+}
+
 // written records that PreBind stored the assumed allocation in the
 // API, in resource version rv.
 func (f *feed) written(key state.ClaimKey, rv string) {
@@ -276,11 +293,16 @@ func (f *feed) writeUnknown(key state.ClaimKey) bool {
 	return c == nil || !newerVersion(c.ResourceVersion, as.Written)
 }
 
-// forget drops an assumed allocation whose binding failed. Forgetting
-// what is not assumed (any more) is not an error.
-func (f *feed) forget(key state.ClaimKey) {
+// forgetUnwritten drops an assumed allocation whose binding failed and
+// that is not in flight any more, unless a PreBind has written it or may have (mayBeWritten): the
+// devices are held until the claim shows the write. Forgetting what is
+// not assumed (any more) is not an error.
+func (f *feed) forgetUnwritten(key state.ClaimKey) {
 	f.mu.Lock()
-	freed := f.forgetLocked(key)
+	freed := false
+	if as, ok := f.st.Assumption(key); ok && as.Written == "" {
+		freed = f.forgetLocked(key)
+	}
 	f.mu.Unlock()
 	f.released(freed)
 }

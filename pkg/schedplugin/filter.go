@@ -37,7 +37,11 @@ func (pl *Plugin) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, no
 	var unavailable []int
 	var rejected []verdict
 	for i, pc := range s.claims {
+		written := pc.claim.Status.Allocation != nil
 		a := pc.claim.Status.Allocation
+		if !written {
+			a = s.shared[i]
+		}
 		if a == nil {
 			continue
 		}
@@ -47,7 +51,7 @@ func (pl *Plugin) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, no
 			why = whyElsewhere
 		case skipsNodeOperations(a) && !slices.Contains(node.Status.DeclaredFeatures, features.NodeFeatureOptionalNodeOperations):
 			why = whyNodeOps
-		case pl.fts.BindingConditions:
+		case written && pl.fts.BindingConditions:
 			ready, err := claimReadyForBinding(pc.claim)
 			switch {
 			case err != nil:

@@ -11,7 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
@@ -123,10 +122,15 @@ func (pl *Plugin) fitNodeResources(logger klog.Logger, s *cycleState, pod *v1.Po
 	claims := make([]nodealloc.Claim, 0, len(s.claims))
 	for i, pc := range s.claims {
 		a := pc.claim.Status.Allocation
+		// Allocated by an earlier member of this pod group cycle: in use
+		// by another pod as much as a claim reserved for one.
+		inGroup := a == nil && i < len(s.shared) && s.shared[i] != nil
+		if inGroup {
+			a = s.shared[i]
+		}
 		if j, ok := pendingAt[i]; ok && j < len(res) {
 			a = res[j]
-		} else if a != nil && len(pc.claim.Status.ReservedFor) > 0 &&
-			!resourceclaim.IsReservedForPod(pod, pc.claim, pl.fts.WorkloadResourceClaims) && nodealloc.Mapped(a, devices) {
+		} else if a != nil && (inGroup || len(pc.claim.Status.ReservedFor) > 0 && !pl.reservedFor(pod, pc.claim)) && nodealloc.Mapped(a, devices) {
 			return unresolvable(logger, fmt.Sprintf(whyMappedShared, pc.claim.Name))
 		}
 		if a != nil {

@@ -8,11 +8,9 @@ import (
 	v1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	resourceinformers "k8s.io/client-go/informers/resource/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
-	resourceslicetracker "k8s.io/dynamic-resource-allocation/resourceslice/tracker"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
@@ -57,16 +55,17 @@ type Plugin struct {
 }
 
 var (
-	_ fwk.PreEnqueuePlugin  = &Plugin{}
-	_ fwk.PreFilterPlugin   = &Plugin{}
-	_ fwk.FilterPlugin      = &Plugin{}
-	_ fwk.PostFilterPlugin  = &Plugin{}
-	_ fwk.PreScorePlugin    = &Plugin{}
-	_ fwk.ScorePlugin       = &Plugin{}
-	_ fwk.ReservePlugin     = &Plugin{}
-	_ fwk.PreBindPlugin     = &Plugin{}
-	_ fwk.EnqueueExtensions = &Plugin{}
-	_ fwk.SignPlugin        = &Plugin{}
+	_ fwk.PreEnqueuePlugin         = &Plugin{}
+	_ fwk.PreFilterPlugin          = &Plugin{}
+	_ fwk.FilterPlugin             = &Plugin{}
+	_ fwk.PostFilterPlugin         = &Plugin{}
+	_ fwk.PodGroupPostFilterPlugin = &Plugin{}
+	_ fwk.PreScorePlugin           = &Plugin{}
+	_ fwk.ScorePlugin              = &Plugin{}
+	_ fwk.ReservePlugin            = &Plugin{}
+	_ fwk.PreBindPlugin            = &Plugin{}
+	_ fwk.EnqueueExtensions        = &Plugin{}
+	_ fwk.SignPlugin               = &Plugin{}
 )
 
 // Factory has the signature of kube-scheduler's PluginFactory
@@ -105,7 +104,7 @@ func New(ctx context.Context, args runtime.Object, fh fwk.Handle, fts Features, 
 	waiting := newWaitlist(func(pods map[string]*v1.Pod) { fh.Activate(logger, pods) })
 	pl := &Plugin{cfg: cfg, fts: fts, fh: fh, clientset: fh.ClientSet(), dra: dra, st: st,
 		feed: newFeed(st, waiting, logger), waiting: waiting, gate: newBindGate(cfg.bindingsInFlight)}
-	if err := pl.watch(ctx, logger); err != nil {
+	if err := pl.watch(logger); err != nil {
 		return nil, err
 	}
 	if fts.NodeAllocatableResources {
@@ -116,35 +115,18 @@ func New(ctx context.Context, args runtime.Object, fh fwk.Handle, fts Features, 
 	return pl, nil
 }
 
-// watch feeds the State from the scheduler's informers. Slices come
-// through the same tracker the scheduler uses for the in-tree plugin, so
-// that DeviceTaintRules are applied to them when that feature is on.
-func (pl *Plugin) watch(ctx context.Context, logger klog.Logger) error {
+// watch feeds the State from the scheduler's informers. DeviceTaintRules,
+// when that feature is on, go to the State, which applies them to the
+// slices (pkg/state, taintrules.go) as it does for every other user of a
+// State.
+func (pl *Plugin) watch(logger klog.Logger) error {
 	inf := pl.fh.SharedInformerFactory().Resource().V1()
-	opts := resourceslicetracker.Options{
-		EnableDeviceTaintRules:   pl.fts.DeviceTaintRules,
-		EnableConsumableCapacity: pl.fts.ConsumableCapacity,
-		SliceInformer:            inf.ResourceSlices(),
-		KubeClient:               pl.clientset,
-	}
-	if opts.EnableDeviceTaintRules {
-		// A tracker that applies taint rules indexes its slice informer,
-		// which the scheduler's own tracker already did: this one shares
-		// the index rather than listing and decoding every slice again
-		// into informers of its own.
-		opts.SliceInformer = indexedSlices{inf.ResourceSlices()}
-		opts.TaintInformer = inf.DeviceTaintRules()
-	}
-	slices, err := resourceslicetracker.StartTracker(ctx, opts)
-	if err != nil {
-		return fmt.Errorf("start ResourceSlice tracker: %w", err)
-	}
 	sliceDeltas, classDeltas := informer.Slices(pl.st), informer.Classes(pl.st)
 	// New or changed slices and classes may offer devices that waiting
 	// pods lacked.
 	sliceDeltas.Then = roomMadeBy[*resourcev1.ResourceSlice](pl.waiting)
 	classDeltas.Then = roomMadeBy[*resourcev1.DeviceClass](pl.waiting)
-	sliceReg, err := informer.Watch(logger, slices, sliceDeltas)
+	sliceReg, err := informer.Watch(logger, inf.ResourceSlices().Informer(), sliceDeltas)
 	if err != nil {
 		return err
 	}
@@ -157,7 +139,22 @@ func (pl *Plugin) watch(ctx context.Context, logger klog.Logger) error {
 	if err != nil {
 		return err
 	}
-	pl.synced = []cache.InformerSynced{slices.HasSynced, sliceReg.HasSynced, classReg.HasSynced, claimReg.HasSynced}
+	pl.synced = []cache.InformerSynced{sliceReg.HasSynced, classReg.HasSynced, claimReg.HasSynced}
+	if pl.fts.DeviceTaintRules {
+		rules := informer.TaintRules(pl.st)
+		// Any change of a rule may untaint devices: a deleted rule, or
+		// one that selects others now.
+		rules.Then = func(d informer.Delta[*resourcev1.DeviceTaintRule]) {
+			if d.Err == nil {
+				pl.waiting.roomMade()
+			}
+		}
+		ruleReg, err := informer.Watch(logger, inf.DeviceTaintRules().Informer(), rules)
+		if err != nil {
+			return err
+		}
+		pl.synced = append(pl.synced, ruleReg.HasSynced)
+	}
 	pl.claimsListed = inf.ResourceClaims().Informer().HasSynced
 	if err := pl.indexClaimNames(); err != nil {
 		return err
@@ -239,37 +236,6 @@ func claimKeys(pod *v1.Pod) []string {
 		}
 	}
 	return keys
-}
-
-// indexedSlices is a ResourceSlice informer for a second tracker: adding
-// an index the informer has already fails, so indexes that exist are
-// kept. Every tracker indexes slices under one name with one function
-// (the tracker package's), so the index the first tracker added is the
-// one the second asks for.
-type indexedSlices struct {
-	resourceinformers.TypedResourceSliceInformer
-}
-
-func (s indexedSlices) TypedInformer() resourceinformers.ResourceSliceIndexInformer {
-	return indexOnce{s.TypedResourceSliceInformer.TypedInformer()}
-}
-
-type indexOnce struct {
-	resourceinformers.ResourceSliceIndexInformer
-}
-
-func (i indexOnce) AddTypedIndexers(indexers resourceinformers.ResourceSliceIndexers) error {
-	have := i.GetIndexer().GetIndexers()
-	missing := resourceinformers.ResourceSliceIndexers{}
-	for name, f := range indexers {
-		if _, ok := have[name]; !ok {
-			missing[name] = f
-		}
-	}
-	if len(missing) == 0 {
-		return nil
-	}
-	return i.ResourceSliceIndexInformer.AddTypedIndexers(missing)
 }
 
 // Name implements fwk.Plugin.

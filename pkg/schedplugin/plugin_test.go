@@ -186,8 +186,8 @@ func TestPhasesAllocateReserveAndBind(t *testing.T) {
 }
 
 // TestDeviceTaintRulesApply: a DeviceTaintRule's NoSchedule taint keeps
-// the device from claims that do not tolerate it. The plugin's tracker
-// shares the scheduler's slice informer and index.
+// the device from claims that do not tolerate it: the plugin feeds the
+// rules from the scheduler's informer to its State, which applies them.
 func TestDeviceTaintRulesApply(t *testing.T) {
 	rule := &resourcev1.DeviceTaintRule{
 		ObjectMeta: metav1.ObjectMeta{Name: "gpu-0-broken"},

@@ -9,12 +9,13 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
-	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
@@ -65,19 +66,21 @@ func (pl *Plugin) PreBind(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, n
 		pendingAt[i] = j
 	}
 	for i, pc := range s.claims {
-		if resourceclaim.IsReservedForPod(pod, pc.claim, false) {
+		if pl.reservedFor(pod, pc.claim) {
 			continue
 		}
-		var allocation *resourcev1.AllocationResult
+		allocation := s.shared[i]
 		j, pending := pendingAt[i]
 		if pending {
 			allocation = s.allocations[j]
 		}
-		c, err := pl.bindClaim(ctx, pc.claim, allocation, pod)
+		c, err := pl.bindClaim(ctx, pc.claim, allocation, pc.consumer)
 		if err != nil {
 			var uw *uncertainWriteError
-			if pending && errors.As(err, &uw) {
-				s.written[j] = true
+			if allocation != nil && errors.As(err, &uw) {
+				if pending {
+					s.written[j] = true
+				}
 				pl.feed.mayBeWritten(state.KeyOf(pc.claim), uw.base)
 			}
 			return asError(logger, err)
@@ -85,13 +88,20 @@ func (pl *Plugin) PreBind(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, n
 		s.claims[i].claim = c
 		if pending {
 			s.written[j] = true
+		}
+		if allocation != nil {
 			pl.feed.written(state.KeyOf(c), c.ResourceVersion)
 		}
 	}
-	// Written: the allocations are no longer in flight.
+	// Written: the allocations are no longer in flight, for any pod that
+	// shares them either.
 	for j, i := range s.pending {
 		pl.dra.ResourceClaims().MaybeRemoveClaimPendingAllocation(s.claims[i].claim.UID, true)
 		s.inFlight[j] = false
+	}
+	for i := range s.sharing {
+		pl.dra.ResourceClaims().MaybeRemoveClaimPendingAllocation(s.claims[i].claim.UID, true)
+		delete(s.sharing, i)
 	}
 	if s.ext != nil && s.ext.reserved != nil {
 		if err := pl.bindExtended(ctx, s, pod); err != nil {
@@ -123,13 +133,21 @@ func (pl *Plugin) PreBind(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, n
 	return nil
 }
 
-// bindClaim records the allocation (if any) and the pod's reservation in
-// the claim, retrying on conflicts with a fresh claim.
-func (pl *Plugin) bindClaim(ctx context.Context, claim *resourcev1.ResourceClaim, allocation *resourcev1.AllocationResult, pod *v1.Pod) (*resourcev1.ResourceClaim, error) {
+// bindClaim records the allocation (if any) and the reservation for
+// consumer (the pod or its PodGroup) in the claim, retrying on conflicts
+// with a fresh claim. Another pod of a PodGroup may have written both
+// already, the allocation its group cycle shared: then there is nothing
+// to write.
+func (pl *Plugin) bindClaim(ctx context.Context, claim *resourcev1.ResourceClaim, allocation *resourcev1.AllocationResult, consumer resourcev1.ResourceClaimConsumerReference) (*resourcev1.ResourceClaim, error) {
 	logger := klog.FromContext(ctx)
 	client := pl.clientset.ResourceV1().ResourceClaims(claim.Namespace)
-	consumer := resourcev1.ResourceClaimConsumerReference{Resource: "pods", Name: pod.Name, UID: pod.UID}
 	c := claim.DeepCopy()
+	if consumer.Resource != "pods" {
+		// The claim as the last write of any pod of the group left it.
+		if cur, err := pl.dra.ResourceClaims().Get(c.Namespace, c.Name); err == nil && cur.UID == c.UID {
+			c = cur.DeepCopy()
+		}
+	}
 	// stored is the claim as the API server last returned it after a
 	// write of this call; c may carry changes that failed.
 	var stored *resourcev1.ResourceClaim
@@ -146,10 +164,18 @@ func (pl *Plugin) bindClaim(ctx context.Context, claim *resourcev1.ResourceClaim
 		if c.DeletionTimestamp != nil {
 			return fmt.Errorf("claim %s got deleted in the meantime", klog.KObj(c))
 		}
-		if allocation != nil {
-			if c.Status.Allocation != nil {
+		if allocation != nil && c.Status.Allocation != nil {
+			if !sameDevices(c.Status.Allocation, allocation) {
 				return fmt.Errorf("claim %s got allocated elsewhere in the meantime", klog.KObj(c))
 			}
+			// Written by another pod of the group.
+			allocation = nil
+		}
+		if allocation == nil && c.Status.Allocation != nil && reservedForUID(c, consumer.UID) {
+			// Nothing left to write; the caller's claim may predate that.
+			return nil
+		}
+		if allocation != nil {
 			// The finalizer goes in with a normal update, before the
 			// allocation that it protects.
 			if !slices.Contains(c.Finalizers, resourcev1.Finalizer) {
@@ -197,6 +223,21 @@ func (pl *Plugin) bindClaim(ctx context.Context, claim *resourcev1.ResourceClaim
 		return nil, err
 	}
 	return c, nil
+}
+
+// sameDevices reports whether two allocations of one claim hand out the
+// same devices on the same nodes; their timestamps may differ.
+func sameDevices(a, b *resourcev1.AllocationResult) bool {
+	return apiequality.Semantic.DeepEqual(a.Devices, b.Devices) && apiequality.Semantic.DeepEqual(a.NodeSelector, b.NodeSelector)
+}
+
+func reservedForUID(c *resourcev1.ResourceClaim, uid types.UID) bool {
+	for _, r := range c.Status.ReservedFor {
+		if r.UID == uid {
+			return true
+		}
+	}
+	return false
 }
 
 // uncertainWriteError is a failed write of an allocation that the API

@@ -7,6 +7,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	"k8s.io/klog/v2"
@@ -25,7 +26,22 @@ func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 	if pl.maySkip(pod) {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
-	pl.gate.wait(ctx)
+	group, err := groupStateOf(cs, false)
+	if err != nil {
+		return nil, asError(logger, err)
+	}
+	if group == nil {
+		// The pods in flight that later members of a pod group cycle
+		// would wait for are the earlier members, which are bound only
+		// once the cycle is over: the gate holds back the first member.
+		pl.gate.wait(ctx)
+		if group, err = groupStateOf(cs, true); err != nil {
+			return nil, asError(logger, err)
+		}
+	}
+	if group != nil {
+		group.members[types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}] = s
+	}
 	// A new attempt: whatever turned the pod away before is looked at
 	// again.
 	pl.waiting.drop(pod.UID)
@@ -36,8 +52,12 @@ func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 	if len(claims) == 0 && ext == nil {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
+	if err := pl.consumers(pod, claims); err != nil {
+		return nil, unresolvable(logger, err.Error())
+	}
 	s.claims = claims
 	s.availableOn = make([]*nodeaffinity.NodeSelector, len(claims))
+	s.shared = make([]*resourcev1.AllocationResult, len(claims))
 	for i, pc := range claims {
 		c := pc.claim
 		if pc.extended {
@@ -48,10 +68,17 @@ func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 			s.stale = c
 			return nil, nil
 		}
-		if a := c.Status.Allocation; a != nil {
-			if !resourceclaim.CanBeReserved(c) && !resourceclaim.IsReservedForPod(pod, c, false) {
-				return nil, unresolvable(logger, "resourceclaim in use")
-			}
+		a := c.Status.Allocation
+		if a != nil && !resourceclaim.CanBeReserved(c) && !pl.reservedFor(pod, c) {
+			return nil, unresolvable(logger, "resourceclaim in use")
+		}
+		if a == nil {
+			// Allocated by an earlier member of this pod group cycle and
+			// not written yet: used as if it were.
+			a = pl.sharedInGroup(group, c)
+			s.shared[i] = a
+		}
+		if a != nil {
 			if a.NodeSelector != nil {
 				ns, err := nodeaffinity.NewNodeSelector(a.NodeSelector)
 				if err != nil {

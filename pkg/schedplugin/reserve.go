@@ -7,8 +7,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -30,6 +28,15 @@ func (pl *Plugin) Reserve(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, n
 		pl.gate.take(pod.UID)
 	}
 	pl.reserveNodeResources(s, pod, nodeName)
+	// Nil once the group's pods are reserved for binding: what is shared
+	// from then on is counted in the claim tracker alone.
+	group, err := groupStateOf(cs, false)
+	if err != nil {
+		return asError(logger, err)
+	}
+	if st := pl.reserveShared(logger, s, pod, group); st != nil {
+		return st
+	}
 	if s.cycle == nil && s.ext == nil {
 		return nil
 	}
@@ -65,10 +72,12 @@ func (pl *Plugin) Reserve(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, n
 		if err := pl.feed.assume(c); err != nil {
 			return asError(logger, fmt.Errorf("assume allocation of claim %s: %w", klog.KObj(c), err))
 		}
-		s.inFlight[j] = true
 		if err := pl.dra.ResourceClaims().SignalClaimPendingAllocation(c.UID, c); err != nil {
+			pl.feed.forgetUnwritten(state.KeyOf(c))
 			return asError(logger, fmt.Errorf("signal allocation of claim %s: %w", klog.KObj(c), err))
 		}
+		s.inFlight[j] = true
+		group.share(c.UID, pod.UID)
 		logger.V(5).Info("Reserved devices", "pod", klog.KObj(pod), "resourceclaim", klog.KObj(c), "node", nodeName)
 	}
 	if len(res) > len(s.pending) {
@@ -79,6 +88,37 @@ func (pl *Plugin) Reserve(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, n
 			return asError(logger, err)
 		}
 		logger.V(5).Info("Reserved devices for extended resources", "pod", klog.KObj(pod), "resourceclaim", klog.KObj(v.claim), "node", nodeName)
+	}
+	return nil
+}
+
+// reserveShared counts the pod a sharer of the allocations it uses from
+// another member of its pod group cycle, so that they stay in flight until
+// written or until no member uses them. Should the allocation have left
+// flight since PreFilter (the member that made it was unreserved), the pod
+// puts it back: its node was chosen for that allocation.
+func (pl *Plugin) reserveShared(logger klog.Logger, s *cycleState, pod *v1.Pod, group *groupState) *fwk.Status {
+	for i, a := range s.shared {
+		if a == nil || s.sharing[i] {
+			continue
+		}
+		c := s.claims[i].claim.DeepCopy()
+		if !slices.Contains(c.Finalizers, resourcev1.Finalizer) {
+			c.Finalizers = append(c.Finalizers, resourcev1.Finalizer)
+		}
+		c.Status.Allocation = a
+		if err := pl.feed.share(c); err != nil {
+			return asError(logger, fmt.Errorf("assume shared allocation of claim %s: %w", klog.KObj(c), err))
+		}
+		if err := pl.dra.ResourceClaims().SignalClaimPendingAllocation(c.UID, c); err != nil {
+			return asError(logger, fmt.Errorf("signal shared allocation of claim %s: %w", klog.KObj(c), err))
+		}
+		if s.sharing == nil {
+			s.sharing = map[int]bool{}
+		}
+		s.sharing[i] = true
+		group.share(c.UID, pod.UID)
+		logger.V(5).Info("Sharing devices in flight", "pod", klog.KObj(pod), "resourceclaim", klog.KObj(c))
 	}
 	return nil
 }
@@ -94,18 +134,29 @@ func (pl *Plugin) Unreserve(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 		return
 	}
 	pl.unreserveNodeResources(ctx, logger, s, pod)
-	for j, i := range s.pending {
-		if j >= len(s.inFlight) || !s.inFlight[j] {
-			continue
-		}
+	group, _ := groupStateOf(cs, false)
+	// An allocation in flight ends with its last sharer: other members of
+	// the pod's group may still use it.
+	land := func(i int) {
 		c := s.claims[i].claim
-		if pl.dra.ResourceClaims().MaybeRemoveClaimPendingAllocation(c.UID, false) {
-			pl.dra.ResourceClaims().AssumedClaimRestore(c.Namespace, c.Name)
+		tr := pl.dra.ResourceClaims()
+		if tr.MaybeRemoveClaimPendingAllocation(c.UID, false) {
+			tr.AssumedClaimRestore(c.Namespace, c.Name)
+			group.landed(c.UID)
+		} else if tr.GetPendingAllocation(c.UID) != nil {
+			return
 		}
-		if !s.written[j] {
-			pl.feed.forget(state.KeyOf(c))
+		pl.feed.forgetUnwritten(state.KeyOf(c))
+	}
+	for j, i := range s.pending {
+		if j < len(s.inFlight) && s.inFlight[j] {
+			land(i)
+			s.inFlight[j] = false
 		}
-		s.inFlight[j] = false
+	}
+	for i := range s.sharing {
+		land(i)
+		delete(s.sharing, i)
 	}
 	pl.unreserveExtended(ctx, s)
 	if s.preBound {
@@ -120,13 +171,13 @@ func (pl *Plugin) Unreserve(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 	}
 	for _, pc := range s.claims {
 		c := pc.claim
+		// A reservation for the pod's PodGroup stays: other pods of the
+		// group may use the claim. PodGroupPostFilter takes it back when
+		// none of them is scheduled.
 		if pc.extended || c.Status.Allocation == nil || !resourceclaim.IsReservedForPod(pod, c, false) {
 			continue
 		}
-		// A strategic merge patch removes the entry without needing the
-		// latest claim.
-		patch := fmt.Sprintf(`{"metadata":{"uid":%q},"status":{"reservedFor":[{"$patch":"delete","uid":%q}]}}`, c.UID, pod.UID)
-		if _, err := pl.clientset.ResourceV1().ResourceClaims(c.Namespace).Patch(ctx, c.Name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}, "status"); err != nil {
+		if err := pl.unreserve(ctx, c, pod.UID); err != nil {
 			// The next attempt for the pod gets here again.
 			logger.Error(err, "Unreserve", "resourceclaim", klog.KObj(c))
 		}

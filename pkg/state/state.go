@@ -89,6 +89,8 @@ type State struct {
 	// onHold those whose assumption has a hold deadline (see Assumption).
 	assumedBy map[string]map[ClaimKey]struct{}
 	onHold    map[ClaimKey]struct{}
+	// taintRules are the DeviceTaintRules by name (see taintrules.go).
+	taintRules map[string]*resourcev1.DeviceTaintRule
 
 	stats Stats
 	last  *Snapshot
@@ -122,6 +124,9 @@ type Stats struct {
 type sliceEntry struct {
 	s  *pool.Slice
 	id pool.ID
+	// given is the slice as the caller set it; s has the taint rules'
+	// taints too.
+	given *api.ResourceSlice
 }
 
 // claimEntry is a claim as last observed and the allocation the caller
@@ -316,11 +321,9 @@ func (s *State) setSlice(obj *api.ResourceSlice, unread []string) error {
 	case obj.Spec.Pool.Name == "":
 		return fmt.Errorf("ResourceSlice %s: spec.pool.name is required", obj.Name)
 	}
-	ps := pool.NewSlice(obj)
-	ps.Unread = unread
-	e := &sliceEntry{s: ps, id: pool.ID{Driver: obj.Spec.Driver, Pool: obj.Spec.Pool.Name}}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	e := s.newSliceEntry(obj, unread)
 	old, had := s.slices.get(obj.Name)
 	s.slices.set(obj.Name, e)
 	if had && old.id != e.id {

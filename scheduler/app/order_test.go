@@ -57,8 +57,6 @@ func extensionPoints(p *config.Plugins) map[string][]config.Plugin {
 var dractlDiffers = map[string]string{
 	// Scoring needs the cycle's results per node once, before Score.
 	"PreScore": "dractl only",
-	// Pod groups (KEP-5729, GenericWorkload) are not supported yet.
-	"PodGroupPostFilter": "in-tree only",
 }
 
 // TestPluginOrder: every profile of deploy/scheduler that runs dractl's
@@ -111,8 +109,6 @@ func asDractl(point string, stock, got []config.Plugin) []config.Plugin {
 			return slices.Insert(out, min(i, len(out)), got[i])
 		}
 		return out
-	case "in-tree only":
-		return slices.DeleteFunc(out, func(p config.Plugin) bool { return p.Name == names.DynamicResources })
 	}
 	for i := range out {
 		if out[i].Name == names.DynamicResources {

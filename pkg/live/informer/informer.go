@@ -73,9 +73,14 @@ func Claims(st *state.State) Deltas[*resourcev1.ResourceClaim] {
 		Delete: func(c *resourcev1.ResourceClaim) error { return st.DeleteClaim(c.Namespace, c.Name) }}
 }
 
+// TaintRules are the deltas of DeviceTaintRule events to st.
+func TaintRules(st *state.State) Deltas[*resourcev1.DeviceTaintRule] {
+	return Deltas[*resourcev1.DeviceTaintRule]{Kind: "DeviceTaintRule", Set: st.SetTaintRule,
+		Delete: func(r *resourcev1.DeviceTaintRule) error { return st.DeleteTaintRule(r.Name) }}
+}
+
 // EventSource is what event handlers are registered with: a
-// SharedInformer, or the ResourceSlice tracker of
-// k8s.io/dynamic-resource-allocation.
+// SharedInformer.
 type EventSource interface {
 	AddEventHandler(cache.ResourceEventHandler) (cache.ResourceEventHandlerRegistration, error)
 }
