@@ -94,7 +94,9 @@ func NewOp(w Workload, s Side) (Op, error) {
 			return upstream.Classify(ctx, res, err)
 		}, nil
 	}
-	p, err := dractlrun.Prepare(sc)
+	stateOpts := dractlrun.Options()
+	stateOpts.MemoizeNodes = w.Memoize
+	p, err := dractlrun.PrepareWith(sc, stateOpts)
 	if err != nil {
 		return nil, err
 	}

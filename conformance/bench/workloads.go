@@ -28,6 +28,10 @@ type Workload struct {
 	Nodes    []*corev1.Node
 	Churn    *resourcev1.ResourceClaim
 	Filter   bool
+	// Memoize: dractl's State remembers each node's answer, as the
+	// scheduler plugin's does (state.Options.MemoizeNodes); upstream has
+	// nothing of the kind and runs as in the other rows.
+	Memoize bool
 }
 
 func classes() []*resourcev1.DeviceClass {
@@ -145,6 +149,16 @@ func H100Cluster(nodes int, filter bool) Workload {
 	return w
 }
 
+// H100FilterRemembered is H100Cluster's Filter row with dractl's State
+// remembering answers, as the plugin's does: in a scheduler's cycle every
+// node but the one the last pod went to gives its remembered answer.
+func H100FilterRemembered(nodes int) Workload {
+	w := H100Cluster(nodes, true)
+	w.Name += ", answers remembered as in the plugin"
+	w.Memoize = true
+	return w
+}
+
 // H100ClusterName is the name of H100Cluster's row.
 func H100ClusterName(nodes int, filter bool) string {
 	if filter {
@@ -172,6 +186,7 @@ func All() []Row {
 		row(func() Workload { return Backtrack(7) }),
 		{Name: H100ClusterName(100, true), Make: func() Workload { return H100Cluster(100, true) }},
 		{Name: H100ClusterName(1000, true), Make: func() Workload { return H100Cluster(1000, true) }},
+		row(func() Workload { return H100FilterRemembered(1000) }),
 		{Name: H100ClusterName(100, false), Make: func() Workload { return H100Cluster(100, false) }},
 		{Name: H100ClusterName(1000, false), Make: func() Workload { return H100Cluster(1000, false) }},
 	}

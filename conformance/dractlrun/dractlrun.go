@@ -50,7 +50,12 @@ func Options() state.Options {
 // so a scenario that names two slices alike cannot be a cluster and is
 // refused.
 func Prepare(s *scenario.Scenario) (*Prepared, error) {
-	st := state.New(Options())
+	return PrepareWith(s, Options())
+}
+
+// PrepareWith is Prepare with the State's options.
+func PrepareWith(s *scenario.Scenario, opts state.Options) (*Prepared, error) {
+	st := state.New(opts)
 	seen := map[string]bool{}
 	for _, sl := range s.Slices {
 		if seen[sl.Name] {

@@ -132,6 +132,11 @@ allocated on a node. Each op is one such cycle:
   turn. On the cluster rows dractl's State is warm, as a scheduler's is
   after its first cycle on each node: every pool has its device table
   (what building one costs is in the slice-update row below).
+- *answers remembered*: dractl's State as the scheduler plugin sets it up
+  (`+"`MemoizeNodes`"+`): a node whose pools did not change since it last
+  answered claims of the same shape gives that answer again. In a
+  scheduler's cycle that is every node but the one the last pod went to;
+  the other Filter rows are what that one node costs.
 
 An 8×H100 MIG node has 152 devices (8 full GPUs and 144 MIG placements)
 in 2 slices, and 8 counter sets of 13 counters.
