@@ -86,38 +86,20 @@ func (s *State) Created(c *resourcev1.ResourceClaim) error {
 	if c == nil || c.Status.Allocation != nil {
 		return fmt.Errorf("created: the claim must be given as created, without status.allocation")
 	}
-	key := KeyOf(c)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	h := hashClaim(key)
-	cur, _ := s.claims.lookup(h, key)
-	if cur.assumed == nil {
-		return notAssumed(key)
-	}
-	a := *cur.assumed
-	assumed := *c
-	assumed.Status.Allocation = cur.assumed.Claim.Status.Allocation
-	a.Claim = &assumed
-	next := claimEntry{observed: c, assumed: &a}
-	s.replaceClaim(h, key, &cur, &next)
-	s.version++
-	return nil
+	return s.replaceAssumed(KeyOf(c), true, func(cur claimEntry) claimEntry {
+		a := *cur.assumed
+		assumed := *c
+		assumed.Status.Allocation = cur.assumed.Claim.Status.Allocation
+		a.Claim = &assumed
+		return claimEntry{observed: c, assumed: &a}
+	})
 }
 
 // Forget drops an assumed allocation, e.g. when binding failed.
 func (s *State) Forget(namespace, name string) error {
-	key := ClaimKey{Namespace: namespace, Name: name}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	h := hashClaim(key)
-	cur, _ := s.claims.lookup(h, key)
-	if cur.assumed == nil {
-		return notAssumed(key)
-	}
-	next := claimEntry{observed: cur.observed}
-	s.replaceClaim(h, key, &cur, &next)
-	s.version++
-	return nil
+	return s.replaceAssumed(ClaimKey{Namespace: namespace, Name: name}, true, func(cur claimEntry) claimEntry {
+		return claimEntry{observed: cur.observed}
+	})
 }
 
 // SetWritten records that the caller's write of the claim's assumed
@@ -143,6 +125,17 @@ func (s *State) SetMaybeWritten(namespace, name, base string, holdUntil time.Tim
 // What the claim holds does not change, so neither does the version: no
 // snapshot answers differently.
 func (s *State) updateAssumption(key ClaimKey, change func(*Assumption)) error {
+	return s.replaceAssumed(key, false, func(cur claimEntry) claimEntry {
+		a := *cur.assumed
+		change(&a)
+		return claimEntry{observed: cur.observed, assumed: &a}
+	})
+}
+
+// replaceAssumed replaces the entry of a claim that holds an assumption
+// with next(entry); changed says whether what the claim holds may have
+// changed, which makes a new version.
+func (s *State) replaceAssumed(key ClaimKey, changed bool, next func(claimEntry) claimEntry) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	h := hashClaim(key)
@@ -150,10 +143,11 @@ func (s *State) updateAssumption(key ClaimKey, change func(*Assumption)) error {
 	if cur.assumed == nil {
 		return notAssumed(key)
 	}
-	a := *cur.assumed
-	change(&a)
-	next := claimEntry{observed: cur.observed, assumed: &a}
-	s.replaceClaim(h, key, &cur, &next)
+	n := next(cur)
+	s.replaceClaim(h, key, &cur, &n)
+	if changed {
+		s.version++
+	}
 	return nil
 }
 
