@@ -3,6 +3,7 @@ package allocator
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -436,5 +437,31 @@ func TestBestFitWastesLeast(t *testing.T) {
 				t.Errorf("best-fit took %s, want %s", d, tc.want)
 			}
 		})
+	}
+}
+
+// TestExplanationNamesTaintedDevices: a device rejected for a taint is
+// named with the first taint the request does not tolerate; tolerated
+// taints and taints that do not block allocation name nothing.
+func TestExplanationNamesTaintedDevices(t *testing.T) {
+	const drv = "taints.example.com"
+	slice := at.Slice("s").Driver(drv).Pool("node-1").Node("node-1").Count(1).Device(
+		at.Device("d-0").Taint("example.com/ecc", "errors", resourcev1.DeviceTaintEffectNoSchedule),
+		at.Device("d-1").Taint("example.com/tolerated", "", resourcev1.DeviceTaintEffectNoExecute).Taint("example.com/drain", "", resourcev1.DeviceTaintEffectNoExecute),
+		at.Device("d-2").Taint("example.com/info", "x", resourcev1.DeviceTaintEffectNone),
+		at.Device("d-3").Taint("example.com/tolerated", "", resourcev1.DeviceTaintEffectNoExecute)).Obj()
+	e := &env{slices: []*api.ResourceSlice{slice}, classes: []*resourcev1.DeviceClass{at.Class("c", `device.driver == "`+drv+`"`)}}
+	_, err := e.run(t, node1, at.Claim("claim").Request(at.Request("r", "c").Count(4).Tolerate("example.com/tolerated", resourcev1.DeviceTaintEffectNoExecute)).Obj())
+	var u *UnfitError
+	if !errors.As(err, &u) {
+		t.Fatalf("want unfit, got %v", err)
+	}
+	r := u.Explanation.Claims[0].Requests[0]
+	want := map[string]string{
+		drv + "/node-1/d-0": "example.com/ecc=errors:NoSchedule",
+		drv + "/node-1/d-1": "example.com/drain:NoExecute",
+	}
+	if r.Rejected[ReasonTaint] != 2 || r.Candidates != 2 || !maps.Equal(r.Taints, want) {
+		t.Errorf("explanation: %+v, want taints %v", r, want)
 	}
 }

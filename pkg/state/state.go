@@ -89,8 +89,11 @@ type State struct {
 	// onHold those whose assumption has a hold deadline (see Assumption).
 	assumedBy map[string]map[ClaimKey]struct{}
 	onHold    map[ClaimKey]struct{}
-	// taintRules are the DeviceTaintRules by name (see taintrules.go).
-	taintRules map[string]*resourcev1.DeviceTaintRule
+	// taintRules are the DeviceTaintRules in name order (see
+	// taintrules.go), replaced on change, never modified; ruleGen counts
+	// the changes.
+	taintRules []*resourcev1.DeviceTaintRule
+	ruleGen    uint64
 
 	stats Stats
 	last  *Snapshot
@@ -321,9 +324,17 @@ func (s *State) setSlice(obj *api.ResourceSlice, unread []string) error {
 	case obj.Spec.Pool.Name == "":
 		return fmt.Errorf("ResourceSlice %s: spec.pool.name is required", obj.Name)
 	}
+	// The slice is read outside the lock, where Snapshot need not wait
+	// for it; again inside should a rule have changed meanwhile.
+	s.mu.Lock()
+	rules, gen := s.taintRules, s.ruleGen
+	s.mu.Unlock()
+	e := newSliceEntry(obj, unread, rules)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e := s.newSliceEntry(obj, unread)
+	if s.ruleGen != gen {
+		e = newSliceEntry(obj, unread, s.taintRules)
+	}
 	old, had := s.slices.get(obj.Name)
 	s.slices.set(obj.Name, e)
 	if had && old.id != e.id {

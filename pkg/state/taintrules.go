@@ -33,12 +33,15 @@ func (s *State) SetTaintRule(r *resourcev1.DeviceTaintRule) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	old := s.taintRules[r.Name]
-	if s.taintRules == nil {
-		s.taintRules = map[string]*resourcev1.DeviceTaintRule{}
+	i, found := s.findRule(r.Name)
+	rules := slices.Clone(s.taintRules)
+	var old *resourcev1.DeviceTaintRule
+	if found {
+		old, rules[i] = rules[i], r
+	} else {
+		rules = slices.Insert(rules, i, r)
 	}
-	s.taintRules[r.Name] = r
-	s.retaint(old, r)
+	s.setRules(rules, old, r)
 	return nil
 }
 
@@ -46,18 +49,29 @@ func (s *State) SetTaintRule(r *resourcev1.DeviceTaintRule) error {
 func (s *State) DeleteTaintRule(name string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	old, ok := s.taintRules[name]
-	if !ok {
+	i, found := s.findRule(name)
+	if !found {
 		return &NotFoundError{Kind: "DeviceTaintRule", Name: name}
 	}
-	delete(s.taintRules, name)
-	s.retaint(old, nil)
+	old := s.taintRules[i]
+	s.setRules(slices.Delete(slices.Clone(s.taintRules), i, i+1), old, nil)
 	return nil
 }
 
-// retaint applies the rules anew to the slices that rule old or cur
-// (either may be nil) selects devices of.
-func (s *State) retaint(old, cur *resourcev1.DeviceTaintRule) {
+// findRule returns where the rule of that name is, or would be, in the
+// sorted rules.
+func (s *State) findRule(name string) (int, bool) {
+	return slices.BinarySearchFunc(s.taintRules, name, func(r *resourcev1.DeviceTaintRule, n string) int { return strings.Compare(r.Name, n) })
+}
+
+// setRules replaces the rules and applies them anew to the slices that
+// rule old or cur (either may be nil) selects devices of.
+func (s *State) setRules(rules []*resourcev1.DeviceTaintRule, old, cur *resourcev1.DeviceTaintRule) {
+	if len(rules) == 0 {
+		rules = nil
+	}
+	s.taintRules = rules
+	s.ruleGen++
 	type hit struct {
 		name string
 		e    *sliceEntry
@@ -72,7 +86,7 @@ func (s *State) retaint(old, cur *resourcev1.DeviceTaintRule) {
 		return
 	}
 	for _, h := range hits {
-		e := s.newSliceEntry(h.e.given, h.e.s.Unread)
+		e := newSliceEntry(h.e.given, h.e.s.Unread, rules)
 		s.slices.set(h.name, e)
 		s.replaceSlice(e.id, h.name, e)
 	}
@@ -80,25 +94,11 @@ func (s *State) retaint(old, cur *resourcev1.DeviceTaintRule) {
 }
 
 // newSliceEntry is the State's entry for slice given: the slice with the
-// taint rules' taints added to the devices they select.
-func (s *State) newSliceEntry(given *api.ResourceSlice, unread []string) *sliceEntry {
-	ps := pool.NewSlice(taint(given, s.sortedTaintRules()))
+// taints of rules (in name order) added to the devices they select.
+func newSliceEntry(given *api.ResourceSlice, unread []string, rules []*resourcev1.DeviceTaintRule) *sliceEntry {
+	ps := pool.NewSlice(taint(given, rules))
 	ps.Unread = unread
 	return &sliceEntry{s: ps, id: pool.ID{Driver: given.Spec.Driver, Pool: given.Spec.Pool.Name}, given: given}
-}
-
-// sortedTaintRules returns the rules in name order; nil when there are
-// none.
-func (s *State) sortedTaintRules() []*resourcev1.DeviceTaintRule {
-	if len(s.taintRules) == 0 {
-		return nil
-	}
-	out := make([]*resourcev1.DeviceTaintRule, 0, len(s.taintRules))
-	for _, r := range s.taintRules {
-		out = append(out, r)
-	}
-	slices.SortFunc(out, func(a, b *resourcev1.DeviceTaintRule) int { return strings.Compare(a.Name, b.Name) })
-	return out
 }
 
 // taint returns slice with the rules' taints added to the devices they

@@ -3,6 +3,8 @@ package state_test
 import (
 	"context"
 	"errors"
+	"maps"
+	"math/rand/v2"
 	"slices"
 	"testing"
 
@@ -122,5 +124,63 @@ func allocatableOn(t *testing.T, st *state.State, node *corev1.Node) []string {
 		must(t, err)
 		out = append(out, devices(res[0])...)
 		must(t, st.Assume(withAllocation(claim, res[0])))
+	}
+}
+
+// TestTaintRulesAgainstRebuild: a State that takes rule and slice deltas
+// in any order, rebuilding only the pools a rule selects in, lets the same
+// devices be allocated as a State built afresh from the rules and slices
+// left at the end of each step.
+func TestTaintRulesAgainstRebuild(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5055, 1))
+	nodes := []string{"node-1", "node-2", "node-3"}
+	selectors := []resourcev1.DeviceTaintSelector{
+		{},
+		{Driver: ptr.To("gpu.example.com")},
+		{Driver: ptr.To("other.example.com")},
+		{Pool: ptr.To("node-2")},
+		{Device: ptr.To("gpu-1")},
+		{Pool: ptr.To("node-1"), Device: ptr.To("gpu-0")},
+		{Driver: ptr.To("gpu.example.com"), Pool: ptr.To("node-3"), Device: ptr.To("gpu-9")},
+	}
+	effects := []resourcev1.DeviceTaintEffect{resourcev1.DeviceTaintEffectNoSchedule, resourcev1.DeviceTaintEffectNoExecute, resourcev1.DeviceTaintEffectNone}
+	rules := map[string]*resourcev1.DeviceTaintRule{}
+	given := map[string]*resourcev1.ResourceSlice{}
+	st := state.New(state.Options{})
+	must(t, st.SetClass(gpuClass))
+	for step := range 200 {
+		switch op := rng.IntN(4); {
+		case op == 0 && len(rules) > 0:
+			name := slices.Sorted(maps.Keys(rules))[rng.IntN(len(rules))]
+			delete(rules, name)
+			must(t, st.DeleteTaintRule(name))
+		case op <= 1:
+			name := "rule-" + string(rune('a'+rng.IntN(4)))
+			r := taintRule(name, selectors[rng.IntN(len(selectors))], effects[rng.IntN(len(effects))])
+			rules[name] = r
+			must(t, st.SetTaintRule(r))
+		case op == 2 && len(given) > 0:
+			name := slices.Sorted(maps.Keys(given))[rng.IntN(len(given))]
+			delete(given, name)
+			must(t, st.DeleteSlice(name))
+		default:
+			_, s := gpuNode(nodes[rng.IntN(len(nodes))])
+			given[s.Name] = s
+			must(t, st.SetSlice(s))
+		}
+		fresh := state.New(state.Options{})
+		must(t, fresh.SetClass(gpuClass))
+		for _, name := range slices.Sorted(maps.Keys(rules)) {
+			must(t, fresh.SetTaintRule(rules[name]))
+		}
+		for _, name := range slices.Sorted(maps.Keys(given)) {
+			must(t, fresh.SetSlice(given[name]))
+		}
+		for _, n := range nodes {
+			node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}}
+			if got, want := allocatableOn(t, st, node), allocatableOn(t, fresh, node); !slices.Equal(got, want) {
+				t.Fatalf("step %d, %s: allocatable %v, rebuilt State %v", step, n, got, want)
+			}
+		}
 	}
 }
