@@ -7,7 +7,7 @@ FUZZTIME_SHORT ?= 500x
 FUZZTIME ?= 30s
 EXAMPLES := $(sort $(wildcard examples/*/))
 
-.PHONY: all build driver test demo fmt-check vet tidy-check unit scheduler-test fuzz fuzz-short golden readme conformance conformance-test bench chromium report-screenshot e2e e2e-golden bench-e2e scheduler schedperf
+.PHONY: all build driver test demo fmt-check vet tidy-check unit scheduler-test fuzz fuzz-short golden readme conformance conformance-test bench chromium report-screenshot e2e e2e-golden bench-e2e scheduler schedperf manifests
 
 all: build
 
@@ -202,6 +202,12 @@ e2e:
 SCHEDPERF_FLAGS ?=
 schedperf:
 	$(GO) -C scheduler run ./cmd/schedperf -repo .. $(SCHEDPERF_FLAGS)
+
+# deploy/{scheduler,monitor,driver} rendered from the Helm chart
+# deploy/helm/dractl with its default values (the chart is the source;
+# e2e/helmchart's tests fail when they differ). Review the diff.
+manifests:
+	$(GO) -C e2e run ./helmchart/manifests -repo ..
 
 # Rewrites e2e/testdata from the current behaviour; review the diff.
 e2e-golden:
