@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -91,6 +92,11 @@ func TestMonitorMetricsAuth(t *testing.T) {
 	// A refused scrape is refused for good, not for a moment.
 	if code, _ := scrape(base+"/metrics", scraper("stranger")); code != http.StatusForbidden {
 		t.Errorf("a stranger's second scrape: %d", code)
+	}
+	// The self-signed certificate lives in memory: deploy/ runs the
+	// monitor on a read-only root file system.
+	if _, err := os.Stat("apiserver.local.config"); err == nil {
+		t.Error("the monitor wrote its certificate into the working directory")
 	}
 }
 

@@ -44,11 +44,16 @@ type Options struct {
 // authenticated as system:anonymous (and then refused by authorization,
 // 403) and /healthz, /readyz and /livez need no authorization.
 func NewOptions() *Options {
-	return &Options{
+	o := &Options{
 		Serving:        options.NewSecureServingOptions(),
 		Authentication: options.NewDelegatingAuthenticationOptions(),
 		Authorization:  options.NewDelegatingAuthorizationOptions(),
 	}
+	// Without a certificate, one is generated in memory: the default
+	// directory would write it to the working directory, which a
+	// container with a read-only root file system does not have.
+	o.Serving.ServerCert.CertDirectory = ""
+	return o
 }
 
 // AddFlags adds the flags an operator needs beside the bind address: a
