@@ -117,13 +117,13 @@ func New(opts Options) (*Monitor, error) {
 		opts.Clock = clock.RealClock{}
 	}
 	m := &Monitor{
-		opts:    opts,
-		st:      state.New(state.Options{}),
-		changed: make(chan struct{}, 1),
+		opts:      opts,
+		st:        state.New(state.Options{}),
+		changed:   make(chan struct{}, 1),
 		tracked:   map[pool.ID]*tracked{},
 		dirty:     map[pool.ID]bool{},
 		regressed: map[pool.ID]regression{},
-		logger:  klog.Background().WithName(Component),
+		logger:    klog.Background().WithName(Component),
 	}
 	m.recorder = opts.Recorder
 	m.metrics = newMetrics(m)
