@@ -56,9 +56,9 @@ var unexercised = map[string]string{
 	"monitor: patch events.k8s.io/events":                             "the events.k8s.io recorder patches an Event that recurs into a series; the run makes none recur",
 }
 
-// TestLeastPrivilege runs every deploy/ component at once, each with the
-// credentials of its ServiceAccount (a TokenRequest token) and exactly
-// the RBAC of its rendered manifests, through a representative run: a pod
+// TestLeastPrivilege installs the Helm chart and runs every deploy/
+// component at once, each with the credentials of its ServiceAccount (a
+// TokenRequest token) and exactly the RBAC the chart installed, through a representative run: a pod
 // with a MIG claim scheduled by dractl-scheduler, prepared by the GPU
 // driver through the kubelet, deleted and unprepared; a pool broken under
 // the monitor; the publisher's pools published. kube-
@@ -73,11 +73,13 @@ func TestLeastPrivilege(t *testing.T) {
 		t.Fatal(err)
 	}
 	cp := framework.StartControlPlane(t, framework.Options{
-		APIServerFlags: []string{"--audit-policy-file=" + policy, "--audit-log-path=" + auditLog, "--audit-log-mode=blocking"},
+		// The driver's DaemonSets run privileged, as kubeadm's clusters
+		// allow.
+		APIServerFlags: []string{"--audit-policy-file=" + policy, "--audit-log-path=" + auditLog, "--audit-log-mode=blocking", "--allow-privileged=true"},
 		Components:     []framework.Component{framework.ResourceClaimController{}},
 	})
 	sa := cp.ServiceAccount(t, "kube-system", "dractl-scheduler")
-	cp.Apply(t, rbac)
+	installChart(t, cp, dir)
 	cp.Start(framework.Scheduler{ConfigFile: twoProfiles, Client: sa})
 
 	// The monitor, with a pool broken under it.
@@ -126,7 +128,6 @@ func TestLeastPrivilege(t *testing.T) {
 
 	// The publisher: elected, it publishes its pools.
 	pubSA := cp.ServiceAccount(t, publisherNS, publisherAccount)
-	cp.Apply(t, publisherRBAC)
 	// Three rounds of the publisher: the example's pools, then with an
 	// attribute changed (its slices updated), then under another pool
 	// name (the old pool's slices deleted).
@@ -217,6 +218,39 @@ func TestLeastPrivilege(t *testing.T) {
 			t.Errorf("unexercised lists %q, which no rule grants any more", key)
 		}
 	}
+}
+
+// installChart applies every object of the Helm chart rendered with its
+// defaults, as `helm install` would create them. No controller here runs
+// Deployments or DaemonSets: the components run in this process or as
+// its children, with the ServiceAccounts and RBAC installed here.
+func installChart(t *testing.T, cp *framework.ControlPlane, dir string) {
+	t.Helper()
+	rendered, err := helmchart.Render(repo, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := slices.Sorted(maps.Keys(rendered))
+	// Namespaces before what lives in them.
+	slices.SortStableFunc(names, func(a, b string) int {
+		na, nb := strings.HasSuffix(a, "00-namespace.yaml"), strings.HasSuffix(b, "00-namespace.yaml")
+		switch {
+		case na && !nb:
+			return -1
+		case nb && !na:
+			return 1
+		}
+		return 0
+	})
+	var files []string
+	for i, name := range names {
+		f := filepath.Join(dir, fmt.Sprintf("chart-%02d-%s", i, strings.ReplaceAll(name, "/", "-")))
+		if err := os.WriteFile(f, []byte(rendered[name]), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, f)
+	}
+	cp.Apply(t, files...)
 }
 
 // auditRequest is one request of the audit log, as RBAC sees it.
