@@ -7,7 +7,7 @@ FUZZTIME_SHORT ?= 500x
 FUZZTIME ?= 30s
 EXAMPLES := $(sort $(wildcard examples/*/))
 
-.PHONY: all build driver test demo fmt-check vet tidy-check unit scheduler-test fuzz fuzz-short golden readme conformance conformance-test bench bench-schedperf chromium report-screenshot e2e e2e-golden bench-e2e scheduler schedperf
+.PHONY: all build driver test demo fmt-check vet tidy-check unit scheduler-test fuzz fuzz-short golden readme conformance conformance-test bench bench-schedperf chromium report-screenshot e2e e2e-golden bench-e2e scheduler schedperf manifests
 
 all: build
 
@@ -213,6 +213,12 @@ BENCH_SCHEDPERF_WORKLOADS ?= _(500|1000)nodes
 BENCH_SCHEDPERF_ROUNDS ?= 1
 bench-schedperf:
 	$(GO) -C scheduler run ./cmd/schedperf -repo .. -bench -bench-workloads '$(BENCH_SCHEDPERF_WORKLOADS)' -bench-rounds $(BENCH_SCHEDPERF_ROUNDS) -bench-out ../docs/performance.md
+
+# deploy/{scheduler,monitor,driver} rendered from the Helm chart
+# deploy/helm/dractl with its default values (the chart is the source;
+# e2e/helmchart's tests fail when they differ). Review the diff.
+manifests:
+	$(GO) -C e2e run ./helmchart/manifests -repo ..
 
 # Rewrites e2e/testdata from the current behaviour; review the diff.
 e2e-golden:

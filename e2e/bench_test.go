@@ -235,7 +235,7 @@ func BenchmarkLive1000Nodes(b *testing.B) {
 }
 
 // freeAddress returns a loopback address with a port free a moment ago.
-func freeAddress(b *testing.B) string {
+func freeAddress(b testing.TB) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)

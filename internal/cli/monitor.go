@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/dractl/dractl/pkg/delegatedauth"
 	"github.com/dractl/dractl/pkg/monitor"
 )
 
@@ -24,10 +25,12 @@ type monitorOptions struct {
 	leaderElect bool
 	leaseNS     string
 	grace       time.Duration
+	metricsAuth bool
+	auth        *delegatedauth.Options
 }
 
 func newMonitorCommand(g *inputOptions) *cobra.Command {
-	o := &monitorOptions{inputOptions: g}
+	o := &monitorOptions{inputOptions: g, auth: delegatedauth.NewOptions()}
 	cmd := &cobra.Command{
 		Use:   "monitor",
 		Short: "Watch the cluster's resource pools: Events on problems, Prometheus metrics",
@@ -46,6 +49,15 @@ It serves on --metrics-bind-address:
   /healthz  the process runs
   /readyz   the informers have synced
 
+With --metrics-auth it serves them over HTTPS, and /metrics only to
+requests kube-apiserver authenticates (a bearer token by TokenReview, a
+client certificate by the cluster's client CA) and authorizes (a
+SubjectAccessReview of "get" on the non-resource URL /metrics), as
+kube-scheduler and kube-controller-manager serve theirs. The probes stay
+open. Its identity then needs the system:auth-delegator ClusterRole and
+the extension-apiserver-authentication-reader Role in kube-system; out of
+a cluster, the reviews go through --kubeconfig, which must then be given.
+
 With --leader-elect (the default) replicas share a Lease in
 --leader-elect-namespace and only the holder records Events; every
 replica serves metrics. deploy/monitor/ runs it in a cluster with the
@@ -60,6 +72,8 @@ least privileges it needs. It runs until SIGINT or SIGTERM.`,
 	cmd.Flags().BoolVar(&o.leaderElect, "leader-elect", true, "elect one replica to record Events through a Lease")
 	cmd.Flags().StringVar(&o.leaseNS, "leader-elect-namespace", "", "namespace of the Lease (default: -n, or the kubeconfig's or service account's namespace)")
 	cmd.Flags().DurationVar(&o.grace, "incomplete-grace", monitor.DefaultIncompleteGrace, "how long a pool may stay incomplete before an Event reports it")
+	cmd.Flags().BoolVar(&o.metricsAuth, "metrics-auth", false, "serve HTTPS and /metrics only to requests kube-apiserver authenticates and authorizes")
+	o.auth.AddFlags(cmd.Flags())
 	return cmd
 }
 
@@ -86,10 +100,25 @@ func (o *monitorOptions) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: m.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	defer srv.Close()
-	fmt.Fprintf(o.Err, "serving /metrics, /healthz and /readyz on %s\n", ln.Addr())
+	if o.metricsAuth {
+		if kc := *o.cluster.flags.KubeConfig; kc != "" {
+			o.auth.SetKubeconfig(kc)
+		}
+		serveCtx, stopServing := context.WithCancel(ctx)
+		stopped, err := o.auth.Serve(serveCtx, ln, m.Handler())
+		if err != nil {
+			stopServing()
+			ln.Close()
+			return fmt.Errorf("--metrics-auth: %w", err)
+		}
+		defer func() { stopServing(); <-stopped }()
+		fmt.Fprintf(o.Err, "serving /metrics (authenticated and authorized), /healthz and /readyz over HTTPS on %s\n", ln.Addr())
+	} else {
+		srv := &http.Server{Handler: m.Handler(), ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = srv.Serve(ln) }()
+		defer srv.Close()
+		fmt.Fprintf(o.Err, "serving /metrics, /healthz and /readyz on %s\n", ln.Addr())
+	}
 	if !o.leaderElect {
 		m.SetLeading(true)
 		err = m.Run(ctx)

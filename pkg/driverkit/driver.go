@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -116,6 +118,8 @@ func Start(ctx context.Context, opts Options, pool []*api.ResourceSlice) (*Drive
 		// so claims of different pods are prepared in parallel.
 		kubeletplugin.Serialize(false),
 		kubeletplugin.HealthService(health),
+		kubeletplugin.RegistrarListener(listenOwnerOnly),
+		kubeletplugin.PluginListener(listenOwnerOnly),
 	}
 	if opts.RegistrarDir != "" {
 		hopts = append(hopts, kubeletplugin.RegistrarDirectoryPath(opts.RegistrarDir))
@@ -141,6 +145,33 @@ func Start(ctx context.Context, opts Options, pool []*api.ResourceSlice) (*Drive
 	}
 	return d, nil
 }
+
+// listenOwnerOnly creates a unix socket that only its owner may connect
+// to: whoever reaches the DRA socket prepares any claim's devices on this
+// node, and the kubelet, the one client, runs as root. A socket's mode
+// otherwise follows the process's umask: under umask 0 it would be
+// world-writable. The mode is set before the first Accept, so
+// no connection is served through the wider one. The listener removes the
+// socket when it closes.
+func listenOwnerOnly(ctx context.Context, path string) (net.Listener, error) {
+	// A stale socket of a previous process would fail the listen.
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("remove stale socket: %w", err)
+	}
+	var lc net.ListenConfig
+	l, err := lc.Listen(ctx, "unix", path)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(path, SocketMode); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("socket mode: %w", err)
+	}
+	return l, nil
+}
+
+// SocketMode is the mode of the driver's registration and DRA sockets.
+const SocketMode fs.FileMode = 0o600
 
 // build validates a pool description; a refusal is also an Event on the
 // Node, where an operator looking at the node sees why its devices are

@@ -78,6 +78,9 @@ type Monitor struct {
 
 	dirtyMu sync.Mutex
 	dirty   map[pool.ID]bool // pools changed since the last sync
+	// regressed are the pools a slice of which went back to an older
+	// generation since the last sync, with the first such change.
+	regressed map[pool.ID]regression
 
 	tracked map[pool.ID]*tracked // sync goroutine only
 	metrics *metrics
@@ -100,6 +103,8 @@ type tracked struct {
 	// when nothing is reported (an ok pool, or a problem in its grace
 	// period).
 	reported string
+	// regressionReported: PoolGenerationRegressed was emitted.
+	regressionReported bool
 }
 
 // New creates a monitor; nothing runs until Run. It fails when an
@@ -112,12 +117,13 @@ func New(opts Options) (*Monitor, error) {
 		opts.Clock = clock.RealClock{}
 	}
 	m := &Monitor{
-		opts:    opts,
-		st:      state.New(state.Options{}),
-		changed: make(chan struct{}, 1),
-		tracked: map[pool.ID]*tracked{},
-		dirty:   map[pool.ID]bool{},
-		logger:  klog.Background().WithName(Component),
+		opts:      opts,
+		st:        state.New(state.Options{}),
+		changed:   make(chan struct{}, 1),
+		tracked:   map[pool.ID]*tracked{},
+		dirty:     map[pool.ID]bool{},
+		regressed: map[pool.ID]regression{},
+		logger:    klog.Background().WithName(Component),
 	}
 	m.recorder = opts.Recorder
 	m.metrics = newMetrics(m)
@@ -128,6 +134,7 @@ func New(opts Options) (*Monitor, error) {
 		// An update may move a slice to another pool.
 		if d.Old != nil {
 			m.mark(poolOf(d.Old))
+			m.noteRegression(d)
 		}
 		m.mark(poolOf(d.Obj))
 		m.poke()
@@ -241,6 +248,24 @@ func (m *Monitor) mark(id pool.ID) {
 	m.dirtyMu.Unlock()
 }
 
+// noteRegression remembers an update that moved a slice back to an older
+// generation of its pool. Generations only grow (KEP-4815: a driver
+// raises the generation to replace a pool's slices); one going back means
+// a driver restored from an old state or two writers of one pool, and
+// whoever remembers the highest generation seen ignores the pool's
+// slices from then on.
+func (m *Monitor) noteRegression(d informer.Delta[*resourcev1.ResourceSlice]) {
+	if d.Deleted || d.Err != nil || poolOf(d.Old) != poolOf(d.Obj) || d.Obj.Spec.Pool.Generation >= d.Old.Spec.Pool.Generation {
+		return
+	}
+	id := poolOf(d.Obj)
+	m.dirtyMu.Lock()
+	defer m.dirtyMu.Unlock()
+	if _, ok := m.regressed[id]; !ok {
+		m.regressed[id] = regression{slice: d.Obj.Name, from: d.Old.Spec.Pool.Generation, to: d.Obj.Spec.Pool.Generation}
+	}
+}
+
 // markClaim marks the pools a claim's allocation (if any) takes devices
 // from.
 func (m *Monitor) markClaim(c *resourcev1.ResourceClaim) {
@@ -260,6 +285,10 @@ func (m *Monitor) sync() {
 	m.dirtyMu.Lock()
 	dirty, all := m.dirty, m.current == nil
 	m.dirty = map[pool.ID]bool{}
+	regressed := m.regressed
+	if len(regressed) > 0 {
+		m.regressed = map[pool.ID]regression{}
+	}
 	m.dirtyMu.Unlock()
 	m.mu.RLock()
 	prev := make(map[pool.ID]*poolStatus, len(m.current))
@@ -287,6 +316,7 @@ func (m *Monitor) sync() {
 	m.metrics.syncs.Inc()
 	m.metrics.lastSync.Set(float64(m.opts.Clock.Now().UnixNano()) / 1e9)
 	m.report(statuses)
+	m.reportRegressions(statuses, regressed)
 }
 
 // nextDeadline is when the oldest unreported incomplete pool's grace

@@ -2,6 +2,7 @@ package monitor
 
 import (
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
@@ -26,7 +27,17 @@ const (
 	// ReasonPoolRecovered (Normal): a pool reported before is complete and
 	// valid again.
 	ReasonPoolRecovered = "PoolRecovered"
+	// ReasonPoolGenerationRegressed (Warning): a slice of the pool was
+	// updated to an older generation than it had. Reported once per pool
+	// while the monitor sees the pool, however often it happens.
+	ReasonPoolGenerationRegressed = "PoolGenerationRegressed"
 )
+
+// regression is a slice update to an older pool generation.
+type regression struct {
+	slice    string
+	from, to int64
+}
 
 // report compares each pool with what was seen before and emits the
 // Events due: a new problem (at once if invalid, after the grace period if
@@ -52,6 +63,7 @@ func (m *Monitor) report(statuses []poolStatus) {
 		}
 		if relead {
 			t.reported = ""
+			t.regressionReported = false
 		}
 		key := string(s.condition) + ": " + s.reason
 		switch {
@@ -77,6 +89,35 @@ func (m *Monitor) report(statuses []poolStatus) {
 	}
 }
 
+// reportRegressions emits PoolGenerationRegressed on the slice that went
+// back, once per pool: a driver that keeps doing it (or a thousand pools
+// doing it every second) costs one Event per pool, not one per update.
+func (m *Monitor) reportRegressions(statuses []poolStatus, regressed map[pool.ID]regression) {
+	if len(regressed) == 0 {
+		return
+	}
+	for i := range statuses {
+		s := &statuses[i]
+		r, ok := regressed[s.usage.ID]
+		t := m.tracked[s.usage.ID]
+		if !ok || t == nil || t.regressionReported {
+			continue
+		}
+		// The slice went back, so it may now be of an older generation
+		// than the pool's.
+		for _, sl := range append(slices.Clip(s.usage.Slices), s.usage.Older...) {
+			if sl.Name != r.slice {
+				continue
+			}
+			if m.emitOn(sl, corev1.EventTypeWarning, ReasonPoolGenerationRegressed, fmt.Sprintf(
+				"pool %s went back from generation %d to %d (slice %s): generations only grow, so its driver restored an old state or shares the pool with another writer",
+				s.usage.ID, r.from, r.to, r.slice)) {
+				t.regressionReported = true
+			}
+		}
+	}
+}
+
 // emit records one Event on each offending slice (for an invalid pool,
 // the slices its problems name; otherwise every slice of the pool), with
 // the slice's node as the related object. Only the leader emits.
@@ -95,15 +136,25 @@ func (m *Monitor) emit(s *poolStatus, eventType, reason, note string) {
 			continue
 		}
 		delete(names, sl.Name)
-		regarding := &resourcev1.ResourceSlice{TypeMeta: sl.TypeMeta, ObjectMeta: sl.ObjectMeta}
-		regarding.APIVersion, regarding.Kind = resourcev1.SchemeGroupVersion.String(), "ResourceSlice"
-		var related runtime.Object
-		if sl.Spec.NodeName != nil && *sl.Spec.NodeName != "" {
-			related = &corev1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: *sl.Spec.NodeName}
-		}
-		m.recorder.Eventf(regarding, related, eventType, reason, "Validate", "%s", note)
-		m.metrics.events.WithLabelValues(reason).Inc()
+		m.emitOn(sl, eventType, reason, note)
 	}
+}
+
+// emitOn records an Event on one slice, with its node as the related
+// object, if this replica leads; it reports whether it did.
+func (m *Monitor) emitOn(sl *pool.Slice, eventType, reason, note string) bool {
+	if !m.leading.Load() {
+		return false
+	}
+	regarding := &resourcev1.ResourceSlice{TypeMeta: sl.TypeMeta, ObjectMeta: sl.ObjectMeta}
+	regarding.APIVersion, regarding.Kind = resourcev1.SchemeGroupVersion.String(), "ResourceSlice"
+	var related runtime.Object
+	if sl.Spec.NodeName != nil && *sl.Spec.NodeName != "" {
+		related = &corev1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: *sl.Spec.NodeName}
+	}
+	m.recorder.Eventf(regarding, related, eventType, reason, "Validate", "%s", note)
+	m.metrics.events.WithLabelValues(reason).Inc()
+	return true
 }
 
 // trim returns the informers' transform: it drops what the monitor never

@@ -321,7 +321,11 @@ whole again. It serves `/metrics` (`dractl_pools{condition}`,
 `dractl_pool_validation_errors{reason}`), `/healthz` and `/readyz` on
 `--metrics-bind-address` (`:8080`). Replicas elect a leader through a
 Lease (`--leader-elect`, on by default); only the leader records Events,
-every replica serves metrics.
+every replica serves metrics. With `--metrics-auth` (on in deploy/) they
+are served over HTTPS and `/metrics` only to requests kube-apiserver
+authenticates and authorizes (delegated authentication and authorization,
+as kube-scheduler serves its own); bind a scraper to the
+`dractl-monitor-metrics-reader` ClusterRole.
 
     dractl monitor --kubeconfig ~/.kube/config --leader-elect=false   # from a workstation
     docker build -f deploy/monitor/Dockerfile -t dractl:dev .         # the image the Deployment runs
@@ -330,9 +334,14 @@ every replica serves metrics.
 
 [deploy/monitor](deploy/monitor) has the Namespace, the ServiceAccount,
 least-privilege RBAC (list/watch ResourceSlices and ResourceClaims,
-create/patch Events in `default`, its own Lease), a Deployment of two
-replicas with probes, and a Service. The e2e tests apply it to the real
-apiserver and run the monitor with that ServiceAccount's token.
+create/patch Events in `default`, its own Lease, the reviews of
+`--metrics-auth`), a Deployment of two replicas with probes, and a
+Service. The e2e tests apply it to the real apiserver and run the monitor
+with that ServiceAccount's token. Every manifest under deploy/ is the Helm
+chart [deploy/helm/dractl](deploy/helm/dractl) rendered with its default
+values (`make manifests`); `helm install dractl deploy/helm/dractl`
+installs the same with values for replicas, the scheduler profile and
+metrics authentication.
 
 ### simulate
 

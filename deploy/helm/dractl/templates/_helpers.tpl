@@ -1,0 +1,20 @@
+{{/* An image reference from .Values.images: include "dractl.image" (list . "driver") */}}
+{{- define "dractl.image" -}}
+{{- $root := index . 0 -}}
+{{- $img := index $root.Values.images (index . 1) -}}
+{{ $img.repository }}:{{ $img.tag }}
+{{- end -}}
+
+{{/* The scheduler's KubeSchedulerConfiguration. */}}
+{{- define "dractl.schedulerConfig" -}}
+{{- if .Values.scheduler.config -}}
+{{ .Values.scheduler.config }}
+{{- else -}}
+{{- $file := printf "files/scheduler/%s" .Values.scheduler.profile -}}
+{{- $cfg := .Files.Get $file -}}
+{{- if not $cfg -}}
+{{- fail (printf "scheduler.profile: no %s in the chart" $file) -}}
+{{- end -}}
+{{ $cfg }}
+{{- end -}}
+{{- end -}}

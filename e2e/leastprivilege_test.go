@@ -1,0 +1,433 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
+
+	"github.com/dractl/dractl/e2e/framework"
+	"github.com/dractl/dractl/e2e/helmchart"
+	"github.com/dractl/dractl/pkg/monitor"
+)
+
+// A deploy/ component: who it is and the chart template that holds its
+// RBAC.
+type component struct {
+	name, namespace, account, template string
+}
+
+var components = []component{
+	{"dractl-scheduler", "kube-system", "dractl-scheduler", "scheduler/rbac.yaml"},
+	{"monitor", "dractl-system", "dractl-monitor", "monitor/10-rbac.yaml"},
+	{"GPU driver", "dractl-gpu-driver", "dractl-gpu-driver", "driver/rbac.yaml"},
+	{"pool publisher", publisherNS, publisherAccount, "driver/controlplane-rbac.yaml"},
+}
+
+func (c component) user() string {
+	return "system:serviceaccount:" + c.namespace + ":" + c.account
+}
+
+// unexercised are permissions this run cannot use although the component
+// needs them, each with the reason and the test that covers the path.
+// An entry the run did use is an error: the table only shrinks.
+var unexercised = map[string]string{
+	"dractl-scheduler: get coordination.k8s.io/leases":                "leader election: framework.Scheduler runs one replica with leader election off",
+	"dractl-scheduler: update coordination.k8s.io/leases":             "leader election: framework.Scheduler runs one replica with leader election off",
+	"GPU driver: create events":                                       "only a pool description the driver refuses is an Event on its Node (driverkit's TestStartRefusesInvalidPoolWithEvent); the mock backend's flags always describe a valid pool",
+	"dractl-scheduler: update resource.k8s.io/resourceclaims/binding": "kube-apiserver checks it itself when the scheduler writes a claim's allocation (granular claim status authorization): no request names the subresource",
+	"monitor: patch events.k8s.io/events":                             "the events.k8s.io recorder patches an Event that recurs into a series; the run makes none recur",
+}
+
+// TestLeastPrivilege installs the Helm chart and runs every deploy/
+// component at once, each with the credentials of its ServiceAccount (a
+// TokenRequest token) and exactly the RBAC the chart installed, through a representative run: a pod
+// with a MIG claim scheduled by dractl-scheduler, prepared by the GPU
+// driver through the kubelet, deleted and unprepared; a pool broken under
+// the monitor; the publisher's pools published. kube-
+// apiserver's audit log records every request. Then every verb on every
+// resource that a Role or ClusterRole of the manifests grants must have
+// been used by its component (no rule is wider than the component), and
+// no request of a component may have been refused (no rule is narrower).
+func TestLeastPrivilege(t *testing.T) {
+	dir := t.TempDir()
+	policy, auditLog := filepath.Join(dir, "audit-policy.yaml"), filepath.Join(dir, "audit.log")
+	if err := os.WriteFile(policy, []byte("apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n- level: Metadata\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cp := framework.StartControlPlane(t, framework.Options{
+		// The driver's DaemonSets run privileged, as kubeadm's clusters
+		// allow.
+		APIServerFlags: []string{"--audit-policy-file=" + policy, "--audit-log-path=" + auditLog, "--audit-log-mode=blocking", "--allow-privileged=true"},
+		Components:     []framework.Component{framework.ResourceClaimController{}},
+	})
+	sa := cp.ServiceAccount(t, "kube-system", "dractl-scheduler")
+	installChart(t, cp, dir)
+	cp.Start(framework.Scheduler{ConfigFile: twoProfiles, Client: sa})
+
+	// The monitor, with a pool broken under it.
+	base, _ := startMonitor(t, cp, 2*time.Second)
+	ctx := cp.Context()
+	resourceSlices := cp.Client.ResourceV1().ResourceSlices()
+	c, d := gpuSlices("dup", "node-2", 3)
+	extra := d.DeepCopy()
+	extra.Name = "dup-extra"
+	extra.Spec.Devices = extra.Spec.Devices[:1]
+	for _, s := range []*resourcev1.ResourceSlice{c, d, extra} {
+		if _, err := resourceSlices.Create(ctx, s, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitEvent(t, cp, monitor.ReasonPoolInvalid, "dup-extra")
+	waitMetric(t, base, monitor.MetricPoolCondition, `condition="invalid",driver="gpu.example.com",pool="dup"`, "1")
+
+	// The node side: the driver prepares and unprepares a pod's claim.
+	n := newGPUNode(t, cp, "gpu-node")
+	n.start(t, "")
+	waitFor(t, time.Minute, "the driver to register with the kubelet", func(context.Context) (bool, error) {
+		return n.kubelet.Registered(gpuDriver), nil
+	})
+	createTemplate(t, cp, "mig-3g", resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{request("gpu", migClass3g, 1)}})
+	createClaimPod(t, cp, "trainer", dractlProfile, "mig-3g", "")
+	pod := running(t, cp, "trainer")
+	claim := claimOf(t, cp, "trainer")
+	n.checkPrepared(t, pod, claim)
+	deleteAndWait(t, cp, pod)
+	n.checkClean(t)
+	released(t, cp, claim)
+	// Restarted with other GPUs, the driver republishes its pool: with
+	// four, more devices than one slice holds (a slice is updated, one
+	// created); with one, a slice again (one updated, one deleted).
+	for _, gpus := range []int{4, 1} {
+		before := n.published(t)
+		n.stop(t)
+		n.backend = []string{"--gpu-model", gpuModel, fmt.Sprintf("--gpus=%d", gpus)}
+		n.start(t, "")
+		waitFor(t, time.Minute, fmt.Sprintf("the driver to republish its pool of %d GPUs", gpus), func(ctx context.Context) (bool, error) {
+			after := n.published(t)
+			return len(after) != len(before), nil
+		})
+	}
+
+	// The publisher: elected, it publishes its pools.
+	pubSA := cp.ServiceAccount(t, publisherNS, publisherAccount)
+	// Three rounds of the publisher: the example's pools, then with an
+	// attribute changed (its slices updated), then under another pool
+	// name (the old pool's slices deleted).
+	original, err := os.ReadFile("../examples/tpu-multihost/resourceslices.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed := strings.ReplaceAll(string(original), "tpu-v5-lite-podslice", "tpu-v5e")
+	renamed := strings.ReplaceAll(changed, "name: tpu-pool\n", "name: tpu-pool-b\n")
+	bin, kubeconfig := buildPublisher(t), cp.Kubeconfig(pubSA)
+	for i, round := range []struct{ pools, pool, attr string }{
+		{string(original), "tpu-pool", "tpu-v5-lite-podslice"},
+		{changed, "tpu-pool", "tpu-v5e"},
+		{renamed, "tpu-pool-b", "tpu-v5e"},
+	} {
+		file := filepath.Join(dir, fmt.Sprintf("pools-%d.yaml", i))
+		if err := os.WriteFile(file, []byte(round.pools), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		pub := startPublisher(t, bin, kubeconfig, "replica-0", file)
+		waitFor(t, time.Minute, fmt.Sprintf("round %d of the publisher", i), func(ctx context.Context) (bool, error) {
+			list, err := resourceSlices.List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return false, err
+			}
+			ok := false
+			for _, s := range list.Items {
+				if s.Spec.Driver != tpuDriver || s.Spec.NodeName != nil {
+					continue
+				}
+				if s.Spec.Pool.Name != round.pool {
+					return false, nil // the previous round's pool is still there
+				}
+				for _, d := range s.Spec.Devices {
+					if a := d.Attributes["acceleratorType"]; a.StringValue != nil {
+						ok = *a.StringValue == round.attr
+					}
+				}
+			}
+			return ok, nil
+		})
+		pub.stop(t)
+	}
+	n.stop(t)
+
+	used := readAudit(t, auditLog)
+	grants := renderedGrants(t)
+	exempted := map[string]bool{}
+	for _, c := range components {
+		reqs := used[c.user()]
+		if len(reqs) == 0 {
+			t.Errorf("%s made no request as %s: the run does not exercise it", c.name, c.user())
+			continue
+		}
+		for _, r := range reqs {
+			if r.code == 403 {
+				t.Errorf("%s was refused %s (%s): its RBAC lacks it", c.name, r, r.uri)
+			}
+		}
+		rules := grants[c.template]
+		if len(rules) == 0 {
+			t.Errorf("%s: no rules bound to %s in %s", c.name, c.user(), c.template)
+		}
+		for _, g := range rules {
+			for _, p := range g.permissions() {
+				if slices.ContainsFunc(reqs, func(r auditRequest) bool { return g.allows(p, r) }) {
+					if _, ok := unexercised[c.name+": "+p.String()]; ok {
+						t.Errorf("%s used %s, which unexercised says it cannot here: remove the entry", c.name, p)
+					}
+					continue
+				}
+				key := c.name + ": " + p.String()
+				if _, ok := unexercised[key]; ok {
+					exempted[key] = true
+					continue
+				}
+				t.Errorf("%s never used %s, granted by %s %s: trim the rule", c.name, p, g.kind, g.name)
+			}
+		}
+		distinct := map[string]bool{}
+		for _, r := range reqs {
+			distinct[r.String()] = true
+		}
+		t.Logf("%s: %d requests, %d rules; used: %s", c.name, len(reqs), len(rules), strings.Join(slices.Sorted(maps.Keys(distinct)), "; "))
+	}
+	for key := range unexercised {
+		if !exempted[key] && !t.Failed() {
+			t.Errorf("unexercised lists %q, which no rule grants any more", key)
+		}
+	}
+}
+
+// installChart applies every object of the Helm chart rendered with its
+// defaults, as `helm install` would create them. No controller here runs
+// Deployments or DaemonSets: the components run in this process or as
+// its children, with the ServiceAccounts and RBAC installed here.
+func installChart(t *testing.T, cp *framework.ControlPlane, dir string) {
+	t.Helper()
+	rendered, err := helmchart.Render(repo, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := slices.Sorted(maps.Keys(rendered))
+	// Namespaces before what lives in them.
+	slices.SortStableFunc(names, func(a, b string) int {
+		na, nb := strings.HasSuffix(a, "00-namespace.yaml"), strings.HasSuffix(b, "00-namespace.yaml")
+		switch {
+		case na && !nb:
+			return -1
+		case nb && !na:
+			return 1
+		}
+		return 0
+	})
+	var files []string
+	for i, name := range names {
+		f := filepath.Join(dir, fmt.Sprintf("chart-%02d-%s", i, strings.ReplaceAll(name, "/", "-")))
+		if err := os.WriteFile(f, []byte(rendered[name]), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, f)
+	}
+	cp.Apply(t, files...)
+}
+
+// auditRequest is one request of the audit log, as RBAC sees it.
+type auditRequest struct {
+	verb, group, resource, namespace, name string
+	uri                                    string
+	code                                   int32
+}
+
+func (r auditRequest) String() string {
+	return fmt.Sprintf("%s %s in %q", r.verb, groupResource(r.group, r.resource), r.namespace)
+}
+
+func groupResource(group, resource string) string {
+	if group == "" {
+		return resource
+	}
+	return group + "/" + resource
+}
+
+// readAudit returns each user's resource requests from a JSON audit log.
+func readAudit(t *testing.T, path string) map[string][]auditRequest {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	out := map[string][]auditRequest{}
+	r := bufio.NewReader(f)
+	for {
+		line, err := r.ReadBytes('\n')
+		if len(line) > 0 {
+			var ev auditv1.Event
+			if err := json.Unmarshal(line, &ev); err != nil {
+				t.Fatalf("audit log: %v", err)
+			}
+			if ev.ObjectRef != nil {
+				res := ev.ObjectRef.Resource
+				if ev.ObjectRef.Subresource != "" {
+					res += "/" + ev.ObjectRef.Subresource
+				}
+				req := auditRequest{verb: ev.Verb, group: ev.ObjectRef.APIGroup, resource: res, namespace: ev.ObjectRef.Namespace,
+					name: ev.ObjectRef.Name, uri: ev.RequestURI}
+				if ev.ResponseStatus != nil {
+					req.code = ev.ResponseStatus.Code
+				}
+				out[ev.User.Username] = append(out[ev.User.Username], req)
+			}
+		}
+		if err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+// grant is one rule of a Role or ClusterRole of the manifests, where it
+// applies: the namespace of the Role or RoleBinding, or the cluster ("").
+type grant struct {
+	kind, name, namespace string
+	rule                  rbacv1.PolicyRule
+}
+
+type permission struct{ verb, group, resource string }
+
+func (p permission) String() string { return p.verb + " " + groupResource(p.group, p.resource) }
+
+// permissions spells the rule out verb by verb, resource by resource.
+func (g grant) permissions() []permission {
+	var out []permission
+	for _, v := range g.rule.Verbs {
+		for _, gr := range g.rule.APIGroups {
+			for _, r := range g.rule.Resources {
+				out = append(out, permission{v, gr, r})
+			}
+		}
+	}
+	return out
+}
+
+// allows reports whether r used permission p of this grant.
+func (g grant) allows(p permission, r auditRequest) bool {
+	if r.group != p.group || r.resource != p.resource {
+		return false
+	}
+	// client-go's informers stream their initial list in a watch
+	// (sendInitialEvents) where the server can, and list where it cannot
+	// or the stream fails: a streamed list uses the list permission.
+	if p.verb == "list" && r.verb == "watch" && strings.Contains(r.uri, "sendInitialEvents=true") {
+		r.verb = "list"
+	}
+	if r.verb != p.verb {
+		return false
+	}
+	if g.namespace != "" && r.namespace != g.namespace {
+		return false
+	}
+	return len(g.rule.ResourceNames) == 0 || slices.Contains(g.rule.ResourceNames, r.name)
+}
+
+// renderedGrants renders the chart with its defaults (what deploy/ is,
+// byte for byte) and returns, by template, the rules of the Roles and
+// ClusterRoles it defines that a binding of the same template gives to a
+// ServiceAccount. Roles of Kubernetes' own (system:kube-scheduler, ...)
+// that the manifests bind are Kubernetes' to trim.
+func renderedGrants(t *testing.T) map[string][]grant {
+	t.Helper()
+	rendered, err := helmchart.Render(repo, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]grant{}
+	names := make([]string, 0, len(rendered))
+	for name := range rendered {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		roles := map[string]rbacv1.Role{}
+		clusterRoles := map[string]rbacv1.ClusterRole{}
+		var bindings []rbacv1.RoleBinding
+		var clusterBindings []rbacv1.ClusterRoleBinding
+		dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(rendered[name]), 4096)
+		for {
+			u := &unstructured.Unstructured{}
+			if err := dec.Decode(&u.Object); err == io.EOF {
+				break
+			} else if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			var into any
+			switch u.GetKind() {
+			case "Role":
+				var r rbacv1.Role
+				into = &r
+			case "ClusterRole":
+				var r rbacv1.ClusterRole
+				into = &r
+			case "RoleBinding":
+				bindings = append(bindings, rbacv1.RoleBinding{})
+				into = &bindings[len(bindings)-1]
+			case "ClusterRoleBinding":
+				clusterBindings = append(clusterBindings, rbacv1.ClusterRoleBinding{})
+				into = &clusterBindings[len(clusterBindings)-1]
+			default:
+				continue
+			}
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, into); err != nil {
+				t.Fatalf("%s: %s %s: %v", name, u.GetKind(), u.GetName(), err)
+			}
+			if r, ok := into.(*rbacv1.Role); ok {
+				roles[r.Namespace+"/"+r.Name] = *r
+			}
+			if r, ok := into.(*rbacv1.ClusterRole); ok {
+				clusterRoles[r.Name] = *r
+			}
+		}
+		for _, b := range bindings {
+			var rules []rbacv1.PolicyRule
+			switch b.RoleRef.Kind {
+			case "Role":
+				rules = roles[b.Namespace+"/"+b.RoleRef.Name].Rules
+			case "ClusterRole":
+				rules = clusterRoles[b.RoleRef.Name].Rules
+			}
+			for _, r := range rules {
+				out[name] = append(out[name], grant{b.RoleRef.Kind, b.RoleRef.Name, b.Namespace, r})
+			}
+		}
+		for _, b := range clusterBindings {
+			for _, r := range clusterRoles[b.RoleRef.Name].Rules {
+				out[name] = append(out[name], grant{"ClusterRole", b.RoleRef.Name, "", r})
+			}
+		}
+	}
+	return out
+}
