@@ -113,6 +113,9 @@ func TestBindGate(t *testing.T) {
 func TestGatePacesCycles(t *testing.T) {
 	objs := append(gpuObjects(t), gpuClaim("a", 1), gpuClaim("b", 1), gpuClaim("c", 1))
 	c := newCluster(t, &Args{BindingsInFlight: ptr.To[int32](1)}, objs...)
+	// No pod in flight goes stale however slowly the test runs.
+	now := time.Now()
+	c.pl.gate.now = func() time.Time { return now }
 	ctx := context.Background()
 	wantInFlight := func(after string, want int) {
 		t.Helper()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
@@ -365,6 +366,9 @@ func TestPodGroupClaimOfAnotherGroup(t *testing.T) {
 func TestGateLetsGroupMembersThrough(t *testing.T) {
 	c := newCluster(t, &Args{BindingsInFlight: ptr.To[int32](1)}, append(gpuObjects(t), groupClaim("shared", false))...)
 	c.handle.groups.groups["default/pg"] = podGroup("shared", false)
+	// No pod in flight goes stale however slowly the test runs.
+	now := time.Now()
+	c.pl.gate.now = func() time.Time { return now }
 	ctx := context.Background()
 	group := newGroupCycle()
 	p0 := groupPod("p0", "shared", false)
