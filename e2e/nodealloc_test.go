@@ -2,18 +2,21 @@ package e2e
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/dractl/dractl/e2e/framework"
 	at "github.com/dractl/dractl/pkg/allocator/allocatortest"
+	"github.com/dractl/dractl/pkg/api"
 )
 
 // cpuDriver publishes CPU sets: devices that stand for 16 of their node's
@@ -51,7 +54,19 @@ func TestNodeAllocatableResources(t *testing.T) {
 			b = b.Device(at.Device(at.Name("cpuset", i)).NodeResource(corev1.ResourceCPU,
 				resourcev1.NodeAllocatableResource{Mapping: &resourcev1.NodeAllocatableMapping{DeviceMultiplier: &sixteen}}))
 		}
-		createSlices(t, cp, b.Obj())
+		v, err := api.ToV1(b.Obj())
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Admission reads the node from its informer, which may not have
+		// the declared feature yet.
+		waitFor(t, 30*time.Second, "slice "+v.Name+" admitted", func(ctx context.Context) (bool, error) {
+			_, err := cp.Client.ResourceV1().ResourceSlices().Create(ctx, v, metav1.CreateOptions{})
+			if apierrors.IsForbidden(err) && strings.Contains(err.Error(), "does not support DRANodeAllocatableResources") {
+				return false, nil
+			}
+			return err == nil, err
+		})
 	}
 	class := &resourcev1.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: "cpusets"}, Spec: resourcev1.DeviceClassSpec{
 		Selectors: []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{Expression: `device.driver == "` + cpuDriver + `"`}}}}}
