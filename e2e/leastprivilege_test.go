@@ -75,7 +75,7 @@ func TestLeastPrivilege(t *testing.T) {
 	cp := framework.StartControlPlane(t, framework.Options{
 		// The driver's DaemonSets run privileged, as kubeadm's clusters
 		// allow.
-		APIServerFlags: []string{"--audit-policy-file=" + policy, "--audit-log-path=" + auditLog, "--audit-log-mode=blocking", "--allow-privileged=true"},
+		APIServerFlags: []string{"--audit-policy-file=" + policy, "--audit-log-path=" + auditLog, "--audit-log-mode=blocking"},
 		Components:     []framework.Component{framework.ResourceClaimController{}},
 	})
 	sa := cp.ServiceAccount(t, "kube-system", "dractl-scheduler")

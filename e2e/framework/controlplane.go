@@ -119,6 +119,11 @@ func StartControlPlane(tb testing.TB, opts Options) *ControlPlane {
 		// the alpha and beta features (DeviceTaintRule, pool status).
 		"--runtime-config=resource.k8s.io/v1alpha3=true,resource.k8s.io/v1beta1=true,resource.k8s.io/v1beta2=true",
 		"--authorization-mode=RBAC",
+		// Privileged pods (the NVML driver's DaemonSet) are allowed or not
+		// once per process: kube-apiserver keeps the setting in a global
+		// that the first server of a test binary sets. Every control
+		// plane allows them, so that none depends on which ran first.
+		"--allow-privileged=true",
 	}
 	flags = append(flags, opts.APIServerFlags...)
 	instance := apiservertesting.NewDefaultTestServerOptions()
