@@ -7,7 +7,7 @@ FUZZTIME_SHORT ?= 500x
 FUZZTIME ?= 30s
 EXAMPLES := $(sort $(wildcard examples/*/))
 
-.PHONY: all build driver test demo fmt-check vet tidy-check unit scheduler-test fuzz fuzz-short golden readme conformance conformance-test bench chromium report-screenshot e2e e2e-golden bench-e2e scheduler schedperf
+.PHONY: all build driver test demo fmt-check vet tidy-check unit scheduler-test fuzz fuzz-short golden readme conformance conformance-test bench chromium report-screenshot e2e e2e-golden bench-e2e scheduler schedperf soak
 
 all: build
 
@@ -202,6 +202,20 @@ e2e:
 SCHEDPERF_FLAGS ?=
 schedperf:
 	$(GO) -C scheduler run ./cmd/schedperf -repo .. $(SCHEDPERF_FLAGS)
+
+# The whole live system under a seeded random history of work and faults
+# (e2e/soak_test.go): two dractl-scheduler replicas with leader election,
+# kubelets with dractl-gpu-driver, the monitor and the pool publisher,
+# behind a proxy that fails their writes, with kube-apiserver restarted,
+# etcd stalled and leaders killed; the invariants are checked after every
+# event. SOAK is how long it runs (a short run by default, SOAK=30m for a
+# long one), SOAK_SEED the seed; a violation prints the seed and the
+# shrunk history that reproduces it. SOAK_REPORT=<file> keeps the report.
+SOAK ?= 2m
+SOAK_SEED ?= 1
+soak: scheduler
+	SOAK=$(SOAK) SOAK_SEED=$(SOAK_SEED) $(GO) -C e2e test -count=1 -run '^TestSoak$$' -timeout 3h . \
+		-args -scheduler ../bin/dractl-scheduler
 
 # Rewrites e2e/testdata from the current behaviour; review the diff.
 e2e-golden:

@@ -108,7 +108,7 @@ func newGPUNode(t *testing.T, cp *framework.ControlPlane, name string) *gpuNode 
 	cp.Start(n.kubelet)
 	sa := cp.ServiceAccount(t, "dractl-gpu-driver", "dractl-gpu-driver")
 	cp.Apply(t, driverRBAC, gpuClasses)
-	n.kubeconfig = cp.Kubeconfig(sa)
+	n.kubeconfig = cp.Kubeconfig(cp.Via(sa))
 	t.Cleanup(func() {
 		n.stop(t)
 		if t.Failed() {
