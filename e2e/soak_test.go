@@ -107,8 +107,11 @@ func TestSoak(t *testing.T) {
 
 // soakResult is what a soak did and found.
 type soakResult struct {
-	history   []soakEvent
-	ops       map[soakKind]int
+	history []soakEvent
+	ops     map[soakKind]int
+	// skipped are faults not injected: no leader to kill at the time
+	// (a failover under way).
+	skipped   map[soakKind]int
 	injected  map[framework.Fault]int
 	writes    int
 	checks    int
@@ -129,7 +132,11 @@ func (r *soakResult) report(seed uint64, duration time.Duration) string {
 	}
 	sort.Strings(kinds)
 	for _, k := range kinds {
-		fmt.Fprintf(&b, "  %-18s %d\n", k, r.ops[soakKind(k)])
+		fmt.Fprintf(&b, "  %-18s %d", k, r.ops[soakKind(k)])
+		if n := r.skipped[soakKind(k)]; n > 0 {
+			fmt.Fprintf(&b, " (%d not injected: no leader at the time)", n)
+		}
+		b.WriteString("\n")
 	}
 	fmt.Fprintf(&b, "writes through the proxy: %d, failed by it:\n", r.writes)
 	for _, f := range framework.Faults {
@@ -191,7 +198,7 @@ type soak struct {
 
 func runSoak(t *testing.T, seed uint64, next func(i int) (soakEvent, bool), duration time.Duration) *soakResult {
 	start := time.Now()
-	s := &soak{t: t, res: &soakResult{ops: map[soakKind]int{}}, armed: map[string]bool{}, nodes: map[string]*gpuNode{},
+	s := &soak{t: t, res: &soakResult{ops: map[soakKind]int{}, skipped: map[soakKind]int{}}, armed: map[string]bool{}, nodes: map[string]*gpuNode{},
 		plainGen: map[string]int64{}, failover: map[string][]time.Duration{}}
 	s.setUp(seed)
 	defer func() {
@@ -473,7 +480,8 @@ func (s *soak) do(e soakEvent) {
 		time.Sleep(time.Duration(e.Arg) * time.Millisecond)
 		i := s.schedulerLeader()
 		if i < 0 {
-			return // between leaders: a failover is under way
+			s.res.skipped[e.Kind]++ // between leaders: a failover is under way
+			return
 		}
 		old := s.holder(ctx, "kube-system", schedulerLease)
 		_ = s.sched[i].cmd.Process.Kill()
@@ -489,6 +497,7 @@ func (s *soak) do(e soakEvent) {
 	case faultMonitor:
 		i := s.monitorLeader(ctx)
 		if i < 0 {
+			s.res.skipped[e.Kind]++
 			return
 		}
 		r := s.monitors[i]
@@ -503,6 +512,7 @@ func (s *soak) do(e soakEvent) {
 	case faultPublisher:
 		i := s.publisherLeader(ctx)
 		if i < 0 {
+			s.res.skipped[e.Kind]++
 			return
 		}
 		p := s.pubs[i]
