@@ -210,12 +210,13 @@ schedperf:
 # etcd stalled and leaders killed; the invariants are checked after every
 # event. SOAK is how long it runs (a short run by default, SOAK=30m for a
 # long one), SOAK_SEED the seed; a violation prints the seed and the
-# shrunk history that reproduces it. SOAK_REPORT=<file> keeps the report.
+# shrunk history that reproduces it. The figures are in bin/soak-report.txt.
 SOAK ?= 2m
 SOAK_SEED ?= 1
 soak: scheduler
-	SOAK=$(SOAK) SOAK_SEED=$(SOAK_SEED) $(GO) -C e2e test -count=1 -run '^TestSoak$$' -timeout 3h . \
-		-args -scheduler ../bin/dractl-scheduler
+	SOAK=$(SOAK) SOAK_SEED=$(SOAK_SEED) SOAK_REPORT=$(CURDIR)/bin/soak-report.txt \
+		$(GO) -C e2e test -count=1 -run '^TestSoak$$' -timeout 3h . -args -scheduler ../bin/dractl-scheduler
+	@cat bin/soak-report.txt
 
 # Rewrites e2e/testdata from the current behaviour; review the diff.
 e2e-golden:
