@@ -424,13 +424,19 @@ func (s *soak) holder(ctx context.Context, ns, name string) string {
 
 // measureFailover waits, in the background, for the Lease ns/name to be
 // acquired by another holder than old, and records how long after died
-// that was (the Lease's own acquireTime, not when the soak saw it).
+// that was (the Lease's own acquireTime, not when the soak saw it). It
+// reads through the proxy, which fails writes only and whose address
+// outlives a restart of kube-apiserver.
 func (s *soak) measureFailover(controller, ns, name, old string, died time.Time) {
+	client, err := kubernetes.NewForConfig(s.cp.ClientConfig("soak-failover"))
+	if err != nil {
+		s.t.Fatal(err)
+	}
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
 		for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-			l, err := s.client().CoordinationV1().Leases(ns).Get(context.Background(), name, metav1.GetOptions{})
+			l, err := client.CoordinationV1().Leases(ns).Get(context.Background(), name, metav1.GetOptions{})
 			if err != nil || l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == old || l.Spec.AcquireTime == nil {
 				continue
 			}
