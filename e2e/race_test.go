@@ -498,6 +498,8 @@ func runSchedulerProcess(b testing.TB, cp *framework.ControlPlane, r schedulerRu
 		"--tls-cert-file="+certFile, "--tls-private-key-file="+keyFile,
 		"--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics", "--v=1")
 	cmd.Stdout, cmd.Stderr = logFile, logFile
+	// A test binary killed from outside leaves no scheduler behind.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if r.profile != "" {
 		cmd.Env = append(os.Environ(), schedapp.ProfileEnv+"="+r.profile)
 	}

@@ -119,6 +119,11 @@ type soakResult struct {
 	violation string
 	// driverKills counts drivers that died at their failpoint.
 	driverKills int
+	// exits counts replicas that ended on their own (kube-scheduler exits
+	// when it cannot renew its Lease: kube-apiserver restarted, etcd
+	// stalled), by controller; the soak starts another, as a Deployment
+	// does.
+	exits map[string]int
 	// upstream are the pods of the stock profile that kube-scheduler's
 	// own DynamicResources plugin left bound without their claims
 	// reserved (see stockWeakness): found, reported, not failed on.
@@ -151,6 +156,9 @@ func (r *soakResult) report(seed uint64, duration time.Duration) string {
 			len(names), strings.Join(names, ", "))
 	}
 	fmt.Fprintf(&b, "drivers SIGKILLed at a prepare failpoint: %d\n", r.driverKills)
+	for _, n := range slices.Sorted(maps.Keys(r.exits)) {
+		fmt.Fprintf(&b, "%s replicas that exited on their own (and were replaced): %d\n", n, r.exits[n])
+	}
 	fmt.Fprintf(&b, "writes through the proxy: %d, failed by it:\n", r.writes)
 	for _, f := range framework.Faults {
 		fmt.Fprintf(&b, "  %-20s %d\n", f, r.injected[f])
@@ -211,7 +219,7 @@ type soak struct {
 
 func runSoak(t *testing.T, seed uint64, next func(i int) (soakEvent, bool), duration time.Duration) *soakResult {
 	start := time.Now()
-	s := &soak{t: t, res: &soakResult{ops: map[soakKind]int{}, skipped: map[soakKind]int{}, upstream: map[string]bool{}}, armed: map[string]bool{}, nodes: map[string]*gpuNode{},
+	s := &soak{t: t, res: &soakResult{ops: map[soakKind]int{}, skipped: map[soakKind]int{}, upstream: map[string]bool{}, exits: map[string]int{}}, armed: map[string]bool{}, nodes: map[string]*gpuNode{},
 		plainGen: map[string]int64{}, failover: map[string][]time.Duration{}}
 	s.setUp(seed)
 	// SOAK is how long the history runs, the cluster's start-up apart.
@@ -238,6 +246,7 @@ func runSoak(t *testing.T, seed uint64, next func(i int) (soakEvent, bool), dura
 		s.res.ops[e.Kind]++
 		t.Logf("event %d: %s", i, e)
 		s.superviseDrivers()
+		s.superviseReplicas()
 		s.do(e)
 		time.Sleep(e.Pause)
 		if v := s.check(); v != "" {
@@ -447,6 +456,30 @@ func (s *soak) measureFailover(controller, ns, name, old string, died time.Time)
 		}
 		s.t.Errorf("%s: no new leader within 2 minutes of the leader's death", controller)
 	}()
+}
+
+// superviseReplicas replaces scheduler and publisher processes that
+// exited on their own, as their Deployments would.
+func (s *soak) superviseReplicas() {
+	for i := 0; i < len(s.sched); {
+		if s.sched[i].running() {
+			i++
+			continue
+		}
+		s.res.exits["dractl-scheduler"]++
+		s.sched = slices.Delete(s.sched, i, i+1)
+		s.startScheduler()
+	}
+	for i := 0; i < len(s.pubs); {
+		select {
+		case <-s.pubs[i].exited:
+			s.res.exits["pool publisher"]++
+			s.pubs = slices.Delete(s.pubs, i, i+1)
+			s.startPublisher()
+		default:
+			i++
+		}
+	}
 }
 
 // superviseDrivers starts again a driver that died at its failpoint, as
@@ -806,9 +839,15 @@ func (s *soak) quiesce() string {
 		}
 	}
 	s.superviseDrivers()
+	s.superviseReplicas()
 	var why string
 	logged := time.Now()
-	err := pollUntil(3*time.Minute, func() bool {
+	// kube-scheduler writes a pod's explanation once per attempt and
+	// does not retry a failed write; an unschedulable pod is attempted
+	// again on a cluster event or after 5 minutes
+	// (podMaxInUnschedulablePodsDuration).
+	err := pollUntil(6*time.Minute, func() bool {
+		s.superviseReplicas()
 		snap, err := framework.TakeSnapshot(s.cp.Context(), s.client())
 		if err != nil {
 			why = err.Error()
@@ -827,7 +866,7 @@ func (s *soak) quiesce() string {
 		return why == ""
 	})
 	if err != nil {
-		return "not converged 3 minutes after the faults stopped: " + why
+		return "not converged 6 minutes after the faults stopped: " + why
 	}
 	snap, err := framework.TakeSnapshot(s.cp.Context(), s.client())
 	if err != nil {
