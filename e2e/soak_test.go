@@ -369,7 +369,9 @@ type monitorReplica struct {
 	srv    *http.Server
 }
 
-func (r *monitorReplica) userAgent() string { return monitor.Component + "/" + r.id }
+// userAgent ends with a slash so that FaultProxy.Partition of one replica
+// (a prefix) does not cut off monitor-12 with monitor-1.
+func (r *monitorReplica) userAgent() string { return monitor.Component + "/" + r.id + "/" }
 
 func (s *soak) startMonitor() {
 	t := s.t
