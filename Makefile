@@ -7,7 +7,7 @@ FUZZTIME_SHORT ?= 500x
 FUZZTIME ?= 30s
 EXAMPLES := $(sort $(wildcard examples/*/))
 
-.PHONY: all build driver test demo fmt-check vet tidy-check unit scheduler-test fuzz fuzz-short golden readme conformance conformance-test bench bench-schedperf chromium report-screenshot e2e e2e-golden bench-e2e scheduler schedperf manifests
+.PHONY: all build driver test demo fmt-check vet tidy-check unit scheduler-test fuzz fuzz-short golden readme conformance conformance-test bench bench-schedperf chromium report-screenshot e2e e2e-golden bench-e2e scheduler schedperf manifests soak
 
 all: build
 
@@ -219,6 +219,21 @@ bench-schedperf:
 # e2e/helmchart's tests fail when they differ). Review the diff.
 manifests:
 	$(GO) -C e2e run ./helmchart/manifests -repo ..
+
+# The whole live system under a seeded random history of work and faults
+# (e2e/soak_test.go): two dractl-scheduler replicas with leader election,
+# kubelets with dractl-gpu-driver, the monitor and the pool publisher,
+# behind a proxy that fails their writes, with kube-apiserver restarted,
+# etcd stalled and leaders killed; the invariants are checked after every
+# event. SOAK is how long it runs (a short run by default, SOAK=30m for a
+# long one), SOAK_SEED the seed; a violation prints the seed and the
+# shrunk history that reproduces it. The figures are in bin/soak-report.txt.
+SOAK ?= 2m
+SOAK_SEED ?= 1
+soak: scheduler
+	SOAK=$(SOAK) SOAK_SEED=$(SOAK_SEED) SOAK_REPORT=$(CURDIR)/bin/soak-report.txt \
+		$(GO) -C e2e test -count=1 -run '^TestSoak$$' -timeout 3h . -args -scheduler ../bin/dractl-scheduler
+	@cat bin/soak-report.txt
 
 # Rewrites e2e/testdata from the current behaviour; review the diff.
 e2e-golden:

@@ -108,7 +108,7 @@ func newGPUNode(t *testing.T, cp *framework.ControlPlane, name string) *gpuNode 
 	cp.Start(n.kubelet)
 	sa := cp.ServiceAccount(t, "dractl-gpu-driver", "dractl-gpu-driver")
 	cp.Apply(t, driverRBAC, gpuClasses)
-	n.kubeconfig = cp.Kubeconfig(sa)
+	n.kubeconfig = cp.Kubeconfig(cp.Via(sa))
 	t.Cleanup(func() {
 		n.stop(t)
 		if t.Failed() {
@@ -506,4 +506,47 @@ func TestDriverCrashConverges(t *testing.T) {
 	if after := n.published(t); !maps.Equal(after, slicesBefore) {
 		t.Errorf("the driver's slices changed across %d restarts: %v, were %v", n.starts, after, slicesBefore)
 	}
+}
+
+// TestKubeletStatusWritesSurviveFaults: the kubelet reaches the API
+// server through a proxy that fails every write for a while (conflicts,
+// 429s, timeouts, answers lost after the write); once writes pass again,
+// a pod bound to its node is reported Running and a deleted pod is
+// removed, as the kubelet's status manager retries until its status is
+// stored.
+func TestKubeletStatusWritesSurviveFaults(t *testing.T) {
+	cp := framework.StartControlPlane(t, framework.Options{})
+	proxy, err := framework.NewFaultProxy(cp.Config.Host, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(proxy.Close)
+	cp.RouteComponents(proxy)
+	root, err := os.MkdirTemp("", "node")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(root) })
+	createNodes(t, cp, "node-1")
+	cp.Start(&framework.Kubelet{NodeName: "node-1", RootDir: filepath.Join(root, "kubelet")})
+
+	proxy.SetRate(1)
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default"}, Spec: corev1.PodSpec{NodeName: "node-1",
+		Containers: []corev1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10"}}}}
+	pod, err = cp.Client.CoreV1().Pods("default").Create(cp.Context(), pod, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * time.Second)
+	if _, writes := proxy.Injected(); writes == 0 {
+		t.Fatal("the kubelet wrote nothing while every write failed")
+	}
+	proxy.SetRate(0)
+	running(t, cp, "p")
+
+	proxy.SetRate(1)
+	deletePod(t, cp, pod)
+	time.Sleep(3 * time.Second)
+	proxy.SetRate(0)
+	gone(t, cp, pod)
 }

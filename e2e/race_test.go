@@ -32,6 +32,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/utils/ptr"
@@ -402,6 +403,7 @@ type schedulerProcess struct {
 	stopped bool
 	// profiling: the process writes CPU profiles in phases.
 	profiling bool
+	log       string
 }
 
 // nextProfile makes a profiling scheduler end its current CPU profile
@@ -437,9 +439,28 @@ func profilePrefix(b *testing.B, w raceWorkload, profile string) string {
 // startSchedulerProcess starts dractl-scheduler; with a profile prefix it
 // profiles its CPU in phases (see nextProfile).
 func startSchedulerProcess(b *testing.B, cp *framework.ControlPlane, qps int, profile string) *schedulerProcess {
+	return runSchedulerProcess(b, cp, schedulerRun{qps: qps, profile: profile})
+}
+
+// schedulerRun is how a dractl-scheduler process is run.
+type schedulerRun struct {
+	// client is who the scheduler is; nil means an administrator.
+	client *rest.Config
+	// qps is the client's QPS and burst; zero keeps the configuration's.
+	qps int
+	// profile is a prefix for CPU profiles in phases, or "".
+	profile string
+	// leaderElect keeps the configuration's leader election; else off.
+	leaderElect bool
+}
+
+func runSchedulerProcess(b testing.TB, cp *framework.ControlPlane, r schedulerRun) *schedulerProcess {
 	dir := b.TempDir()
-	cfg := cp.ClientConfig("dractl-scheduler")
-	config, err := framework.SchedulerConfig(twoProfiles, cp.Kubeconfig(cfg), float32(qps), int32(qps), dir)
+	cfg := r.client
+	if cfg == nil {
+		cfg = cp.ClientConfig("dractl-scheduler")
+	}
+	config, err := framework.SchedulerConfig(twoProfiles, cp.Kubeconfig(cfg), float32(r.qps), int32(r.qps), dir, r.leaderElect)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -450,8 +471,8 @@ func startSchedulerProcess(b *testing.B, cp *framework.ControlPlane, qps int, pr
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
 	logPath := filepath.Join(dir, "scheduler.log")
-	if profile != "" {
-		logPath = profile + ".log" // kept with the profiles
+	if r.profile != "" {
+		logPath = r.profile + ".log" // kept with the profiles
 	}
 	logFile, err := os.Create(logPath)
 	if err != nil {
@@ -472,18 +493,20 @@ func startSchedulerProcess(b *testing.B, cp *framework.ControlPlane, qps int, pr
 	if err := os.WriteFile(keyFile, keyPEM, 0o600); err != nil {
 		b.Fatal(err)
 	}
-	cmd := exec.Command(*schedulerBinary, "--config="+config, "--leader-elect=false",
+	cmd := exec.Command(*schedulerBinary, "--config="+config, fmt.Sprintf("--leader-elect=%t", r.leaderElect),
 		"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(port),
 		"--tls-cert-file="+certFile, "--tls-private-key-file="+keyFile,
 		"--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics", "--v=1")
 	cmd.Stdout, cmd.Stderr = logFile, logFile
-	if profile != "" {
-		cmd.Env = append(os.Environ(), schedapp.ProfileEnv+"="+profile)
+	// A test binary killed from outside leaves no scheduler behind.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if r.profile != "" {
+		cmd.Env = append(os.Environ(), schedapp.ProfileEnv+"="+r.profile)
 	}
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
-	p := &schedulerProcess{cmd: cmd, port: port, done: make(chan struct{}), profiling: profile != ""}
+	p := &schedulerProcess{cmd: cmd, port: port, done: make(chan struct{}), profiling: r.profile != "", log: logPath}
 	go func() {
 		_ = cmd.Wait()
 		logFile.Close()

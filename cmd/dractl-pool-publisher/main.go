@@ -46,7 +46,7 @@ func main() {
 	fs.Var(&o.pools, "pools", "file or directory of ResourceSlices describing the pools (repeatable; required)")
 	fs.StringVar(&o.le.Namespace, "leader-election-namespace", os.Getenv("POD_NAMESPACE"), "namespace of the Lease (default $POD_NAMESPACE)")
 	fs.StringVar(&o.le.Name, "leader-election-name", "", "name of the Lease (default <driver name>-publisher)")
-	fs.StringVar(&o.le.Identity, "leader-election-identity", os.Getenv("POD_NAME"), "this replica's identity in the Lease (default $POD_NAME, else the host name)")
+	fs.StringVar(&o.le.Identity, "leader-election-identity", os.Getenv("POD_NAME"), "this replica's identity in the Lease (default $POD_NAME, else the host name and a random suffix)")
 	fs.DurationVar(&o.syncDelay, "sync-delay", 0, "how long the leader waits after a slice changed before it reconciles again (default 30s)")
 	_ = fs.Parse(os.Args[1:])
 	if err := run(o); err != nil {

@@ -15,43 +15,73 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// CheckAllocations reads every ResourceClaim, ResourceSlice and Pod and
-// returns what is wrong with the allocations, independently of any
-// allocator: a device held by two claims, a counter set or a device's
-// consumable capacity given out beyond what the current generation of its
-// pool offers, a pod bound to a node its claims' allocations exclude, a
-// bound pod whose claims are not allocated and reserved for it. Devices
-// no longer published (a pool's new generation dropped them) still count
-// as held.
+// CheckAllocations reads every ResourceClaim, ResourceSlice, Pod and Node
+// (TakeSnapshot) and returns what is wrong with the allocations
+// (Snapshot.Check).
 func CheckAllocations(ctx context.Context, client kubernetes.Interface) ([]string, error) {
+	s, err := TakeSnapshot(ctx, client)
+	if err != nil {
+		return nil, err
+	}
+	return s.Check()
+}
+
+// Snapshot is the cluster's claims, slices, pods and nodes at one
+// resource version: a pod bound after its claims were listed cannot look
+// bound without them.
+type Snapshot struct {
+	ResourceVersion string
+	Claims          []resourcev1.ResourceClaim
+	Slices          []resourcev1.ResourceSlice
+	Pods            []corev1.Pod
+	Nodes           []corev1.Node
+}
+
+// TakeSnapshot lists the claims, then the rest at exactly their list's
+// resource version (etcd's revision, which orders every kind).
+func TakeSnapshot(ctx context.Context, client kubernetes.Interface) (*Snapshot, error) {
 	claims, err := client.ResourceV1().ResourceClaims("").List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, err
 	}
-	sl, err := client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
+	s := &Snapshot{ResourceVersion: claims.ResourceVersion, Claims: claims.Items}
+	at := metav1.ListOptions{ResourceVersion: s.ResourceVersion, ResourceVersionMatch: metav1.ResourceVersionMatchExact}
+	sl, err := client.ResourceV1().ResourceSlices().List(ctx, at)
 	if err != nil {
 		return nil, err
 	}
-	pods, err := client.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	pods, err := client.CoreV1().Pods("").List(ctx, at)
 	if err != nil {
 		return nil, err
 	}
-	nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	nodes, err := client.CoreV1().Nodes().List(ctx, at)
 	if err != nil {
 		return nil, err
 	}
+	s.Slices, s.Pods, s.Nodes = sl.Items, pods.Items, nodes.Items
+	return s, nil
+}
+
+// Check returns what is wrong with the snapshot's allocations,
+// independently of any allocator: a device held by two claims, a counter
+// set or a device's consumable capacity given out beyond what the current
+// generation of its pool offers, a pod bound to a node its claims'
+// allocations exclude, a bound pod that has not terminated whose claims
+// are not allocated and reserved for it. Devices no longer published (a pool's new generation
+// dropped them) still count as held.
+func (snap *Snapshot) Check() ([]string, error) {
 	var problems []string
 	type devID struct{ driver, pool, device string }
 	// The current generation of every pool.
 	gen := map[[2]string]int64{}
-	for _, s := range sl.Items {
+	for _, s := range snap.Slices {
 		k := [2]string{s.Spec.Driver, s.Spec.Pool.Name}
 		gen[k] = max(gen[k], s.Spec.Pool.Generation)
 	}
 	devices := map[devID]*resourcev1.Device{}
 	sets := map[[3]string]map[string]resource.Quantity{} // driver, pool, set -> counters
-	for i := range sl.Items {
-		s := &sl.Items[i]
+	for i := range snap.Slices {
+		s := &snap.Slices[i]
 		if s.Spec.Pool.Generation != gen[[2]string{s.Spec.Driver, s.Spec.Pool.Name}] {
 			continue
 		}
@@ -70,8 +100,8 @@ func CheckAllocations(ctx context.Context, client kubernetes.Interface) ([]strin
 	consumed := map[[3]string]map[string]resource.Quantity{}
 	capUsed := map[devID]map[resourcev1.QualifiedName]resource.Quantity{}
 	byName := map[string]*resourcev1.ResourceClaim{}
-	for i := range claims.Items {
-		c := &claims.Items[i]
+	for i := range snap.Claims {
+		c := &snap.Claims[i]
 		key := c.Namespace + "/" + c.Name
 		byName[key] = c
 		if c.Status.Allocation == nil {
@@ -136,11 +166,14 @@ func CheckAllocations(ctx context.Context, client kubernetes.Interface) ([]strin
 		}
 	}
 	nodeByName := map[string]*corev1.Node{}
-	for i := range nodes.Items {
-		nodeByName[nodes.Items[i].Name] = &nodes.Items[i]
+	for i := range snap.Nodes {
+		nodeByName[snap.Nodes[i].Name] = &snap.Nodes[i]
 	}
-	for _, p := range pods.Items {
-		if p.Spec.NodeName == "" {
+	for _, p := range snap.Pods {
+		// A pod that has terminated needs its claims no more: the
+		// resourceclaim controller releases them while the pod object
+		// lingers (until its kubelet or the pod GC removes it).
+		if p.Spec.NodeName == "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
 		}
 		for _, pc := range p.Spec.ResourceClaims {

@@ -5,10 +5,12 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
 )
@@ -33,6 +35,11 @@ func TestCheckAllocationsFindsViolations(t *testing.T) {
 		}
 		return c
 	}
+	pod := func(name string, phase corev1.PodPhase) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID(name)},
+			Spec:   corev1.PodSpec{NodeName: "n", ResourceClaims: []corev1.PodResourceClaim{{Name: "c", ResourceClaimName: ptr.To("c")}}},
+			Status: corev1.PodStatus{Phase: phase}}
+	}
 	for _, tc := range []struct {
 		name   string
 		claims []runtime.Object
@@ -41,6 +48,9 @@ func TestCheckAllocationsFindsViolations(t *testing.T) {
 		{"valid", []runtime.Object{claim("a", "half")}, nil},
 		{"device twice", []runtime.Object{claim("a", "half"), claim("b", "half")}, []string{"device d/p/half held by default/a and default/b"}},
 		{"counters", []runtime.Object{claim("a", "whole"), claim("b", "half")}, []string{"counter memory of d/p/gpu: 60Gi used, 40Gi available"}},
+		{"bound without its claim", []runtime.Object{pod("x", corev1.PodRunning)}, []string{"pod default/x bound to n, claim c not allocated"}},
+		{"bound, not reserved", []runtime.Object{claim("c", "half"), pod("x", corev1.PodPending)}, []string{"pod default/x bound, claim c not reserved for it"}},
+		{"terminated, claim released", []runtime.Object{pod("x", corev1.PodSucceeded), pod("y", corev1.PodFailed)}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			client := fake.NewClientset(append(tc.claims, slice)...)

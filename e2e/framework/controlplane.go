@@ -15,7 +15,10 @@ package framework
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
+	"net/url"
+	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -58,6 +61,9 @@ type Options struct {
 	APIServerFlags []string
 	// Components are started in order once the apiserver is ready.
 	Components []Component
+	// StallableEtcd puts a StallProxy between kube-apiserver and etcd
+	// (ControlPlane.Etcd).
+	StallableEtcd bool
 }
 
 // DRAFeatureGates lists the DRA features the control plane turns on:
@@ -94,11 +100,25 @@ type ControlPlane struct {
 	// Client is an administrator's clientset.
 	Client kubernetes.Interface
 
+	// Etcd stalls etcd as kube-apiserver sees it; nil unless
+	// Options.StallableEtcd.
+	Etcd *StallProxy
+
 	tb      testing.TB
 	server  apiservertesting.TestServer
+	flags   []string
+	storage *storagebackend.Config
 	ctx     context.Context
 	cancel  context.CancelFunc
 	stopped bool
+	// componentHost, when set, is where components' clients go instead
+	// of kube-apiserver (a FaultProxy), whose certificate is componentCA.
+	componentHost string
+	componentCA   []byte
+	// adminToken authenticates the administrator with a static token,
+	// which, unlike the test server's loopback token, outlives a restart
+	// of kube-apiserver.
+	adminToken string
 }
 
 // StartControlPlane starts etcd, kube-apiserver and opts.Components and
@@ -108,6 +128,23 @@ func StartControlPlane(tb testing.TB, opts Options) *ControlPlane {
 	etcd := testserver.RunEtcd(tb, nil)
 	storage := storagebackend.NewDefaultConfig("/"+strings.ReplaceAll(tb.Name(), "/", "_"), nil)
 	storage.Transport.ServerList = etcd.Endpoints()
+	var stall *StallProxy
+	if opts.StallableEtcd {
+		u, err := url.Parse(etcd.Endpoints()[0])
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if stall, err = NewStallProxy(u.Host); err != nil {
+			tb.Fatal(err)
+		}
+		tb.Cleanup(stall.Close)
+		storage.Transport.ServerList = []string{u.Scheme + "://" + stall.Addr}
+	}
+	adminToken := rand.Text()
+	tokens := filepath.Join(tb.TempDir(), "tokens.csv")
+	if err := os.WriteFile(tokens, []byte(adminToken+`,e2e-admin,e2e-admin,"system:masters"`+"\n"), 0o600); err != nil {
+		tb.Fatal(err)
+	}
 
 	gates := DRAFeatureGates()
 	for k, v := range opts.FeatureGates {
@@ -124,25 +161,65 @@ func StartControlPlane(tb testing.TB, opts Options) *ControlPlane {
 		// that the first server of a test binary sets. Every control
 		// plane allows them, so that none depends on which ran first.
 		"--allow-privileged=true",
+		"--token-auth-file=" + tokens,
 	}
 	flags = append(flags, opts.APIServerFlags...)
-	instance := apiservertesting.NewDefaultTestServerOptions()
-	server, err := apiservertesting.StartTestServer(tb, instance, flags, storage)
-	if err != nil {
+	cp := &ControlPlane{tb: tb, flags: flags, storage: storage, adminToken: adminToken, Etcd: stall}
+	if err := cp.startAPIServer(); err != nil {
 		tb.Fatalf("starting kube-apiserver: %v", err)
 	}
-	cp := &ControlPlane{tb: tb, server: server, Config: rest.CopyConfig(server.ClientConfig)}
 	cp.ctx, cp.cancel = context.WithCancel(context.Background())
 	tb.Cleanup(cp.Stop)
-	cp.Client, err = kubernetes.NewForConfig(cp.Config)
-	if err != nil {
-		tb.Fatalf("client: %v", err)
-	}
 	cp.Start(ServiceAccountController{})
 	for _, c := range opts.Components {
 		cp.Start(c)
 	}
 	return cp
+}
+
+func (cp *ControlPlane) startAPIServer() error {
+	server, err := apiservertesting.StartTestServer(cp.tb, apiservertesting.NewDefaultTestServerOptions(), cp.flags, cp.storage)
+	if err != nil {
+		return err
+	}
+	cfg := rest.CopyConfig(server.ClientConfig)
+	cfg.BearerToken = cp.adminToken
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		server.TearDownFn()
+		return err
+	}
+	cp.server, cp.Config, cp.Client = server, cfg, client
+	return nil
+}
+
+// RestartAPIServer stops kube-apiserver and starts it again on the same
+// etcd, as a rolling upgrade of a single control-plane node does; its
+// address changes, so Config and Client are replaced (take them anew
+// afterwards), and components reach it again only through a proxy whose
+// backend the caller moves (FaultProxy.SetBackend). ServiceAccount tokens
+// and the administrator's token stay valid.
+func (cp *ControlPlane) RestartAPIServer() error {
+	cp.server.TearDownFn()
+	return cp.startAPIServer()
+}
+
+// RouteComponents sends the clients of components started from now on
+// (ClientConfig, and the configurations of child processes made from it)
+// through a FaultProxy in front of kube-apiserver.
+func (cp *ControlPlane) RouteComponents(p *FaultProxy) {
+	cp.componentHost, cp.componentCA = p.URL, p.CA
+}
+
+// Via returns a copy of cfg (a ServiceAccount's, say) that goes through
+// the component proxy when one is set.
+func (cp *ControlPlane) Via(cfg *rest.Config) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
+	if cp.componentHost != "" {
+		cfg.Host = cp.componentHost
+		cfg.TLSClientConfig = rest.TLSClientConfig{CAData: cp.componentCA}
+	}
+	return cfg
 }
 
 // Start starts a component against the running control plane.
@@ -160,7 +237,7 @@ func (cp *ControlPlane) Context() context.Context { return cp.ctx }
 // the given user agent, the way each controller of kube-controller-manager
 // gets its own.
 func (cp *ControlPlane) ClientConfig(userAgent string) *rest.Config {
-	cfg := rest.CopyConfig(cp.Config)
+	cfg := cp.Via(cp.Config)
 	cfg.UserAgent = userAgent
 	return cfg
 }

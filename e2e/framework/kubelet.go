@@ -292,31 +292,34 @@ func (k *Kubelet) next(ctx context.Context, recorder record.EventRecorder) bool 
 }
 
 // run prepares a pod's claims and "starts" its containers: records the
-// CDI devices each gets and reports the pod Running.
+// CDI devices each gets and reports the pod Running. Reporting it can
+// fail after the claims were prepared; the retry reports it again.
 func (k *Kubelet) run(ctx context.Context, pod *corev1.Pod) error {
 	k.mu.Lock()
 	_, running := k.cdi[pod.UID]
 	k.mu.Unlock()
-	if running {
-		return nil
-	}
-	if err := k.manager.PrepareResources(ctx, pod); err != nil {
-		return err
-	}
-	devices := map[string][]string{}
-	for i := range pod.Spec.Containers {
-		c := &pod.Spec.Containers[i]
-		info, err := k.manager.GetResources(pod, c)
-		if err != nil {
+	if !running {
+		if err := k.manager.PrepareResources(ctx, pod); err != nil {
 			return err
 		}
-		for _, d := range info.CDIDevices {
-			devices[c.Name] = append(devices[c.Name], d.Name)
+		devices := map[string][]string{}
+		for i := range pod.Spec.Containers {
+			c := &pod.Spec.Containers[i]
+			info, err := k.manager.GetResources(pod, c)
+			if err != nil {
+				return err
+			}
+			for _, d := range info.CDIDevices {
+				devices[c.Name] = append(devices[c.Name], d.Name)
+			}
 		}
+		k.mu.Lock()
+		k.cdi[pod.UID] = devices
+		k.mu.Unlock()
 	}
-	k.mu.Lock()
-	k.cdi[pod.UID] = devices
-	k.mu.Unlock()
+	if pod.Status.Phase == corev1.PodRunning {
+		return nil
+	}
 	return k.setPhase(ctx, pod, corev1.PodRunning)
 }
 
@@ -342,8 +345,22 @@ func (k *Kubelet) terminate(ctx context.Context, pod *corev1.Pod) error {
 		GracePeriodSeconds: ptr.To[int64](0),
 		Preconditions:      metav1.NewUIDPreconditions(string(pod.UID)),
 	})
-	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-		return nil // gone already, or a new pod of the same name
+	return k.replaced(ctx, pod, err)
+}
+
+// replaced makes nil of a write's error when the pod is gone or is a new
+// pod of the same name (the UID precondition failed: a conflict); any
+// other conflict is returned, to be retried, as the kubelet's status
+// manager retries until its status is stored.
+func (k *Kubelet) replaced(ctx context.Context, pod *corev1.Pod, err error) error {
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case apierrors.IsConflict(err) || apierrors.IsInvalid(err):
+		cur, gerr := k.client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(gerr) || (gerr == nil && cur.UID != pod.UID) {
+			return nil
+		}
 	}
 	return err
 }
@@ -353,10 +370,7 @@ func (k *Kubelet) setPhase(ctx context.Context, pod *corev1.Pod, phase corev1.Po
 	// refuses it as a change of an immutable field.
 	patch := fmt.Sprintf(`{"metadata":{"uid":%q},"status":{"phase":%q}}`, pod.UID, phase)
 	_, err := k.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}, "status")
-	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) || apierrors.IsInvalid(err) {
-		return nil
-	}
-	return err
+	return k.replaced(ctx, pod, err)
 }
 
 func (k *Kubelet) forget(uid types.UID) {

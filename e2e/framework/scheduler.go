@@ -47,7 +47,7 @@ func (s Scheduler) Start(ctx context.Context, cp *ControlPlane) error {
 	if cfg == nil {
 		cfg = cp.ClientConfig("dractl-scheduler")
 	}
-	configFile, err := SchedulerConfig(s.ConfigFile, cp.Kubeconfig(cfg), s.QPS, s.Burst, cp.tb.TempDir())
+	configFile, err := SchedulerConfig(s.ConfigFile, cp.Kubeconfig(cfg), s.QPS, s.Burst, cp.tb.TempDir(), false)
 	if err != nil {
 		return err
 	}
@@ -105,8 +105,9 @@ func (s Scheduler) Start(ctx context.Context, cp *ControlPlane) error {
 
 // SchedulerConfig writes a copy of the KubeSchedulerConfiguration in file
 // into dir with the given kubeconfig, client QPS and burst (zero: keep)
-// and leader election off, and returns its path.
-func SchedulerConfig(file, kubeconfig string, qps float32, burst int32, dir string) (string, error) {
+// and leader election off, or as the file configures it if leaderElect,
+// and returns its path.
+func SchedulerConfig(file, kubeconfig string, qps float32, burst int32, dir string, leaderElect bool) (string, error) {
 	data, err := os.ReadFile(file)
 	if err != nil {
 		return "", err
@@ -127,7 +128,9 @@ func SchedulerConfig(file, kubeconfig string, qps float32, burst int32, dir stri
 		conn["burst"] = burst
 	}
 	cfg["clientConnection"] = conn
-	cfg["leaderElection"] = map[string]any{"leaderElect": false}
+	if !leaderElect {
+		cfg["leaderElection"] = map[string]any{"leaderElect": false}
+	}
 	out, err := yaml.Marshal(cfg)
 	if err != nil {
 		return "", err

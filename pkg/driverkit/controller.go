@@ -3,8 +3,6 @@ package driverkit
 import (
 	"context"
 	"errors"
-	"fmt"
-	"os"
 	"sync"
 	"time"
 
@@ -16,6 +14,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/dractl/dractl/pkg/api"
+	"github.com/dractl/dractl/pkg/internal/election"
 )
 
 // LeaderElection configures the Lease that elects the replica of a
@@ -26,7 +25,7 @@ type LeaderElection struct {
 	Namespace string
 	// Name of the Lease; "<driver name>-publisher" by default.
 	Name string
-	// Identity of this replica; the host name (the pod's) by default.
+	// Identity of this replica; election.Identity by default.
 	Identity                                  string
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 }
@@ -77,8 +76,8 @@ func StartController(ctx context.Context, opts ControllerOptions, pool []*api.Re
 		le.Name = opts.DriverName + "-publisher"
 	}
 	if le.Identity == "" {
-		if le.Identity, err = os.Hostname(); err != nil {
-			return nil, fmt.Errorf("leader election identity: %w", err)
+		if le.Identity, err = election.Identity(); err != nil {
+			return nil, err
 		}
 	}
 	le.LeaseDuration = cmpOr(le.LeaseDuration, 15*time.Second)

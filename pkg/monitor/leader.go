@@ -2,14 +2,14 @@ package monitor
 
 import (
 	"context"
-	"fmt"
-	"os"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/klog/v2"
+
+	"github.com/dractl/dractl/pkg/internal/election"
 )
 
 // LeaderElection configures the Lease that elects the replica that emits
@@ -19,7 +19,7 @@ type LeaderElection struct {
 	Namespace string
 	// Name of the Lease; defaults to Component.
 	Name string
-	// Identity of this replica; defaults to the host name.
+	// Identity of this replica; election.Identity by default.
 	Identity                                  string
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 }
@@ -32,11 +32,11 @@ func (m *Monitor) RunWithLeaderElection(ctx context.Context, le LeaderElection) 
 		le.Name = Component
 	}
 	if le.Identity == "" {
-		host, err := os.Hostname()
+		id, err := election.Identity()
 		if err != nil {
-			return fmt.Errorf("leader election identity: %w", err)
+			return err
 		}
-		le.Identity = host
+		le.Identity = id
 	}
 	if le.LeaseDuration == 0 {
 		le.LeaseDuration = 15 * time.Second
