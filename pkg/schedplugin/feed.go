@@ -46,6 +46,13 @@ type feed struct {
 	// before creating them (assumeNew), by the placeholder UID the
 	// assumption carries until the create returns (created).
 	creating map[state.ClaimKey]types.UID
+	// inTracker are allocations whose write had an unknown outcome and
+	// that the plugin left in flight in the framework's claim tracker
+	// (keepInFlight), by claim UID, until the claim shows the outcome.
+	inTracker map[state.ClaimKey]types.UID
+	// tracker is the framework's claim tracker (nil in tests that do not
+	// keep allocations in flight).
+	tracker fwk.ResourceClaimTracker
 }
 
 // Owners of the State's assumed allocations.
@@ -70,9 +77,10 @@ const uncertainHold = 2 * time.Minute
 func newFeed(st *state.State, waiting *waitlist, logger klog.Logger) *feed {
 	return &feed{
 		st: st, waiting: waiting, logger: logger,
-		rejected: map[state.ClaimKey]*resourcev1.ResourceClaim{},
-		creating: map[state.ClaimKey]types.UID{},
-		now:      time.Now,
+		rejected:  map[state.ClaimKey]*resourcev1.ResourceClaim{},
+		creating:  map[state.ClaimKey]types.UID{},
+		inTracker: map[state.ClaimKey]types.UID{},
+		now:       time.Now,
 	}
 }
 
@@ -82,6 +90,7 @@ func (f *feed) setClaim(c *resourcev1.ResourceClaim) error {
 	f.mu.Lock()
 	freed, err := f.setClaimLocked(c)
 	freed = f.retryRejectedLocked() || freed
+	f.settleLocked()
 	f.mu.Unlock()
 	f.released(freed)
 	return err
@@ -285,12 +294,47 @@ func (f *feed) mayBeWritten(key state.ClaimKey, base string) {
 func (f *feed) writeUnknown(key state.ClaimKey) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	return f.writeUnknownLocked(key)
+}
+
+func (f *feed) writeUnknownLocked(key state.ClaimKey) bool {
 	as, ok := f.st.Assumption(key)
 	if !ok || as.HoldUntil.IsZero() || !f.now().Before(as.HoldUntil) {
 		return false
 	}
 	c := f.st.Observed(key)
 	return c == nil || !newerVersion(c.ResourceVersion, as.Written)
+}
+
+// keepInFlight reports whether the allocation of claim uid, whose binding
+// failed, must stay in flight in the framework's claim tracker: its
+// write's outcome is unknown, so it may be stored. Taken out of flight,
+// the devices would look free to the scheduler's other DRA plugins (the
+// in-tree plugin of another profile) until the informer shows the claim,
+// while this plugin's State holds them (mayBeWritten). The feed takes it
+// out once the claim shows the outcome or the hold ends (settleLocked).
+func (f *feed) keepInFlight(key state.ClaimKey, uid types.UID) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.tracker == nil || !f.writeUnknownLocked(key) {
+		return false
+	}
+	f.inTracker[key] = uid
+	return true
+}
+
+// settleLocked takes out of the tracker's flight the allocations kept
+// there whose write's outcome is known now.
+func (f *feed) settleLocked() {
+	for key, uid := range f.inTracker {
+		if f.writeUnknownLocked(key) {
+			continue
+		}
+		delete(f.inTracker, key)
+		if f.tracker.MaybeRemoveClaimPendingAllocation(uid, true) {
+			f.tracker.AssumedClaimRestore(key.Namespace, key.Name)
+		}
+	}
 }
 
 // forgetUnwritten drops an assumed allocation whose binding failed and
@@ -336,6 +380,8 @@ func (f *feed) sync(tr fwk.ResourceClaimTracker) {
 		f.mu.Unlock()
 		f.released(freed)
 	}()
+	// A hold may have ended with no claim event.
+	f.settleLocked()
 	for _, k := range foreign {
 		ns, name, err := cache.SplitMetaNamespaceKey(k)
 		if err != nil {

@@ -104,6 +104,7 @@ func New(ctx context.Context, args runtime.Object, fh fwk.Handle, fts Features, 
 	waiting := newWaitlist(func(pods map[string]*v1.Pod) { fh.Activate(logger, pods) })
 	pl := &Plugin{cfg: cfg, fts: fts, fh: fh, clientset: fh.ClientSet(), dra: dra, st: st,
 		feed: newFeed(st, waiting, logger), waiting: waiting, gate: newBindGate(cfg.bindingsInFlight)}
+	pl.feed.tracker = dra.ResourceClaims()
 	if err := pl.watch(logger); err != nil {
 		return nil, err
 	}

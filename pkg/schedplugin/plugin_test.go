@@ -507,6 +507,11 @@ func TestWriteOfUnknownOutcomeKeepsDevices(t *testing.T) {
 				t.Fatalf("PreBind: %v, want the API's error", st)
 			}
 			c.pl.Unreserve(ctx, cs, podA, node)
+			// The scheduler's other DRA plugins (another profile's) see
+			// devices in use through the tracker alone.
+			if c.tracker.GetPendingAllocation("uid-a") == nil {
+				t.Fatal("the allocation left the claim tracker's flight while its write's outcome is unknown")
+			}
 			if _, node, _ := schedule(t, c, gpuPod("pod-b", "b"), node1); node != "" {
 				t.Fatalf("pod-b placed on %s right after a write of unknown outcome", node)
 			}
@@ -536,6 +541,11 @@ func TestWriteOfUnknownOutcomeKeepsDevices(t *testing.T) {
 			_, node, statuses := schedule(t, c, gpuPod("pod-b", "b"), node1)
 			if got := node == "node-1"; got != tc.free {
 				t.Fatalf("pod-b placed: %v, want %v (%v)", got, tc.free, statuses)
+			}
+			// Once the outcome is known the tracker holds it as the
+			// informer shows it, no longer in flight.
+			if got, want := c.tracker.GetPendingAllocation("uid-a") != nil, !tc.free && !tc.stored; got != want {
+				t.Errorf("claim a in the tracker's flight at the end: %v, want %v", got, want)
 			}
 		})
 	}

@@ -140,6 +140,13 @@ func (pl *Plugin) Unreserve(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 	land := func(i int) {
 		c := s.claims[i].claim
 		tr := pl.dra.ResourceClaims()
+		if pl.feed.keepInFlight(state.KeyOf(c), c.UID) {
+			// Maybe stored: the other DRA plugins must keep off its
+			// devices until the claim shows it. The group's other
+			// members no longer share it.
+			group.landed(c.UID)
+			return
+		}
 		if tr.MaybeRemoveClaimPendingAllocation(c.UID, false) {
 			tr.AssumedClaimRestore(c.Namespace, c.Name)
 			group.landed(c.UID)
