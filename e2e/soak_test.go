@@ -691,17 +691,28 @@ func (s *soak) check() string {
 		s.t.Logf("no check: %v", err)
 		return ""
 	}
+	problems, err := s.invariants(snap, false)
+	if err != nil {
+		return err.Error()
+	}
+	return strings.Join(problems, "; ")
+}
+
+// invariants checks one snapshot: the allocations (the stock profile's
+// known weakness apart), the reservations and each node's partitions,
+// exactly those of running pods' claims when exact.
+func (s *soak) invariants(snap *framework.Snapshot, exact bool) ([]string, error) {
 	s.res.checks++
 	problems, err := snap.Check()
 	if err != nil {
-		return err.Error()
+		return nil, err
 	}
 	problems = s.dropStockWeakness(snap, problems)
 	problems = append(problems, checkReservations(snap)...)
 	for name, n := range s.nodes {
-		problems = append(problems, checkPartitions(snap, name, n.partitions(s.t), false)...)
+		problems = append(problems, checkPartitions(snap, name, n.partitions(s.t), exact)...)
 	}
-	return strings.Join(problems, "; ")
+	return problems, nil
 }
 
 // dropStockWeakness takes out of problems the pods of the stock profile
@@ -874,15 +885,9 @@ func (s *soak) quiesce() string {
 	if err != nil {
 		return err.Error()
 	}
-	s.res.checks++
-	problems, err := snap.Check()
+	problems, err := s.invariants(snap, true)
 	if err != nil {
 		return err.Error()
-	}
-	problems = s.dropStockWeakness(snap, problems)
-	problems = append(problems, checkReservations(snap)...)
-	for name, n := range s.nodes {
-		problems = append(problems, checkPartitions(snap, name, n.partitions(t), true)...)
 	}
 	if len(problems) > 0 {
 		return "once quiet: " + strings.Join(problems, "; ")
