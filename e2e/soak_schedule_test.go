@@ -7,6 +7,12 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/dractl/dractl/e2e/framework"
 )
 
 // A soak is a history of events, work and faults, drawn from a seed. The
@@ -280,5 +286,61 @@ func TestSoakScheduleCoversEveryFault(t *testing.T) {
 				t.Errorf("seed %d: no %s in the first %d events", seed, f, 6*len(soakFaults))
 			}
 		}
+	}
+}
+
+// TestStockWeaknessIsTheStockProfilesOnly: an over-use among claims of
+// the stock profile only is reported and taken out of the problems; one
+// with a claim of dractl's profile among the holders stays a failure,
+// for a device held twice and for a counter set over-used alike.
+func TestStockWeaknessIsTheStockProfilesOnly(t *testing.T) {
+	slice := resourcev1.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: "s"}, Spec: resourcev1.ResourceSliceSpec{
+		Driver: "d.example.com", Pool: resourcev1.ResourcePool{Name: "p", Generation: 1, ResourceSliceCount: 1},
+		SharedCounters: []resourcev1.CounterSet{{Name: "gpu", Counters: map[string]resourcev1.Counter{"mem": {Value: resource.MustParse("1")}}}},
+	}}
+	for _, d := range []string{"a", "b", "c"} {
+		slice.Spec.Devices = append(slice.Spec.Devices, resourcev1.Device{Name: d, ConsumesCounters: []resourcev1.DeviceCounterConsumption{{
+			CounterSet: "gpu", Counters: map[string]resourcev1.Counter{"mem": {Value: resource.MustParse("1")}}}}})
+	}
+	claim := func(name, device, ownerPod string) resourcev1.ResourceClaim {
+		c := resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"}}
+		if ownerPod != "" {
+			c.OwnerReferences = []metav1.OwnerReference{{Kind: "Pod", Name: ownerPod}}
+		}
+		c.Status.Allocation = &resourcev1.AllocationResult{Devices: resourcev1.DeviceAllocationResult{Results: []resourcev1.DeviceRequestAllocationResult{
+			{Request: "dev", Driver: "d.example.com", Pool: "p", Device: device}}}}
+		return c
+	}
+	profiles := map[string]string{"c-1": stockProfile, "t-2": stockProfile, "c-3": dractlProfile}
+	for _, tc := range []struct {
+		name      string
+		claims    []resourcev1.ResourceClaim
+		wantKept  int // problems left
+		wantStock int // over-uses recorded as the stock profile's
+	}{
+		{"device held by two stock claims, one from a template",
+			[]resourcev1.ResourceClaim{claim("c-1", "a", ""), claim("t-2-0-dev-x1y2z", "a", "t-2-0")}, 0, 2},
+		{"device held by a stock and a dractl claim",
+			[]resourcev1.ResourceClaim{claim("c-1", "a", ""), claim("c-3", "a", "")}, 2, 0},
+		{"counter set over-used by stock claims",
+			[]resourcev1.ResourceClaim{claim("c-1", "a", ""), claim("t-2-0-dev-x1y2z", "b", "t-2-0")}, 0, 1},
+		{"counter set over-used with a dractl claim among its consumers",
+			[]resourcev1.ResourceClaim{claim("c-1", "a", ""), claim("t-2-0-dev-x1y2z", "b", "t-2-0"), claim("c-3", "c", "")}, 1, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			snap := &framework.Snapshot{Slices: []resourcev1.ResourceSlice{slice}, Claims: tc.claims}
+			problems, err := snap.Check()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(problems) == 0 {
+				t.Fatal("the snapshot has no problem to classify")
+			}
+			s := &soak{profiles: profiles, res: &soakResult{upstream: map[string]bool{}, upstreamShared: map[string]bool{}, upstreamClaims: map[string]bool{}}}
+			kept := s.dropStockWeakness(snap, slices.Clone(problems))
+			if len(kept) != tc.wantKept || len(s.res.upstreamShared) != tc.wantStock {
+				t.Errorf("from %q kept %q, recorded as stock %v; want %d kept, %d recorded", problems, kept, s.res.upstreamShared, tc.wantKept, tc.wantStock)
+			}
+		})
 	}
 }

@@ -128,6 +128,11 @@ type soakResult struct {
 	// own DynamicResources plugin left bound without their claims
 	// reserved (see stockWeakness): found, reported, not failed on.
 	upstream map[string]bool
+	// upstreamShared are the devices and counter sets over-used by claims
+	// of the stock profile only (see dropStockWeakness), and
+	// upstreamClaims those claims: found, reported, not failed on.
+	upstreamShared map[string]bool
+	upstreamClaims map[string]bool
 	// failover are the times from a leader's death to the Lease's next
 	// acquisition, by controller.
 	failover map[string][]time.Duration
@@ -154,6 +159,10 @@ func (r *soakResult) report(seed uint64, duration time.Duration) string {
 		names := slices.Sorted(maps.Keys(r.upstream))
 		fmt.Fprintf(&b, "stock DynamicResources profile: %d pods bound without their claims reserved (kube-scheduler's Unreserve after a Bind of unknown outcome): %s\n",
 			len(names), strings.Join(names, ", "))
+	}
+	if len(r.upstreamShared) > 0 {
+		fmt.Fprintf(&b, "stock DynamicResources profile: %d over-uses among its own claims only (kube-scheduler's Unreserve after a claim write of unknown outcome): %s\n",
+			len(r.upstreamShared), strings.Join(slices.Sorted(maps.Keys(r.upstreamShared)), "; "))
 	}
 	fmt.Fprintf(&b, "drivers SIGKILLed at a prepare failpoint: %d\n", r.driverKills)
 	for _, n := range slices.Sorted(maps.Keys(r.exits)) {
@@ -211,6 +220,9 @@ type soak struct {
 	pubs     []*publisher
 	replicas int // replicas started, for unique identities
 	plainGen map[string]int64
+	// profiles is the scheduler profile of each group of pods (and of its
+	// claim), by group name.
+	profiles map[string]string
 
 	mu       sync.Mutex
 	wg       sync.WaitGroup
@@ -219,8 +231,8 @@ type soak struct {
 
 func runSoak(t *testing.T, seed uint64, next func(i int) (soakEvent, bool), duration time.Duration) *soakResult {
 	start := time.Now()
-	s := &soak{t: t, res: &soakResult{ops: map[soakKind]int{}, skipped: map[soakKind]int{}, upstream: map[string]bool{}, exits: map[string]int{}}, armed: map[string]bool{}, nodes: map[string]*gpuNode{},
-		plainGen: map[string]int64{}, failover: map[string][]time.Duration{}}
+	s := &soak{t: t, res: &soakResult{ops: map[soakKind]int{}, skipped: map[soakKind]int{}, upstream: map[string]bool{}, upstreamShared: map[string]bool{}, upstreamClaims: map[string]bool{}, exits: map[string]int{}}, armed: map[string]bool{}, nodes: map[string]*gpuNode{},
+		plainGen: map[string]int64{}, profiles: map[string]string{}, failover: map[string][]time.Duration{}}
 	s.setUp(seed)
 	// SOAK is how long the history runs, the cluster's start-up apart.
 	historyStart := time.Now()
@@ -507,8 +519,10 @@ func (s *soak) do(e soakEvent) {
 	t, ctx := s.t, s.cp.Context()
 	switch e.Kind {
 	case opTemplatePod:
+		s.profiles[e.Name] = e.Profile
 		s.createPods(e.Name, e.Profile, e.Class, "", 1)
 	case opClaimPods:
+		s.profiles[e.Name] = e.Profile
 		c := &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: e.Name, Namespace: "default"}, Spec: resourcev1.ResourceClaimSpec{
 			Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{request("dev", soakPlainClass, 1)}}}}
 		if _, err := s.client().ResourceV1().ResourceClaims("default").Create(ctx, c, metav1.CreateOptions{}); err != nil {
@@ -715,16 +729,24 @@ func (s *soak) invariants(snap *framework.Snapshot, exact bool) ([]string, error
 	return problems, nil
 }
 
-// dropStockWeakness takes out of problems the pods of the stock profile
-// bound without their claims allocated and reserved, and records them.
-// kube-scheduler's DynamicResources plugin takes the pod out of its
-// claims' reservedFor in Unreserve when the Bind call fails, also when it
-// failed with an unknown outcome and the binding was stored: the pod is
-// bound, its claim no longer reserved for it (then deallocated by the
-// resourceclaim controller), and the kubelet never starts it. dractl's
-// plugin keeps the reservation once PreBind wrote it
-// (pkg/schedplugin/reserve.go, Unreserve), so its pods are held to the
-// invariant.
+// dropStockWeakness takes out of problems what kube-scheduler's own
+// DynamicResources plugin does wrong and records it: found, reported, not
+// failed on. Its Unreserve gives up a claim's allocation when a write
+// failed, also when the write had an unknown outcome and was stored:
+//
+//   - after a failed Bind, it takes the pod out of its claims'
+//     reservedFor: the pod is bound, its claim no longer reserved for it
+//     (then deallocated by the resourceclaim controller), and the kubelet
+//     never starts it;
+//   - after a failed claim status write, it takes the allocation out of
+//     the claim tracker: until the informer brings the stored allocation,
+//     the profile allocates the same devices (or counters) again.
+//
+// Only problems among the stock profile's claims are taken out: a device
+// or counter set over-used with a claim of dractl's profile among its
+// holders stays a failure, since dractl's plugin keeps an allocation of
+// unknown outcome in flight until its write shows (pkg/schedplugin's
+// feed) and keeps a reservation once PreBind wrote it (Unreserve).
 func (s *soak) dropStockWeakness(snap *framework.Snapshot, problems []string) []string {
 	stock := map[string]bool{}
 	for _, p := range snap.Pods {
@@ -732,15 +754,101 @@ func (s *soak) dropStockWeakness(snap *framework.Snapshot, problems []string) []
 			stock[p.Namespace+"/"+p.Name] = true
 		}
 	}
+	var consumers map[string][]string // lazily: counter set -> claims
 	return slices.DeleteFunc(problems, func(p string) bool {
 		f := strings.Fields(p)
-		if len(f) < 2 || f[0] != "pod" || !stock[f[1]] ||
-			!(strings.HasSuffix(p, " not allocated") || strings.HasSuffix(p, " not reserved for it")) {
+		switch {
+		case len(f) >= 2 && f[0] == "pod" && stock[f[1]] &&
+			(strings.HasSuffix(p, " not allocated") || strings.HasSuffix(p, " not reserved for it")):
+			s.res.upstream[f[1]] = true
+			return true
+		case len(f) == 7 && f[0] == "device" && f[2] == "held":
+			return s.stockOnly(snap, p, f[4], f[6])
+		case len(f) >= 4 && f[0] == "counter" && f[2] == "of":
+			if consumers == nil {
+				consumers = counterConsumers(snap)
+			}
+			return s.stockOnly(snap, p, consumers[strings.TrimSuffix(f[3], ":")]...)
+		}
+		return false
+	})
+}
+
+// stockOnly records problem as the stock profile's and says so when every
+// claim named is one of the stock profile's.
+func (s *soak) stockOnly(snap *framework.Snapshot, problem string, claims ...string) bool {
+	if len(claims) == 0 {
+		return false
+	}
+	for _, c := range claims {
+		if s.claimProfile(snap, c) != stockProfile {
 			return false
 		}
-		s.res.upstream[f[1]] = true
-		return true
-	})
+	}
+	s.res.upstreamShared[problem] = true
+	for _, c := range claims {
+		s.res.upstreamClaims[c] = true
+	}
+	return true
+}
+
+// claimProfile is the scheduler profile of the pods a claim was made for
+// ("namespace/name"): a standalone claim is named after its group, a
+// claim from a template is owned by a pod of its group, named
+// "<group>-<i>".
+func (s *soak) claimProfile(snap *framework.Snapshot, key string) string {
+	ns, name, _ := strings.Cut(key, "/")
+	for _, c := range snap.Claims {
+		if c.Namespace != ns || c.Name != name {
+			continue
+		}
+		for _, o := range c.OwnerReferences {
+			if o.Kind == "Pod" {
+				if i := strings.LastIndex(o.Name, "-"); i > 0 {
+					return s.profiles[o.Name[:i]]
+				}
+			}
+		}
+	}
+	return s.profiles[name]
+}
+
+// counterConsumers lists by counter set ("driver/pool/set", as Check
+// names it) the allocated claims ("namespace/name") holding a device of
+// the pool's current generation that consumes from it.
+func counterConsumers(snap *framework.Snapshot) map[string][]string {
+	gen := map[[2]string]int64{}
+	for _, sl := range snap.Slices {
+		k := [2]string{sl.Spec.Driver, sl.Spec.Pool.Name}
+		gen[k] = max(gen[k], sl.Spec.Pool.Generation)
+	}
+	sets := map[[3]string][]string{} // driver, pool, device -> sets
+	for _, sl := range snap.Slices {
+		if sl.Spec.Pool.Generation != gen[[2]string{sl.Spec.Driver, sl.Spec.Pool.Name}] {
+			continue
+		}
+		for _, d := range sl.Spec.Devices {
+			for _, cc := range d.ConsumesCounters {
+				k := [3]string{sl.Spec.Driver, sl.Spec.Pool.Name, d.Name}
+				sets[k] = append(sets[k], cc.CounterSet)
+			}
+		}
+	}
+	out := map[string][]string{}
+	for _, c := range snap.Claims {
+		if c.Status.Allocation == nil {
+			continue
+		}
+		for _, r := range c.Status.Allocation.Devices.Results {
+			for _, set := range sets[[3]string{r.Driver, r.Pool, r.Device}] {
+				k := r.Driver + "/" + r.Pool + "/" + set
+				if key := c.Namespace + "/" + c.Name; !slices.Contains(out[k], key) {
+					out[k] = append(out[k], key)
+				}
+			}
+		}
+	}
+	return out
 }
 
 // podClaim returns the name of the claim a pod's claim entry resolves to:
@@ -870,7 +978,7 @@ func (s *soak) quiesce() string {
 			if problems, err := snap.Check(); err == nil {
 				s.dropStockWeakness(snap, problems)
 			}
-			why = unsettled(snap, s.nodes, s.res.upstream)
+			why = unsettled(snap, s.nodes, s.res.upstream, s.res.upstreamClaims)
 		}
 		if why != "" && time.Since(logged) > 15*time.Second {
 			t.Logf("converging: %s", why)
@@ -926,12 +1034,18 @@ func pollUntil(timeout time.Duration, cond func() bool) error {
 // deleted, a pod bound to a GPU node and not running, a pending pod
 // without the scheduler's explanation; "" once every pod is running (or
 // bound, on a node without a kubelet) or pending with a reason.
-func unsettled(snap *framework.Snapshot, gpuNodes map[string]*gpuNode, upstream map[string]bool) string {
+func unsettled(snap *framework.Snapshot, gpuNodes map[string]*gpuNode, upstream, upstreamClaims map[string]bool) string {
 	for _, p := range snap.Pods {
 		switch {
 		case upstream[p.Namespace+"/"+p.Name]:
 			// Bound without its claims (dropStockWeakness): it never
 			// runs.
+		case slices.ContainsFunc(p.Spec.ResourceClaims, func(pc corev1.PodResourceClaim) bool {
+			return upstreamClaims[p.Namespace+"/"+podClaim(&p, pc)]
+		}):
+			// Its claim shares a device with another claim of the stock
+			// profile (dropStockWeakness): one of the two cannot be
+			// prepared.
 		case p.DeletionTimestamp != nil:
 			return "pod " + p.Name + " is being deleted"
 		case p.Spec.NodeName != "":
