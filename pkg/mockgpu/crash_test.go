@@ -2,21 +2,14 @@ package mockgpu_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"sort"
-	"syscall"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/dractl/dractl/internal/testing/driverproc"
 	at "github.com/dractl/dractl/pkg/allocator/allocatortest"
@@ -32,35 +25,10 @@ import (
 const childEnv = "MOCKGPU_CRASH_CHILD"
 
 func TestMain(m *testing.M) {
-	if os.Getenv(childEnv) != "" {
-		childMain()
-		return
-	}
-	os.Exit(m.Run())
+	driverproc.Main(m, childEnv, mockgpu.Run)
 }
 
-type childConfig struct {
-	mockgpu.Config
-	Claims []resourcev1.ResourceClaim
-}
-
-func childMain() {
-	var cfg childConfig
-	if err := json.Unmarshal([]byte(os.Getenv(childEnv)), &cfg); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
-	objs := []runtime.Object{&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: cfg.NodeName, UID: "node-uid"}}}
-	for i := range cfg.Claims {
-		objs = append(objs, &cfg.Claims[i])
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
-	defer stop()
-	if err := mockgpu.Run(ctx, cfg.Config, fake.NewClientset(objs...)); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-}
+type childConfig = driverproc.Child[mockgpu.Config]
 
 // node is the directories of one simulated node; the driver process comes
 // and goes, they stay.
@@ -83,14 +51,15 @@ func newNode(t *testing.T, claims ...*resourcev1.ResourceClaim) *node {
 			t.Fatal(err)
 		}
 	}
-	n.cfg.Config = mockgpu.Config{
+	n.cfg.Driver = mockgpu.Config{
 		DriverName: mockgpu.DriverName, NodeName: "node-1", Model: "a100", GPUs: 2,
 		StateDir: n.stateDir, CDIDir: filepath.Join(short, "cdi"), RegistrarDir: n.registrarDir, PluginDir: filepath.Join(short, "plugin"),
 	}
+	n.cfg.Node = n.cfg.Driver.NodeName
 	for _, c := range claims {
 		n.cfg.Claims = append(n.cfg.Claims, *c)
 	}
-	n.Proc = driverproc.New(t, childEnv, mockgpu.DriverName, n.cfg.PluginDir, n.registrarDir)
+	n.Proc = driverproc.New(t, childEnv, mockgpu.DriverName, n.cfg.Driver.PluginDir, n.registrarDir)
 	return n
 }
 
@@ -99,7 +68,7 @@ func newNode(t *testing.T, claims ...*resourcev1.ResourceClaim) *node {
 func (n *node) start(failpoint driverkit.Failpoint) {
 	n.t.Helper()
 	cfg := n.cfg
-	cfg.Failpoint = string(failpoint)
+	cfg.Driver.Failpoint = string(failpoint)
 	n.Start(cfg)
 }
 
@@ -107,7 +76,7 @@ func (n *node) start(failpoint driverkit.Failpoint) {
 // driver: MIG devices as "device@claim", CDI specs and checkpoints.
 func (n *node) state() (partitions, specs, checkpoints []string) {
 	n.t.Helper()
-	gpus, err := mockgpu.New(n.cfg.DriverName, n.cfg.NodeName, n.cfg.Model, n.cfg.GPUs, filepath.Join(n.stateDir, "gpus"))
+	gpus, err := mockgpu.New(n.cfg.Driver.DriverName, n.cfg.Driver.NodeName, n.cfg.Driver.Model, n.cfg.Driver.GPUs, filepath.Join(n.stateDir, "gpus"))
 	if err != nil {
 		n.t.Fatal(err)
 	}
@@ -127,7 +96,7 @@ func (n *node) state() (partitions, specs, checkpoints []string) {
 		}
 		return out
 	}
-	return partitions, list(n.cfg.CDIDir), list(filepath.Join(n.stateDir, "claims"))
+	return partitions, list(n.cfg.Driver.CDIDir), list(filepath.Join(n.stateDir, "claims"))
 }
 
 func gpuClaim(name string, devices ...string) *resourcev1.ResourceClaim {

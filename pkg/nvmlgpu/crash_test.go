@@ -1,25 +1,16 @@
 package nvmlgpu_test
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"slices"
-	"sync/atomic"
-	"syscall"
 	"testing"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
-	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes/fake"
-	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/dractl/dractl/internal/testing/driverproc"
 	"github.com/dractl/dractl/pkg/driverkit"
@@ -37,44 +28,10 @@ import (
 const childEnv = "NVMLGPU_CRASH_CHILD"
 
 func TestMain(m *testing.M) {
-	if os.Getenv(childEnv) != "" {
-		childMain()
-		return
-	}
-	os.Exit(m.Run())
+	driverproc.Main(m, childEnv, nvmlgpu.Run)
 }
 
-type childConfig struct {
-	nvmlgpu.Config
-	Claims []resourcev1.ResourceClaim
-}
-
-func childMain() {
-	var cfg childConfig
-	if err := json.Unmarshal([]byte(os.Getenv(childEnv)), &cfg); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
-	objs := []runtime.Object{&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: cfg.NodeName, UID: "node-uid"}}}
-	for i := range cfg.Claims {
-		objs = append(objs, &cfg.Claims[i])
-	}
-	client := fake.NewClientset(objs...)
-	// The fake clientset does not generate names as an API server does.
-	var generated atomic.Int64
-	client.PrependReactor("create", "resourceslices", func(action k8stesting.Action) (bool, runtime.Object, error) {
-		if s := action.(k8stesting.CreateAction).GetObject().(*resourcev1.ResourceSlice); s.Name == "" {
-			s.Name = fmt.Sprintf("%s%d", s.GenerateName, generated.Add(1))
-		}
-		return false, nil, nil
-	})
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
-	defer stop()
-	if err := nvmlgpu.Run(ctx, cfg.Config, client); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-}
+type childConfig = driverproc.Child[nvmlgpu.Config]
 
 // crashNode is the directories of one simulated node, and the GPUs' state
 // in one of them; the driver process comes and goes, they stay.
@@ -105,10 +62,11 @@ func newCrashNode(t *testing.T, claims ...*resourcev1.ResourceClaim) *crashNode 
 			t.Fatal(err)
 		}
 	}
-	n.cfg.Config = nvmlgpu.Config{
+	n.cfg.Driver = nvmlgpu.Config{
 		DriverName: driver, NodeName: node, Mock: crashServer,
 		StateDir: n.stateDir, CDIDir: filepath.Join(short, "cdi"), RegistrarDir: filepath.Join(short, "reg"), PluginDir: filepath.Join(short, "plugin"),
 	}
+	n.cfg.Node = node
 	for _, c := range claims {
 		n.cfg.Claims = append(n.cfg.Claims, *c)
 	}
@@ -135,7 +93,7 @@ func newCrashNode(t *testing.T, claims ...*resourcev1.ResourceClaim) *crashNode 
 		t.Fatalf("mock instances after the foreign one: %v", all)
 	}
 	n.foreign = all[0].String()
-	n.Proc = driverproc.New(t, childEnv, driver, n.cfg.PluginDir, n.cfg.RegistrarDir)
+	n.Proc = driverproc.New(t, childEnv, driver, n.cfg.Driver.PluginDir, n.cfg.Driver.RegistrarDir)
 	return n
 }
 
@@ -154,7 +112,7 @@ func (n *crashNode) gpus() *nvmlmock.Server {
 func (n *crashNode) start(failpoint driverkit.Failpoint) {
 	n.t.Helper()
 	cfg := n.cfg
-	cfg.Failpoint = string(failpoint)
+	cfg.Driver.Failpoint = string(failpoint)
 	n.Start(cfg)
 }
 
@@ -163,7 +121,7 @@ func (n *crashNode) start(failpoint driverkit.Failpoint) {
 func (n *crashNode) startMock(failpoint nvmlmock.Failpoint) {
 	n.t.Helper()
 	cfg := n.cfg
-	cfg.MockFailpoint = string(failpoint)
+	cfg.Driver.MockFailpoint = string(failpoint)
 	n.Start(cfg)
 }
 

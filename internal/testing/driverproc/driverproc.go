@@ -10,18 +10,72 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	drapbv1 "k8s.io/kubelet/pkg/apis/dra/v1"
 )
+
+// Child is what a child driver process is given: the driver's own
+// configuration, and the objects of the API server it reads (a fake
+// clientset's): its Node and the claims it will be asked to prepare.
+type Child[C any] struct {
+	Driver C
+	Node   string
+	Claims []resourcev1.ResourceClaim
+}
+
+// Main is the TestMain of a package whose tests start drivers with Proc:
+// in a child (env set), it decodes the Child configuration and runs the
+// driver with run until SIGTERM, then exits; otherwise it runs the tests.
+func Main[C any](m *testing.M, env string, run func(context.Context, C, kubernetes.Interface) error) {
+	data := os.Getenv(env)
+	if data == "" {
+		os.Exit(m.Run())
+	}
+	var cfg Child[C]
+	if err := json.Unmarshal([]byte(data), &cfg); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	objs := []runtime.Object{&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: cfg.Node, UID: "node-uid"}}}
+	for i := range cfg.Claims {
+		objs = append(objs, &cfg.Claims[i])
+	}
+	client := fake.NewClientset(objs...)
+	// The fake clientset does not generate names as an API server does.
+	var generated atomic.Int64
+	client.PrependReactor("create", "resourceslices", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		if s := action.(k8stesting.CreateAction).GetObject().(*resourcev1.ResourceSlice); s.Name == "" {
+			s.Name = fmt.Sprintf("%s%d", s.GenerateName, generated.Add(1))
+		}
+		return false, nil, nil
+	})
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	err := run(ctx, cfg.Driver, client)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
 
 // Proc is one node's driver process, which comes and goes.
 type Proc struct {
