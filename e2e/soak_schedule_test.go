@@ -294,13 +294,17 @@ func TestSoakScheduleCoversEveryFault(t *testing.T) {
 // with a claim of dractl's profile among the holders stays a failure,
 // for a device held twice and for a counter set over-used alike.
 func TestStockWeaknessIsTheStockProfilesOnly(t *testing.T) {
-	slice := resourcev1.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: "s"}, Spec: resourcev1.ResourceSliceSpec{
-		Driver: "d.example.com", Pool: resourcev1.ResourcePool{Name: "p", Generation: 1, ResourceSliceCount: 1},
-		SharedCounters: []resourcev1.CounterSet{{Name: "gpu", Counters: map[string]resourcev1.Counter{"mem": {Value: resource.MustParse("1")}}}},
-	}}
-	for _, d := range []string{"a", "b", "c"} {
-		slice.Spec.Devices = append(slice.Spec.Devices, resourcev1.Device{Name: d, ConsumesCounters: []resourcev1.DeviceCounterConsumption{{
-			CounterSet: "gpu", Counters: map[string]resourcev1.Counter{"mem": {Value: resource.MustParse("1")}}}}})
+	// A pool of three devices, each consuming 1 of the set's mem.
+	pool := func(mem string) resourcev1.ResourceSlice {
+		slice := resourcev1.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: "s"}, Spec: resourcev1.ResourceSliceSpec{
+			Driver: "d.example.com", Pool: resourcev1.ResourcePool{Name: "p", Generation: 1, ResourceSliceCount: 1},
+			SharedCounters: []resourcev1.CounterSet{{Name: "gpu", Counters: map[string]resourcev1.Counter{"mem": {Value: resource.MustParse(mem)}}}},
+		}}
+		for _, d := range []string{"a", "b", "c"} {
+			slice.Spec.Devices = append(slice.Spec.Devices, resourcev1.Device{Name: d, ConsumesCounters: []resourcev1.DeviceCounterConsumption{{
+				CounterSet: "gpu", Counters: map[string]resourcev1.Counter{"mem": {Value: resource.MustParse("1")}}}}})
+		}
+		return slice
 	}
 	claim := func(name, device, ownerPod string) resourcev1.ResourceClaim {
 		c := resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"}}
@@ -314,21 +318,26 @@ func TestStockWeaknessIsTheStockProfilesOnly(t *testing.T) {
 	profiles := map[string]string{"c-1": stockProfile, "t-2": stockProfile, "c-3": dractlProfile}
 	for _, tc := range []struct {
 		name      string
+		mem       string // the set's counter
 		claims    []resourcev1.ResourceClaim
 		wantKept  int // problems left
 		wantStock int // over-uses recorded as the stock profile's
 	}{
-		{"device held by two stock claims, one from a template",
+		{"device held by two stock claims, one from a template", "1",
 			[]resourcev1.ResourceClaim{claim("c-1", "a", ""), claim("t-2-0-dev-x1y2z", "a", "t-2-0")}, 0, 2},
-		{"device held by a stock and a dractl claim",
+		{"device held by a stock and a dractl claim", "1",
 			[]resourcev1.ResourceClaim{claim("c-1", "a", ""), claim("c-3", "a", "")}, 2, 0},
-		{"counter set over-used by stock claims",
+		{"counter set over-used by stock claims", "1",
 			[]resourcev1.ResourceClaim{claim("c-1", "a", ""), claim("t-2-0-dev-x1y2z", "b", "t-2-0")}, 0, 1},
-		{"counter set over-used with a dractl claim among its consumers",
+		{"counter set over-used with a dractl claim among its consumers", "1",
 			[]resourcev1.ResourceClaim{claim("c-1", "a", ""), claim("t-2-0-dev-x1y2z", "b", "t-2-0"), claim("c-3", "c", "")}, 1, 0},
+		{"counter set over-used only by a device the stock profile gave out twice", "2",
+			[]resourcev1.ResourceClaim{claim("c-1", "a", ""), claim("t-2-0-dev-x1y2z", "a", "t-2-0"), claim("c-3", "b", "")}, 0, 2},
+		{"counter set over-used with a device held twice, and beyond it", "1",
+			[]resourcev1.ResourceClaim{claim("c-1", "a", ""), claim("t-2-0-dev-x1y2z", "a", "t-2-0"), claim("c-3", "b", "")}, 1, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			snap := &framework.Snapshot{Slices: []resourcev1.ResourceSlice{slice}, Claims: tc.claims}
+			snap := &framework.Snapshot{Slices: []resourcev1.ResourceSlice{pool(tc.mem)}, Claims: tc.claims}
 			problems, err := snap.Check()
 			if err != nil {
 				t.Fatal(err)

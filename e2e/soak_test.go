@@ -20,6 +20,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -765,10 +766,17 @@ func (s *soak) dropStockWeakness(snap *framework.Snapshot, problems []string) []
 		case len(f) == 7 && f[0] == "device" && f[2] == "held":
 			return s.stockOnly(snap, p, f[4], f[6])
 		case len(f) >= 4 && f[0] == "counter" && f[2] == "of":
+			set := strings.TrimSuffix(f[3], ":")
 			if consumers == nil {
 				consumers = counterConsumers(snap)
 			}
-			return s.stockOnly(snap, p, consumers[strings.TrimSuffix(f[3], ":")]...)
+			if !s.overUsedWithDevicesOnce(snap, set, f[1]) {
+				// A device the stock profile gave out twice counts
+				// twice: counted once, the set holds.
+				s.res.upstreamShared[p] = true
+				return true
+			}
+			return s.stockOnly(snap, p, consumers[set]...)
 		}
 		return false
 	})
@@ -790,6 +798,64 @@ func (s *soak) stockOnly(snap *framework.Snapshot, problem string, claims ...str
 		s.res.upstreamClaims[c] = true
 	}
 	return true
+}
+
+// overUsedWithDevicesOnce says whether counter of set ("driver/pool/set")
+// is over-used when a device held by claims of the stock profile only is
+// counted once, however many of them hold it. Counted as Check counts.
+func (s *soak) overUsedWithDevicesOnce(snap *framework.Snapshot, set, counter string) bool {
+	driver, rest, _ := strings.Cut(set, "/")
+	pool, setName, _ := strings.Cut(rest, "/")
+	var gen int64
+	for _, sl := range snap.Slices {
+		if sl.Spec.Driver == driver && sl.Spec.Pool.Name == pool {
+			gen = max(gen, sl.Spec.Pool.Generation)
+		}
+	}
+	var available resource.Quantity
+	devices := map[string]*resourcev1.Device{}
+	for i := range snap.Slices {
+		sl := &snap.Slices[i]
+		if sl.Spec.Driver != driver || sl.Spec.Pool.Name != pool || sl.Spec.Pool.Generation != gen {
+			continue
+		}
+		for _, cs := range sl.Spec.SharedCounters {
+			if cs.Name == setName {
+				available = cs.Counters[counter].Value
+			}
+		}
+		for j := range sl.Spec.Devices {
+			devices[sl.Spec.Devices[j].Name] = &sl.Spec.Devices[j]
+		}
+	}
+	counted := map[string]bool{} // devices held by stock claims
+	var used resource.Quantity
+	for _, c := range snap.Claims {
+		if c.Status.Allocation == nil {
+			continue
+		}
+		stock := s.claimProfile(snap, c.Namespace+"/"+c.Name) == stockProfile
+		for _, r := range c.Status.Allocation.Devices.Results {
+			d := devices[r.Device]
+			if r.Driver != driver || r.Pool != pool || d == nil || ptr.Deref(r.AdminAccess, false) ||
+				r.ShareID != nil && len(d.ConsumesCounters) > 0 {
+				continue
+			}
+			if stock {
+				if counted[r.Device] {
+					continue
+				}
+				counted[r.Device] = true
+			}
+			for _, cc := range d.ConsumesCounters {
+				if cc.CounterSet == setName {
+					v := cc.Counters[counter].Value
+					used.Add(v)
+				}
+			}
+		}
+	}
+	return used.Cmp(available) > 0
 }
 
 // claimProfile is the scheduler profile of the pods a claim was made for
