@@ -82,7 +82,12 @@ func TestLeastPrivilege(t *testing.T) {
 	// A process, not framework.Scheduler: with leader election on, as
 	// deploy/ runs it, kube-scheduler exits its process when it stops
 	// leading.
-	runSchedulerProcess(t, cp, schedulerRun{client: sa, leaderElect: true, binary: buildScheduler(t)})
+	sched := runSchedulerProcess(t, cp, schedulerRun{client: sa, leaderElect: true, binary: buildScheduler(t)})
+	t.Cleanup(func() {
+		if t.Failed() {
+			sched.logTail(t)
+		}
+	})
 
 	// The monitor, with a pool broken under it.
 	base, _ := startMonitor(t, cp, 2*time.Second)
