@@ -31,14 +31,16 @@ import (
 
 // The GPU node of these tests: dractl-gpu-driver, the binary built from
 // cmd/dractl-gpu-driver, with two A100-40GB GPUs, running as the
-// ServiceAccount of deploy/driver with exactly its RBAC, registered with
-// the kubelet's DRA manager through the plugin manager's registration
-// directory.
+// ServiceAccount of deploy/driver with exactly its RBAC and under its
+// admission policy (the token of a pod on the node, as the DaemonSet's
+// pod has), registered with the kubelet's DRA manager through the plugin
+// manager's registration directory.
 const (
 	gpuDriver    = mockgpu.DriverName
 	gpuModel     = "a100"
 	gpuCount     = 2
 	driverRBAC   = "../deploy/driver/rbac.yaml"
+	slicePolicy  = "../deploy/driver/resourceslice-policy.yaml"
 	gpuClasses   = "../deploy/driver/deviceclasses.yaml"
 	migClass3g   = "mig-3g-20gb.dractl.dev"
 	migClass2g   = "mig-2g-10gb.dractl.dev"
@@ -106,8 +108,8 @@ func newGPUNode(t *testing.T, cp *framework.ControlPlane, name string) *gpuNode 
 		backend: []string{"--gpu-model", gpuModel, fmt.Sprintf("--gpus=%d", gpuCount)},
 	}
 	cp.Start(n.kubelet)
-	sa := cp.ServiceAccount(t, "dractl-gpu-driver", "dractl-gpu-driver")
-	cp.Apply(t, driverRBAC, gpuClasses)
+	sa := cp.ServiceAccountOnNode(t, "dractl-gpu-driver", "dractl-gpu-driver", name)
+	cp.Apply(t, driverRBAC, slicePolicy, gpuClasses)
 	n.kubeconfig = cp.Kubeconfig(cp.Via(sa))
 	t.Cleanup(func() {
 		n.stop(t)

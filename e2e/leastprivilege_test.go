@@ -49,8 +49,6 @@ func (c component) user() string {
 // needs them, each with the reason and the test that covers the path.
 // An entry the run did use is an error: the table only shrinks.
 var unexercised = map[string]string{
-	"dractl-scheduler: get coordination.k8s.io/leases":                "leader election: framework.Scheduler runs one replica with leader election off",
-	"dractl-scheduler: update coordination.k8s.io/leases":             "leader election: framework.Scheduler runs one replica with leader election off",
 	"GPU driver: create events":                                       "only a pool description the driver refuses is an Event on its Node (driverkit's TestStartRefusesInvalidPoolWithEvent); the mock backend's flags always describe a valid pool",
 	"dractl-scheduler: update resource.k8s.io/resourceclaims/binding": "kube-apiserver checks it itself when the scheduler writes a claim's allocation (granular claim status authorization): no request names the subresource",
 	"monitor: patch events.k8s.io/events":                             "the events.k8s.io recorder patches an Event that recurs into a series; the run makes none recur",
@@ -59,7 +57,8 @@ var unexercised = map[string]string{
 // TestLeastPrivilege installs the Helm chart and runs every deploy/
 // component at once, each with the credentials of its ServiceAccount (a
 // TokenRequest token) and exactly the RBAC the chart installed, through a representative run: a pod
-// with a MIG claim scheduled by dractl-scheduler, prepared by the GPU
+// with a MIG claim scheduled by dractl-scheduler (leader-elected, as
+// deploy/ runs it), prepared by the GPU
 // driver through the kubelet, deleted and unprepared; a pool broken under
 // the monitor; the publisher's pools published. kube-
 // apiserver's audit log records every request. Then every verb on every
@@ -80,7 +79,15 @@ func TestLeastPrivilege(t *testing.T) {
 	})
 	sa := cp.ServiceAccount(t, "kube-system", "dractl-scheduler")
 	installChart(t, cp, dir)
-	cp.Start(framework.Scheduler{ConfigFile: twoProfiles, Client: sa})
+	// A process, not framework.Scheduler: with leader election on, as
+	// deploy/ runs it, kube-scheduler exits its process when it stops
+	// leading.
+	sched := runSchedulerProcess(t, cp, schedulerRun{client: sa, leaderElect: true, binary: buildScheduler(t)})
+	t.Cleanup(func() {
+		if t.Failed() {
+			sched.logTail(t)
+		}
+	})
 
 	// The monitor, with a pool broken under it.
 	base, _ := startMonitor(t, cp, 2*time.Second)

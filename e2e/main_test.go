@@ -20,7 +20,7 @@ func TestMain(m *testing.M) {
 		klog.SetOutput(io.Discard)
 	}
 	code := m.Run()
-	for _, dir := range []string{driverBinary.dir, publisherBinary.dir} {
+	for _, dir := range []string{driverBinary.dir, publisherBinary.dir, builtScheduler.dir} {
 		if dir != "" {
 			os.RemoveAll(dir)
 		}

@@ -452,6 +452,39 @@ type schedulerRun struct {
 	profile string
 	// leaderElect keeps the configuration's leader election; else off.
 	leaderElect bool
+	// binary is the dractl-scheduler executable; "" is -scheduler's.
+	binary string
+}
+
+// builtScheduler is dractl-scheduler built from this tree once per run of
+// the tests (buildScheduler); TestMain removes it.
+var builtScheduler struct {
+	once      sync.Once
+	dir, path string
+	err       error
+}
+
+// buildScheduler builds dractl-scheduler from the scheduler module, for
+// tests that must run the code under test rather than whatever -scheduler
+// names (make scheduler builds that one for the soak and the race).
+func buildScheduler(t testing.TB) string {
+	t.Helper()
+	builtScheduler.once.Do(func() {
+		builtScheduler.dir, builtScheduler.err = os.MkdirTemp("", "dractl-scheduler")
+		if builtScheduler.err != nil {
+			return
+		}
+		builtScheduler.path = filepath.Join(builtScheduler.dir, "dractl-scheduler")
+		build := exec.Command("go", "build", "-o", builtScheduler.path, ".")
+		build.Dir = filepath.Join(repo, "scheduler")
+		if out, err := build.CombinedOutput(); err != nil {
+			builtScheduler.err = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if builtScheduler.err != nil {
+		t.Fatal(builtScheduler.err)
+	}
+	return builtScheduler.path
 }
 
 func runSchedulerProcess(b testing.TB, cp *framework.ControlPlane, r schedulerRun) *schedulerProcess {
@@ -493,7 +526,11 @@ func runSchedulerProcess(b testing.TB, cp *framework.ControlPlane, r schedulerRu
 	if err := os.WriteFile(keyFile, keyPEM, 0o600); err != nil {
 		b.Fatal(err)
 	}
-	cmd := exec.Command(*schedulerBinary, "--config="+config, fmt.Sprintf("--leader-elect=%t", r.leaderElect),
+	binary := r.binary
+	if binary == "" {
+		binary = *schedulerBinary
+	}
+	cmd := exec.Command(binary, "--config="+config, fmt.Sprintf("--leader-elect=%t", r.leaderElect),
 		"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(port),
 		"--tls-cert-file="+certFile, "--tls-private-key-file="+keyFile,
 		"--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics", "--v=1")

@@ -102,10 +102,44 @@ func manifestFiles(tb testing.TB, paths []string) []string {
 }
 
 // ServiceAccount returns a client configuration that authenticates as a
-// ServiceAccount with a token from the TokenRequest API, as a pod's
-// projected token would; the account is created if needed. What it may do
-// is whatever RBAC grants it.
+// ServiceAccount with a token from the TokenRequest API, bound to no
+// object; the account is created if needed. What it may do is whatever
+// RBAC grants it. A component that runs in a pod gets its token from
+// ServiceAccountOnNode.
 func (cp *ControlPlane) ServiceAccount(tb testing.TB, namespace, name string) *rest.Config {
+	tb.Helper()
+	cp.ensureServiceAccount(tb, namespace, name)
+	return cp.token(tb, namespace, name, authenticationv1.TokenRequestSpec{})
+}
+
+// ServiceAccountOnNode returns a client configuration with the token the
+// kubelet projects into a pod of the ServiceAccount scheduled on node: it
+// creates that pod (no container ever runs; a framework Kubelet on node
+// reports it running) and requests a token bound to it. kube-apiserver
+// then names the pod and its node in the requester's user info
+// (authentication.kubernetes.io/node-name), which admission policies may
+// check, and refuses the token once the pod is gone.
+func (cp *ControlPlane) ServiceAccountOnNode(tb testing.TB, namespace, name, node string) *rest.Config {
+	tb.Helper()
+	cp.ensureServiceAccount(tb, namespace, name)
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name + "-" + node},
+		Spec: corev1.PodSpec{
+			ServiceAccountName: name,
+			NodeName:           node,
+			Containers:         []corev1.Container{{Name: "main", Image: name}},
+		},
+	}
+	pod, err := cp.Client.CoreV1().Pods(namespace).Create(cp.ctx, pod, metav1.CreateOptions{})
+	if err != nil {
+		tb.Fatalf("the pod of %s/%s on %s: %v", namespace, name, node, err)
+	}
+	return cp.token(tb, namespace, name, authenticationv1.TokenRequestSpec{
+		BoundObjectRef: &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
+	})
+}
+
+func (cp *ControlPlane) ensureServiceAccount(tb testing.TB, namespace, name string) {
 	tb.Helper()
 	if _, err := cp.Client.CoreV1().Namespaces().Create(cp.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		tb.Fatal(err)
@@ -114,8 +148,13 @@ func (cp *ControlPlane) ServiceAccount(tb testing.TB, namespace, name string) *r
 	if _, err := cp.Client.CoreV1().ServiceAccounts(namespace).Create(cp.ctx, sa, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		tb.Fatal(err)
 	}
+}
+
+func (cp *ControlPlane) token(tb testing.TB, namespace, name string, spec authenticationv1.TokenRequestSpec) *rest.Config {
+	tb.Helper()
+	spec.ExpirationSeconds = ptr.To[int64](3600)
 	tr, err := cp.Client.CoreV1().ServiceAccounts(namespace).CreateToken(cp.ctx, name,
-		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
+		&authenticationv1.TokenRequest{Spec: spec}, metav1.CreateOptions{})
 	if err != nil {
 		tb.Fatalf("token for %s/%s: %v", namespace, name, err)
 	}

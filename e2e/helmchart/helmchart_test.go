@@ -53,6 +53,7 @@ func TestLint(t *testing.T) {
 			"publisher": map[string]any{"enabled": false},
 		},
 		"one monitor without metrics auth": {"monitor": map[string]any{"replicas": 1, "metrics": map[string]any{"auth": false}}},
+		"drivers without the node policy":  {"driver": map[string]any{"nodeScopedSlices": false}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if msgs := Lint(repo, values); len(msgs) > 0 {
@@ -192,6 +193,30 @@ func TestValues(t *testing.T) {
 	t.Run("an unknown profile is an error", func(t *testing.T) {
 		if _, err := Render(repo, map[string]any{"scheduler": map[string]any{"profile": "nope.yaml"}}); err == nil || !strings.Contains(err.Error(), "files/scheduler/nope.yaml") {
 			t.Errorf("err %v", err)
+		}
+	})
+	t.Run("the driver's slices are scoped to its node unless turned off, and only with a driver", func(t *testing.T) {
+		const policy = "dractl-gpu-driver-node-slices"
+		for _, tc := range []struct {
+			name   string
+			values map[string]any
+			want   bool
+		}{
+			{"defaults", nil, true},
+			{"the NVML driver alone", map[string]any{"driver": map[string]any{"mock": map[string]any{"enabled": false}}}, true},
+			{"nodeScopedSlices off", map[string]any{"driver": map[string]any{"nodeScopedSlices": false}}, false},
+			{"no driver", map[string]any{"driver": map[string]any{"mock": map[string]any{"enabled": false}, "nvml": map[string]any{"enabled": false}}}, false},
+		} {
+			objs := objects(t, tc.values)
+			p, b := find(objs, "ValidatingAdmissionPolicy", policy), find(objs, "ValidatingAdmissionPolicyBinding", policy)
+			if (p != nil) != tc.want || (b != nil) != tc.want {
+				t.Errorf("%s: policy rendered %t, binding %t, want %t", tc.name, p != nil, b != nil, tc.want)
+			}
+			if b != nil {
+				if name, _, _ := unstructured.NestedString(b.Object, "spec", "policyName"); name != policy {
+					t.Errorf("%s: the binding names policy %q", tc.name, name)
+				}
+			}
 		}
 	})
 	t.Run("the publisher alone keeps its namespace", func(t *testing.T) {
