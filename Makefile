@@ -211,8 +211,12 @@ schedperf:
 # thresholds replaces the one in docs/performance.md. Hours on 2 cores.
 BENCH_SCHEDPERF_WORKLOADS ?= _(500|1000)nodes
 BENCH_SCHEDPERF_ROUNDS ?= 1
+# Flags for the benchmark binary, e.g. '-bench-sides=dractl
+# -test.cpuprofile=/tmp/dractl.prof' for one side's profile, or
+# '-bench-params=nodesWithDRA=5000' to scale the selected workloads.
+BENCH_SCHEDPERF_ARGS ?=
 bench-schedperf:
-	$(GO) -C scheduler run ./cmd/schedperf -repo .. -bench -bench-workloads '$(BENCH_SCHEDPERF_WORKLOADS)' -bench-rounds $(BENCH_SCHEDPERF_ROUNDS) -bench-out ../docs/performance.md
+	$(GO) -C scheduler run ./cmd/schedperf -repo .. -bench -bench-workloads '$(BENCH_SCHEDPERF_WORKLOADS)' -bench-rounds $(BENCH_SCHEDPERF_ROUNDS) -test-args '$(BENCH_SCHEDPERF_ARGS)' -bench-out ../docs/performance.md
 
 # deploy/{scheduler,monitor,driver} rendered from the Helm chart
 # deploy/helm/dractl with its default values (the chart is the source;

@@ -33,6 +33,11 @@ type BenchOptions struct {
 // per second.
 type Throughput struct {
 	Average, Perc50, Perc99 float64
+	// PeakLiveHeapMB is the largest live heap of the benchmark's process
+	// during the run (after a garbage collection), in MB: kube-apiserver,
+	// etcd, the scheduler and the workload's own informers together, so
+	// only the difference between sides is the plugin's.
+	PeakLiveHeapMB float64
 }
 
 // BenchRow is one workload's figures.
@@ -144,6 +149,8 @@ func parseBench(r io.Reader, limits map[string]float64) []BenchRow {
 				t.Perc50 = v
 			case "SchedulingThroughput/Perc99":
 				t.Perc99 = v
+			case "peak-live-heap-MB":
+				t.PeakLiveHeapMB = v
 			}
 		}
 		rows[i].Runs[m[4]] = append(rows[i].Runs[m[4]], t)
@@ -193,19 +200,21 @@ func thresholdValue(v any) float64 {
 
 // Table renders the rows as markdown: each side's median average
 // throughput (p50/p99 of that run), dractl's against the in-tree plugin's
-// and the floor's, and upstream's threshold.
+// and the floor's, upstream's threshold, and the process's peak live heap
+// in each side's median run.
 func Table(rows []BenchRow) string {
 	var b strings.Builder
-	b.WriteString("| workload | upstream threshold | in-tree avg (p50 / p99) | dractl avg (p50 / p99) | floor avg | dractl ÷ in-tree | dractl ÷ floor |\n")
-	b.WriteString("| --- | --- | --- | --- | --- | --- | --- |\n")
+	b.WriteString("| workload | upstream threshold | in-tree avg (p50 / p99) | dractl avg (p50 / p99) | floor avg | dractl ÷ in-tree | dractl ÷ floor | peak live heap, MB: in-tree / dractl / floor |\n")
+	b.WriteString("| --- | --- | --- | --- | --- | --- | --- | --- |\n")
 	for _, r := range rows {
 		in, dr, fl := r.Median(InTree), r.Median(Dractl), r.Median(Floor)
 		limit := "—"
 		if r.Threshold > 0 {
 			limit = fmt.Sprintf("%.0f", r.Threshold)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n", r.Name(), limit, cell(in, r.Runs[InTree]), cell(dr, r.Runs[Dractl]),
-			avg(fl, r.Runs[Floor]), ratio(dr.Average, in.Average, "×"), ratio(dr.Average, fl.Average, "%"))
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s / %s / %s |\n", r.Name(), limit, cell(in, r.Runs[InTree]), cell(dr, r.Runs[Dractl]),
+			avg(fl, r.Runs[Floor]), ratio(dr.Average, in.Average, "×"), ratio(dr.Average, fl.Average, "%"),
+			heap(in), heap(dr), heap(fl))
 	}
 	return b.String()
 }
@@ -222,6 +231,13 @@ func avg(t Throughput, runs []Throughput) string {
 		return "did not end"
 	}
 	return fmt.Sprintf("%.1f", t.Average)
+}
+
+func heap(t Throughput) string {
+	if t.PeakLiveHeapMB == 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.0f", t.PeakLiveHeapMB)
 }
 
 func ratio(a, b float64, unit string) string {

@@ -9,7 +9,7 @@ import (
 
 func TestParseBench(t *testing.T) {
 	out := `goos: linux
-BenchmarkSchedulerPerf/dra/SchedulingWithResourceClaimTemplate/5000pods_500nodes/in-tree/0/SchedulingWithResourceClaimTemplate/5000pods_500nodes-2         	       1	         0 ns/op	        40.50 SchedulingThroughput/Average	        38.00 SchedulingThroughput/Perc50	        12.00 SchedulingThroughput/Perc99	  3.1 scheduler_framework_extension_point_duration_ms/Perc50
+BenchmarkSchedulerPerf/dra/SchedulingWithResourceClaimTemplate/5000pods_500nodes/in-tree/0/SchedulingWithResourceClaimTemplate/5000pods_500nodes-2         	       1	         0 ns/op	        40.50 SchedulingThroughput/Average	        38.00 SchedulingThroughput/Perc50	        12.00 SchedulingThroughput/Perc99	  3.1 scheduler_framework_extension_point_duration_ms/Perc50	 612.0 peak-live-heap-MB
 some log line
 BenchmarkSchedulerPerf/dra/SchedulingWithResourceClaimTemplate/5000pods_500nodes/dractl/0/SchedulingWithResourceClaimTemplate/5000pods_500nodes-2 	1	0 ns/op	90.00 SchedulingThroughput/Average	88.00 SchedulingThroughput/Perc50	40.00 SchedulingThroughput/Perc99
 BenchmarkSchedulerPerf/dra/SchedulingWithResourceClaimTemplate/5000pods_500nodes/dractl/1/SchedulingWithResourceClaimTemplate/5000pods_500nodes-2 	1	0 ns/op	70.00 SchedulingThroughput/Average	66.00 SchedulingThroughput/Perc50	30.00 SchedulingThroughput/Perc99
@@ -25,10 +25,10 @@ BenchmarkSchedulerPerf/partitionabledevices/Partitionable/full_500nodes/floor/0/
 	if r.Name() != "dra/SchedulingWithResourceClaimTemplate/5000pods_500nodes" || r.Threshold != 56 {
 		t.Errorf("row %s threshold %v", r.Name(), r.Threshold)
 	}
-	if got := r.Runs[InTree]; len(got) != 1 || got[0] != (Throughput{40.5, 38, 12}) {
+	if got := r.Runs[InTree]; len(got) != 1 || got[0] != (Throughput{40.5, 38, 12, 612}) {
 		t.Errorf("in-tree runs %+v", got)
 	}
-	if got := r.Median(Dractl); got != (Throughput{80, 77, 35}) {
+	if got := r.Median(Dractl); got != (Throughput{80, 77, 35, 0}) {
 		t.Errorf("dractl median %+v, want the 80 pods/s run", got)
 	}
 	if got := rows[1].Runs[Floor]; len(got) != 1 || rows[1].Runs[Dractl] != nil {
@@ -36,8 +36,8 @@ BenchmarkSchedulerPerf/partitionabledevices/Partitionable/full_500nodes/floor/0/
 	}
 	table := Table(rows)
 	for _, want := range []string{
-		"| dra/SchedulingWithResourceClaimTemplate/5000pods_500nodes | 56 | 40.5 (38.0 / 12.0) | 80.0 (77.0 / 35.0) | did not end | 1.98× | — |",
-		"| partitionabledevices/Partitionable/full_500nodes | — | did not end | did not end | 100.0 | — | — |",
+		"| dra/SchedulingWithResourceClaimTemplate/5000pods_500nodes | 56 | 40.5 (38.0 / 12.0) | 80.0 (77.0 / 35.0) | did not end | 1.98× | — | 612 / — / — |",
+		"| partitionabledevices/Partitionable/full_500nodes | — | did not end | did not end | 100.0 | — | — | — / — / — |",
 	} {
 		if !strings.Contains(table, want) {
 			t.Errorf("table lacks\n%s\n%s", want, table)

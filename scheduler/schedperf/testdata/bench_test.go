@@ -9,9 +9,13 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
+	"runtime/metrics"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/dynamic-resource-allocation/structured"
 	"sigs.k8s.io/yaml"
@@ -22,6 +26,12 @@ import (
 var (
 	benchWorkloads = flag.String("bench-workloads", "", "regular expression over <suite>/<test case>/<workload> of the performance workloads to run")
 	benchRounds    = flag.Int("bench-rounds", 1, "rounds; each runs every selected workload with every side in turn")
+	// A profile (-test.cpuprofile) of one side alone says where that
+	// side's time goes.
+	benchSides = flag.String("bench-sides", strings.Join([]string{sideInTree, sideDractl, sideFloor}, ","), "comma-separated sides to run, in this order")
+	// Upstream defines no partitionable workload beyond 1,000 nodes; this
+	// scales one of its own.
+	benchParams = flag.String("bench-params", "", "comma-separated name=value overriding those parameters of every selected workload, which is then named <workload>+<name=value,...>")
 )
 
 // Sides of a benchmark: the in-tree plugin, dractl's in its place, and
@@ -50,6 +60,16 @@ func BenchmarkSchedulerPerf(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	sides := strings.Split(*benchSides, ",")
+	for _, side := range sides {
+		if side != sideInTree && side != sideDractl && side != sideFloor {
+			b.Fatalf("-bench-sides: %q is not a side; want %s, %s or %s", side, sideInTree, sideDractl, sideFloor)
+		}
+	}
+	overrides, err := parseParams(*benchParams)
+	if err != nil {
+		b.Fatal(err)
+	}
 	root, err := filepath.Abs(filepath.Join("..", "perf", "dra"))
 	if err != nil {
 		b.Fatal(err)
@@ -70,8 +90,14 @@ func BenchmarkSchedulerPerf(b *testing.B) {
 				if !slices.Contains(labels(w), "performance") || sel != nil && !sel.MatchString(name) {
 					continue
 				}
+				if len(overrides) > 0 {
+					if w, err = withParams(w, overrides, *benchParams); err != nil {
+						b.Fatalf("%s: %v", name, err)
+					}
+					name = suite + "/" + str(tc["name"]) + "/" + str(w["name"])
+				}
 				for round := range *benchRounds {
-					for _, side := range []string{sideInTree, sideDractl, sideFloor} {
+					for _, side := range sides {
 						b.Run(fmt.Sprintf("%s/%s/%d", name, side, round), func(b *testing.B) {
 							b.Chdir(dir)
 							if s.allocator != "" {
@@ -84,13 +110,93 @@ func BenchmarkSchedulerPerf(b *testing.B) {
 							}
 							dractl := side == sideDractl
 							file, preRun := variant(b, one, dractl, false)
+							peak := sampleLiveHeap()
 							perf.RunBenchmarkPerfScheduling(b, file, "dractl", registry(b, dractl, false), perf.WithPreRunFn(preRun))
+							b.ReportMetric(peak()/1e6, "peak-live-heap-MB")
 						})
 					}
 				}
 			}
 		}
 	}
+}
+
+// sampleLiveHeap samples the process's live heap (as of the last garbage
+// collection) until the returned function is called, which returns the
+// largest sample in bytes. It collects first, so that the previous
+// run's garbage does not count.
+func sampleLiveHeap() func() float64 {
+	runtime.GC()
+	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	var peak uint64
+	read := func() {
+		metrics.Read(sample)
+		peak = max(peak, sample[0].Value.Uint64())
+	}
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(50 * time.Millisecond)
+		defer t.Stop()
+		for {
+			read()
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() float64 {
+		close(stop)
+		<-done
+		read()
+		return float64(peak)
+	}
+}
+
+// parseParams reads name=value,... ; a value that is a whole number is
+// one, as in scheduler_perf's YAML.
+func parseParams(s string) (map[string]any, error) {
+	out := map[string]any{}
+	if s == "" {
+		return out, nil
+	}
+	for _, kv := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("-bench-params: %q is not name=value", kv)
+		}
+		if n, err := strconv.Atoi(v); err == nil {
+			out[k] = n
+		} else {
+			out[k] = v
+		}
+	}
+	return out, nil
+}
+
+// withParams returns a copy of workload w with its parameters overridden,
+// named after them; a parameter w does not have is an error.
+func withParams(w, overrides map[string]any, spec string) (map[string]any, error) {
+	params, _ := w["params"].(map[string]any)
+	cp := map[string]any{}
+	for k, v := range params {
+		cp[k] = v
+	}
+	for k, v := range overrides {
+		if _, ok := params[k]; !ok {
+			return nil, fmt.Errorf("-bench-params: the workload has no parameter %q", k)
+		}
+		cp[k] = v
+	}
+	out := map[string]any{}
+	for k, v := range w {
+		out[k] = v
+	}
+	out["params"] = cp
+	out["name"] = str(w["name"]) + "+" + spec
+	return out, nil
 }
 
 func readCases(path string) ([]map[string]any, error) {
