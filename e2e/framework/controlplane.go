@@ -26,6 +26,7 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/storage/etcd3/testserver"
 	"k8s.io/apiserver/pkg/storage/storagebackend"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
@@ -119,6 +120,12 @@ type ControlPlane struct {
 	// which, unlike the test server's loopback token, outlives a restart
 	// of kube-apiserver.
 	adminToken string
+	// kcmToken authenticates kube-controller-manager
+	// (system:kube-controller-manager), whose informers the controllers
+	// here share.
+	kcmToken string
+	// nodeIDs authenticates kubelets as their nodes.
+	nodeIDs *nodeIdentities
 }
 
 // StartControlPlane starts etcd, kube-apiserver and opts.Components and
@@ -140,9 +147,10 @@ func StartControlPlane(tb testing.TB, opts Options) *ControlPlane {
 		tb.Cleanup(stall.Close)
 		storage.Transport.ServerList = []string{u.Scheme + "://" + stall.Addr}
 	}
-	adminToken := rand.Text()
+	adminToken, kcmToken := rand.Text(), rand.Text()
 	tokens := filepath.Join(tb.TempDir(), "tokens.csv")
-	if err := os.WriteFile(tokens, []byte(adminToken+`,e2e-admin,e2e-admin,"system:masters"`+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(tokens, []byte(adminToken+`,e2e-admin,e2e-admin,"system:masters"`+"\n"+
+		kcmToken+",system:kube-controller-manager,system:kube-controller-manager\n"), 0o600); err != nil {
 		tb.Fatal(err)
 	}
 
@@ -155,7 +163,11 @@ func StartControlPlane(tb testing.TB, opts Options) *ControlPlane {
 		// Alpha and beta versions of resource.k8s.io serve the objects of
 		// the alpha and beta features (DeviceTaintRule, pool status).
 		"--runtime-config=resource.k8s.io/v1alpha3=true,resource.k8s.io/v1beta1=true,resource.k8s.io/v1beta2=true",
-		"--authorization-mode=RBAC",
+		// As a cluster set up by kubeadm: kubelets are confined to their
+		// own node by the Node authorizer and NodeRestriction admission,
+		// everyone else is authorized by RBAC.
+		"--authorization-mode=Node,RBAC",
+		"--enable-admission-plugins=NodeRestriction",
 		// Privileged pods (the NVML driver's DaemonSet) are allowed or not
 		// once per process: kube-apiserver keeps the setting in a global
 		// that the first server of a test binary sets. Every control
@@ -163,8 +175,10 @@ func StartControlPlane(tb testing.TB, opts Options) *ControlPlane {
 		"--allow-privileged=true",
 		"--token-auth-file=" + tokens,
 	}
+	nodeIDs := newNodeIdentities(tb)
+	flags = append(flags, nodeIDs.flags()...)
 	flags = append(flags, opts.APIServerFlags...)
-	cp := &ControlPlane{tb: tb, flags: flags, storage: storage, adminToken: adminToken, Etcd: stall}
+	cp := &ControlPlane{tb: tb, flags: flags, storage: storage, adminToken: adminToken, kcmToken: kcmToken, Etcd: stall, nodeIDs: nodeIDs}
 	if err := cp.startAPIServer(); err != nil {
 		tb.Fatalf("starting kube-apiserver: %v", err)
 	}
@@ -240,6 +254,23 @@ func (cp *ControlPlane) ClientConfig(userAgent string) *rest.Config {
 	cfg := cp.Via(cp.Config)
 	cfg.UserAgent = userAgent
 	return cfg
+}
+
+// ControllerClients returns the client configurations a controller of
+// kube-controller-manager named name runs with: its informers read as
+// kube-controller-manager (system:kube-controller-manager, which may list
+// and watch everything), and it writes as its own ServiceAccount,
+// kube-system/<name>, as kube-controller-manager runs its controllers
+// with --use-service-account-credentials. What the controller may change
+// is then exactly kube-apiserver's bootstrap role for it
+// (system:controller:<name>).
+func (cp *ControlPlane) ControllerClients(name string) (informers, writes *rest.Config) {
+	informers = rest.AnonymousClientConfig(cp.Config)
+	informers.BearerToken = cp.kcmToken
+	informers.UserAgent = "kube-controller-manager/" + name
+	writes = cp.ServiceAccount(cp.tb, metav1.NamespaceSystem, name)
+	writes.UserAgent = "kube-controller-manager/" + name
+	return cp.Via(informers), cp.Via(writes)
 }
 
 // Stop stops the components, then kube-apiserver; etcd stops at the end of

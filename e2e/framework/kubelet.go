@@ -51,9 +51,9 @@ import (
 // removes it once its resources are reclaimed. Containers are not run: no
 // container runtime is involved, so a pod being deleted ends Succeeded.
 //
-// The kubelet's own identity (system:node:<name> under the Node
-// authorizer) is replaced by an administrator's client with the user
-// agent "kubelet": the control plane authorizes with RBAC only.
+// It acts as its node (ControlPlane.NodeConfig: system:node:<name>),
+// under kube-apiserver's Node authorizer and NodeRestriction admission, as
+// a real kubelet does.
 type Kubelet struct {
 	NodeName string
 	// RootDir is the kubelet's --root-dir. Unix socket paths are limited
@@ -141,7 +141,7 @@ func (k *Kubelet) Start(ctx context.Context, cp *ControlPlane) error {
 	}
 	logger := klog.LoggerWithValues(klog.FromContext(ctx), "node", k.NodeName)
 	ctx = klog.NewContext(ctx, logger)
-	client, err := kubernetes.NewForConfig(cp.ClientConfig("kubelet"))
+	client, err := kubernetes.NewForConfig(cp.NodeConfig(k.NodeName))
 	if err != nil {
 		return err
 	}

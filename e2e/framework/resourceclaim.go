@@ -20,8 +20,9 @@ import (
 // deallocated.) A pod that is Terminating still holds its claims: without
 // a kubelet, a test ends a pod's life as the kubelet would: a terminal
 // phase in the pod's status, then a delete with grace period zero. It is
-// set up as kube-controller-manager sets it up (its own client and user
-// agent, shared informers, the default of 10 workers).
+// set up as kube-controller-manager sets it up (shared informers, writes
+// as its own ServiceAccount under its bootstrap role, the default of 10
+// workers).
 type ResourceClaimController struct {
 	// Workers defaults to kube-controller-manager's 10.
 	Workers int
@@ -30,11 +31,16 @@ type ResourceClaimController struct {
 func (ResourceClaimController) Name() string { return "resourceclaim controller" }
 
 func (c ResourceClaimController) Start(ctx context.Context, cp *ControlPlane) error {
-	client, err := kubernetes.NewForConfig(cp.ClientConfig("resource-claim-controller"))
+	read, write := cp.ControllerClients("resource-claim-controller")
+	client, err := kubernetes.NewForConfig(write)
 	if err != nil {
 		return err
 	}
-	factory := informers.NewSharedInformerFactory(client, 0)
+	readClient, err := kubernetes.NewForConfig(read)
+	if err != nil {
+		return err
+	}
+	factory := informers.NewSharedInformerFactory(readClient, 0)
 	ctrl, err := resourceclaim.NewController(klog.FromContext(ctx), client,
 		factory.Core().V1().Pods(),
 		factory.Scheduling().V1beta1().PodGroups(),

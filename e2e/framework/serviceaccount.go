@@ -22,11 +22,16 @@ type ServiceAccountController struct{}
 func (ServiceAccountController) Name() string { return "serviceaccount controller" }
 
 func (ServiceAccountController) Start(ctx context.Context, cp *ControlPlane) error {
-	client, err := kubernetes.NewForConfig(cp.ClientConfig("service-account-controller"))
+	read, write := cp.ControllerClients("service-account-controller")
+	client, err := kubernetes.NewForConfig(write)
 	if err != nil {
 		return err
 	}
-	factory := informers.NewSharedInformerFactory(client, 0)
+	readClient, err := kubernetes.NewForConfig(read)
+	if err != nil {
+		return err
+	}
+	factory := informers.NewSharedInformerFactory(readClient, 0)
 	ctrl, err := serviceaccount.NewServiceAccountsController(klog.FromContext(ctx),
 		factory.Core().V1().ServiceAccounts(), factory.Core().V1().Namespaces(),
 		client, serviceaccount.DefaultServiceAccountsControllerOptions())
@@ -36,7 +41,7 @@ func (ServiceAccountController) Start(ctx context.Context, cp *ControlPlane) err
 	factory.Start(ctx.Done())
 	go ctrl.Run(ctx, 1)
 	return wait.PollUntilContextTimeout(ctx, 50e6, wait.ForeverTestTimeout, true, func(ctx context.Context) (bool, error) {
-		_, err := client.CoreV1().ServiceAccounts(metav1.NamespaceDefault).Get(ctx, "default", metav1.GetOptions{})
+		_, err := readClient.CoreV1().ServiceAccounts(metav1.NamespaceDefault).Get(ctx, "default", metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return false, nil
 		}
