@@ -257,16 +257,61 @@ const (
 	EndMarker   = "<!-- end of schedperf benchmark -->"
 )
 
-// Splice returns doc with the text between the markers replaced by table
-// (the markers are appended if doc has none).
+// Splice returns doc with table between the markers (appended if doc has
+// none). A run may cover some workloads only: the rows already there for
+// workloads the new table lacks are kept in their place, the others
+// replaced, new ones added at the end, under the new table's header.
 func Splice(doc, table string) string {
-	block := BeginMarker + "\n" + table + EndMarker
 	i, j := strings.Index(doc, BeginMarker), strings.Index(doc, EndMarker)
 	if i < 0 || j < i {
+		block := BeginMarker + "\n" + table + EndMarker
 		if doc = strings.TrimRight(doc, "\n"); doc == "" {
 			return block + "\n"
 		}
 		return doc + "\n\n" + block + "\n"
 	}
-	return doc[:i] + block + doc[j+len(EndMarker):]
+	old := doc[i+len(BeginMarker) : j]
+	return doc[:i] + BeginMarker + "\n" + mergeRows(old, table) + EndMarker + doc[j+len(EndMarker):]
+}
+
+// mergeRows merges the rows of table into those of old, by workload (a
+// row's first cell); the header is table's.
+func mergeRows(old, table string) string {
+	lines := strings.SplitAfter(strings.TrimRight(table, "\n")+"\n", "\n")
+	lines = lines[:len(lines)-1] // after the last newline
+	header, rows := lines[:min(2, len(lines))], lines[min(2, len(lines)):]
+	fresh := map[string]string{}
+	for _, r := range rows {
+		fresh[rowName(r)] = r
+	}
+	var b strings.Builder
+	for _, h := range header {
+		b.WriteString(h)
+	}
+	for _, r := range strings.SplitAfter(old, "\n") {
+		name := rowName(r)
+		if name == "" || name == "workload" || strings.HasPrefix(name, "---") {
+			continue
+		}
+		if f, ok := fresh[name]; ok {
+			r = f
+			delete(fresh, name)
+		}
+		b.WriteString(r)
+	}
+	for _, r := range rows {
+		if _, ok := fresh[rowName(r)]; ok {
+			b.WriteString(r)
+		}
+	}
+	return b.String()
+}
+
+// rowName is the first cell of a markdown table row ("" if line is none).
+func rowName(line string) string {
+	if !strings.HasPrefix(line, "| ") {
+		return ""
+	}
+	name, _, _ := strings.Cut(line[2:], " |")
+	return name
 }

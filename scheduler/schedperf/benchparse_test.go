@@ -71,16 +71,18 @@ func TestThresholds(t *testing.T) {
 }
 
 func TestSplice(t *testing.T) {
+	const header = "| workload | x |\n| --- | --- |\n"
 	doc := "# Perf\n\nintro\n"
-	once := Splice(doc, "| a |\n")
-	if !strings.HasPrefix(once, doc) || !strings.Contains(once, BeginMarker+"\n| a |\n"+EndMarker) {
+	once := Splice(doc, header+"| a | 1 |\n| b | 2 |\n")
+	if !strings.HasPrefix(once, doc) || !strings.Contains(once, BeginMarker+"\n"+header+"| a | 1 |\n| b | 2 |\n"+EndMarker) {
 		t.Fatalf("first splice:\n%s", once)
 	}
-	twice := Splice(once+"after\n", "| b |\n")
-	if strings.Contains(twice, "| a |") || !strings.Contains(twice, "| b |") || !strings.HasSuffix(twice, "after\n") {
-		t.Fatalf("second splice:\n%s", twice)
+	// A run of a and c only: a replaced in place, b kept, c added.
+	twice := Splice(once+"after\n", "| workload | y |\n| --- | --- |\n| c | 4 |\n| a | 3 |\n")
+	if want := BeginMarker + "\n| workload | y |\n| --- | --- |\n| a | 3 |\n| b | 2 |\n| c | 4 |\n" + EndMarker + "\nafter\n"; !strings.HasSuffix(twice, want) {
+		t.Fatalf("second splice:\n%s\nwant it to end with\n%s", twice, want)
 	}
-	if got := Splice("", "| c |\n"); got != BeginMarker+"\n| c |\n"+EndMarker+"\n" {
+	if got := Splice("", header+"| c | 1 |\n"); got != BeginMarker+"\n"+header+"| c | 1 |\n"+EndMarker+"\n" {
 		t.Errorf("splice into an empty file: %q", got)
 	}
 }

@@ -285,6 +285,10 @@ func single(dir string, tc, w map[string]any, floor bool) (string, error) {
 // withoutDRA writes to out the pod template at path with its claims, its
 // containers' claims and every request or limit other than CPU, memory
 // and ephemeral storage (extended resources) removed.
+// templatedKeys are the lines of a template whose mapping key is a
+// template expression.
+var templatedKeys = regexp.MustCompile(`(?m)^[ \t]*\{\{[^\n]*\}\}[^\n:]*:[^\n]*\n`)
+
 func withoutDRA(path, out string) (string, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -292,7 +296,14 @@ func withoutDRA(path, out string) (string, error) {
 	}
 	var pod map[string]any
 	if err := yaml.Unmarshal(data, &pod); err != nil {
-		return "", fmt.Errorf("%s: %w", path, err)
+		// scheduler_perf fills a template in (text/template) before it
+		// parses it, and a template may name a resource by an expression
+		// ({{.class}}-{{Mod .Index .classes}}: 1), which is no YAML key:
+		// such an entry is an extended resource, which the floor leaves
+		// out anyway.
+		if err := yaml.Unmarshal(templatedKeys.ReplaceAll(data, nil), &pod); err != nil {
+			return "", fmt.Errorf("%s: %w", path, err)
+		}
 	}
 	spec, _ := pod["spec"].(map[string]any)
 	delete(spec, "resourceClaims")
