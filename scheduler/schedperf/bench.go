@@ -33,11 +33,12 @@ type BenchOptions struct {
 // per second.
 type Throughput struct {
 	Average, Perc50, Perc99 float64
-	// PeakLiveHeapMB is the largest live heap of the benchmark's process
-	// during the run (after a garbage collection), in MB: kube-apiserver,
-	// etcd, the scheduler and the workload's own informers together, so
-	// only the difference between sides is the plugin's.
-	PeakLiveHeapMB float64
+	// PeakHeapMB is scheduler_perf's heap_memory_usage Max: the largest
+	// HeapInuse of the benchmark's process sampled during the workload,
+	// in MiB. kube-apiserver, the scheduler and the workload's informers
+	// share that process (etcd runs apart), so only the difference
+	// between sides is the plugin's.
+	PeakHeapMB float64
 }
 
 // BenchRow is one workload's figures.
@@ -111,6 +112,25 @@ func Bench(opts BenchOptions) ([]BenchRow, error) {
 	return rows, testErr
 }
 
+// BenchFromLog reads the rows of an earlier Bench from its go test output
+// (what Bench writes to Options.Log), beside upstream's thresholds from
+// the module cache, so that a table can be made again from a saved run.
+func BenchFromLog(repo string, log io.Reader) ([]BenchRow, error) {
+	src, err := moduleDir(filepath.Join(repo, "scheduler"), io.Discard)
+	if err != nil {
+		return nil, err
+	}
+	limits, err := thresholds(filepath.Join(src, upstream, "dra"))
+	if err != nil {
+		return nil, err
+	}
+	rows := parseBench(log, limits)
+	if len(rows) == 0 {
+		return nil, fmt.Errorf("no benchmark result in the log")
+	}
+	return rows, nil
+}
+
 // benchLine is a benchmark result of a workload: its name down to the
 // round, what scheduler_perf names below it, and the metrics.
 var benchLine = regexp.MustCompile(`^BenchmarkSchedulerPerf/([^/]+)/([^/]+)/([^/]+)/([^/]+)/(\d+)/\S*\s+\d+\s+(.*)$`)
@@ -149,8 +169,8 @@ func parseBench(r io.Reader, limits map[string]float64) []BenchRow {
 				t.Perc50 = v
 			case "SchedulingThroughput/Perc99":
 				t.Perc99 = v
-			case "peak-live-heap-MB":
-				t.PeakLiveHeapMB = v
+			case "heap_memory_usage/Max":
+				t.PeakHeapMB = v
 			}
 		}
 		rows[i].Runs[m[4]] = append(rows[i].Runs[m[4]], t)
@@ -200,11 +220,11 @@ func thresholdValue(v any) float64 {
 
 // Table renders the rows as markdown: each side's median average
 // throughput (p50/p99 of that run), dractl's against the in-tree plugin's
-// and the floor's, upstream's threshold, and the process's peak live heap
-// in each side's median run.
+// and the floor's, upstream's threshold, and the process's peak heap in
+// each side's median run.
 func Table(rows []BenchRow) string {
 	var b strings.Builder
-	b.WriteString("| workload | upstream threshold | in-tree avg (p50 / p99) | dractl avg (p50 / p99) | floor avg | dractl ÷ in-tree | dractl ÷ floor | peak live heap, MB: in-tree / dractl / floor |\n")
+	b.WriteString("| workload | upstream threshold | in-tree avg (p50 / p99) | dractl avg (p50 / p99) | floor avg | dractl ÷ in-tree | dractl ÷ floor | peak heap, MiB: in-tree / dractl / floor |\n")
 	b.WriteString("| --- | --- | --- | --- | --- | --- | --- | --- |\n")
 	for _, r := range rows {
 		in, dr, fl := r.Median(InTree), r.Median(Dractl), r.Median(Floor)
@@ -234,10 +254,10 @@ func avg(t Throughput, runs []Throughput) string {
 }
 
 func heap(t Throughput) string {
-	if t.PeakLiveHeapMB == 0 {
+	if t.PeakHeapMB == 0 {
 		return "—"
 	}
-	return fmt.Sprintf("%.0f", t.PeakLiveHeapMB)
+	return fmt.Sprintf("%.0f", t.PeakHeapMB)
 }
 
 func ratio(a, b float64, unit string) string {

@@ -9,7 +9,7 @@ import (
 
 func TestParseBench(t *testing.T) {
 	out := `goos: linux
-BenchmarkSchedulerPerf/dra/SchedulingWithResourceClaimTemplate/5000pods_500nodes/in-tree/0/SchedulingWithResourceClaimTemplate/5000pods_500nodes-2         	       1	         0 ns/op	        40.50 SchedulingThroughput/Average	        38.00 SchedulingThroughput/Perc50	        12.00 SchedulingThroughput/Perc99	  3.1 scheduler_framework_extension_point_duration_ms/Perc50	 612.0 peak-live-heap-MB
+BenchmarkSchedulerPerf/dra/SchedulingWithResourceClaimTemplate/5000pods_500nodes/in-tree/0/SchedulingWithResourceClaimTemplate/5000pods_500nodes-2         	       1	         0 ns/op	        40.50 SchedulingThroughput/Average	        38.00 SchedulingThroughput/Perc50	        12.00 SchedulingThroughput/Perc99	  3.1 scheduler_framework_extension_point_duration_ms/Perc50	 612.0 heap_memory_usage/Max
 some log line
 BenchmarkSchedulerPerf/dra/SchedulingWithResourceClaimTemplate/5000pods_500nodes/dractl/0/SchedulingWithResourceClaimTemplate/5000pods_500nodes-2 	1	0 ns/op	90.00 SchedulingThroughput/Average	88.00 SchedulingThroughput/Perc50	40.00 SchedulingThroughput/Perc99
 BenchmarkSchedulerPerf/dra/SchedulingWithResourceClaimTemplate/5000pods_500nodes/dractl/1/SchedulingWithResourceClaimTemplate/5000pods_500nodes-2 	1	0 ns/op	70.00 SchedulingThroughput/Average	66.00 SchedulingThroughput/Perc50	30.00 SchedulingThroughput/Perc99

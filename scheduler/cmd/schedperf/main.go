@@ -30,6 +30,7 @@ func main() {
 	benchWorkloads := flag.String("bench-workloads", "", "with -bench: a regular expression over <suite>/<test case>/<workload>")
 	benchRounds := flag.Int("bench-rounds", 1, "with -bench: rounds, each running every workload with every side")
 	benchOut := flag.String("bench-out", "", "with -bench: a markdown file whose benchmark table (between its markers) is replaced")
+	benchLog := flag.String("bench-log", "", "with -bench: make the table from this saved output of an earlier -bench -v run instead of running")
 	flag.Parse()
 	if *bench {
 		opts := schedperf.BenchOptions{Options: schedperf.Options{Repo: *repo, Work: *work, Bin: *bin, TestArgs: strings.Fields(*testArgs)},
@@ -39,6 +40,13 @@ func main() {
 		}
 		if isSet("workload-timeout") {
 			opts.WorkloadTimeout = *timeout
+		}
+		if *benchLog != "" {
+			if err := tableFromLog(*repo, *benchLog, *benchOut); err != nil {
+				fmt.Fprintln(os.Stderr, "schedperf:", err)
+				os.Exit(1)
+			}
+			return
 		}
 		if err := runBench(opts, *benchOut); err != nil {
 			fmt.Fprintln(os.Stderr, "schedperf:", err)
@@ -122,17 +130,36 @@ func runBench(opts schedperf.BenchOptions, out string) error {
 	if len(rows) == 0 {
 		return err
 	}
-	table := schedperf.Table(rows)
-	fmt.Print(table)
-	if out != "" {
-		doc, rerr := os.ReadFile(out)
-		if rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
-			return rerr
-		}
-		if werr := os.WriteFile(out, []byte(schedperf.Splice(string(doc), table)), 0o644); werr != nil {
-			return werr
-		}
+	if werr := writeTable(rows, out); werr != nil {
+		return werr
 	}
 	// Workloads that did not end are in the table; the error says why.
 	return err
+}
+
+// tableFromLog makes the table of a saved run's output.
+func tableFromLog(repo, log, out string) error {
+	f, err := os.Open(log)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	rows, err := schedperf.BenchFromLog(repo, f)
+	if err != nil {
+		return fmt.Errorf("%s: %w", log, err)
+	}
+	return writeTable(rows, out)
+}
+
+func writeTable(rows []schedperf.BenchRow, out string) error {
+	table := schedperf.Table(rows)
+	fmt.Print(table)
+	if out == "" {
+		return nil
+	}
+	doc, err := os.ReadFile(out)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return os.WriteFile(out, []byte(schedperf.Splice(string(doc), table)), 0o644)
 }

@@ -9,13 +9,10 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"runtime"
-	"runtime/metrics"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"k8s.io/dynamic-resource-allocation/structured"
 	"sigs.k8s.io/yaml"
@@ -110,48 +107,12 @@ func BenchmarkSchedulerPerf(b *testing.B) {
 							}
 							dractl := side == sideDractl
 							file, preRun := variant(b, one, dractl, false)
-							peak := sampleLiveHeap()
 							perf.RunBenchmarkPerfScheduling(b, file, "dractl", registry(b, dractl, false), perf.WithPreRunFn(preRun))
-							b.ReportMetric(peak()/1e6, "peak-live-heap-MB")
 						})
 					}
 				}
 			}
 		}
-	}
-}
-
-// sampleLiveHeap samples the process's live heap (as of the last garbage
-// collection) until the returned function is called, which returns the
-// largest sample in bytes. It collects first, so that the previous
-// run's garbage does not count.
-func sampleLiveHeap() func() float64 {
-	runtime.GC()
-	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
-	var peak uint64
-	read := func() {
-		metrics.Read(sample)
-		peak = max(peak, sample[0].Value.Uint64())
-	}
-	stop, done := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(done)
-		t := time.NewTicker(50 * time.Millisecond)
-		defer t.Stop()
-		for {
-			read()
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-			}
-		}
-	}()
-	return func() float64 {
-		close(stop)
-		<-done
-		read()
-		return float64(peak)
 	}
 }
 
