@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"flag"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -224,4 +226,41 @@ func terminate(p *os.Process, done <-chan struct{}, sig os.Signal, grace time.Du
 		<-done
 		return false
 	}
+}
+
+// treeBinary is a command of this tree, built on first use once per run of
+// the tests into a temporary directory that TestMain removes.
+type treeBinary struct {
+	// name is the executable's; module the module's directory below the
+	// repository ("" for the root); pkg the package within it.
+	name, module, pkg string
+
+	once      sync.Once
+	tmp, path string
+	err       error
+}
+
+var (
+	driverBinary    = &treeBinary{name: "dractl-gpu-driver", pkg: "./cmd/dractl-gpu-driver"}
+	publisherBinary = &treeBinary{name: "dractl-pool-publisher", pkg: "./cmd/dractl-pool-publisher"}
+	schedulerBuild  = &treeBinary{name: "dractl-scheduler", module: "scheduler", pkg: "."}
+)
+
+func (b *treeBinary) build(t testing.TB) string {
+	t.Helper()
+	b.once.Do(func() {
+		if b.tmp, b.err = os.MkdirTemp("", b.name); b.err != nil {
+			return
+		}
+		b.path = filepath.Join(b.tmp, b.name)
+		build := exec.Command("go", "build", "-o", b.path, b.pkg)
+		build.Dir = filepath.Join(repo, b.module)
+		if out, err := build.CombinedOutput(); err != nil {
+			b.err = fmt.Errorf("go build %s: %v\n%s", b.name, err, out)
+		}
+	})
+	if b.err != nil {
+		t.Fatal(b.err)
+	}
+	return b.path
 }

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -47,33 +46,8 @@ const (
 	failpointEnv = "DRACTL_GPU_DRIVER_FAILPOINT"
 )
 
-// driverBinary builds dractl-gpu-driver once per run of the tests; TestMain
-// removes it.
-var driverBinary struct {
-	once      sync.Once
-	dir, path string
-	err       error
-}
-
-func buildDriver(t testing.TB) string {
-	t.Helper()
-	driverBinary.once.Do(func() {
-		driverBinary.dir, driverBinary.err = os.MkdirTemp("", "dractl-gpu-driver")
-		if driverBinary.err != nil {
-			return
-		}
-		driverBinary.path = filepath.Join(driverBinary.dir, "dractl-gpu-driver")
-		build := exec.Command("go", "build", "-o", driverBinary.path, "./cmd/dractl-gpu-driver")
-		build.Dir = repo
-		if out, err := build.CombinedOutput(); err != nil {
-			driverBinary.err = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if driverBinary.err != nil {
-		t.Fatal(driverBinary.err)
-	}
-	return driverBinary.path
-}
+// buildDriver builds dractl-gpu-driver once per run of the tests.
+func buildDriver(t testing.TB) string { return driverBinary.build(t) }
 
 // gpuNode is a Node with the kubelet's DRA manager and dractl-gpu-driver
 // processes that come and go; its directories stay.

@@ -20,9 +20,9 @@ func TestMain(m *testing.M) {
 		klog.SetOutput(io.Discard)
 	}
 	code := m.Run()
-	for _, dir := range []string{driverBinary.dir, publisherBinary.dir, builtScheduler.dir} {
-		if dir != "" {
-			os.RemoveAll(dir)
+	for _, b := range []*treeBinary{driverBinary, publisherBinary, schedulerBuild} {
+		if b.tmp != "" {
+			os.RemoveAll(b.tmp)
 		}
 	}
 	os.Exit(code)

@@ -2,12 +2,10 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -30,32 +28,8 @@ const (
 	publisherAccount = "dractl-pool-publisher"
 )
 
-var publisherBinary struct {
-	once      sync.Once
-	dir, path string
-	err       error
-}
-
 // buildPublisher builds dractl-pool-publisher once per run of the tests.
-func buildPublisher(t testing.TB) string {
-	t.Helper()
-	publisherBinary.once.Do(func() {
-		publisherBinary.dir, publisherBinary.err = os.MkdirTemp("", "dractl-pool-publisher")
-		if publisherBinary.err != nil {
-			return
-		}
-		publisherBinary.path = filepath.Join(publisherBinary.dir, "dractl-pool-publisher")
-		build := exec.Command("go", "build", "-o", publisherBinary.path, "./cmd/dractl-pool-publisher")
-		build.Dir = repo
-		if out, err := build.CombinedOutput(); err != nil {
-			publisherBinary.err = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if publisherBinary.err != nil {
-		t.Fatal(publisherBinary.err)
-	}
-	return publisherBinary.path
-}
+func buildPublisher(t testing.TB) string { return publisherBinary.build(t) }
 
 // publisher is one replica of dractl-pool-publisher, a process running as
 // the ServiceAccount of deploy/driver/controlplane-rbac.yaml.

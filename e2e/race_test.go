@@ -456,36 +456,11 @@ type schedulerRun struct {
 	binary string
 }
 
-// builtScheduler is dractl-scheduler built from this tree once per run of
-// the tests (buildScheduler); TestMain removes it.
-var builtScheduler struct {
-	once      sync.Once
-	dir, path string
-	err       error
-}
-
-// buildScheduler builds dractl-scheduler from the scheduler module, for
-// tests that must run the code under test rather than whatever -scheduler
-// names (make scheduler builds that one for the soak and the race).
-func buildScheduler(t testing.TB) string {
-	t.Helper()
-	builtScheduler.once.Do(func() {
-		builtScheduler.dir, builtScheduler.err = os.MkdirTemp("", "dractl-scheduler")
-		if builtScheduler.err != nil {
-			return
-		}
-		builtScheduler.path = filepath.Join(builtScheduler.dir, "dractl-scheduler")
-		build := exec.Command("go", "build", "-o", builtScheduler.path, ".")
-		build.Dir = filepath.Join(repo, "scheduler")
-		if out, err := build.CombinedOutput(); err != nil {
-			builtScheduler.err = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if builtScheduler.err != nil {
-		t.Fatal(builtScheduler.err)
-	}
-	return builtScheduler.path
-}
+// buildScheduler builds dractl-scheduler from the scheduler module once
+// per run of the tests, for tests that must run the code under test
+// rather than whatever -scheduler names (make scheduler builds that one
+// for the soak and the race).
+func buildScheduler(t testing.TB) string { return schedulerBuild.build(t) }
 
 func runSchedulerProcess(b testing.TB, cp *framework.ControlPlane, r schedulerRun) *schedulerProcess {
 	dir := b.TempDir()
