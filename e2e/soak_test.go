@@ -806,28 +806,8 @@ func (s *soak) stockOnly(snap *framework.Snapshot, problem string, claims ...str
 func (s *soak) overUsedWithDevicesOnce(snap *framework.Snapshot, set, counter string) bool {
 	driver, rest, _ := strings.Cut(set, "/")
 	pool, setName, _ := strings.Cut(rest, "/")
-	var gen int64
-	for _, sl := range snap.Slices {
-		if sl.Spec.Driver == driver && sl.Spec.Pool.Name == pool {
-			gen = max(gen, sl.Spec.Pool.Generation)
-		}
-	}
-	var available resource.Quantity
-	devices := map[string]*resourcev1.Device{}
-	for i := range snap.Slices {
-		sl := &snap.Slices[i]
-		if sl.Spec.Driver != driver || sl.Spec.Pool.Name != pool || sl.Spec.Pool.Generation != gen {
-			continue
-		}
-		for _, cs := range sl.Spec.SharedCounters {
-			if cs.Name == setName {
-				available = cs.Counters[counter].Value
-			}
-		}
-		for j := range sl.Spec.Devices {
-			devices[sl.Spec.Devices[j].Name] = &sl.Spec.Devices[j]
-		}
-	}
+	devices, sets := snap.Current()
+	available := sets[[3]string{driver, pool, setName}][counter]
 	counted := map[string]bool{} // devices held by stock claims
 	var used resource.Quantity
 	for _, c := range snap.Claims {
@@ -836,7 +816,7 @@ func (s *soak) overUsedWithDevicesOnce(snap *framework.Snapshot, set, counter st
 		}
 		stock := s.claimProfile(snap, c.Namespace+"/"+c.Name) == stockProfile
 		for _, r := range c.Status.Allocation.Devices.Results {
-			d := devices[r.Device]
+			d := devices[framework.DeviceID{Driver: r.Driver, Pool: r.Pool, Device: r.Device}]
 			if r.Driver != driver || r.Pool != pool || d == nil || ptr.Deref(r.AdminAccess, false) ||
 				r.ShareID != nil && len(d.ConsumesCounters) > 0 {
 				continue
@@ -849,8 +829,7 @@ func (s *soak) overUsedWithDevicesOnce(snap *framework.Snapshot, set, counter st
 			}
 			for _, cc := range d.ConsumesCounters {
 				if cc.CounterSet == setName {
-					v := cc.Counters[counter].Value
-					used.Add(v)
+					used.Add(cc.Counters[counter].Value)
 				}
 			}
 		}
@@ -883,31 +862,19 @@ func (s *soak) claimProfile(snap *framework.Snapshot, key string) string {
 // names it) the allocated claims ("namespace/name") holding a device of
 // the pool's current generation that consumes from it.
 func counterConsumers(snap *framework.Snapshot) map[string][]string {
-	gen := map[[2]string]int64{}
-	for _, sl := range snap.Slices {
-		k := [2]string{sl.Spec.Driver, sl.Spec.Pool.Name}
-		gen[k] = max(gen[k], sl.Spec.Pool.Generation)
-	}
-	sets := map[[3]string][]string{} // driver, pool, device -> sets
-	for _, sl := range snap.Slices {
-		if sl.Spec.Pool.Generation != gen[[2]string{sl.Spec.Driver, sl.Spec.Pool.Name}] {
-			continue
-		}
-		for _, d := range sl.Spec.Devices {
-			for _, cc := range d.ConsumesCounters {
-				k := [3]string{sl.Spec.Driver, sl.Spec.Pool.Name, d.Name}
-				sets[k] = append(sets[k], cc.CounterSet)
-			}
-		}
-	}
+	devices, _ := snap.Current()
 	out := map[string][]string{}
 	for _, c := range snap.Claims {
 		if c.Status.Allocation == nil {
 			continue
 		}
 		for _, r := range c.Status.Allocation.Devices.Results {
-			for _, set := range sets[[3]string{r.Driver, r.Pool, r.Device}] {
-				k := r.Driver + "/" + r.Pool + "/" + set
+			d := devices[framework.DeviceID{Driver: r.Driver, Pool: r.Pool, Device: r.Device}]
+			if d == nil {
+				continue
+			}
+			for _, cc := range d.ConsumesCounters {
+				k := r.Driver + "/" + r.Pool + "/" + cc.CounterSet
 				if key := c.Namespace + "/" + c.Name; !slices.Contains(out[k], key) {
 					out[k] = append(out[k], key)
 				}

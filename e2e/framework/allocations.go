@@ -62,31 +62,27 @@ func TakeSnapshot(ctx context.Context, client kubernetes.Interface) (*Snapshot, 
 	return s, nil
 }
 
-// Check returns what is wrong with the snapshot's allocations,
-// independently of any allocator: a device held by two claims, a counter
-// set or a device's consumable capacity given out beyond what the current
-// generation of its pool offers, a pod bound to a node its claims'
-// allocations exclude, a bound pod that has not terminated whose claims
-// are not allocated and reserved for it. Devices no longer published (a pool's new generation
-// dropped them) still count as held.
-func (snap *Snapshot) Check() ([]string, error) {
-	var problems []string
-	type devID struct{ driver, pool, device string }
-	// The current generation of every pool.
+// DeviceID names a device: its driver, pool and name.
+type DeviceID struct{ Driver, Pool, Device string }
+
+// Current returns the devices and the counter sets (by driver, pool and
+// set name) of the current generation of every pool: what its newest
+// slices publish.
+func (snap *Snapshot) Current() (map[DeviceID]*resourcev1.Device, map[[3]string]map[string]resource.Quantity) {
 	gen := map[[2]string]int64{}
 	for _, s := range snap.Slices {
 		k := [2]string{s.Spec.Driver, s.Spec.Pool.Name}
 		gen[k] = max(gen[k], s.Spec.Pool.Generation)
 	}
-	devices := map[devID]*resourcev1.Device{}
-	sets := map[[3]string]map[string]resource.Quantity{} // driver, pool, set -> counters
+	devices := map[DeviceID]*resourcev1.Device{}
+	sets := map[[3]string]map[string]resource.Quantity{}
 	for i := range snap.Slices {
 		s := &snap.Slices[i]
 		if s.Spec.Pool.Generation != gen[[2]string{s.Spec.Driver, s.Spec.Pool.Name}] {
 			continue
 		}
 		for j := range s.Spec.Devices {
-			devices[devID{s.Spec.Driver, s.Spec.Pool.Name, s.Spec.Devices[j].Name}] = &s.Spec.Devices[j]
+			devices[DeviceID{s.Spec.Driver, s.Spec.Pool.Name, s.Spec.Devices[j].Name}] = &s.Spec.Devices[j]
 		}
 		for _, cs := range s.Spec.SharedCounters {
 			m := map[string]resource.Quantity{}
@@ -96,9 +92,22 @@ func (snap *Snapshot) Check() ([]string, error) {
 			sets[[3]string{s.Spec.Driver, s.Spec.Pool.Name, cs.Name}] = m
 		}
 	}
-	holder := map[devID]string{}
+	return devices, sets
+}
+
+// Check returns what is wrong with the snapshot's allocations,
+// independently of any allocator: a device held by two claims, a counter
+// set or a device's consumable capacity given out beyond what the current
+// generation of its pool offers, a pod bound to a node its claims'
+// allocations exclude, a bound pod that has not terminated whose claims
+// are not allocated and reserved for it. Devices no longer published (a pool's new generation
+// dropped them) still count as held.
+func (snap *Snapshot) Check() ([]string, error) {
+	var problems []string
+	devices, sets := snap.Current()
+	holder := map[DeviceID]string{}
 	consumed := map[[3]string]map[string]resource.Quantity{}
-	capUsed := map[devID]map[resourcev1.QualifiedName]resource.Quantity{}
+	capUsed := map[DeviceID]map[resourcev1.QualifiedName]resource.Quantity{}
 	byName := map[string]*resourcev1.ResourceClaim{}
 	for i := range snap.Claims {
 		c := &snap.Claims[i]
@@ -108,7 +117,7 @@ func (snap *Snapshot) Check() ([]string, error) {
 			continue
 		}
 		for _, r := range c.Status.Allocation.Devices.Results {
-			id := devID{r.Driver, r.Pool, r.Device}
+			id := DeviceID{r.Driver, r.Pool, r.Device}
 			admin := ptr.Deref(r.AdminAccess, false)
 			if !admin && r.ShareID == nil {
 				if h, ok := holder[id]; ok {
@@ -161,7 +170,7 @@ func (snap *Snapshot) Check() ([]string, error) {
 		}
 		for n, used := range byName {
 			if c, ok := d.Capacity[n]; ok && used.Cmp(c.Value) > 0 {
-				problems = append(problems, fmt.Sprintf("capacity %s of %s/%s/%s: %s used, %s available", n, id.driver, id.pool, id.device, used.String(), c.Value.String()))
+				problems = append(problems, fmt.Sprintf("capacity %s of %s/%s/%s: %s used, %s available", n, id.Driver, id.Pool, id.Device, used.String(), c.Value.String()))
 			}
 		}
 	}
