@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
 	at "github.com/dractl/dractl/pkg/allocator/allocatortest"
@@ -490,8 +491,9 @@ func TestWriteOfUnknownOutcomeKeepsDevices(t *testing.T) {
 			objs := append(gpuObjects(t), gpuClaim("a", 1), gpuClaim("b", 1))
 			c := newCluster(t, nil, objs...)
 			ctx := context.Background()
-			now := time.Now()
-			c.pl.feed.now = func() time.Time { return now }
+			// The informer's goroutine reads the clock too.
+			clk := testingclock.NewFakeClock(time.Now())
+			c.pl.feed.now = clk.Now
 			c.client.PrependReactor("update", "resourceclaims", func(a k8stesting.Action) (bool, runtime.Object, error) {
 				if a.GetSubresource() == "status" {
 					return true, nil, apierrors.NewInternalError(errors.New("etcdserver: request timed out"))
@@ -530,7 +532,7 @@ func TestWriteOfUnknownOutcomeKeepsDevices(t *testing.T) {
 				c.tracker.set(a)
 				c.pl.feed.setClaim(a)
 			}
-			now = now.Add(tc.wait)
+			clk.Step(tc.wait)
 			if !tc.free && !tc.stored {
 				// Allocating claim a again could give it other devices
 				// while the earlier write still lands.
