@@ -39,6 +39,10 @@ type Throughput struct {
 	// share that process (etcd runs apart), so only the difference
 	// between sides is the plugin's.
 	PeakHeapMB float64
+	// AttemptMs is the p50 of a pod's scheduling attempt that ended bound
+	// (scheduling and binding cycle) and PreBindMs that of PreBind alone,
+	// in ms (0: not reported).
+	AttemptMs, PreBindMs float64
 }
 
 // BenchRow is one workload's figures.
@@ -144,6 +148,7 @@ func parseBench(r io.Reader, limits map[string]float64) []BenchRow {
 	for sc.Scan() {
 		m := benchLine.FindStringSubmatch(sc.Text())
 		if m == nil {
+			latency(sc.Text(), rows, at)
 			continue
 		}
 		row := BenchRow{Suite: m[1], TestCase: m[2], Workload: m[3]}
@@ -176,6 +181,30 @@ func parseBench(r io.Reader, limits map[string]float64) []BenchRow {
 		rows[i].Runs[m[4]] = append(rows[i].Runs[m[4]], t)
 	}
 	return rows
+}
+
+// latencyLine is what the adapter prints after each run (reportLatency in
+// testdata/bench_test.go).
+var latencyLine = regexp.MustCompile(`^schedperf-latency BenchmarkSchedulerPerf/([^/]+)/([^/]+)/([^/]+)/([^/]+)/(\d+) attempt-p50-ms=(\S+) prebind-p50-ms=(\S+)$`)
+
+// latency sets the latencies of line on the run it follows: the side's
+// latest run of the workload.
+func latency(line string, rows []BenchRow, at map[string]int) {
+	m := latencyLine.FindStringSubmatch(line)
+	if m == nil {
+		return
+	}
+	i, ok := at[m[1]+"/"+m[2]+"/"+m[3]]
+	if !ok {
+		return
+	}
+	runs := rows[i].Runs[m[4]]
+	if len(runs) == 0 {
+		return
+	}
+	last := &runs[len(runs)-1]
+	last.AttemptMs, _ = strconv.ParseFloat(m[6], 64)
+	last.PreBindMs, _ = strconv.ParseFloat(m[7], 64)
 }
 
 // thresholds reads upstream's threshold of every workload below dra, by
@@ -224,17 +253,17 @@ func thresholdValue(v any) float64 {
 // each side's median run.
 func Table(rows []BenchRow) string {
 	var b strings.Builder
-	b.WriteString("| workload | upstream threshold | in-tree avg (p50 / p99) | dractl avg (p50 / p99) | floor avg | dractl ÷ in-tree | dractl ÷ floor | peak heap, MiB: in-tree / dractl / floor |\n")
-	b.WriteString("| --- | --- | --- | --- | --- | --- | --- | --- |\n")
+	b.WriteString("| workload | upstream threshold | in-tree avg (p50 / p99) | dractl avg (p50 / p99) | floor avg | dractl ÷ in-tree | dractl ÷ floor | peak heap, MiB: in-tree / dractl / floor | pod's attempt p50 (PreBind p50), ms: in-tree / dractl / floor |\n")
+	b.WriteString("| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
 	for _, r := range rows {
 		in, dr, fl := r.Median(InTree), r.Median(Dractl), r.Median(Floor)
 		limit := "—"
 		if r.Threshold > 0 {
 			limit = fmt.Sprintf("%.0f", r.Threshold)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s / %s / %s |\n", r.Name(), limit, cell(in, r.Runs[InTree]), cell(dr, r.Runs[Dractl]),
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s / %s / %s | %s / %s / %s |\n", r.Name(), limit, cell(in, r.Runs[InTree]), cell(dr, r.Runs[Dractl]),
 			avg(fl, r.Runs[Floor]), ratio(dr.Average, in.Average, "×"), ratio(dr.Average, fl.Average, "%"),
-			heap(in), heap(dr), heap(fl))
+			heap(in), heap(dr), heap(fl), attempt(in), attempt(dr), attempt(fl))
 	}
 	return b.String()
 }
@@ -258,6 +287,16 @@ func heap(t Throughput) string {
 		return "—"
 	}
 	return fmt.Sprintf("%.0f", t.PeakHeapMB)
+}
+
+func attempt(t Throughput) string {
+	if t.AttemptMs == 0 {
+		return "—"
+	}
+	if t.PreBindMs == 0 {
+		return fmt.Sprintf("%.1f (—)", t.AttemptMs)
+	}
+	return fmt.Sprintf("%.1f (%.1f)", t.AttemptMs, t.PreBindMs)
 }
 
 func ratio(a, b float64, unit string) string {
@@ -317,6 +356,9 @@ func mergeRows(old, table string) string {
 			r = f
 			delete(fresh, name)
 		}
+		if len(header) > 0 {
+			r = pad(r, cells(header[0]))
+		}
 		b.WriteString(r)
 	}
 	for _, r := range rows {
@@ -325,6 +367,19 @@ func mergeRows(old, table string) string {
 		}
 	}
 	return b.String()
+}
+
+// cells counts the cells of a markdown table row.
+func cells(line string) int { return strings.Count(strings.TrimSpace(line), " |") }
+
+// pad gives a row of an earlier table the columns a newer header added
+// at its end, empty ("—").
+func pad(row string, want int) string {
+	n := cells(row)
+	if n >= want || !strings.HasSuffix(row, "|\n") {
+		return row
+	}
+	return strings.TrimSuffix(row, "\n") + strings.Repeat(" — |", want-n) + "\n"
 }
 
 // rowName is the first cell of a markdown table row ("" if line is none).

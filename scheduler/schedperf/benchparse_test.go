@@ -10,7 +10,9 @@ import (
 func TestParseBench(t *testing.T) {
 	out := `goos: linux
 BenchmarkSchedulerPerf/dra/SchedulingWithResourceClaimTemplate/5000pods_500nodes/in-tree/0/SchedulingWithResourceClaimTemplate/5000pods_500nodes-2         	       1	         0 ns/op	        40.50 SchedulingThroughput/Average	        38.00 SchedulingThroughput/Perc50	        12.00 SchedulingThroughput/Perc99	  3.1 scheduler_framework_extension_point_duration_ms/Perc50	 612.0 heap_memory_usage/Max
+schedperf-latency BenchmarkSchedulerPerf/dra/SchedulingWithResourceClaimTemplate/5000pods_500nodes/in-tree/0 attempt-p50-ms=41.5 prebind-p50-ms=20.25
 some log line
+schedperf-latency BenchmarkSchedulerPerf/dra/SchedulingWithResourceClaimTemplate/5000pods_500nodes/floor/0 attempt-p50-ms=9 prebind-p50-ms=-
 BenchmarkSchedulerPerf/dra/SchedulingWithResourceClaimTemplate/5000pods_500nodes/dractl/0/SchedulingWithResourceClaimTemplate/5000pods_500nodes-2 	1	0 ns/op	90.00 SchedulingThroughput/Average	88.00 SchedulingThroughput/Perc50	40.00 SchedulingThroughput/Perc99
 BenchmarkSchedulerPerf/dra/SchedulingWithResourceClaimTemplate/5000pods_500nodes/dractl/1/SchedulingWithResourceClaimTemplate/5000pods_500nodes-2 	1	0 ns/op	70.00 SchedulingThroughput/Average	66.00 SchedulingThroughput/Perc50	30.00 SchedulingThroughput/Perc99
 BenchmarkSchedulerPerf/dra/SchedulingWithResourceClaimTemplate/5000pods_500nodes/dractl/2/SchedulingWithResourceClaimTemplate/5000pods_500nodes-2 	1	0 ns/op	80.00 SchedulingThroughput/Average	77.00 SchedulingThroughput/Perc50	35.00 SchedulingThroughput/Perc99
@@ -25,10 +27,10 @@ BenchmarkSchedulerPerf/partitionabledevices/Partitionable/full_500nodes/floor/0/
 	if r.Name() != "dra/SchedulingWithResourceClaimTemplate/5000pods_500nodes" || r.Threshold != 56 {
 		t.Errorf("row %s threshold %v", r.Name(), r.Threshold)
 	}
-	if got := r.Runs[InTree]; len(got) != 1 || got[0] != (Throughput{40.5, 38, 12, 612}) {
+	if got := r.Runs[InTree]; len(got) != 1 || got[0] != (Throughput{Average: 40.5, Perc50: 38, Perc99: 12, PeakHeapMB: 612, AttemptMs: 41.5, PreBindMs: 20.25}) {
 		t.Errorf("in-tree runs %+v", got)
 	}
-	if got := r.Median(Dractl); got != (Throughput{80, 77, 35, 0}) {
+	if got := r.Median(Dractl); got != (Throughput{Average: 80, Perc50: 77, Perc99: 35}) {
 		t.Errorf("dractl median %+v, want the 80 pods/s run", got)
 	}
 	if got := rows[1].Runs[Floor]; len(got) != 1 || rows[1].Runs[Dractl] != nil {
@@ -36,8 +38,8 @@ BenchmarkSchedulerPerf/partitionabledevices/Partitionable/full_500nodes/floor/0/
 	}
 	table := Table(rows)
 	for _, want := range []string{
-		"| dra/SchedulingWithResourceClaimTemplate/5000pods_500nodes | 56 | 40.5 (38.0 / 12.0) | 80.0 (77.0 / 35.0) | did not end | 1.98× | — | 612 / — / — |",
-		"| partitionabledevices/Partitionable/full_500nodes | — | did not end | did not end | 100.0 | — | — | — / — / — |",
+		"| dra/SchedulingWithResourceClaimTemplate/5000pods_500nodes | 56 | 40.5 (38.0 / 12.0) | 80.0 (77.0 / 35.0) | did not end | 1.98× | — | 612 / — / — | 41.5 (20.2) / — / — |",
+		"| partitionabledevices/Partitionable/full_500nodes | — | did not end | did not end | 100.0 | — | — | — / — / — | — / — / — |",
 	} {
 		if !strings.Contains(table, want) {
 			t.Errorf("table lacks\n%s\n%s", want, table)
@@ -81,6 +83,11 @@ func TestSplice(t *testing.T) {
 	twice := Splice(once+"after\n", "| workload | y |\n| --- | --- |\n| c | 4 |\n| a | 3 |\n")
 	if want := BeginMarker + "\n| workload | y |\n| --- | --- |\n| a | 3 |\n| b | 2 |\n| c | 4 |\n" + EndMarker + "\nafter\n"; !strings.HasSuffix(twice, want) {
 		t.Fatalf("second splice:\n%s\nwant it to end with\n%s", twice, want)
+	}
+	// A row of a table with fewer columns gets empty ones.
+	wider := Splice(once, "| workload | x | y |\n| --- | --- | --- |\n| b | 5 | 6 |\n")
+	if want := "| workload | x | y |\n| --- | --- | --- |\n| a | 1 | — |\n| b | 5 | 6 |\n"; !strings.Contains(wider, want) {
+		t.Errorf("splice of a wider table:\n%s\nwant\n%s", wider, want)
 	}
 	if got := Splice("", header+"| c | 1 |\n"); got != BeginMarker+"\n"+header+"| c | 1 |\n"+EndMarker+"\n" {
 		t.Errorf("splice into an empty file: %q", got)

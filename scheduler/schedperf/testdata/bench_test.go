@@ -4,6 +4,7 @@ package dractl
 // is not compiled as part of the dractl repository.
 
 import (
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -107,13 +108,62 @@ func BenchmarkSchedulerPerf(b *testing.B) {
 							}
 							dractl := side == sideDractl
 							file, preRun := variant(b, one, dractl, false)
+							items := b.TempDir()
+							if err := flag.Set("data-items-dir", items); err != nil {
+								b.Fatal(err)
+							}
 							perf.RunBenchmarkPerfScheduling(b, file, "dractl", registry(b, dractl, false), perf.WithPreRunFn(preRun))
+							if err := reportLatency(b.Name(), items); err != nil {
+								b.Fatal(err)
+							}
 						})
 					}
 				}
 			}
 		}
 	}
+}
+
+// reportLatency prints, for the runner, a line with the pod latencies
+// scheduler_perf stored in dir: the p50 of a scheduling attempt that
+// ended with the pod bound (scheduling cycle and binding cycle, the
+// PreBind API writes included) and the p50 of PreBind alone, in ms.
+// scheduler_perf reports these per label in its data items only; its
+// benchmark line keeps one label's value per metric.
+func reportLatency(name, dir string) error {
+	files, err := filepath.Glob(filepath.Join(dir, "*.json"))
+	if err != nil || len(files) != 1 {
+		return fmt.Errorf("data items in %s: %v %v, want one file", dir, files, err)
+	}
+	data, err := os.ReadFile(files[0])
+	if err != nil {
+		return err
+	}
+	var items struct {
+		DataItems []struct {
+			Data   map[string]float64
+			Unit   string
+			Labels map[string]string
+		}
+	}
+	if err := json.Unmarshal(data, &items); err != nil {
+		return fmt.Errorf("%s: %w", files[0], err)
+	}
+	attempt, preBind := "-", "-"
+	for _, it := range items.DataItems {
+		p50, ok := it.Data["Perc50"]
+		if !ok || it.Unit != "ms" {
+			continue
+		}
+		switch l := it.Labels; {
+		case l["Metric"] == "scheduler_scheduling_attempt_duration_seconds" && l["result"] == "scheduled":
+			attempt = strconv.FormatFloat(p50, 'g', 6, 64)
+		case l["Metric"] == "scheduler_framework_extension_point_duration_seconds" && l["extension_point"] == "PreBind":
+			preBind = strconv.FormatFloat(p50, 'g', 6, 64)
+		}
+	}
+	fmt.Printf("schedperf-latency %s attempt-p50-ms=%s prebind-p50-ms=%s\n", name, attempt, preBind)
+	return nil
 }
 
 // parseParams reads name=value,... ; a value that is a whole number is
