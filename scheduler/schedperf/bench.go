@@ -185,7 +185,7 @@ func parseBench(r io.Reader, limits map[string]float64) []BenchRow {
 
 // latencyLine is what the adapter prints after each run (reportLatency in
 // testdata/bench_test.go).
-var latencyLine = regexp.MustCompile(`^schedperf-latency BenchmarkSchedulerPerf/([^/]+)/([^/]+)/([^/]+)/([^/]+)/(\d+) attempt-p50-ms=(\S+) prebind-p50-ms=(\S+)$`)
+var latencyLine = regexp.MustCompile(`^schedperf-latency BenchmarkSchedulerPerf/([^/]+)/([^/]+)/([^/]+)/([^/]+)/(\d+) attempt-p50-ms=(\S+) prebind-p50-ms=(\S+)( .*)?$`)
 
 // latency sets the latencies of line on the run it follows: the side's
 // latest run of the workload.

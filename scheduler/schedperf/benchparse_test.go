@@ -10,7 +10,7 @@ import (
 func TestParseBench(t *testing.T) {
 	out := `goos: linux
 BenchmarkSchedulerPerf/dra/SchedulingWithResourceClaimTemplate/5000pods_500nodes/in-tree/0/SchedulingWithResourceClaimTemplate/5000pods_500nodes-2         	       1	         0 ns/op	        40.50 SchedulingThroughput/Average	        38.00 SchedulingThroughput/Perc50	        12.00 SchedulingThroughput/Perc99	  3.1 scheduler_framework_extension_point_duration_ms/Perc50	 612.0 heap_memory_usage/Max
-schedperf-latency BenchmarkSchedulerPerf/dra/SchedulingWithResourceClaimTemplate/5000pods_500nodes/in-tree/0 attempt-p50-ms=41.5 prebind-p50-ms=20.25
+schedperf-latency BenchmarkSchedulerPerf/dra/SchedulingWithResourceClaimTemplate/5000pods_500nodes/in-tree/0 attempt-p50-ms=41.5 prebind-p50-ms=20.25 points-p50-ms=Bind:3.1,PreBind:20.25
 some log line
 schedperf-latency BenchmarkSchedulerPerf/dra/SchedulingWithResourceClaimTemplate/5000pods_500nodes/floor/0 attempt-p50-ms=9 prebind-p50-ms=-
 BenchmarkSchedulerPerf/dra/SchedulingWithResourceClaimTemplate/5000pods_500nodes/dractl/0/SchedulingWithResourceClaimTemplate/5000pods_500nodes-2 	1	0 ns/op	90.00 SchedulingThroughput/Average	88.00 SchedulingThroughput/Perc50	40.00 SchedulingThroughput/Perc99

@@ -150,19 +150,27 @@ func reportLatency(name, dir string) error {
 		return fmt.Errorf("%s: %w", files[0], err)
 	}
 	attempt, preBind := "-", "-"
+	// Every extension point's p50 follows, for reading: where a pod's
+	// attempt goes beside PreBind.
+	var points []string
 	for _, it := range items.DataItems {
 		p50, ok := it.Data["Perc50"]
 		if !ok || it.Unit != "ms" {
 			continue
 		}
+		v := strconv.FormatFloat(p50, 'g', 4, 64)
 		switch l := it.Labels; {
 		case l["Metric"] == "scheduler_scheduling_attempt_duration_seconds" && l["result"] == "scheduled":
-			attempt = strconv.FormatFloat(p50, 'g', 6, 64)
-		case l["Metric"] == "scheduler_framework_extension_point_duration_seconds" && l["extension_point"] == "PreBind":
-			preBind = strconv.FormatFloat(p50, 'g', 6, 64)
+			attempt = v
+		case l["Metric"] == "scheduler_framework_extension_point_duration_seconds":
+			points = append(points, l["extension_point"]+":"+v)
+			if l["extension_point"] == "PreBind" {
+				preBind = v
+			}
 		}
 	}
-	fmt.Printf("schedperf-latency %s attempt-p50-ms=%s prebind-p50-ms=%s\n", name, attempt, preBind)
+	slices.Sort(points)
+	fmt.Printf("schedperf-latency %s attempt-p50-ms=%s prebind-p50-ms=%s points-p50-ms=%s\n", name, attempt, preBind, strings.Join(points, ","))
 	return nil
 }
 
