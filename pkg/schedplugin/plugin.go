@@ -52,6 +52,8 @@ type Plugin struct {
 	// extendedClaimOf finds the extended-resource claim an earlier
 	// attempt created for a pod (nil: DRAExtendedResource is off).
 	extendedClaimOf func(*v1.Pod) *resourcev1.ResourceClaim
+	// writing takes PreBind's writes of one claim in turn (see bindClaim).
+	writing claimTurns
 }
 
 var (

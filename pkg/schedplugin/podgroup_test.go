@@ -3,6 +3,7 @@ package schedplugin
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,6 +12,9 @@ import (
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	k8stesting "k8s.io/client-go/testing"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/utils/ptr"
 
@@ -152,6 +156,73 @@ func TestPodGroupCycleSharesClaim(t *testing.T) {
 				t.Errorf("pod-b placed on %s, on the group's devices", node)
 			}
 		})
+	}
+}
+
+// TestGroupMembersWriteClaimInTurn: kube-scheduler binds the members of
+// a pod group concurrently. While the first member's write of the group's
+// claim is in flight, the second waits for it instead of writing the same
+// allocation too; then it finds the claim written and writes nothing.
+func TestGroupMembersWriteClaimInTurn(t *testing.T) {
+	c := newCluster(t, nil, append(gpuObjects(t), groupClaim("shared", true))...)
+	c.handle.groups.groups["default/pg"] = podGroup("shared", true)
+	ctx := context.Background()
+	pods := []*v1.Pod{groupPod("p0", "shared", true), groupPod("p1", "shared", true)}
+	group := newGroupCycle()
+	var states []*fakeCycleState
+	for _, p := range pods {
+		states = append(states, inGroupCycle(t, c, group, p, node1))
+	}
+	writing, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	c.client.PrependReactor("update", "resourceclaims", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() == "status" {
+			once.Do(func() { close(writing) })
+			<-release
+		}
+		return false, nil, nil
+	})
+	bind := func(i int) <-chan struct{} {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			if st := c.pl.PreBind(ctx, states[i], pods[i], node1.node.Name); !st.IsSuccess() {
+				t.Errorf("PreBind %s: %v", pods[i].Name, st)
+			}
+		}()
+		return done
+	}
+	first := bind(0)
+	<-writing
+	second := bind(1)
+	// The second member waits for the claim's turn.
+	err := wait.PollUntilContextTimeout(ctx, time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		return c.pl.writing.users("uid-shared") == 2, nil
+	})
+	must(t, err)
+	if returned(second) {
+		t.Fatal("the second member's PreBind ended while the first's write was in flight")
+	}
+	close(release)
+	<-first
+	<-second
+	claimWrites := 0
+	for _, a := range c.client.Actions() {
+		if a.GetVerb() == "update" && a.GetResource().Resource == "resourceclaims" {
+			claimWrites++
+		}
+	}
+	// The finalizer, then the allocation with the reservation.
+	if claimWrites != 2 {
+		t.Errorf("%d writes of the claim, want 2 (the first member's)", claimWrites)
+	}
+	got, err := c.client.ResourceV1().ResourceClaims("default").Get(ctx, "shared", metav1.GetOptions{})
+	must(t, err)
+	if want := []resourcev1.ResourceClaimConsumerReference{groupConsumer}; got.Status.Allocation == nil || !apiequality.Semantic.DeepEqual(got.Status.ReservedFor, want) {
+		t.Errorf("claim allocated %v, reserved for %v, want allocated and reserved for %v", got.Status.Allocation != nil, got.Status.ReservedFor, want)
+	}
+	if n := c.pl.writing.users("uid-shared"); n != 0 {
+		t.Errorf("%d still hold or wait for the claim's turn", n)
 	}
 }
 
