@@ -16,6 +16,8 @@ import (
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/klog/v2"
 	cdispec "tags.cncf.io/container-device-interface/specs-go"
+
+	"github.com/dractl/dractl/pkg/internal/claimlock"
 )
 
 // Failpoint names a step of prepare or unprepare, right after it took
@@ -68,7 +70,7 @@ type Kit struct {
 	ckpt    *checkpoints
 	cdi     *cdiSpecs
 
-	claimLocks keyedMutex
+	claimLocks claimlock.Locks
 
 	mu   sync.Mutex
 	inv  inventory
@@ -159,7 +161,7 @@ func (k *Kit) devicesOf(claim *resourcev1.ResourceClaim) ([]PreparedDevice, erro
 // recorded answer and creates nothing.
 func (k *Kit) Prepare(ctx context.Context, claim *resourcev1.ResourceClaim) ([]kubeletplugin.Device, error) {
 	uid := claim.UID
-	unlock := k.claimLocks.lock(uid)
+	unlock := k.claimLocks.Lock(uid)
 	defer unlock()
 
 	rec, err := k.ckpt.Read(uid)
@@ -280,7 +282,7 @@ func (k *Kit) answer(rec *ClaimRecord) []kubeletplugin.Device {
 // Unprepare undoes Prepare. A claim that is not prepared is not an error:
 // the kubelet repeats calls after restarts.
 func (k *Kit) Unprepare(ctx context.Context, uid types.UID) error {
-	unlock := k.claimLocks.lock(uid)
+	unlock := k.claimLocks.Lock(uid)
 	defer unlock()
 
 	rec, err := k.ckpt.Read(uid)
@@ -467,38 +469,4 @@ func (k *Kit) release(uid types.UID) {
 		}
 	}
 	delete(k.claimUse, uid)
-}
-
-// keyedMutex serializes calls per claim without a lock per claim forever.
-type keyedMutex struct {
-	mu    sync.Mutex
-	locks map[types.UID]*refMutex
-}
-
-type refMutex struct {
-	sync.Mutex
-	refs int
-}
-
-func (m *keyedMutex) lock(uid types.UID) (unlock func()) {
-	m.mu.Lock()
-	if m.locks == nil {
-		m.locks = map[types.UID]*refMutex{}
-	}
-	l := m.locks[uid]
-	if l == nil {
-		l = &refMutex{}
-		m.locks[uid] = l
-	}
-	l.refs++
-	m.mu.Unlock()
-	l.Lock()
-	return func() {
-		l.Unlock()
-		m.mu.Lock()
-		if l.refs--; l.refs == 0 {
-			delete(m.locks, uid)
-		}
-		m.mu.Unlock()
-	}
 }

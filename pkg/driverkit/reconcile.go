@@ -55,7 +55,7 @@ func (k *Kit) Reconcile(ctx context.Context) (*ReconcileReport, error) {
 
 	completed := map[types.UID]*ClaimRecord{}
 	for _, rec := range records {
-		unlock := k.claimLocks.lock(rec.UID)
+		unlock := k.claimLocks.Lock(rec.UID)
 		switch rec.State {
 		case PrepareCompleted:
 			completed[rec.UID] = rec

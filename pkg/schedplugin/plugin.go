@@ -14,6 +14,7 @@ import (
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
+	"github.com/dractl/dractl/pkg/internal/claimlock"
 	"github.com/dractl/dractl/pkg/live/informer"
 	"github.com/dractl/dractl/pkg/state"
 )
@@ -53,7 +54,7 @@ type Plugin struct {
 	// attempt created for a pod (nil: DRAExtendedResource is off).
 	extendedClaimOf func(*v1.Pod) *resourcev1.ResourceClaim
 	// writing takes PreBind's writes of one claim in turn (see bindClaim).
-	writing claimTurns
+	writing claimlock.Locks
 }
 
 var (

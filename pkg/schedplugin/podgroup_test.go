@@ -197,7 +197,7 @@ func TestGroupMembersWriteClaimInTurn(t *testing.T) {
 	second := bind(1)
 	// The second member waits for the claim's turn.
 	err := wait.PollUntilContextTimeout(ctx, time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-		return c.pl.writing.users("uid-shared") == 2, nil
+		return c.pl.writing.Users("uid-shared") == 2, nil
 	})
 	must(t, err)
 	if returned(second) {
@@ -221,7 +221,7 @@ func TestGroupMembersWriteClaimInTurn(t *testing.T) {
 	if want := []resourcev1.ResourceClaimConsumerReference{groupConsumer}; got.Status.Allocation == nil || !apiequality.Semantic.DeepEqual(got.Status.ReservedFor, want) {
 		t.Errorf("claim allocated %v, reserved for %v, want allocated and reserved for %v", got.Status.Allocation != nil, got.Status.ReservedFor, want)
 	}
-	if n := c.pl.writing.users("uid-shared"); n != 0 {
+	if n := c.pl.writing.Users("uid-shared"); n != 0 {
 		t.Errorf("%d still hold or wait for the claim's turn", n)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -145,7 +144,7 @@ func (pl *Plugin) PreBind(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, n
 // finds the first's write in the assume cache and writes nothing, where
 // racing each would pay a conflict, a read and a retry.
 func (pl *Plugin) bindClaim(ctx context.Context, claim *resourcev1.ResourceClaim, allocation *resourcev1.AllocationResult, consumer resourcev1.ResourceClaimConsumerReference) (*resourcev1.ResourceClaim, error) {
-	defer pl.writing.take(claim.UID)()
+	defer pl.writing.Lock(claim.UID)()
 	logger := klog.FromContext(ctx)
 	client := pl.clientset.ResourceV1().ResourceClaims(claim.Namespace)
 	c := claim.DeepCopy()
@@ -230,53 +229,6 @@ func (pl *Plugin) bindClaim(ctx context.Context, claim *resourcev1.ResourceClaim
 		return nil, err
 	}
 	return c, nil
-}
-
-// claimTurns is a lock per claim, held by one bindClaim at a time and
-// gone when no one holds or waits for it.
-type claimTurns struct {
-	mu    sync.Mutex
-	turns map[types.UID]*claimTurn
-}
-
-type claimTurn struct {
-	sync.Mutex
-	// users hold or wait for the turn (guarded by claimTurns.mu).
-	users int
-}
-
-// take waits for the claim's turn and returns its release.
-func (t *claimTurns) take(uid types.UID) func() {
-	t.mu.Lock()
-	if t.turns == nil {
-		t.turns = map[types.UID]*claimTurn{}
-	}
-	turn := t.turns[uid]
-	if turn == nil {
-		turn = &claimTurn{}
-		t.turns[uid] = turn
-	}
-	turn.users++
-	t.mu.Unlock()
-	turn.Lock()
-	return func() {
-		turn.Unlock()
-		t.mu.Lock()
-		if turn.users--; turn.users == 0 {
-			delete(t.turns, uid)
-		}
-		t.mu.Unlock()
-	}
-}
-
-// users counts who hold or wait for the claim's turn.
-func (t *claimTurns) users(uid types.UID) int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if turn := t.turns[uid]; turn != nil {
-		return turn.users
-	}
-	return 0
 }
 
 // sameDevices reports whether two allocations of one claim hand out the
