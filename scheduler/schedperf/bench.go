@@ -135,9 +135,13 @@ func BenchFromLog(repo string, log io.Reader) ([]BenchRow, error) {
 	return rows, nil
 }
 
-// benchLine is a benchmark result of a workload: its name down to the
-// round, what scheduler_perf names below it, and the metrics.
-var benchLine = regexp.MustCompile(`^BenchmarkSchedulerPerf/([^/]+)/([^/]+)/([^/]+)/([^/]+)/(\d+)/\S*\s+\d+\s+(.*)$`)
+// runName is a run's benchmark name as the adapter gives it
+// (testdata/bench_test.go): suite, test case, workload, side, round.
+const runName = `BenchmarkSchedulerPerf/([^/]+)/([^/]+)/([^/]+)/([^/]+)/(\d+)`
+
+// benchLine is a benchmark result of a workload: its run's name, what
+// scheduler_perf names below it, and the metrics.
+var benchLine = regexp.MustCompile(`^` + runName + `/\S*\s+\d+\s+(.*)$`)
 
 // parseBench reads go test's benchmark output.
 func parseBench(r io.Reader, limits map[string]float64) []BenchRow {
@@ -185,7 +189,7 @@ func parseBench(r io.Reader, limits map[string]float64) []BenchRow {
 
 // latencyLine is what the adapter prints after each run (reportLatency in
 // testdata/bench_test.go).
-var latencyLine = regexp.MustCompile(`^schedperf-latency BenchmarkSchedulerPerf/([^/]+)/([^/]+)/([^/]+)/([^/]+)/(\d+) attempt-p50-ms=(\S+) prebind-p50-ms=(\S+)( .*)?$`)
+var latencyLine = regexp.MustCompile(`^schedperf-latency ` + runName + ` attempt-p50-ms=(\S+) prebind-p50-ms=(\S+)( .*)?$`)
 
 // latency sets the latencies of line on the run it follows: the side's
 // latest run of the workload.
