@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -140,6 +141,30 @@ func TestValues(t *testing.T) {
 			seen[key] = true
 		}
 	})
+	t.Run("defaults: every controller two replicas, spread over nodes", func(t *testing.T) {
+		objs := objects(t, nil)
+		for _, name := range []string{"dractl-scheduler", "dractl-monitor", "dractl-pool-publisher"} {
+			d := find(objs, "Deployment", name)
+			if d == nil {
+				t.Errorf("no Deployment %s", name)
+				continue
+			}
+			if r := replicas(d); r != "2" {
+				t.Errorf("%s: replicas %s, want 2 (a leader and a standby)", name, r)
+			}
+			labels, _, _ := unstructured.NestedStringMap(d.Object, "spec", "template", "metadata", "labels")
+			terms, _, _ := unstructured.NestedSlice(d.Object, "spec", "template", "spec", "affinity", "podAntiAffinity", "preferredDuringSchedulingIgnoredDuringExecution")
+			if len(terms) != 1 {
+				t.Errorf("%s: %d preferred anti-affinity terms, want 1", name, len(terms))
+				continue
+			}
+			key, _, _ := unstructured.NestedString(terms[0].(map[string]any), "podAffinityTerm", "topologyKey")
+			match, _, _ := unstructured.NestedStringMap(terms[0].(map[string]any), "podAffinityTerm", "labelSelector", "matchLabels")
+			if key != "kubernetes.io/hostname" || len(match) == 0 || !maps.Equal(match, labels) {
+				t.Errorf("%s: anti-affinity over %q for %v, want kubernetes.io/hostname for its own pods %v", name, key, match, labels)
+			}
+		}
+	})
 	t.Run("one monitor: no election, no Lease role; no auth: plain HTTP", func(t *testing.T) {
 		objs := objects(t, map[string]any{"monitor": map[string]any{"replicas": 1, "metrics": map[string]any{"auth": false, "port": 9090}}})
 		m := find(objs, "Deployment", "dractl-monitor")
@@ -165,7 +190,7 @@ func TestValues(t *testing.T) {
 	})
 	t.Run("the two-profile scheduler configuration, images, replicas", func(t *testing.T) {
 		objs := objects(t, map[string]any{
-			"scheduler": map[string]any{"profile": "config-two-profiles.yaml", "replicas": 2},
+			"scheduler": map[string]any{"profile": "config-two-profiles.yaml", "replicas": 3},
 			"images":    map[string]any{"scheduler": map[string]any{"repository": "registry.example/dractl-scheduler", "tag": "v1"}},
 		})
 		cm := find(objs, "ConfigMap", "dractl-scheduler-config")
@@ -182,7 +207,7 @@ func TestValues(t *testing.T) {
 		if img, _, _ := unstructured.NestedString(cs[0].(map[string]any), "image"); img != "registry.example/dractl-scheduler:v1" {
 			t.Errorf("image %q", img)
 		}
-		if r := replicas(d); r != "2" {
+		if r := replicas(d); r != "3" {
 			t.Errorf("replicas %s", r)
 		}
 		def := find(objects(t, nil), "Deployment", "dractl-scheduler")

@@ -741,7 +741,7 @@ profile and adds `schedulerName: dractl`, which pods opt into. Both plugins
 then share the scheduler's claim tracker and never hand out a device twice;
 run one scheduler process for DRA pods, since two processes cannot see each
 other's allocations in flight. `kubectl apply -k deploy/scheduler` installs
-RBAC, the configuration and a Deployment (image built with
+RBAC, the configuration and a Deployment of two replicas electing a leader (image built with
 `scheduler/Dockerfile`). With kube-scheduler's alpha
 `--feature-gates=SchedulerPreQueueingHints=true`, dractl's plugin narrows
 each claim event to the pods that reference the claim (or to all pods when

@@ -18,3 +18,18 @@
 {{ $cfg }}
 {{- end -}}
 {{- end -}}
+
+{{/* Replicas of one controller on different nodes where the cluster has
+them: a node lost takes the leader, not its standby too. Takes the pod
+template's labels: include "dractl.spread" (dict "app.kubernetes.io/name" "dractl-monitor") */}}
+{{- define "dractl.spread" -}}
+affinity:
+  podAntiAffinity:
+    preferredDuringSchedulingIgnoredDuringExecution:
+    - weight: 100
+      podAffinityTerm:
+        topologyKey: kubernetes.io/hostname
+        labelSelector:
+          matchLabels:
+            {{- toYaml . | nindent 12 }}
+{{- end -}}
