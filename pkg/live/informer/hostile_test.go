@@ -2,12 +2,15 @@ package informer_test
 
 import (
 	"fmt"
+	"runtime"
 	"testing"
 
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/dractl/dractl/internal/testing/testgen"
+	"github.com/dractl/dractl/pkg/api"
 	"github.com/dractl/dractl/pkg/live/informer"
 	"github.com/dractl/dractl/pkg/pool"
 	"github.com/dractl/dractl/pkg/state"
@@ -106,4 +109,66 @@ func TestGenerationGoingBackwards(t *testing.T) {
 	if len(*lines) != 0 {
 		t.Errorf("refusals logged: %q", *lines)
 	}
+}
+
+func liveHeap() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
+}
+
+// TestLargestSlicesCostLessThanThemselves: the largest plain slices v1
+// allows (128 devices, 32 string attributes each at the longest value)
+// cost the State less than a tenth of the objects themselves. The
+// scheduler's informer holds each object anyway; the State reads it in
+// place and adds its indexes, so a hostile driver grows dractl-scheduler
+// by a small part of what it makes kube-scheduler hold, never by a
+// multiple.
+func TestLargestSlicesCostLittleBeyondThemselves(t *testing.T) {
+	const n = 20
+	objects := make([]*resourcev1.ResourceSlice, n)
+	before := liveHeap()
+	for i := range objects {
+		// A fresh worst case each: objects decoded from the wire share
+		// no strings with each other.
+		o, err := api.ToV1(testgen.WorstCaseFlat(testgen.StringAttributes)["devices"])
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.Name = fmt.Sprintf("largest-%d", i)
+		o.Spec.NodeName = ptr.To(fmt.Sprintf("node-%d", i))
+		o.Spec.Pool = resourcev1.ResourcePool{Name: fmt.Sprintf("node-%d", i), Generation: 1, ResourceSliceCount: 1}
+		objects[i] = o
+	}
+	perObject := float64(liveHeap()-before) / n
+
+	st := state.New(state.Options{})
+	logger, lines := logLines()
+	h := informer.Slices(st).Handler(logger)
+	before = liveHeap()
+	for _, o := range objects {
+		h.OnAdd(o, false)
+	}
+	snap := st.Snapshot()
+	perSlice := float64(int64(liveHeap())-int64(before)) / n
+	t.Logf("a slice at v1's limits: %.0f KiB as an object, %.0f KiB more in the State", perObject/1024, perSlice/1024)
+	if perSlice > perObject/10 {
+		t.Errorf("the State adds %.0f KiB per slice, more than a tenth of the object's %.0f KiB: it copies what it could read in place", perSlice/1024, perObject/1024)
+	}
+	if len(*lines) != 0 {
+		t.Errorf("refusals logged: %q", *lines)
+	}
+	devices := 0
+	for _, p := range snap.Pools() {
+		for _, s := range p.Slices {
+			devices += len(s.Spec.Devices)
+		}
+	}
+	if len(snap.Pools()) != n || devices != n*len(objects[0].Spec.Devices) {
+		t.Errorf("%d pools with %d devices, want %d with %d", len(snap.Pools()), devices, n, n*len(objects[0].Spec.Devices))
+	}
+	runtime.KeepAlive(objects)
+	runtime.KeepAlive(snap)
 }
