@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/dractl/dractl/e2e/framework"
+	"github.com/dractl/dractl/pkg/driverkit"
 )
 
 // A soak is a history of events, work and faults, drawn from a seed. The
@@ -45,9 +47,10 @@ const (
 	faultAPIServer soakKind = "restart-apiserver"
 	// faultEtcd: etcd stalls for Arg milliseconds.
 	faultEtcd soakKind = "stall-etcd"
-	// faultScheduler: a burst of pods, then the dractl-scheduler leader
-	// SIGKILLed Arg milliseconds later, while it binds them; a new
-	// replica replaces it.
+	// faultScheduler: a burst of three pods, and the dractl-scheduler
+	// leader SIGKILLed the moment the API shows one of their claims
+	// allocated (PreBind wrote it, Bind is next: the leader dies while it
+	// binds them), or after 5 s; a new replica replaces it.
 	faultScheduler soakKind = "kill-scheduler"
 	// faultDriver: the driver of Node restarted to kill itself (SIGKILL)
 	// at prepare failpoint Arg of the next pod's claim; it is started
@@ -146,11 +149,11 @@ func (g *soakGenerator) next() soakEvent {
 		case faultEtcd:
 			e.Arg = 1000 + r.IntN(7000)
 		case faultScheduler:
-			e.Name, e.Arg = fmt.Sprintf("burst-%d", g.n), r.IntN(400)
+			e.Name = fmt.Sprintf("burst-%d", g.n)
 			e.Profile = g.profile()
 			g.live = append(g.live, e.Name)
 		case faultDriver:
-			e.Node = soakGPUNodes[r.IntN(len(soakGPUNodes))]
+			e.Node, e.Arg = soakGPUNodes[r.IntN(len(soakGPUNodes))], r.IntN(len(driverkit.PrepareFailpoints))
 			e.Name, e.Class, e.Profile = fmt.Sprintf("crash-%d", g.n), soakMIGClasses[r.IntN(len(soakMIGClasses))], g.profile()
 			g.live = append(g.live, e.Name)
 		}
@@ -263,8 +266,10 @@ func TestShrinkFindsMinimalHistory(t *testing.T) {
 }
 
 // TestSoakScheduleCoversEveryFault: any seed's first round injects every
-// fault kind, and deletions name only pods created before them.
+// fault kind, deletions name only pods created before them, and the
+// drivers are killed at every prepare failpoint across seeds.
 func TestSoakScheduleCoversEveryFault(t *testing.T) {
+	failpoints := map[int]bool{}
 	for seed := range uint64(20) {
 		g := newSoakGenerator(seed)
 		seen := map[soakKind]bool{}
@@ -275,6 +280,9 @@ func TestSoakScheduleCoversEveryFault(t *testing.T) {
 			switch e.Kind {
 			case opTemplatePod, opClaimPods, faultScheduler, faultDriver:
 				created[e.Name] = true
+				if e.Kind == faultDriver {
+					failpoints[e.Arg] = true
+				}
 			case opDelete:
 				if !created[e.Name] {
 					t.Errorf("seed %d: event %d deletes %s, never created", seed, i, e.Name)
@@ -286,6 +294,14 @@ func TestSoakScheduleCoversEveryFault(t *testing.T) {
 				t.Errorf("seed %d: no %s in the first %d events", seed, f, 6*len(soakFaults))
 			}
 		}
+	}
+	for i, f := range driverkit.PrepareFailpoints {
+		if !failpoints[i] {
+			t.Errorf("no driver killed at %s in 20 seeds", f)
+		}
+	}
+	if len(failpoints) != len(driverkit.PrepareFailpoints) {
+		t.Errorf("failpoints drawn %v, want indexes of %v", slices.Sorted(maps.Keys(failpoints)), driverkit.PrepareFailpoints)
 	}
 }
 

@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -138,6 +139,13 @@ type soakResult struct {
 	// acquisition, by controller.
 	failover map[string][]time.Duration
 	elapsed  time.Duration
+	// killsMidBinding counts the scheduler kills that caught pods in
+	// their binding cycle, podsMidBinding those pods (caughtBinding).
+	killsMidBinding, podsMidBinding int
+	// privileges is, by deploy/ component, what it used of its RBAC;
+	// refusedOnce counts its requests refused and granted when retried.
+	privileges  []string
+	refusedOnce map[string]int
 }
 
 func (r *soakResult) report(seed uint64, duration time.Duration) string {
@@ -166,12 +174,19 @@ func (r *soakResult) report(seed uint64, duration time.Duration) string {
 			len(r.upstreamShared), strings.Join(slices.Sorted(maps.Keys(r.upstreamShared)), "; "))
 	}
 	fmt.Fprintf(&b, "drivers SIGKILLed at a prepare failpoint: %d\n", r.driverKills)
+	fmt.Fprintf(&b, "scheduler leaders SIGKILLed mid-binding (a claim written, its pod not bound): %d, with %d pods\n", r.killsMidBinding, r.podsMidBinding)
 	for _, n := range slices.Sorted(maps.Keys(r.exits)) {
 		fmt.Fprintf(&b, "%s replicas that exited on their own (and were replaced): %d\n", n, r.exits[n])
 	}
 	fmt.Fprintf(&b, "writes through the proxy: %d, failed by it:\n", r.writes)
 	for _, f := range framework.Faults {
 		fmt.Fprintf(&b, "  %-20s %d\n", f, r.injected[f])
+	}
+	for _, p := range r.privileges {
+		fmt.Fprintf(&b, "RBAC %s\n", p)
+	}
+	for _, n := range slices.Sorted(maps.Keys(r.refusedOnce)) {
+		fmt.Fprintf(&b, "RBAC %s: %d requests refused, then granted when retried\n", n, r.refusedOnce[n])
 	}
 	names := make([]string, 0, len(r.failover))
 	for n := range r.failover {
@@ -225,6 +240,8 @@ type soak struct {
 	// claim), by group name.
 	profiles map[string]string
 
+	auditLog string // the component users' requests (auditLog)
+
 	mu       sync.Mutex
 	wg       sync.WaitGroup
 	failover map[string][]time.Duration
@@ -232,7 +249,7 @@ type soak struct {
 
 func runSoak(t *testing.T, seed uint64, next func(i int) (soakEvent, bool), duration time.Duration) *soakResult {
 	start := time.Now()
-	s := &soak{t: t, res: &soakResult{ops: map[soakKind]int{}, skipped: map[soakKind]int{}, upstream: map[string]bool{}, upstreamShared: map[string]bool{}, upstreamClaims: map[string]bool{}, exits: map[string]int{}}, armed: map[string]bool{}, nodes: map[string]*gpuNode{},
+	s := &soak{t: t, res: &soakResult{ops: map[soakKind]int{}, skipped: map[soakKind]int{}, upstream: map[string]bool{}, upstreamShared: map[string]bool{}, upstreamClaims: map[string]bool{}, exits: map[string]int{}, refusedOnce: map[string]int{}}, armed: map[string]bool{}, nodes: map[string]*gpuNode{},
 		plainGen: map[string]int64{}, profiles: map[string]string{}, failover: map[string][]time.Duration{}}
 	s.setUp(seed)
 	// SOAK is how long the history runs, the cluster's start-up apart.
@@ -267,8 +284,50 @@ func runSoak(t *testing.T, seed uint64, next func(i int) (soakEvent, bool), dura
 			return s.res
 		}
 	}
-	s.res.violation = s.quiesce()
+	if s.res.violation = s.quiesce(); s.res.violation == "" {
+		s.res.violation = s.privileges()
+	}
 	return s.res
+}
+
+// privileges reads what each deploy/ component asked kube-apiserver for
+// during the soak, through every fault, restart and failover, as its
+// own ServiceAccount under the chart's RBAC. A request refused and never
+// granted on a retry is a rule the component lacks: a violation. The
+// permissions each used are reported; whether every rule is used is
+// TestLeastPrivilege's to judge, on a run that walks every path once
+// (a seeded history need not delete a slice, say).
+func (s *soak) privileges() string {
+	requests := readAudit(s.t, s.auditLog)
+	grants := renderedGrants(s.t)
+	var refused []string
+	for _, c := range components {
+		reqs := requests[c.user()]
+		used, unused := usage(grants[c.template], reqs)
+		line := fmt.Sprintf("%s: %d requests, %d of %d permissions used", c.name, len(reqs), len(used), len(used)+len(unused))
+		if len(unused) > 0 {
+			names := make([]string, len(unused))
+			for i, u := range unused {
+				names[i] = u.permission.String()
+			}
+			line += " (not: " + strings.Join(names, ", ") + ")"
+		}
+		forGood := refusedForGood(reqs)
+		for _, r := range reqs {
+			if r.code == 403 {
+				s.res.refusedOnce[c.name]++
+			}
+		}
+		s.res.refusedOnce[c.name] -= len(forGood)
+		if s.res.refusedOnce[c.name] == 0 {
+			delete(s.res.refusedOnce, c.name)
+		}
+		s.res.privileges = append(s.res.privileges, line)
+		for _, r := range forGood {
+			refused = append(refused, fmt.Sprintf("%s was refused %s (%s): its RBAC lacks it", c.name, r, r.uri))
+		}
+	}
+	return strings.Join(refused, "; ")
 }
 
 // setUp starts the cluster. Components go through the proxy; the soak's
@@ -278,7 +337,13 @@ func (s *soak) setUp(seed uint64) {
 	// kube-apiserver answers a request whose storage call outlasts 5 s
 	// with 504 and lets the write complete behind it: an etcd stall
 	// longer than that is a write of unknown outcome.
-	s.cp = framework.StartControlPlane(t, framework.Options{StallableEtcd: true, APIServerFlags: []string{"--request-timeout=5s"}})
+	users := make([]string, len(components))
+	for i, c := range components {
+		users[i] = c.user()
+	}
+	audit, auditLog := auditLog(t, t.TempDir(), users...)
+	s.auditLog = auditLog
+	s.cp = framework.StartControlPlane(t, framework.Options{StallableEtcd: true, APIServerFlags: append(audit, "--request-timeout=5s")})
 	cp := s.cp
 	proxy, err := framework.NewFaultProxy(cp.Config.Host, seed)
 	if err != nil {
@@ -548,8 +613,16 @@ func (s *soak) do(e soakEvent) {
 	case faultEtcd:
 		s.cp.Etcd.Stall(time.Duration(e.Arg) * time.Millisecond)
 	case faultScheduler:
+		// Watched from before the pods exist, so that the first claim
+		// write of the burst is seen.
+		w, err := s.client().ResourceV1().ResourceClaims("default").Watch(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Logf("watching claims for the scheduler kill: %v", err)
+		}
 		s.createPods(e.Name, e.Profile, soakMIGClasses[0], "", 3)
-		time.Sleep(time.Duration(e.Arg) * time.Millisecond)
+		if w != nil {
+			awaitAllocation(w, e.Name, 5*time.Second)
+		}
 		i := s.schedulerLeader()
 		if i < 0 {
 			s.res.skipped[e.Kind]++ // between leaders: a failover is under way
@@ -559,6 +632,12 @@ func (s *soak) do(e soakEvent) {
 		_ = s.sched[i].cmd.Process.Kill()
 		s.measureFailover("dractl-scheduler", "kube-system", schedulerLease, old, time.Now())
 		<-s.sched[i].done
+		if n, err := s.caughtBinding(e.Name); err != nil {
+			t.Logf("the pods of %s at the scheduler's death: %v", e.Name, err)
+		} else if n > 0 {
+			s.res.killsMidBinding++
+			s.res.podsMidBinding += n
+		}
 		s.sched = slices.Delete(s.sched, i, i+1)
 		s.startScheduler()
 	case faultDriver:
@@ -596,6 +675,68 @@ func (s *soak) do(e soakEvent) {
 	default:
 		t.Fatalf("unknown event %s", e)
 	}
+}
+
+// awaitAllocation returns once a claim of a pod of group shows an
+// allocation (the scheduler's PreBind wrote it: the pod's Bind comes
+// next), or after timeout. It stops w.
+func awaitAllocation(w watch.Interface, group string, timeout time.Duration) {
+	defer w.Stop()
+	deadline := time.After(timeout)
+	for {
+		select {
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return
+			}
+			c, isClaim := ev.Object.(*resourcev1.ResourceClaim)
+			if !isClaim || c.Status.Allocation == nil {
+				continue
+			}
+			for _, o := range c.OwnerReferences {
+				if o.Kind == "Pod" && strings.HasPrefix(o.Name, group+"-") {
+					return
+				}
+			}
+		case <-deadline:
+			return
+		}
+	}
+}
+
+// caughtBinding counts the pods of a group that a scheduler's death
+// caught in their binding cycle: PreBind had written their claim's
+// allocation, the pod was not bound.
+func (s *soak) caughtBinding(group string) (int, error) {
+	ctx := s.cp.Context()
+	pods, err := s.client().CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "soak-group=" + group})
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, p := range pods.Items {
+		if p.Spec.NodeName != "" {
+			continue
+		}
+		for _, pc := range p.Spec.ResourceClaims {
+			name := podClaim(&p, pc)
+			if name == "" {
+				continue
+			}
+			c, err := s.client().ResourceV1().ResourceClaims("default").Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				if apierrors.IsNotFound(err) {
+					continue
+				}
+				return 0, err
+			}
+			if c.Status.Allocation != nil {
+				n++
+				break
+			}
+		}
+	}
+	return n, nil
 }
 
 // createPods creates pods NAME-0..n-1 whose claim "dev" comes from a
