@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/dractl/dractl/internal/testing/clusterbench"
 	"github.com/dractl/dractl/internal/testing/testgen"
 	"github.com/dractl/dractl/pkg/api"
 	"github.com/dractl/dractl/pkg/live/informer"
@@ -111,14 +112,6 @@ func TestGenerationGoingBackwards(t *testing.T) {
 	}
 }
 
-func liveHeap() uint64 {
-	runtime.GC()
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	return ms.HeapAlloc
-}
-
 // TestLargestSlicesCostLessThanThemselves: the largest plain slices v1
 // allows (128 devices, 32 string attributes each at the longest value)
 // cost the State less than a tenth of the objects themselves. The
@@ -129,30 +122,33 @@ func liveHeap() uint64 {
 func TestLargestSlicesCostLittleBeyondThemselves(t *testing.T) {
 	const n = 20
 	objects := make([]*resourcev1.ResourceSlice, n)
-	before := liveHeap()
-	for i := range objects {
-		// A fresh worst case each: objects decoded from the wire share
-		// no strings with each other.
-		o, err := api.ToV1(testgen.WorstCaseFlat(testgen.StringAttributes)["devices"])
-		if err != nil {
-			t.Fatal(err)
+	perObject := float64(clusterbench.LiveHeap(func() any {
+		for i := range objects {
+			// A fresh worst case each: objects decoded from the wire share
+			// no strings with each other.
+			o, err := api.ToV1(testgen.WorstCaseFlat(testgen.StringAttributes)["devices"])
+			if err != nil {
+				t.Fatal(err)
+			}
+			o.Name = fmt.Sprintf("largest-%d", i)
+			o.Spec.NodeName = ptr.To(fmt.Sprintf("node-%d", i))
+			o.Spec.Pool = resourcev1.ResourcePool{Name: fmt.Sprintf("node-%d", i), Generation: 1, ResourceSliceCount: 1}
+			objects[i] = o
 		}
-		o.Name = fmt.Sprintf("largest-%d", i)
-		o.Spec.NodeName = ptr.To(fmt.Sprintf("node-%d", i))
-		o.Spec.Pool = resourcev1.ResourcePool{Name: fmt.Sprintf("node-%d", i), Generation: 1, ResourceSliceCount: 1}
-		objects[i] = o
-	}
-	perObject := float64(liveHeap()-before) / n
+		return nil
+	})) / n
 
-	st := state.New(state.Options{})
 	logger, lines := logLines()
-	h := informer.Slices(st).Handler(logger)
-	before = liveHeap()
-	for _, o := range objects {
-		h.OnAdd(o, false)
-	}
-	snap := st.Snapshot()
-	perSlice := float64(int64(liveHeap())-int64(before)) / n
+	var snap *state.Snapshot
+	perSlice := float64(clusterbench.LiveHeap(func() any {
+		st := state.New(state.Options{})
+		h := informer.Slices(st).Handler(logger)
+		for _, o := range objects {
+			h.OnAdd(o, false)
+		}
+		snap = st.Snapshot()
+		return st
+	})) / n
 	t.Logf("a slice at v1's limits: %.0f KiB as an object, %.0f KiB more in the State", perObject/1024, perSlice/1024)
 	if perSlice > perObject/10 {
 		t.Errorf("the State adds %.0f KiB per slice, more than a tenth of the object's %.0f KiB: it copies what it could read in place", perSlice/1024, perObject/1024)
@@ -170,5 +166,4 @@ func TestLargestSlicesCostLittleBeyondThemselves(t *testing.T) {
 		t.Errorf("%d pools with %d devices, want %d with %d", len(snap.Pools()), devices, n, n*len(objects[0].Spec.Devices))
 	}
 	runtime.KeepAlive(objects)
-	runtime.KeepAlive(snap)
 }
