@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -353,9 +352,11 @@ func (s *soak) setUp(seed uint64) {
 	s.proxy = proxy
 	cp.RouteComponents(proxy)
 	cp.Start(framework.ResourceClaimController{})
+	// The components' ServiceAccounts, RBAC and policies come from the
+	// chart as `helm install` creates them.
+	installChart(t, cp, t.TempDir())
 
 	s.schedSA = cp.Via(cp.ServiceAccount(t, "kube-system", "dractl-scheduler"))
-	cp.Apply(t, rbac)
 	for range 2 {
 		s.startScheduler()
 	}
@@ -377,14 +378,12 @@ func (s *soak) setUp(seed uint64) {
 	}
 	s.setClass(0)
 
-	cp.Apply(t, filepath.Join(repo, "deploy", "monitor"))
 	s.monSA = cp.Via(cp.ServiceAccount(t, "dractl-system", "dractl-monitor"))
 	for range 2 {
 		s.startMonitor()
 	}
 
 	sa := cp.ServiceAccount(t, publisherNS, publisherAccount)
-	cp.Apply(t, publisherRBAC)
 	s.pubKC, s.pubBin = cp.Kubeconfig(cp.Via(sa)), buildPublisher(t)
 	for range 2 {
 		s.startPublisher()
