@@ -111,7 +111,7 @@ func TestSoak(t *testing.T) {
 type soakResult struct {
 	history []soakEvent
 	ops     map[soakKind]int
-	// skipped are faults not injected: no leader to kill at the time
+	// skipped are faults not injected: no leader to kill within 30 s
 	// (a failover under way).
 	skipped   map[soakKind]int
 	injected  map[framework.Fault]int
@@ -159,7 +159,7 @@ func (r *soakResult) report(seed uint64, duration time.Duration) string {
 	for _, k := range kinds {
 		fmt.Fprintf(&b, "  %-18s %d", k, r.ops[soakKind(k)])
 		if n := r.skipped[soakKind(k)]; n > 0 {
-			fmt.Fprintf(&b, " (%d not injected: no leader at the time)", n)
+			fmt.Fprintf(&b, " (%d not injected: no leader within 30 s)", n)
 		}
 		b.WriteString("\n")
 	}
@@ -612,6 +612,7 @@ func (s *soak) do(e soakEvent) {
 	case faultEtcd:
 		s.cp.Etcd.Stall(time.Duration(e.Arg) * time.Millisecond)
 	case faultScheduler:
+		s.awaitLeader(s.schedulerLeader)
 		// Watched from before the pods exist, so that the first claim
 		// write of the burst is seen.
 		w, err := s.client().ResourceV1().ResourceClaims("default").Watch(ctx, metav1.ListOptions{})
@@ -645,7 +646,7 @@ func (s *soak) do(e soakEvent) {
 		s.armed[e.Node] = true
 		s.createPods(e.Name, e.Profile, e.Class, "", 1)
 	case faultMonitor:
-		i := s.monitorLeader(ctx)
+		i := s.awaitLeader(func() int { return s.monitorLeader(ctx) })
 		if i < 0 {
 			s.res.skipped[e.Kind]++
 			return
@@ -660,7 +661,7 @@ func (s *soak) do(e soakEvent) {
 		s.monitors = slices.Delete(s.monitors, i, i+1)
 		s.startMonitor()
 	case faultPublisher:
-		i := s.publisherLeader(ctx)
+		i := s.awaitLeader(func() int { return s.publisherLeader(ctx) })
 		if i < 0 {
 			s.res.skipped[e.Kind]++
 			return
@@ -674,6 +675,18 @@ func (s *soak) do(e soakEvent) {
 	default:
 		t.Fatalf("unknown event %s", e)
 	}
+}
+
+// awaitLeader waits up to 30 s for a controller to have a leader (a
+// failover may be under way: a replica killed or exited a moment ago)
+// and returns leader()'s last answer, -1 for none.
+func (s *soak) awaitLeader(leader func() int) int {
+	i := leader()
+	for deadline := time.Now().Add(30 * time.Second); i < 0 && time.Now().Before(deadline); i = leader() {
+		time.Sleep(200 * time.Millisecond)
+		s.superviseReplicas()
+	}
+	return i
 }
 
 // awaitAllocation returns once a claim of a pod of group shows an
