@@ -506,3 +506,57 @@ func renderedGrants(t testing.TB) map[string][]grant {
 	}
 	return out
 }
+
+// TestRefusedForGood: a refusal counts against the RBAC unless the same
+// request was granted afterwards; and a permission is used only by a
+// request of its verb and resource, in the grant's namespace, on one of
+// its resource names.
+func TestRefusedForGood(t *testing.T) {
+	get := auditRequest{verb: "get", resource: "pods", namespace: "default", name: "a", uri: "/api/v1/namespaces/default/pods/a"}
+	with := func(r auditRequest, code int32) auditRequest { r.code = code; return r }
+	list := get
+	list.verb = "list"
+	for name, tc := range map[string]struct {
+		reqs []auditRequest
+		want int
+	}{
+		"refused, then granted":          {[]auditRequest{with(get, 403), with(get, 200)}, 0},
+		"granted, then refused":          {[]auditRequest{with(get, 200), with(get, 403)}, 1},
+		"refused, another verb granted":  {[]auditRequest{with(get, 403), with(list, 200)}, 1},
+		"refused twice":                  {[]auditRequest{with(get, 403), with(get, 403)}, 2},
+		"refused, then failed otherwise": {[]auditRequest{with(get, 403), with(get, 409)}, 1},
+		"never refused":                  {[]auditRequest{with(get, 200), with(get, 404)}, 0},
+	} {
+		if got := refusedForGood(tc.reqs); len(got) != tc.want {
+			t.Errorf("%s: %d refused for good, want %d", name, len(got), tc.want)
+		}
+	}
+
+	rules := []grant{
+		{kind: "Role", name: "r", namespace: "default", rule: rbacv1.PolicyRule{Verbs: []string{"get", "update"}, APIGroups: []string{""}, Resources: []string{"pods"}, ResourceNames: []string{"a"}}},
+		{kind: "ClusterRole", name: "c", rule: rbacv1.PolicyRule{Verbs: []string{"list"}, APIGroups: []string{""}, Resources: []string{"pods"}}},
+	}
+	other := get
+	other.namespace = "kube-system"
+	for name, tc := range map[string]struct {
+		reqs   []auditRequest
+		unused []string
+	}{
+		"get of the named pod":        {[]auditRequest{get}, []string{"update pods", "list pods"}},
+		"get of another pod":          {[]auditRequest{{verb: "get", resource: "pods", namespace: "default", name: "b"}}, []string{"get pods", "update pods", "list pods"}},
+		"get in another namespace":    {[]auditRequest{other}, []string{"get pods", "update pods", "list pods"}},
+		"a list anywhere":             {[]auditRequest{list, other}, []string{"get pods", "update pods"}},
+		"a list streamed in a watch":  {[]auditRequest{{verb: "watch", resource: "pods", uri: "/api/v1/pods?sendInitialEvents=true&watch=true"}}, []string{"get pods", "update pods"}},
+		"a watch that lists nothing":  {[]auditRequest{{verb: "watch", resource: "pods", uri: "/api/v1/pods?watch=true"}}, []string{"get pods", "update pods", "list pods"}},
+		"another group's pods unused": {[]auditRequest{{verb: "list", group: "example.com", resource: "pods"}}, []string{"get pods", "update pods", "list pods"}},
+	} {
+		used, unused := usage(rules, tc.reqs)
+		var got []string
+		for _, u := range unused {
+			got = append(got, u.permission.String())
+		}
+		if !slices.Equal(got, tc.unused) || len(used)+len(unused) != 3 {
+			t.Errorf("%s: unused %q, want %q (%d used)", name, got, tc.unused, len(used))
+		}
+	}
+}
