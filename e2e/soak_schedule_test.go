@@ -115,6 +115,13 @@ var (
 	soakMIGClasses = []string{"mig-1g-5gb.dractl.dev", "mig-2g-10gb.dractl.dev", "mig-3g-20gb.dractl.dev"}
 )
 
+// soakMaxLive bounds the groups of pods alive at once: about what the
+// GPUs and plain devices hold. Creations outnumber deletions, so without
+// it the cluster fills in the first minutes and stays full, every new pod
+// pending: the scheduler would have little to allocate, and a kill of
+// its leader would rarely find a binding in flight.
+const soakMaxLive = 12
+
 const soakPlainClass = "soak-plain"
 
 // soakGenerator draws a history: rounds in which every fault kind comes
@@ -161,6 +168,10 @@ func (g *soakGenerator) next() soakEvent {
 	}
 	g.work--
 	switch w := r.IntN(100); {
+	case len(g.live) > 0 && (w >= 55 && w < 85 || len(g.live) >= soakMaxLive):
+		i := r.IntN(len(g.live))
+		e.Kind, e.Name = opDelete, g.live[i]
+		g.live = slices.Delete(g.live, i, i+1)
 	case w < 30:
 		e.Kind, e.Name = opTemplatePod, fmt.Sprintf("t-%d", g.n)
 		e.Class, e.Profile = soakMIGClasses[r.IntN(len(soakMIGClasses))], g.profile()
@@ -168,10 +179,6 @@ func (g *soakGenerator) next() soakEvent {
 	case w < 55:
 		e.Kind, e.Name, e.Pods, e.Profile = opClaimPods, fmt.Sprintf("c-%d", g.n), 1+r.IntN(2), g.profile()
 		g.live = append(g.live, e.Name)
-	case w < 85 && len(g.live) > 0:
-		i := r.IntN(len(g.live))
-		e.Kind, e.Name = opDelete, g.live[i]
-		g.live = slices.Delete(g.live, i, i+1)
 	case w < 94:
 		e.Kind, e.Node, e.Arg = opRepublish, soakPlainNodes[r.IntN(len(soakPlainNodes))], 2+r.IntN(5)
 	default:
@@ -267,7 +274,9 @@ func TestShrinkFindsMinimalHistory(t *testing.T) {
 
 // TestSoakScheduleCoversEveryFault: any seed's first round injects every
 // fault kind, deletions name only pods created before them, and the
-// drivers are killed at every prepare failpoint across seeds.
+// drivers are killed at every prepare failpoint across seeds. Over a long
+// history the groups alive stay within soakMaxLive, but for the one a
+// fault may create before the next work event deletes.
 func TestSoakScheduleCoversEveryFault(t *testing.T) {
 	failpoints := map[int]bool{}
 	for seed := range uint64(20) {
@@ -302,6 +311,17 @@ func TestSoakScheduleCoversEveryFault(t *testing.T) {
 	}
 	if len(failpoints) != len(driverkit.PrepareFailpoints) {
 		t.Errorf("failpoints drawn %v, want indexes of %v", slices.Sorted(maps.Keys(failpoints)), driverkit.PrepareFailpoints)
+	}
+	for seed := range uint64(20) {
+		g := newSoakGenerator(seed)
+		most := 0
+		for range 2000 {
+			g.next()
+			most = max(most, len(g.live))
+		}
+		if most > soakMaxLive+1 || most < soakMaxLive {
+			t.Errorf("seed %d: up to %d groups alive in 2000 events, want %d or %d", seed, most, soakMaxLive, soakMaxLive+1)
+		}
 	}
 }
 
