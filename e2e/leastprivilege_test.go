@@ -67,7 +67,7 @@ var unexercised = map[string]string{
 // no request of a component may have been refused (no rule is narrower).
 func TestLeastPrivilege(t *testing.T) {
 	dir := t.TempDir()
-	auditFlags, auditLog := auditLog(t, dir)
+	auditFlags, auditLog := auditConfig(t, dir)
 	cp := framework.StartControlPlane(t, framework.Options{
 		APIServerFlags: auditFlags,
 		Components:     []framework.Component{framework.ResourceClaimController{}},
@@ -271,13 +271,13 @@ func installChart(t *testing.T, cp *framework.ControlPlane, dir string) {
 	cp.Apply(t, files...)
 }
 
-// auditLog writes an audit policy into dir that records every request
+// auditConfig writes an audit policy into dir that records every request
 // of users (of every user when none is named) at level Metadata, and
 // returns kube-apiserver's flags for it and the log's path. The log is
 // written before each response (blocking), so it is whole once the
 // requests it should show have returned; a kube-apiserver started again
 // with the same flags appends to it.
-func auditLog(t testing.TB, dir string, users ...string) (flags []string, path string) {
+func auditConfig(t testing.TB, dir string, users ...string) (flags []string, path string) {
 	t.Helper()
 	policy := "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n- level: Metadata\n"
 	if len(users) > 0 {

@@ -239,7 +239,7 @@ type soak struct {
 	// claim), by group name.
 	profiles map[string]string
 
-	auditLog string // the component users' requests (auditLog)
+	auditLog string // the components' requests (auditConfig)
 
 	mu       sync.Mutex
 	wg       sync.WaitGroup
@@ -340,7 +340,7 @@ func (s *soak) setUp(seed uint64) {
 	for i, c := range components {
 		users[i] = c.user()
 	}
-	audit, auditLog := auditLog(t, t.TempDir(), users...)
+	audit, auditLog := auditConfig(t, t.TempDir(), users...)
 	s.auditLog = auditLog
 	s.cp = framework.StartControlPlane(t, framework.Options{StallableEtcd: true, APIServerFlags: append(audit, "--request-timeout=5s")})
 	cp := s.cp
