@@ -112,7 +112,7 @@ func TestGenerationGoingBackwards(t *testing.T) {
 	}
 }
 
-// TestLargestSlicesCostLessThanThemselves: the largest plain slices v1
+// TestLargestSlicesCostLittleBeyondThemselves: the largest plain slices v1
 // allows (128 devices, 32 string attributes each at the longest value)
 // cost the State less than a tenth of the objects themselves. The
 // scheduler's informer holds each object anyway; the State reads it in
