@@ -312,14 +312,14 @@ func (s *soak) privileges() string {
 			line += " (not: " + strings.Join(names, ", ") + ")"
 		}
 		forGood := refusedForGood(reqs)
+		refused403 := 0
 		for _, r := range reqs {
 			if r.code == 403 {
-				s.res.refusedOnce[c.name]++
+				refused403++
 			}
 		}
-		s.res.refusedOnce[c.name] -= len(forGood)
-		if s.res.refusedOnce[c.name] == 0 {
-			delete(s.res.refusedOnce, c.name)
+		if n := refused403 - len(forGood); n > 0 {
+			s.res.refusedOnce[c.name] = n
 		}
 		s.res.privileges = append(s.res.privileges, line)
 		for _, r := range forGood {
