@@ -7,7 +7,7 @@ FUZZTIME_SHORT ?= 500x
 FUZZTIME ?= 30s
 EXAMPLES := $(sort $(wildcard examples/*/))
 
-.PHONY: all build driver test demo fmt-check vet tidy-check unit scheduler-test fuzz fuzz-short golden readme conformance conformance-test bench bench-schedperf chromium report-screenshot e2e e2e-golden bench-e2e scheduler schedperf manifests soak
+.PHONY: all build driver test demo fmt-check vet tidy-check unit scheduler-test fuzz fuzz-short golden readme conformance conformance-test bench bench-schedperf chromium report-screenshot e2e e2e-golden bench-e2e scheduler schedperf manifests soak images
 
 all: build
 
@@ -178,6 +178,17 @@ conformance-test:
 bench:
 	$(MAKE) -C conformance benchtable
 	@cat docs/performance.md
+
+# The images the Helm chart names (deploy/helm/dractl/values.yaml
+# `images:`), built from the repository without a container engine
+# (internal/images): each binary with go build, the driver's with cgo and
+# the C library it loads libnvidia-ml with, written as OCI image-layout
+# tarballs bin/images/<repository>.tar. On a node: `ctr -n k8s.io images
+# import bin/images/dractl.tar`. IMAGE_TAG names them instead of the
+# chart's tag (dev); dractl's version is VERSION, as `make build` stamps it.
+IMAGE_TAG ?=
+images:
+	$(GO) run ./internal/images/build -out bin/images -tag '$(IMAGE_TAG)' -version '$(VERSION)' -go '$(GO)'
 
 # The real control plane in-process (e2e/, its own module on
 # k8s.io/kubernetes): kube-apiserver on an embedded etcd with every DRA
