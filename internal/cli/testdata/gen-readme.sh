@@ -328,7 +328,7 @@ as kube-scheduler serves its own); bind a scraper to the
 `dractl-monitor-metrics-reader` ClusterRole.
 
     dractl monitor --kubeconfig ~/.kube/config --leader-elect=false   # from a workstation
-    docker build -f deploy/monitor/Dockerfile -t dractl:dev .         # the image the Deployment runs
+    make images                                                       # the image the Deployment runs, bin/images/dractl.tar
     kubectl apply -f deploy/monitor/                                  # in a cluster
     kubectl events --for resourceslice/NAME                           # what it reported
 
@@ -342,6 +342,16 @@ chart [deploy/helm/dractl](deploy/helm/dractl) rendered with its default
 values (`make manifests`); `helm install dractl deploy/helm/dractl`
 installs the same with values for replicas, the scheduler profile and
 metrics authentication.
+
+`make images` builds the three images the chart names (`dractl-scheduler`,
+`dractl`, `dractl-gpu-driver`, tag `dev`) from the repository without a
+container engine, as OCI image-layout tarballs in `bin/images/` for
+`ctr -n k8s.io images import`: each binary built with `go build`, the
+GPU driver with cgo and, beside it, the dynamic loader and the C library
+it loads the host's `libnvidia-ml.so.1` with, taken from the build
+machine's Debian packages. The same inputs give the same digests. The
+Dockerfiles beside the manifests build the same images with Docker; a
+test holds them to the same binaries, entrypoints and users.
 
 ### simulate
 
@@ -741,8 +751,8 @@ profile and adds `schedulerName: dractl`, which pods opt into. Both plugins
 then share the scheduler's claim tracker and never hand out a device twice;
 run one scheduler process for DRA pods, since two processes cannot see each
 other's allocations in flight. `kubectl apply -k deploy/scheduler` installs
-RBAC, the configuration and a Deployment of two replicas electing a leader (image built with
-`scheduler/Dockerfile`). With kube-scheduler's alpha
+RBAC, the configuration and a Deployment of two replicas electing a leader (image built by
+`make images` or with `scheduler/Dockerfile`). With kube-scheduler's alpha
 `--feature-gates=SchedulerPreQueueingHints=true`, dractl's plugin narrows
 each claim event to the pods that reference the claim (or to all pods when
 the event freed devices), as the in-tree plugin does. Its cycles take
