@@ -3,15 +3,19 @@ package ociimage
 import (
 	"archive/tar"
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 )
@@ -164,4 +168,49 @@ func WriteFile(path, ref string, img v1.Image) error {
 		return err
 	}
 	return os.Rename(tmp.Name(), path)
+}
+
+// Unpack writes the image-layout tarball r into the directory dir and
+// opens it with go-containerregistry's layout reader: what Write wrote,
+// read back.
+func Unpack(r io.Reader, dir string) (layout.Path, error) {
+	tr := tar.NewReader(r)
+	for {
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return "", err
+		}
+		name := path.Clean(hdr.Name)
+		if !fs.ValidPath(name) {
+			return "", fmt.Errorf("layout entry %q: not a path inside the layout", hdr.Name)
+		}
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		switch hdr.Typeflag {
+		case tar.TypeDir:
+			if err := os.MkdirAll(p, 0o755); err != nil {
+				return "", err
+			}
+		case tar.TypeReg:
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				return "", err
+			}
+			f, err := os.Create(p)
+			if err != nil {
+				return "", err
+			}
+			_, err = io.Copy(f, tr)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				return "", err
+			}
+		default:
+			return "", fmt.Errorf("layout entry %q: type %q, want files and directories", hdr.Name, hdr.Typeflag)
+		}
+	}
+	return layout.FromPath(dir)
 }

@@ -19,49 +19,38 @@ import (
 	"github.com/dractl/dractl/internal/ociimage"
 )
 
-// readLayout unpacks an image-layout tarball into a directory and opens
-// it with go-containerregistry's layout reader.
+// readLayout unpacks an image-layout tarball, checking that every
+// entry is at the epoch, and opens it with go-containerregistry's layout
+// reader.
 func readLayout(t *testing.T, tarball []byte) layout.Path {
 	t.Helper()
-	dir := t.TempDir()
-	tr := tar.NewReader(bytes.NewReader(tarball))
-	for {
-		hdr, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, hdr := range headers(t, tarball) {
 		if !hdr.ModTime.Equal(ociimage.Epoch) {
 			t.Errorf("layout entry %s: time %v, want %v", hdr.Name, hdr.ModTime, ociimage.Epoch)
 		}
-		p := filepath.Join(dir, filepath.FromSlash(hdr.Name))
-		switch hdr.Typeflag {
-		case tar.TypeDir:
-			if err := os.MkdirAll(p, 0o755); err != nil {
-				t.Fatal(err)
-			}
-		case tar.TypeReg:
-			data, err := io.ReadAll(tr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(p, data, 0o644); err != nil {
-				t.Fatal(err)
-			}
-		default:
-			t.Fatalf("layout entry %s: type %c", hdr.Name, hdr.Typeflag)
-		}
 	}
-	lp, err := layout.FromPath(dir)
+	lp, err := ociimage.Unpack(bytes.NewReader(tarball), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	return lp
+}
+
+// headers lists a tarball's entries.
+func headers(t *testing.T, tarball []byte) []*tar.Header {
+	t.Helper()
+	var hdrs []*tar.Header
+	tr := tar.NewReader(bytes.NewReader(tarball))
+	for {
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return hdrs
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		hdrs = append(hdrs, hdr)
+	}
 }
 
 // layerFile is what an image's filesystem holds at one path.
@@ -224,12 +213,7 @@ func TestBuildAndWrite(t *testing.T) {
 	// The layout's own order: a parent directory before what it holds,
 	// the index last.
 	var names []string
-	tr := tar.NewReader(bytes.NewReader(tarball))
-	for {
-		hdr, err := tr.Next()
-		if err != nil {
-			break
-		}
+	for _, hdr := range headers(t, tarball) {
 		names = append(names, hdr.Name)
 	}
 	if len(names) != 7 || names[0] != "oci-layout" || names[1] != "blobs/" || names[2] != "blobs/sha256/" || names[6] != "index.json" {
@@ -362,5 +346,26 @@ func TestWriteFile(t *testing.T) {
 	}
 	if left, _ := filepath.Glob(filepath.Join(filepath.Dir(out), ".*")); len(left) != 0 {
 		t.Errorf("a failed WriteFile left %v", left)
+	}
+}
+
+// TestUnpackRefusesEscapes: a layout entry outside the layout's directory
+// is refused, not written.
+func TestUnpackRefusesEscapes(t *testing.T) {
+	for _, name := range []string{"../escape", "/abs"} {
+		var buf bytes.Buffer
+		tw := tar.NewWriter(&buf)
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: 0o644, Size: 1}); err != nil {
+			t.Fatal(err)
+		}
+		tw.Write([]byte("x"))
+		tw.Close()
+		dir := t.TempDir()
+		if _, err := ociimage.Unpack(&buf, filepath.Join(dir, "layout")); err == nil || !strings.Contains(err.Error(), "not a path inside the layout") {
+			t.Errorf("entry %q: %v, want it refused", name, err)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "escape")); err == nil {
+			t.Errorf("entry %q was written outside the layout", name)
+		}
 	}
 }
