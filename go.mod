@@ -3,6 +3,7 @@ module github.com/dractl/dractl
 go 1.26.0
 
 require (
+	cel.dev/cel-go v0.33.2
 	github.com/NVIDIA/go-nvml v0.13.4-1
 	github.com/blang/semver/v4 v4.0.0
 	github.com/go-json-experiment/json v1.27.2

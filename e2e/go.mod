@@ -19,6 +19,7 @@ require (
 )
 
 require (
+	cel.dev/cel-go v0.33.2 // indirect
 	dario.cat/mergo v1.0.1 // indirect
 	github.com/BurntSushi/toml v1.6.0 // indirect
 	github.com/MakeNowJust/heredoc v1.0.0 // indirect

@@ -69,6 +69,7 @@ invalid resource pool when no node fits.`,
 	cmd.Flags().StringVar(&o.node, "node", "", "allocate on this node only (default: the first node that fits)")
 	cmd.Flags().StringVar(&o.strategy, "strategy", "first-fit", "device choice: first-fit or best-fit")
 	addFeatureGatesFlag(cmd, &o.featureGates)
+	addKubeVersionFlag(cmd, &o.kubeVersion)
 	addOutputFlag(cmd, &o.output)
 	return cmd
 }

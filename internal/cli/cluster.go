@@ -88,12 +88,16 @@ func (o *inputOptions) readClusterInput(strategy allocator.Strategy) (*cluster, 
 	if err != nil {
 		return nil, err
 	}
+	target, err := o.targetVersion()
+	if err != nil {
+		return nil, err
+	}
 	in, err := o.read()
 	if err != nil {
 		return nil, err
 	}
 	var problems []admit.Problem
-	for _, p := range admit.Review(in.objects, in.decodeErrors).Problems {
+	for _, p := range admit.ReviewFor(target, in.objects, in.decodeErrors).Problems {
 		if p.Severity == "error" && p.Pool == "" {
 			problems = append(problems, p)
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/dractl/dractl/pkg/admit"
 	"github.com/dractl/dractl/pkg/api"
 	"github.com/dractl/dractl/pkg/decode"
+	"github.com/dractl/dractl/pkg/validation"
 )
 
 // input is everything read from the -f arguments: the objects that decoded
@@ -23,6 +24,9 @@ import (
 type input struct {
 	objects      []decode.Object
 	decodeErrors []*decode.Error
+	// kubeVersion is a live cluster's kube-apiserver minor, when dractl
+	// validates for it.
+	kubeVersion *validation.KubeVersion
 }
 
 // addInputFlags registers the flags of the verbs that read manifests.
@@ -133,9 +137,9 @@ func (in *input) printDecodeErrors(w io.Writer) bool {
 // rewrite returns for it, or left out with rewrite's error printed;
 // admitted are all the admitted slices in input order. failed reports
 // whether any error was printed.
-func (in *input) rewriteSlices(w io.Writer, rewrite func(obj *decode.Object, s *api.ResourceSlice, admitted []*api.ResourceSlice) ([]any, error)) (out []any, failed bool) {
+func (in *input) rewriteSlices(w io.Writer, v validation.KubeVersion, rewrite func(obj *decode.Object, s *api.ResourceSlice, admitted []*api.ResourceSlice) ([]any, error)) (out []any, failed bool) {
 	failed = in.printDecodeErrors(w)
-	objErrs := admit.Objects(in.objects)
+	objErrs := admit.ObjectsAt(v, in.objects)
 	var admitted []*api.ResourceSlice
 	for i := range in.objects {
 		if s, ok := in.objects[i].Obj.(*api.ResourceSlice); ok && len(objErrs[i]) == 0 {

@@ -11,6 +11,7 @@ import (
 	"github.com/dractl/dractl/pkg/api"
 	"github.com/dractl/dractl/pkg/decode"
 	"github.com/dractl/dractl/pkg/live"
+	"github.com/dractl/dractl/pkg/validation"
 )
 
 // clusterOptions are kubectl's connection flags (--kubeconfig, --context,
@@ -101,6 +102,15 @@ func readLive(ctx context.Context, cluster *clusterOptions) (*input, error) {
 	}
 	for _, r := range objs.TaintRules {
 		add("DeviceTaintRule", r, r)
+	}
+	// The cluster's own kube-apiserver is the one to judge by; one whose
+	// minor dractl has no rules for gets every supported minor's verdict.
+	sv, err := c.ServerVersion()
+	if err != nil {
+		return nil, clusterError(err)
+	}
+	if v, err := validation.ParseKubeVersion(sv); err == nil {
+		in.kubeVersion = &v
 	}
 	return in, nil
 }

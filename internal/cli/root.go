@@ -29,6 +29,9 @@ type inputOptions struct {
 	maxObjectBytes string
 	// featureGates is --feature-gates of the verbs that allocate.
 	featureGates string
+	// kubeVersion is --kube-version of the verbs that judge input as
+	// kube-apiserver admission would.
+	kubeVersion string
 }
 
 // Execute runs dractl with the process's arguments and streams and returns

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -38,13 +39,20 @@ API reference get
   warning: <file>#<doc> <Kind>/<name>: <field path>: <message>
 lines; warnings never change the exit code.
 
+Objects are judged as a kube-apiserver of the minor --kube-version names
+(1.37 stores an attribute named example.net/pci/root, 1.38 refuses it).
+Without it they are judged as the newest supported minor does, and where
+the supported minors disagree each error says which refuse it and a last
+line gives each minor's verdict.
+
 -o json prints one ValidationReport object instead, for CI pipelines; its
 schema is in docs/output.md.
 
 With --live, validate reads every ResourceSlice, DeviceClass,
 ResourceClaim and ResourceClaimTemplate of the cluster (kubectl's flags:
 --kubeconfig, --context, ...) instead of files; objects are located as
-"cluster <Kind>/<name>". The API server has admitted them, so what is
+"cluster <Kind>/<name>" and judged as the cluster's kube-apiserver minor.
+The API server has admitted them, so what is
 left to find is mostly what spans slices: invalid and incomplete pools.
 A cluster that cannot be read exits 2.`,
 		Example: `  dractl validate -f examples/a100-mig-mixins
@@ -56,6 +64,9 @@ A cluster that cannot be read exits 2.`,
 			if liveFlag && len(o.filenames) > 0 {
 				return usageErrorf("--live: not with -f; validate reads either the cluster or files")
 			}
+			if liveFlag && o.kubeVersion != "" {
+				return usageErrorf("--kube-version: not with --live; the cluster's kube-apiserver judges by its own version")
+			}
 			if !liveFlag {
 				if err := o.requireInputs(); err != nil {
 					return err
@@ -64,8 +75,11 @@ A cluster that cannot be read exits 2.`,
 			if output != "" && output != "json" {
 				return usageErrorf("--output: expected json, found %q", output)
 			}
+			target, err := o.targetVersion()
+			if err != nil {
+				return err
+			}
 			var in *input
-			var err error
 			if liveFlag {
 				in, err = readLive(cmd.Context(), cluster)
 			} else {
@@ -74,7 +88,10 @@ A cluster that cannot be read exits 2.`,
 			if err != nil {
 				return err
 			}
-			r := admit.Review(in.objects, in.decodeErrors)
+			if liveFlag {
+				target = in.kubeVersion
+			}
+			r := admit.ReviewFor(target, in.objects, in.decodeErrors)
 			if output == "json" {
 				if err := writeJSON(o.Out, r); err != nil {
 					return writeError(err)
@@ -90,6 +107,7 @@ A cluster that cannot be read exits 2.`,
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: json (default: one line per problem and a summary)")
 	cmd.Flags().BoolVar(&liveFlag, "live", false, "validate the DRA objects of the cluster instead of files")
+	addKubeVersionFlag(cmd, &o.kubeVersion)
 	cluster = addClusterFlags(cmd)
 	return cmd
 }
@@ -100,6 +118,16 @@ func writeReport(w io.Writer, r *admit.Report) {
 		fmt.Fprintln(w, p.Text)
 	}
 	fmt.Fprintln(w, summary(r.Summary.Objects, r.Summary.Pools, r.Summary.Errors, r.Summary.InvalidObjects, r.Summary.InvalidPools))
+	if len(r.Verdicts) > 0 {
+		parts := make([]string, len(r.Verdicts))
+		for i, v := range r.Verdicts {
+			parts[i] = v.KubeVersion + ": valid"
+			if !v.Valid {
+				parts[i] = fmt.Sprintf("%s: %s", v.KubeVersion, plural(v.Errors, "error"))
+			}
+		}
+		fmt.Fprintf(w, "the kube-apiserver minors disagree: %s\n", strings.Join(parts, "; "))
+	}
 }
 
 func writeJSON(w io.Writer, v any) error {

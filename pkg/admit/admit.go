@@ -19,8 +19,48 @@ import (
 	"github.com/dractl/dractl/pkg/workload"
 )
 
-// Review finds every Problem of the input.
+// Review finds every Problem of the input as the newest supported
+// kube-apiserver judges it. An error that only some supported minors make
+// names them (Problem.RefusedBy, and in its text), and when the minors'
+// verdicts on the input differ the report gives each (Report.Verdicts).
 func Review(objects []decode.Object, decodeErrors []*decode.Error) *Report {
+	newest := validation.Newest()
+	r := reviewAs(newest, true, objects, decodeErrors)
+	differs := false
+	for _, p := range r.Problems {
+		differs = differs || len(p.RefusedBy) > 0
+	}
+	if !differs {
+		return r
+	}
+	for _, v := range validation.Supported() {
+		o := r
+		if v != newest {
+			o = reviewAs(v, false, objects, decodeErrors)
+		}
+		r.Verdicts = append(r.Verdicts, Verdict{KubeVersion: v.String(), Valid: o.Valid, Errors: o.Summary.Errors})
+	}
+	return r
+}
+
+// ReviewAt finds every Problem of the input as kube-apiserver v judges it.
+func ReviewAt(v validation.KubeVersion, objects []decode.Object, decodeErrors []*decode.Error) *Report {
+	r := reviewAs(v, false, objects, decodeErrors)
+	r.KubeVersion = v.String()
+	return r
+}
+
+// ReviewFor is ReviewAt for a named minor and Review without one.
+func ReviewFor(v *validation.KubeVersion, objects []decode.Object, decodeErrors []*decode.Error) *Report {
+	if v == nil {
+		return Review(objects, decodeErrors)
+	}
+	return ReviewAt(*v, objects, decodeErrors)
+}
+
+// reviewAs judges as v; with annotate, errors of rules that changed between
+// the supported minors say which refuse them.
+func reviewAs(v validation.KubeVersion, annotate bool, objects []decode.Object, decodeErrors []*decode.Error) *Report {
 	r := &Report{APIVersion: ReportAPIVersion, Kind: "ValidationReport", Problems: []Problem{}}
 	var (
 		badObjects = make(map[string]bool)
@@ -42,16 +82,20 @@ func Review(objects []decode.Object, decodeErrors []*decode.Error) *Report {
 		}
 	}
 
-	objErrs := Objects(objects)
+	objErrs := ObjectsAt(v, objects)
 	for i := range objects {
 		obj := &objects[i]
 		errs := objErrs[i]
 		for _, e := range errs {
 			p := fieldProblem(objectProblem("error", obj, ""), e)
 			p.Text = fmt.Sprintf("%s: %s", Where(obj), OneLine(e.Error()))
+			if by := validation.RefusedBy(e); annotate && by != nil {
+				p.RefusedBy = versionNames(by)
+				p.Text += fmt.Sprintf(" (kube-apiserver %s; %s accepts it)", strings.Join(p.RefusedBy, ", "), strings.Join(versionNames(validation.AcceptedBy(e)), ", "))
+			}
 			r.add(p)
 		}
-		for _, wn := range Warnings(obj) {
+		for _, wn := range WarningsAt(v, obj) {
 			p := objectProblem("warning", obj, ProblemWarning)
 			p.Field, p.Message = wn.Field, wn.Message
 			p.Text = fmt.Sprintf("warning: %s: %s", Where(obj), OneLine(wn.String()))
@@ -160,10 +204,24 @@ func Review(objects []decode.Object, decodeErrors []*decode.Error) *Report {
 	return r
 }
 
-// Objects runs the admission rules of every object; the result's
-// i-th list is objs[i]'s. ResourceSlices, which are most of a cluster's
-// objects, are validated in parallel.
+func versionNames(vs []validation.KubeVersion) []string {
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		out[i] = v.String()
+	}
+	return out
+}
+
+// Objects runs the admission rules of every object as the newest
+// supported kube-apiserver; see ObjectsAt.
 func Objects(objs []decode.Object) []field.ErrorList {
+	return ObjectsAt(validation.Newest(), objs)
+}
+
+// ObjectsAt runs kube-apiserver v's admission rules of every object; the
+// result's i-th list is objs[i]'s. ResourceSlices, which are most of a
+// cluster's objects, are validated in parallel.
+func ObjectsAt(v validation.KubeVersion, objs []decode.Object) []field.ErrorList {
 	out := make([]field.ErrorList, len(objs))
 	var slices []*api.ResourceSlice
 	var at []int
@@ -173,42 +231,52 @@ func Objects(objs []decode.Object) []field.ErrorList {
 			at = append(at, i)
 			continue
 		}
-		out[i] = Object(&objs[i])
+		out[i] = ObjectAt(v, &objs[i])
 	}
-	for j, errs := range validation.ResourceSlices(slices) {
+	for j, errs := range v.ResourceSlices(slices) {
 		out[at[j]] = errs
 	}
 	return out
 }
 
-// Object runs the admission rules of the object's kind. Kinds
-// dractl has no rules for pass: admission of core kinds is kubectl's job.
-func Object(obj *decode.Object) field.ErrorList {
+// Object runs the newest supported kube-apiserver's admission rules of
+// the object's kind; see ObjectAt.
+func Object(obj *decode.Object) field.ErrorList { return ObjectAt(validation.Newest(), obj) }
+
+// ObjectAt runs kube-apiserver v's admission rules of the object's kind.
+// Kinds dractl has no rules for pass: admission of core kinds is kubectl's
+// job.
+func ObjectAt(v validation.KubeVersion, obj *decode.Object) field.ErrorList {
 	switch o := obj.Obj.(type) {
 	case *api.ResourceSlice:
-		return validation.ResourceSlice(o)
+		return v.ResourceSlice(o)
 	case *resourcev1.DeviceClass:
-		return validation.DeviceClass(o)
+		return v.DeviceClass(o)
 	case *resourcev1.ResourceClaim:
-		return validation.ResourceClaim(o)
+		return v.ResourceClaim(o)
 	case *resourcev1.ResourceClaimTemplate:
-		return validation.ResourceClaimTemplate(o)
+		return v.ResourceClaimTemplate(o)
 	case *workload.Workload:
 		return workload.Validate(o)
 	}
 	return nil
 }
 
-// Warnings returns what kube-apiserver admits although a KEP or the
-// API reference advises against it.
+// Warnings returns what the newest supported kube-apiserver admits
+// although a KEP or the API reference advises against it.
 func Warnings(obj *decode.Object) []validation.Warning {
+	return WarningsAt(validation.Newest(), obj)
+}
+
+// WarningsAt is Warnings for kube-apiserver v.
+func WarningsAt(v validation.KubeVersion, obj *decode.Object) []validation.Warning {
 	switch o := obj.Obj.(type) {
 	case *api.ResourceSlice:
-		return validation.ResourceSliceWarnings(o)
+		return v.ResourceSliceWarnings(o)
 	case *resourcev1.ResourceClaim:
-		return validation.ResourceClaimWarnings(o)
+		return v.ResourceClaimWarnings(o)
 	case *resourcev1.ResourceClaimTemplate:
-		return validation.ResourceClaimTemplateWarnings(o)
+		return v.ResourceClaimTemplateWarnings(o)
 	}
 	return nil
 }

@@ -42,7 +42,7 @@ func normalize(o apiObject, k *kindInfo) {
 			mf.Time = &tt
 		}
 		if mf.FieldsV1 != nil {
-			mf.FieldsV1.Raw = canonicalJSON(mf.FieldsV1.Raw)
+			mf.FieldsV1.SetRawBytes(canonicalJSON(mf.FieldsV1.GetRawBytes()))
 		}
 	}
 	if s, ok := o.(*api.ResourceSlice); ok {

@@ -71,6 +71,16 @@ func NewClient(cfg *rest.Config) (*Client, error) {
 	return &Client{cs: cs, host: cfg.Host}, nil
 }
 
+// ServerVersion is the kube-apiserver's gitVersion ("v1.37.2"), which the
+// live verbs judge objects by.
+func (c *Client) ServerVersion() (string, error) {
+	info, err := c.cs.Discovery().ServerVersion()
+	if err != nil {
+		return "", fmt.Errorf("read the server version from %s: %w", c.host, err)
+	}
+	return info.GitVersion, nil
+}
+
 // NewClientFor wraps an existing clientset (a fake one in unit tests of
 // error paths).
 func NewClientFor(cs kubernetes.Interface, host string) *Client {

@@ -32,7 +32,9 @@ publish (`kubectl get resourceslices -o yaml | dractl validate -f -`).
     go install ./cmd/dractl      # into $(go env GOBIN)
     make build                   # into bin/dractl
 
-dractl needs Go 1.26 and nothing else.
+dractl needs Go 1.26 and nothing else. dractl-scheduler for Kubernetes
+1.38 needs Go 1.27, which `export GOTOOLCHAIN=go1.27.3` fetches from the
+module proxy (the Makefile does it for `make scheduler-1.38`).
 
 ## Set up and check
 
@@ -731,7 +733,8 @@ devices and a `GpuConfig`:
 
 ## In kube-scheduler: dractl-scheduler
 
-`dractl-scheduler` is kube-scheduler v1.37 with dractl's DRA plugin
+`dractl-scheduler` is kube-scheduler v1.37 (or v1.38.0-beta.0, from the
+same sources: [docs/versions.md](docs/versions.md)) with dractl's DRA plugin
 (`DractlDynamicResources`, package `pkg/schedplugin`) registered; every
 other plugin (node resources, affinity, taints, preemption) is stock. It is
 its own Go module, [scheduler/](scheduler/), so that the main module never
@@ -739,10 +742,18 @@ depends on `k8s.io/kubernetes`. Build it and run it against a cluster with
 any kubeconfig that may act as the scheduler:
 
     make scheduler      # builds bin/dractl-scheduler (k8s.io/kubernetes: a long first build)
+    make scheduler-1.38 # bin/dractl-scheduler-1.38: kube-scheduler v1.38.0-beta.0, GOTOOLCHAIN=go1.27.3
+    bin/dractl-scheduler --version
     # With --config, kube-scheduler takes the kubeconfig from the file only.
     { cat deploy/scheduler/config-two-profiles.yaml
       printf 'clientConnection:\n  kubeconfig: %s\n' "$HOME/.kube/config"; } > /tmp/dractl-scheduler.yaml
     bin/dractl-scheduler --config /tmp/dractl-scheduler.yaml --leader-elect=false
+
+`--version` names the Kubernetes minor a build is for. Before it builds
+its profiles (and so before it serves, elects a leader or schedules), it
+asks kube-apiserver for its version and exits on kube-scheduler's skew
+rule: kube-scheduler must not be newer than kube-apiserver, and may be up
+to one minor older.
 
 [deploy/scheduler/](deploy/scheduler/) holds two configurations:
 `config.yaml` replaces DynamicResources in the default profile (run it in
