@@ -26,21 +26,30 @@ import (
 	"github.com/dractl/dractl/pkg/schedplugin"
 )
 
-// The scheduler's configurations and RBAC, as deployed.
+// The scheduler's configurations and RBAC, as deployed. No kube-scheduler
+// runs here: the configurations that replace it run alone.
 const (
+	// twoProfiles replaces kube-scheduler: the stock plugin in the
+	// default profile, dractl's in dractlProfile.
 	twoProfiles = "../deploy/scheduler/config-two-profiles.yaml"
-	// oneProfile puts dractl's plugin in the default profile.
-	oneProfile = "../deploy/scheduler/config.yaml"
-	rbac       = "../deploy/scheduler/rbac.yaml"
-	// dractlProfile is the profile of config-two-profiles.yaml that runs
-	// dractl's plugin; the default profile runs the in-tree one.
+	// oneProfile replaces kube-scheduler with dractl's plugin in the
+	// default profile.
+	oneProfile = "../deploy/scheduler/config-replace.yaml"
+	// besideConfig is the chart's default: dractlProfile alone, beside
+	// kube-scheduler, electing through a Lease of its own.
+	besideConfig = "../deploy/scheduler/config.yaml"
+	rbac         = "../deploy/scheduler/rbac.yaml"
+	// dractlProfile is the profile that runs dractl's plugin in
+	// config-two-profiles.yaml and in config.yaml; the default profile of
+	// config-two-profiles.yaml runs the in-tree one.
 	dractlProfile = "dractl"
 	stockProfile  = "default-scheduler"
 )
 
 // startScheduling starts a control plane with the resourceclaim
-// controller and dractl-scheduler (stock and dractl profiles), which runs
-// as the ServiceAccount of deploy/scheduler with exactly its RBAC.
+// controller and dractl-scheduler (stock and dractl profiles, in place of
+// kube-scheduler), which runs as the ServiceAccount of deploy/scheduler
+// with exactly its RBAC.
 func startScheduling(t *testing.T) *framework.ControlPlane {
 	t.Helper()
 	return startSchedulingWith(t, nil, twoProfiles)

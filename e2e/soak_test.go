@@ -403,8 +403,10 @@ func (s *soak) setUp(seed uint64) {
 	}
 }
 
-// schedulerLease is the Lease of deploy/scheduler's leader election.
-const schedulerLease = "dractl-scheduler"
+// schedulerLease is the Lease of the soak's scheduler configuration,
+// config-two-profiles.yaml, which replaces kube-scheduler and so elects
+// through kube-scheduler's own Lease.
+const schedulerLease = "kube-scheduler"
 
 func (s *soak) client() kubernetes.Interface { return s.cp.Client }
 

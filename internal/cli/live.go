@@ -3,10 +3,12 @@ package cli
 import (
 	"context"
 	"errors"
+	"strings"
 
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/dractl/dractl/pkg/api"
 	"github.com/dractl/dractl/pkg/decode"
@@ -16,27 +18,81 @@ import (
 
 // clusterOptions are kubectl's connection flags (--kubeconfig, --context,
 // -n, --server, --token, --as, --request-timeout, ...) for the verbs that
-// read a cluster.
+// read a cluster, bound by client-go's clientcmd as kubectl's
+// ConfigFlags (k8s.io/cli-runtime) binds them and with the same
+// fallbacks. Not ConfigFlags itself: its package links kubectl's
+// resource builder, printers and kustomize, 29 MB of a stripped dractl.
+// TestClusterFlagsAreKubectls holds the two to the same flags and the
+// same client configuration.
 type clusterOptions struct {
-	flags *genericclioptions.ConfigFlags
+	rules     *clientcmd.ClientConfigLoadingRules
+	overrides clientcmd.ConfigOverrides
+	// userExtra is --as-user-extra, KEY=VALUE, repeatable.
+	userExtra []string
 	// pageSize is --chunk-size, kubectl's name for the list limit.
 	pageSize int64
 }
 
 func addClusterFlags(cmd *cobra.Command) *clusterOptions {
-	c := &clusterOptions{flags: genericclioptions.NewConfigFlags(false)}
-	c.flags.AddFlags(cmd.Flags())
-	cmd.Flags().Int64Var(&c.pageSize, "chunk-size", live.DefaultPageSize,
+	c := &clusterOptions{
+		rules: clientcmd.NewDefaultClientConfigLoadingRules(),
+		// Without any kubeconfig, kubectl's defaults.
+		overrides: clientcmd.ConfigOverrides{ClusterDefaults: clientcmd.ClusterDefaults},
+	}
+	c.rules.DefaultClientConfig = &clientcmd.DefaultClientConfig
+	fs := cmd.Flags()
+	fs.StringVar(&c.rules.ExplicitPath, "kubeconfig", "", "the kubeconfig file (default: $KUBECONFIG, else ~/.kube/config)")
+	names := clientcmd.RecommendedConfigOverrideFlags("")
+	names.ClusterOverrideFlags.APIServer.ShortName = "s"
+	// Bound below as kubectl binds it, without clientcmd's stripping of
+	// a "ns/" prefix.
+	ns := names.ContextOverrideFlags.Namespace
+	names.ContextOverrideFlags.Namespace = clientcmd.FlagInfo{}
+	// Basic authentication is not offered, as kubectl does not.
+	names.AuthOverrideFlags.Username, names.AuthOverrideFlags.Password = clientcmd.FlagInfo{}, clientcmd.FlagInfo{}
+	clientcmd.BindOverrideFlags(&c.overrides, fs, names)
+	fs.StringVarP(&c.overrides.Context.Namespace, ns.LongName, ns.ShortName, ns.Default, ns.Description)
+	fs.StringArrayVar(&c.userExtra, "as-user-extra", nil, "a user extra to impersonate, KEY=VALUE (repeatable, also for several values of one key)")
+	fs.Int64Var(&c.pageSize, "chunk-size", live.DefaultPageSize,
 		"list objects in pages of this many (0: one request per kind, not recommended on large clusters)")
 	return c
 }
 
-// client connects to the cluster the flags name. A kubeconfig that cannot
-// be loaded is a usage error: nothing was read.
-func (c *clusterOptions) client() (*live.Client, error) {
-	cfg, err := c.flags.ToRESTConfig()
+// loader is the client configuration the flags name.
+func (c *clusterOptions) loader() (clientcmd.ClientConfig, error) {
+	overrides := c.overrides
+	if len(c.userExtra) > 0 {
+		overrides.AuthInfo.ImpersonateUserExtra = map[string][]string{}
+		for _, kv := range c.userExtra {
+			k, v, ok := strings.Cut(kv, "=")
+			if !ok || k == "" {
+				return nil, usageErrorf("--as-user-extra %q: want KEY=VALUE", kv)
+			}
+			overrides.AuthInfo.ImpersonateUserExtra[k] = append(overrides.AuthInfo.ImpersonateUserExtra[k], v)
+		}
+	}
+	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(c.rules, &overrides), nil
+}
+
+// restConfig is the client configuration of the cluster the flags name.
+// A kubeconfig that cannot be loaded is a usage error: nothing was read.
+func (c *clusterOptions) restConfig() (*rest.Config, error) {
+	l, err := c.loader()
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := l.ClientConfig()
 	if err != nil {
 		return nil, usageErrorf("%v", err)
+	}
+	return cfg, nil
+}
+
+// client connects to the cluster the flags name.
+func (c *clusterOptions) client() (*live.Client, error) {
+	cfg, err := c.restConfig()
+	if err != nil {
+		return nil, err
 	}
 	lc, err := live.NewClient(cfg)
 	if err != nil {
@@ -51,7 +107,11 @@ func (c *clusterOptions) client() (*live.Client, error) {
 
 // namespace is -n, or the kubeconfig context's namespace, or "default".
 func (c *clusterOptions) namespace() (string, error) {
-	ns, _, err := c.flags.ToRawKubeConfigLoader().Namespace()
+	l, err := c.loader()
+	if err != nil {
+		return "", err
+	}
+	ns, _, err := l.Namespace()
 	if err != nil {
 		return "", usageErrorf("%v", err)
 	}

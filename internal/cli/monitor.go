@@ -83,9 +83,9 @@ func (o *monitorOptions) run(ctx context.Context) error {
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	cfg, err := o.cluster.flags.ToRESTConfig()
+	cfg, err := o.cluster.restConfig()
 	if err != nil {
-		return usageErrorf("%v", err)
+		return err
 	}
 	cfg.UserAgent = monitor.Component
 	cs, err := kubernetes.NewForConfig(cfg)
@@ -101,7 +101,7 @@ func (o *monitorOptions) run(ctx context.Context) error {
 		return err
 	}
 	if o.metricsAuth {
-		if kc := *o.cluster.flags.KubeConfig; kc != "" {
+		if kc := o.cluster.rules.ExplicitPath; kc != "" {
 			o.auth.SetKubeconfig(kc)
 		}
 		serveCtx, stopServing := context.WithCancel(ctx)

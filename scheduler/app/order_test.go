@@ -73,7 +73,7 @@ func TestPluginOrder(t *testing.T) {
 		t.Fatal("kube-scheduler's defaults have no default-scheduler profile")
 	}
 	want := extensionPoints(stock)
-	for _, file := range []string{"config.yaml", "config-two-profiles.yaml"} {
+	for _, file := range []string{"config.yaml", "config-replace.yaml", "config-two-profiles.yaml"} {
 		t.Run(file, func(t *testing.T) {
 			profiles := effectivePlugins(t, filepath.Join("..", "..", "deploy", "scheduler", file))
 			dractl := 0

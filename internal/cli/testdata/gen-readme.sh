@@ -342,8 +342,9 @@ Service. The e2e tests apply it to the real apiserver and run the monitor
 with that ServiceAccount's token. Every manifest under deploy/ is the Helm
 chart [deploy/helm/dractl](deploy/helm/dractl) rendered with its default
 values (`make manifests`); `helm install dractl deploy/helm/dractl`
-installs the same with values for replicas, the scheduler profile and
-metrics authentication.
+installs the same with values for replicas, the scheduler profile, the
+pool publisher (off by default) and metrics authentication, on
+Kubernetes 1.37 and 1.38 (kube-scheduler's version-skew policy).
 
 `make images` builds the three images the chart names (`dractl-scheduler`,
 `dractl`, `dractl-gpu-driver`, tag `dev`) from the repository without a
@@ -678,11 +679,11 @@ c, err := driverkit.StartController(ctx, driverkit.ControllerOptions{
 ```
 
 `dractl-pool-publisher` (`cmd/dractl-pool-publisher`) runs it on files of
-ResourceSlices, as a Deployment of two replicas
-([deploy/driver/controlplane.yaml](deploy/driver/controlplane.yaml), RBAC in
-`controlplane-rbac.yaml`):
+ResourceSlices, as a Deployment of two replicas with its RBAC, which the
+chart installs when given the driver and its pools (off by default):
 
-    kubectl apply -f deploy/driver/controlplane-rbac.yaml -f deploy/driver/controlplane.yaml
+    helm install dractl deploy/helm/dractl --set publisher.enabled=true \
+      --set publisher.driverName=tpu.google.com --set-file publisher.pools=examples/tpu-multihost/resourceslices.yaml
 
 In `e2e/`, two replicas publish `examples/tpu-multihost`, the two pods of
 a Deployment sharing one claim of a 2x4 are scheduled on the two hosts of
@@ -745,7 +746,7 @@ any kubeconfig that may act as the scheduler:
     make scheduler-1.38 # bin/dractl-scheduler-1.38: kube-scheduler v1.38.0-beta.0, GOTOOLCHAIN=go1.27.3
     bin/dractl-scheduler --version
     # With --config, kube-scheduler takes the kubeconfig from the file only.
-    { cat deploy/scheduler/config-two-profiles.yaml
+    { cat deploy/scheduler/config.yaml   # beside kube-scheduler: pods with schedulerName: dractl
       printf 'clientConnection:\n  kubeconfig: %s\n' "$HOME/.kube/config"; } > /tmp/dractl-scheduler.yaml
     bin/dractl-scheduler --config /tmp/dractl-scheduler.yaml --leader-elect=false
 
@@ -755,14 +756,20 @@ asks kube-apiserver for its version and exits on kube-scheduler's skew
 rule: kube-scheduler must not be newer than kube-apiserver, and may be up
 to one minor older.
 
-[deploy/scheduler/](deploy/scheduler/) holds two configurations:
-`config.yaml` replaces DynamicResources in the default profile (run it in
-place of kube-scheduler), `config-two-profiles.yaml` keeps the stock
-profile and adds `schedulerName: dractl`, which pods opt into. Both plugins
-then share the scheduler's claim tracker and never hand out a device twice;
-run one scheduler process for DRA pods, since two processes cannot see each
-other's allocations in flight. `kubectl apply -k deploy/scheduler` installs
-RBAC, the configuration and a Deployment of two replicas electing a leader (image built by
+[deploy/scheduler/](deploy/scheduler/) holds three configurations.
+`config.yaml`, the default, runs beside kube-scheduler as a second
+scheduler: one profile, `dractl`, which pods opt into with
+`schedulerName: dractl`, and a Lease of its own. The other two replace
+kube-scheduler (stop it first; on a managed cluster it cannot be):
+`config-two-profiles.yaml` keeps the stock plugin in `default-scheduler`
+and adds `dractl`, whose plugins share the scheduler's claim tracker and
+never hand out a device twice; `config-replace.yaml` puts dractl's plugin
+in `default-scheduler`. Two scheduler processes cannot see each other's
+allocations in flight, so beside kube-scheduler keep dractl's pods on
+devices kube-scheduler's pods do not ask for, or replace it with the two
+profiles; the chart's README says how, and why both configurations that
+replace kube-scheduler elect through its own Lease. `kubectl apply -k deploy/scheduler` installs
+RBAC, the default configuration and a Deployment of two replicas electing a leader (image built by
 `make images` or with `scheduler/Dockerfile`). With kube-scheduler's alpha
 `--feature-gates=SchedulerPreQueueingHints=true`, dractl's plugin narrows
 each claim event to the pods that reference the claim (or to all pods when
