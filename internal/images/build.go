@@ -241,6 +241,9 @@ func Check(image v1.Image, img Image) (map[string][]string, error) {
 
 func goBuild(ctx context.Context, opts Options, b Binary, out string) error {
 	args := []string{"build", "-trimpath"}
+	if b.Tags != "" {
+		args = append(args, "-tags", b.Tags)
+	}
 	var ldflags []string
 	if b.Strip {
 		ldflags = append(ldflags, "-s", "-w")

@@ -175,6 +175,9 @@ func goBuilds(t *testing.T, file string, s *stage) map[string]built {
 				case w == "-o":
 					i++
 					dest = words[i]
+				case w == "-tags":
+					i++
+					b.Tags = words[i]
 				case w == "-ldflags":
 					i++
 					flags := strings.Fields(words[i])

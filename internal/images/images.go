@@ -36,6 +36,9 @@ type Binary struct {
 	// libnvidia-ml.so.1 from the host at run time (dlopen), which only a
 	// dynamically linked binary can.
 	Cgo bool
+	// Tags are its build tags (go build -tags), as the Makefile's
+	// release builds set them.
+	Tags string
 	// Strip leaves out the symbol table and DWARF (-ldflags "-s -w").
 	Strip bool
 	// Version stamps the build's version into internal/cli, which
@@ -57,6 +60,12 @@ type Image struct {
 	User string
 }
 
+// ReleaseTags are the build tags of the main module's release binaries
+// (the Makefile's RELEASE_FLAGS): grpcnotrace leaves out gRPC's
+// x/net/trace, whose html/template keeps every exported method of every
+// type in the binary, for tracing nothing turns on.
+const ReleaseTags = "grpcnotrace"
+
 // Images is every image the chart names. The driver runs as root: it
 // creates the kubelet plugin's sockets, CDI specs and, with NVML, MIG
 // devices on the host.
@@ -71,7 +80,7 @@ var Images = []Image{
 	{
 		Key:        "dractl",
 		Dockerfile: "deploy/monitor/Dockerfile",
-		Binaries:   []Binary{{Path: "/dractl", Module: ".", Package: "./cmd/dractl", Strip: true, Version: true}},
+		Binaries:   []Binary{{Path: "/dractl", Module: ".", Package: "./cmd/dractl", Tags: ReleaseTags, Strip: true, Version: true}},
 		Entrypoint: []string{"/dractl"},
 		User:       NonRoot,
 	},
@@ -79,8 +88,8 @@ var Images = []Image{
 		Key:        "driver",
 		Dockerfile: "deploy/driver/Dockerfile",
 		Binaries: []Binary{
-			{Path: "/dractl-gpu-driver", Module: ".", Package: "./cmd/dractl-gpu-driver", Cgo: true},
-			{Path: "/dractl-pool-publisher", Module: ".", Package: "./cmd/dractl-pool-publisher"},
+			{Path: "/dractl-gpu-driver", Module: ".", Package: "./cmd/dractl-gpu-driver", Cgo: true, Tags: ReleaseTags, Strip: true},
+			{Path: "/dractl-pool-publisher", Module: ".", Package: "./cmd/dractl-pool-publisher", Tags: ReleaseTags, Strip: true},
 		},
 		Entrypoint: []string{"/dractl-gpu-driver"},
 	},
