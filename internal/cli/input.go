@@ -4,10 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"math"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -42,7 +40,7 @@ func (o *inputOptions) decodeOptions() (decode.Options, error) {
 	if err != nil || q.Sign() <= 0 || !q.IsZero() && q.Value() > math.MaxInt32 {
 		return decode.Options{}, usageErrorf("--max-object-size: expected a positive size such as 3Mi or 10Mi, found %q", o.maxObjectBytes)
 	}
-	return decode.Options{MaxObjectBytes: int(q.Value())}, nil
+	return decode.Options{MaxObjectBytes: int(q.Value()), Recursive: o.recursive}, nil
 }
 
 // read decodes every -f argument. Inputs that cannot be opened at all are a
@@ -66,14 +64,7 @@ func (o *inputOptions) read() (*input, error) {
 			return nil, usageErrorf("cannot read %s: %v", name, err)
 		}
 	}
-	paths := o.filenames
-	if o.recursive {
-		var err error
-		if paths, err = expandRecursive(paths); err != nil {
-			return nil, err
-		}
-	}
-	objs, err := opts.Paths(paths, o.In)
+	objs, err := opts.Paths(o.filenames, o.In)
 	in := &input{objects: objs}
 	if err == nil {
 		return in, nil
@@ -81,6 +72,18 @@ func (o *inputOptions) read() (*input, error) {
 	var errs decode.Errors
 	if !errors.As(err, &errs) {
 		return nil, usageErrorf("%v", err)
+	}
+	// A path with nothing in it was as good as unreadable: nothing about
+	// it was checked, and passing would hide the failed command before a
+	// pipe (kubectl get ... | dractl validate -f -).
+	var empty []string
+	for _, e := range errs {
+		if e.Empty {
+			empty = append(empty, fmt.Sprintf("-f %s: %s", e.Source.File, e.Detail))
+		}
+	}
+	if len(empty) > 0 {
+		return nil, usageErrorf("%s", strings.Join(empty, "\nerror: "))
 	}
 	in.decodeErrors = errs
 	return in, nil
@@ -165,59 +168,4 @@ func (in *input) rewriteSlices(w io.Writer, rewrite func(obj *decode.Object, s *
 		out = append(out, objs...)
 	}
 	return out, failed
-}
-
-// expandRecursive replaces each directory by itself and every directory
-// below it that holds manifests, in lexical order like kubectl -R. A
-// directory without manifests anywhere below it is kept, so that decode
-// reports it rather than -R silently checking nothing.
-func expandRecursive(paths []string) ([]string, error) {
-	var out []string
-	for _, p := range paths {
-		if p == "-" {
-			out = append(out, p)
-			continue
-		}
-		if fi, err := os.Stat(p); err != nil || !fi.IsDir() {
-			out = append(out, p)
-			continue
-		}
-		var dirs []string
-		err := filepath.WalkDir(p, func(path string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			if d.IsDir() {
-				if path != p && strings.HasPrefix(d.Name(), ".") {
-					return filepath.SkipDir
-				}
-				return nil
-			}
-			if isManifest(d.Name()) {
-				dir := filepath.Dir(path)
-				if len(dirs) == 0 || dirs[len(dirs)-1] != dir {
-					dirs = append(dirs, dir)
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			return nil, usageErrorf("cannot read %s: %v", p, unwrapPathError(err))
-		}
-		if len(dirs) == 0 {
-			dirs = []string{p}
-		}
-		out = append(out, dirs...)
-	}
-	return out, nil
-}
-
-// isManifest mirrors the rule decode applies to directory entries (which it
-// does not export): the extensions it reads.
-func isManifest(name string) bool {
-	switch strings.ToLower(filepath.Ext(name)) {
-	case ".yaml", ".yml", ".json":
-		return true
-	}
-	return false
 }

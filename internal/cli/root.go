@@ -89,7 +89,7 @@ repeated.
 Exit codes:
   0  success; every input is valid
   1  an input is invalid (decode, admission or pool error)
-  2  usage error, or an input could not be read
+  2  usage error, or an input could not be read or holds no objects
 allocate and explain differ: 1 means the claims do not fit, and invalid
 input is 2 (see their --help).`,
 		SilenceErrors: true,
