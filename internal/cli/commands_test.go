@@ -93,6 +93,8 @@ func TestCommands(t *testing.T) {
 		{"validate-namespace-demo", []string{"validate", "-f", inputFile("namespace-demo.yaml")}, "", ExitOK},
 		{"flatten-namespace-demo", []string{"flatten", "-f", inputFile("namespace-demo.yaml")}, "", ExitOK},
 		// A JSON stream with "---" lines between the values, as kubectl reads it.
+		// Placeholders of a templated file are named as such.
+		{"validate-templated-demo", []string{"validate", "-f", inputFile("templated-demo.yaml")}, "", ExitInvalid},
 		{"validate-json-stream", []string{"validate", "-f", inputFile("json-stream.json")}, "", ExitOK},
 		{"validate-v1beta1", []string{"validate", "-f", inputFile("v1beta1.yaml")}, "", ExitOK},
 		{"validate-incomplete-unresolved", []string{"validate", "-f", inputFile("incomplete-unresolved.yaml")}, "", ExitOK},

@@ -861,7 +861,7 @@ func (u *unit) decode(fast bool) (Object, []*Error) {
 		u.kind, u.name, u.other = iu.kind, iu.name, iu.other
 	}
 	if u.other != nil {
-		return u.decodeOther()
+		return checkNames(u.decodeOther())
 	}
 	k := u.kind
 	v := reflect.New(k.typ)
@@ -891,6 +891,23 @@ func (u *unit) decode(fast bool) (Object, []*Error) {
 		// Slices are most of the input and are always rewritten when
 		// printed; everything else may be printed as it was written.
 		obj.Raw = u.data
+	}
+	return checkNames(obj, nil)
+}
+
+// checkNames rejects an object whose name or namespace holds a
+// placeholder of a templated file.
+func checkNames(obj Object, errs []*Error) (Object, []*Error) {
+	if len(errs) > 0 {
+		return obj, errs
+	}
+	for _, fe := range []*fieldError{placeholderError("metadata.name", obj.Name), placeholderError("metadata.namespace", obj.Namespace)} {
+		if fe != nil {
+			errs = append(errs, &Error{Source: obj.Source, Kind: obj.Kind, Name: obj.Name, Field: fe.path, Detail: fe.detail})
+		}
+	}
+	if len(errs) > 0 {
+		return Object{}, errs
 	}
 	return obj, nil
 }
