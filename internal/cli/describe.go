@@ -60,7 +60,7 @@ cluster that could not be read.`,
 			return o.run(args[0], args[1])
 		},
 	}
-	o.cluster = addClusterFlags(cmd)
+	o.cluster = addClusterFlags(cmd, live.DefaultTimeout)
 	cmd.Flags().StringVarP(&o.output, "output", "o", "text", "output format: text or svg")
 	return cmd
 }

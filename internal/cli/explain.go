@@ -12,6 +12,7 @@ import (
 
 	"github.com/dractl/dractl/pkg/admit"
 	"github.com/dractl/dractl/pkg/allocator"
+	"github.com/dractl/dractl/pkg/live"
 	"github.com/dractl/dractl/pkg/podclaims"
 )
 
@@ -64,7 +65,7 @@ or a cluster that could not be read.`,
 			return o.run(cmd.Context())
 		},
 	}
-	o.cluster = addClusterFlags(cmd)
+	o.cluster = addClusterFlags(cmd, live.DefaultTimeout)
 	cmd.Flags().StringVar(&o.node, "node", "", "explain for this node only (default: every node of the input)")
 	cmd.Flags().StringVar(&o.claim, "claim", "", "name of the pending ResourceClaim to explain (default: all pending claims)")
 	cmd.Flags().StringVarP(&o.output, "output", "o", "", "output format: json (default: text)")

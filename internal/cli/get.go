@@ -61,7 +61,7 @@ forbidden, bad kubeconfig) or the command line is wrong.`,
 		},
 		RunE: func(cmd *cobra.Command, args []string) error { return o.run(cmd.Context(), args[1:]) },
 	}
-	o.cluster = addClusterFlags(cmd)
+	o.cluster = addClusterFlags(cmd, live.DefaultTimeout)
 	cmd.Flags().StringVarP(&o.output, "output", "o", "", "output format: wide, json or yaml (default: a table)")
 	return cmd
 }

@@ -3,10 +3,15 @@ package cli
 import (
 	"context"
 	"errors"
+	"os"
+	"strconv"
+	"time"
 
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 
 	"github.com/dractl/dractl/pkg/api"
 	"github.com/dractl/dractl/pkg/decode"
@@ -22,20 +27,80 @@ type clusterOptions struct {
 	pageSize int64
 }
 
-func addClusterFlags(cmd *cobra.Command) *clusterOptions {
+// addClusterFlags registers kubectl's connection flags. timeout is the
+// default of --request-timeout, shown in the help as what it is: the
+// one-shot verbs bound every request (live.DefaultTimeout), the monitor's
+// watches run for as long as it does (0).
+func addClusterFlags(cmd *cobra.Command, timeout time.Duration) *clusterOptions {
 	c := &clusterOptions{flags: genericclioptions.NewConfigFlags(false)}
+	c.flags.Timeout = ptr.To("0")
+	if timeout > 0 {
+		c.flags.Timeout = ptr.To(strconv.Itoa(int(timeout/time.Second)) + "s")
+	}
 	c.flags.AddFlags(cmd.Flags())
 	cmd.Flags().Int64Var(&c.pageSize, "chunk-size", live.DefaultPageSize,
 		"list objects in pages of this many (0: one request per kind, not recommended on large clusters)")
 	return c
 }
 
-// client connects to the cluster the flags name. A kubeconfig that cannot
-// be loaded is a usage error: nothing was read.
-func (c *clusterOptions) client() (*live.Client, error) {
+// restConfig is the configuration of the cluster the flags name. When
+// nothing names one (no kubeconfig with a server, no --server, not in a
+// pod), client-go falls back to http://localhost:8080, which is at best
+// nothing and at worst another program (the monitor's own metrics port):
+// every live verb refuses that at once instead. A kubeconfig that cannot
+// be loaded is a usage error too: nothing was read.
+func (c *clusterOptions) restConfig() (*rest.Config, error) {
 	cfg, err := c.flags.ToRESTConfig()
 	if err != nil {
 		return nil, usageErrorf("%v", err)
+	}
+	if !c.serverNamed() && !inCluster() {
+		return nil, usageErrorf("no cluster to read: no kubeconfig names a server (--kubeconfig, $KUBECONFIG or ~/.kube/config), --server is not given, and dractl does not run in a pod")
+	}
+	return cfg, nil
+}
+
+// serverNamed reports whether the flags or the kubeconfig they load name
+// the API server, rather than leaving it to client-go's default.
+func (c *clusterOptions) serverNamed() bool {
+	if *c.flags.APIServer != "" || os.Getenv("KUBERNETES_MASTER") != "" {
+		return true
+	}
+	raw, err := c.flags.ToRawKubeConfigLoader().RawConfig()
+	if err != nil {
+		return false
+	}
+	context := raw.CurrentContext
+	if *c.flags.Context != "" {
+		context = *c.flags.Context
+	}
+	cluster := ""
+	if ctx, ok := raw.Contexts[context]; ok {
+		cluster = ctx.Cluster
+	}
+	if *c.flags.ClusterName != "" {
+		cluster = *c.flags.ClusterName
+	}
+	cl, ok := raw.Clusters[cluster]
+	return ok && cl.Server != ""
+}
+
+// inCluster reports whether a pod's service account configuration is
+// there, which client-go uses when no kubeconfig names a server.
+func inCluster() bool {
+	_, err := rest.InClusterConfig()
+	return err == nil
+}
+
+// client connects to the cluster the flags name.
+func (c *clusterOptions) client() (*live.Client, error) {
+	cfg, err := c.restConfig()
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Timeout == 0 {
+		// --request-timeout 0: no timeout, as kubectl reads it.
+		cfg.Timeout = live.NoTimeout
 	}
 	lc, err := live.NewClient(cfg)
 	if err != nil {

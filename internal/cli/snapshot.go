@@ -49,6 +49,6 @@ not be read.`,
 			return nil
 		},
 	}
-	cluster = addClusterFlags(cmd)
+	cluster = addClusterFlags(cmd, live.DefaultTimeout)
 	return cmd
 }

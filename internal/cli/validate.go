@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dractl/dractl/pkg/admit"
+	"github.com/dractl/dractl/pkg/live"
 )
 
 func newValidateCommand(o *inputOptions) *cobra.Command {
@@ -90,7 +91,7 @@ A cluster that cannot be read exits 2.`,
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: json (default: one line per problem and a summary)")
 	cmd.Flags().BoolVar(&liveFlag, "live", false, "validate the DRA objects of the cluster instead of files")
-	cluster = addClusterFlags(cmd)
+	cluster = addClusterFlags(cmd, live.DefaultTimeout)
 	return cmd
 }
 
