@@ -329,21 +329,27 @@ func (c *cluster) nodes(name string, notes io.Writer) ([]*corev1.Node, error) {
 			fmt.Fprintf(notes, "note: ResourceSlice %s selects nodes by label: add the Node objects with -f for those devices to be found\n", strings.Join(sel, ", "))
 		}
 	}
-	if name == "" {
-		if len(c.nodeList) == 0 {
-			return nil, usageErrorf("no Node objects in the input, and no ResourceSlice names a node: add the nodes to -f or name one with --node")
-		}
-		return c.nodeList, nil
+	if name == "" && len(c.nodeList) == 0 {
+		return nil, usageErrorf("no Node objects in the input, and no ResourceSlice names a node: add the nodes to -f or name one with --node")
 	}
-	for _, n := range c.nodeList {
+	if c.derived && name != "" && !slices.ContainsFunc(c.nodeList, func(n *corev1.Node) bool { return n.Name == name }) {
+		return []*corev1.Node{syntheticNode(name)}, nil
+	}
+	return namedNode(c.nodeList, name, "in the input")
+}
+
+// namedNode is every node, or the one --node names among them, wherever
+// they were read (where says).
+func namedNode(nodes []*corev1.Node, name, where string) ([]*corev1.Node, error) {
+	if name == "" {
+		return nodes, nil
+	}
+	for _, n := range nodes {
 		if n.Name == name {
 			return []*corev1.Node{n}, nil
 		}
 	}
-	if c.derived {
-		return []*corev1.Node{syntheticNode(name)}, nil
-	}
-	return nil, usageErrorf("--node %s: no Node of that name in the input", name)
+	return nil, usageErrorf("--node %s: no Node of that name %s", name, where)
 }
 
 // excluded says why a group's pod cannot run on node ("" if it can): its

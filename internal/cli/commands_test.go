@@ -66,6 +66,9 @@ func TestCommands(t *testing.T) {
 		// The extended-resource claim kube-scheduler would make, per node.
 		{"explain-pod-extended-resources", []string{"explain", "pod/mixed", "-f", filepath.Join("internal", "cli", "testdata", "allocate", "extended-resources.yaml")}, "", ExitOK},
 		{"explain-pod-from-files", []string{"explain", "pod/waiting", "-f", filepath.Join("examples", "gpu-partitions"), "-f", filepath.Join("internal", "cli", "testdata", "explainpod")}, "", ExitOK},
+		// Without Node objects, the nodes the slices name, as allocate tries them.
+		{"explain-pod-no-nodes", []string{"explain", "pod/waiting", "-f", filepath.Join("examples", "gpu-partitions", "resourceslices.yaml"), "-f", filepath.Join("examples", "gpu-partitions", "deviceclass.yaml"), "-f", filepath.Join("internal", "cli", "testdata", "explainpod")}, "", ExitOK},
+		{"explain-pod-unknown-node", []string{"explain", "pod/waiting", "--node", "nope", "-f", filepath.Join("examples", "gpu-partitions"), "-f", filepath.Join("internal", "cli", "testdata", "explainpod")}, "", ExitUsage},
 		{"explain-pod-missing-claim", []string{"explain", "pod/orphan", "-f", filepath.Join("examples", "gpu-partitions"), "-f", filepath.Join("internal", "cli", "testdata", "explainpod-orphan.yaml")}, "", ExitUsage},
 		{"explain-pod-unknown", []string{"explain", "pod/nobody", "-f", filepath.Join("examples", "gpu-partitions")}, "", ExitUsage},
 		{"explain-not-a-pod", []string{"explain", "node/my-node", "-f", filepath.Join("examples", "gpu-partitions")}, "", ExitUsage},
