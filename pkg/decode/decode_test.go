@@ -2,6 +2,9 @@ package decode
 
 import (
 	"errors"
+	"github.com/google/uuid"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"os"
 	"path/filepath"
 	"strings"
@@ -495,5 +498,28 @@ func TestErrorString(t *testing.T) {
 	var e *Error
 	if !errors.As(error(es), &e) || e != tests[0].err {
 		t.Errorf("errors.As did not find the first *Error")
+	}
+}
+
+// TestPodUID: a Pod read without a UID gets a name-based one, the same for
+// the same namespace and name and different for another; one with a UID
+// keeps it, and other kinds get none.
+func TestPodUID(t *testing.T) {
+	objs, err := Bytes("a.yaml", []byte("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: ml}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: q, uid: given}\n---\n"+node("node-a")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	uid := func(i int) types.UID { return objs[i].Obj.(metav1.Object).GetUID() }
+	if uid(0) != PodUID("default", "p") || uid(1) != PodUID("ml", "p") || uid(0) == uid(1) {
+		t.Errorf("derived UIDs %q and %q, want PodUID of default/p and ml/p", uid(0), uid(1))
+	}
+	if _, err := uuid.Parse(string(uid(0))); err != nil || len(uid(0)) != 36 {
+		t.Errorf("UID %q is not a UUID as kube-apiserver writes them: %v", uid(0), err)
+	}
+	if uid(2) != "given" || uid(3) != "" {
+		t.Errorf("UIDs %q (given) and %q (a Node), want kept and none", uid(2), uid(3))
+	}
+	if PodUID("default", "p") != PodUID("default", "p") {
+		t.Error("PodUID is not deterministic")
 	}
 }
