@@ -81,6 +81,10 @@ func TestAllocateCommands(t *testing.T) {
 		// serve it; a node's device plugins take precedence.
 		{"allocate-extended-resources", []string{"allocate", "-f", allocTestdata("extended-resources.yaml")}, ExitOK},
 		{"explain-extended-resources", []string{"explain", "-f", allocTestdata("extended-resources.yaml")}, ExitOK},
+		// Asked in limits only, as GPU pods ask: requests default to them.
+		{"allocate-extended-limits", []string{"allocate", "-f", allocTestdata("extended-limits.yaml")}, ExitOK},
+		{"explain-extended-limits", []string{"explain", "-f", allocTestdata("extended-limits.yaml")}, ExitOK},
+		{"explain-pod-extended-limits", []string{"explain", "pod/gpu-pod", "-f", allocTestdata("extended-limits.yaml")}, ExitOK},
 		// A DeviceTaintRule taints a device as the scheduler plugin sees
 		// it: allocate takes another, explain names the tainted one.
 		{"allocate-taint-rule", []string{"allocate", "-f", filepath.Join("examples", "gpu-partitions"), "-f", allocTestdata("taint-rule.yaml")}, ExitOK},
