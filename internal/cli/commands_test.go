@@ -96,6 +96,9 @@ func TestCommands(t *testing.T) {
 		{"validate-namespace-demo", []string{"validate", "-f", inputFile("namespace-demo.yaml")}, "", ExitOK},
 		{"flatten-namespace-demo", []string{"flatten", "-f", inputFile("namespace-demo.yaml")}, "", ExitOK},
 		// A JSON stream with "---" lines between the values, as kubectl reads it.
+		// Admin access outside a labelled namespace, as kube-apiserver refuses it.
+		{"validate-admin-access", []string{"validate", "-f", inputFile("admin-access.yaml")}, "", ExitInvalid},
+		{"allocate-admin-access", []string{"allocate", "-f", inputFile("admin-access.yaml")}, "", ExitCannotAnswer},
 		// Placeholders of a templated file are named as such.
 		{"validate-templated-demo", []string{"validate", "-f", inputFile("templated-demo.yaml")}, "", ExitInvalid},
 		{"validate-json-stream", []string{"validate", "-f", inputFile("json-stream.json")}, "", ExitOK},
