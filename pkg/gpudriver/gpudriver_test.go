@@ -61,3 +61,26 @@ func TestHiddenFlag(t *testing.T) {
 		t.Fatalf("--nvml-mock: %v %q", err, o.NVMLMock)
 	}
 }
+
+// TestHelpDefaults: each flag's help gives its default once: a flag that
+// says its own ($NODE_NAME, a directory the driver name decides) gets no
+// second, and an empty default none.
+func TestHelpDefaults(t *testing.T) {
+	t.Setenv("NODE_NAME", "")
+	var o gpudriver.Options
+	fs := flag.NewFlagSet("dractl-gpu-driver", flag.ContinueOnError)
+	var help strings.Builder
+	fs.SetOutput(&help)
+	o.AddFlags(fs)
+	fs.Usage()
+	for _, line := range strings.Split(help.String(), "\n") {
+		if strings.Count(line, "(default ") > 1 || strings.Contains(line, `(default "")`) {
+			t.Errorf("help line %q", line)
+		}
+	}
+	for _, want := range []string{"name of this node (default $NODE_NAME)\n", `GPU backend: mock (GPUs simulated in the state directory) or nvml (the node's NVIDIA GPUs through NVML) (default "mock")`} {
+		if !strings.Contains(help.String(), want) {
+			t.Errorf("help lacks %q:\n%s", want, help.String())
+		}
+	}
+}
