@@ -67,6 +67,7 @@ func TestAllocateCommands(t *testing.T) {
 		// The A100 node does not match the pod's nodeSelector.
 		{"allocate-pod-excluded", []string{"allocate", "-f", inputFile("pod.yaml"), "-f", filepath.Join("examples", "dgx-h100-mixins", "resourceslices.yaml"), "-f", filepath.Join("examples", "dgx-h100-mixins", "deviceclasses.yaml"), "-f", filepath.Join("examples", "dgx-h100-mixins", "claim.yaml"), "-f", filepath.Join("examples", "a100-mig-mixins", "node.yaml")}, ExitNoFit},
 		{"explain-pod-json", []string{"explain", "-o", "json", "-f", inputFile("pod.yaml"), "-f", filepath.Join("examples", "dgx-h100-mixins")}, ExitOK},
+		{"explain-pod-yaml", []string{"explain", "-o", "yaml", "-f", inputFile("pod.yaml"), "-f", filepath.Join("examples", "dgx-h100-mixins")}, ExitOK},
 		{"explain-bad-input-json", []string{"explain", "-o", "json", "-f", filepath.Join("internal", "cli", "testdata", "bad", "bad-claim.yaml")}, ExitCannotAnswer},
 		// Older API versions, and nodes taken from the slices.
 		{"allocate-v1beta1-no-nodes", []string{"allocate", "-f", inputFile("v1beta1.yaml")}, ExitOK},

@@ -6,6 +6,7 @@ import (
 	"io"
 
 	"github.com/spf13/cobra"
+	"sigs.k8s.io/yaml"
 
 	"github.com/dractl/dractl/pkg/admit"
 	"github.com/dractl/dractl/pkg/live"
@@ -40,7 +41,7 @@ API reference get
 lines; warnings never change the exit code.
 
 -o json prints one ValidationReport object instead, for CI pipelines; its
-schema is in docs/output.md.
+schema is in docs/output.md. -o yaml prints the same object as YAML.
 
 With --live, validate reads every ResourceSlice, DeviceClass,
 ResourceClaim and ResourceClaimTemplate of the cluster (kubectl's flags:
@@ -62,8 +63,8 @@ A cluster that cannot be read exits 2.`,
 					return err
 				}
 			}
-			if output != "" && output != "json" {
-				return usageErrorf("--output: expected json, found %q", output)
+			if output != "" && output != "json" && output != "yaml" {
+				return usageErrorf("--output: expected json or yaml, found %q", output)
 			}
 			var in *input
 			var err error
@@ -76,8 +77,8 @@ A cluster that cannot be read exits 2.`,
 				return err
 			}
 			r := admit.Review(in.objects, in.decodeErrors)
-			if output == "json" {
-				if err := writeJSON(o.Out, r); err != nil {
+			if output != "" {
+				if err := writeReportAs(o.Out, r, output); err != nil {
 					return writeError(err)
 				}
 			} else {
@@ -89,7 +90,7 @@ A cluster that cannot be read exits 2.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: json (default: one line per problem and a summary)")
+	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: json or yaml (default: one line per problem and a summary)")
 	cmd.Flags().BoolVar(&liveFlag, "live", false, "validate the DRA objects of the cluster instead of files")
 	cluster = addClusterFlags(cmd, live.DefaultTimeout)
 	return cmd
@@ -101,6 +102,20 @@ func writeReport(w io.Writer, r *admit.Report) {
 		fmt.Fprintln(w, p.Text)
 	}
 	fmt.Fprintln(w, summary(r.Summary.Objects, r.Summary.Pools, r.Summary.Errors, r.Summary.InvalidObjects, r.Summary.InvalidPools))
+}
+
+// writeReportAs writes a report object as JSON or as YAML, the same
+// fields under the same names.
+func writeReportAs(w io.Writer, v any, output string) error {
+	if output != "yaml" {
+		return writeJSON(w, v)
+	}
+	b, err := yaml.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(b)
+	return err
 }
 
 func writeJSON(w io.Writer, v any) error {
