@@ -88,7 +88,7 @@ func (o *allocateOptions) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	c, problems, err := o.readCluster(strategy)
+	c, problems, err := o.readCluster(strategy, "allocated")
 	if err != nil {
 		printProblems(o.Err, problems)
 		return err

@@ -62,11 +62,12 @@ func (g *group) String() string {
 // readCluster reads and admits the inputs. Unlike validate, an invalid
 // input is not a finding here but a reason not to answer: the exit code is
 // ExitCannotAnswer, and every problem is returned for the caller to print.
-func (o *inputOptions) readCluster(strategy allocator.Strategy) (*cluster, []admit.Problem, error) {
+// undone says what the verb did not do then ("allocated", "described").
+func (o *inputOptions) readCluster(strategy allocator.Strategy, undone string) (*cluster, []admit.Problem, error) {
 	c, err := o.readClusterInput(strategy)
 	var ce *inputErrors
 	if errors.As(err, &ce) {
-		return nil, ce.problems, &exitError{code: ExitCannotAnswer, msg: fmt.Sprintf("%s in the input; nothing was allocated", plural(len(ce.problems), "error"))}
+		return nil, ce.problems, &exitError{code: ExitCannotAnswer, msg: fmt.Sprintf("%s in the input; nothing was %s", plural(len(ce.problems), "error"), undone)}
 	}
 	return c, nil, err
 }

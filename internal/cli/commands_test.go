@@ -74,6 +74,10 @@ func TestCommands(t *testing.T) {
 		{"explain-not-a-pod", []string{"explain", "node/my-node", "-f", filepath.Join("examples", "gpu-partitions")}, "", ExitUsage},
 		{"get-bad-output", []string{"get", "pools", "-o", "xml"}, "", ExitUsage},
 		{"get-not-pools", []string{"get", "nodes"}, "", ExitUsage},
+		// A snapshot directory, read as describe reads it.
+		{"get-pools-snapshot", []string{"get", "pools", "-f", filepath.Join("internal", "cli", "testdata", "simulate", "snapshot")}, "", ExitOK},
+		{"get-pools-snapshot-wide", []string{"get", "pools", "a100-node-b", "-o", "wide", "-f", filepath.Join("internal", "cli", "testdata", "simulate", "snapshot")}, "", ExitOK},
+		{"get-pools-bad-input", []string{"get", "pools", "-f", filepath.Join("internal", "cli", "testdata", "bad", "bad-claim.yaml")}, "", ExitCannotAnswer},
 		{"validate-live-and-files", []string{"validate", "--live", "-f", filepath.Join("examples", "gpu-partitions")}, "", ExitUsage},
 		{"unknown-command", []string{"frobnicate"}, "", ExitUsage},
 		{"flatten-bad-output", []string{"flatten", "-o", "xml", "-f", bad("unknown-include.yaml")}, "", ExitUsage},

@@ -123,7 +123,7 @@ func (o *describeOptions) run(kind, name string) error {
 	if err := o.requireInputs(); err != nil {
 		return err
 	}
-	c, problems, err := o.readCluster(allocator.FirstFit)
+	c, problems, err := o.readCluster(allocator.FirstFit, "described")
 	if err != nil {
 		printProblems(o.Err, problems)
 		return err

@@ -133,7 +133,7 @@ func (o *explainOptions) run(ctx context.Context) error {
 		return usageErrorf("--output: expected json or yaml, found %q", o.output)
 	}
 	report := &explainReport{APIVersion: admit.ReportAPIVersion, Kind: "ExplainReport", Groups: []explainGroup{}, Problems: []admit.Problem{}}
-	c, problems, err := o.readCluster(allocator.FirstFit)
+	c, problems, err := o.readCluster(allocator.FirstFit, "explained")
 	if err != nil {
 		if o.output != "" && problems != nil {
 			report.Problems = problems

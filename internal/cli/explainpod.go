@@ -212,7 +212,7 @@ func (o *explainOptions) runPod(ctx context.Context, arg string) error {
 
 // podFromFiles explains a pod read with -f, such as a snapshot's.
 func (o *explainOptions) podFromFiles(ctx context.Context, ns, name string) error {
-	c, problems, err := o.readCluster(allocator.FirstFit)
+	c, problems, err := o.readCluster(allocator.FirstFit, "explained")
 	if err != nil {
 		printProblems(o.Err, problems)
 		return err

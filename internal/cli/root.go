@@ -116,13 +116,14 @@ input is 2 (see their --help).`,
 		newAllocateCommand(o),
 		newExplainCommand(o),
 		newDescribeCommand(o),
+		newGetCommand(o),
 		newSimulateCommand(o),
 	} {
 		o.addInputFlags(cmd)
 		root.AddCommand(cmd)
 	}
 	// The verbs that only read a cluster take no -f.
-	root.AddCommand(newVersionCommand(o), newGetCommand(o), newSnapshotCommand(o), newMonitorCommand(o))
+	root.AddCommand(newVersionCommand(o), newSnapshotCommand(o), newMonitorCommand(o))
 	return root
 }
 

@@ -145,7 +145,7 @@ func (o *simulateOptions) run(ctx context.Context) error {
 	cl := &simulate.Cluster{}
 	var problems []admit.Problem
 	if len(o.filenames) > 0 {
-		c, problems, err := o.readCluster(allocator.FirstFit)
+		c, problems, err := o.readCluster(allocator.FirstFit, "simulated")
 		if err != nil {
 			printProblems(o.Err, problems)
 			return err
@@ -259,7 +259,7 @@ func (o *simulateOptions) run(ctx context.Context) error {
 // the cluster lacks.
 func (o *simulateOptions) readTemplate(cl *simulate.Cluster) (*simulate.Template, error) {
 	tl := &inputOptions{Streams: o.Streams, filenames: []string{o.nodeTemplate}, recursive: o.recursive, maxObjectBytes: o.maxObjectBytes}
-	c, problems, err := tl.readCluster(allocator.FirstFit)
+	c, problems, err := tl.readCluster(allocator.FirstFit, "simulated")
 	if err != nil {
 		printProblems(o.Err, problems)
 		return nil, err
