@@ -80,6 +80,7 @@ func TestCommands(t *testing.T) {
 		{"get-pools-bad-input", []string{"get", "pools", "-f", filepath.Join("internal", "cli", "testdata", "bad", "bad-claim.yaml")}, "", ExitCannotAnswer},
 		{"validate-live-and-files", []string{"validate", "--live", "-f", filepath.Join("examples", "gpu-partitions")}, "", ExitUsage},
 		{"unknown-command", []string{"frobnicate"}, "", ExitUsage},
+		{"unknown-command-suggestion", []string{"valdate", "-f", "examples"}, "", ExitUsage},
 		{"flatten-bad-output", []string{"flatten", "-o", "xml", "-f", bad("unknown-include.yaml")}, "", ExitUsage},
 		{"flatten-v1-limits", []string{"flatten", "-f", filepath.Join("internal", "cli", "testdata", "v1-limits.yaml")}, "", ExitOK},
 		{"flatten-v1-limits-strict", []string{"flatten", "--strict", "-f", filepath.Join("internal", "cli", "testdata", "v1-limits.yaml")}, "", ExitOK},
@@ -162,6 +163,21 @@ func TestVersion(t *testing.T) {
 	r = run(t, "", "version", "-o", "json")
 	if r.code != ExitOK || !strings.Contains(r.stdout, `"goVersion"`) || !strings.Contains(r.stdout, `"commit"`) {
 		t.Errorf("dractl version -o json has no goVersion or commit:\n%s", r)
+	}
+}
+
+// TestCompletion: cobra's completion verb writes each shell's script, and
+// completes the verbs.
+func TestCompletion(t *testing.T) {
+	for shell, want := range map[string]string{"bash": "# bash completion V2 for dractl", "zsh": "#compdef dractl", "fish": "# fish completion for dractl", "powershell": "# powershell completion for dractl"} {
+		r := run(t, "", "completion", shell)
+		if r.code != ExitOK || !strings.HasPrefix(r.stdout, want) {
+			t.Errorf("dractl completion %s: exit %d, output begins %.60q", shell, r.code, r.stdout)
+		}
+	}
+	r := run(t, "", "__complete", "expl")
+	if r.code != ExitOK || !strings.HasPrefix(r.stdout, "explain\t") {
+		t.Errorf("completing expl: exit %d\n%s", r.code, r)
 	}
 }
 
