@@ -79,6 +79,7 @@ func TestCommands(t *testing.T) {
 		{"get-pools-snapshot-wide", []string{"get", "pools", "a100-node-b", "-o", "wide", "-f", filepath.Join("internal", "cli", "testdata", "simulate", "snapshot")}, "", ExitOK},
 		{"get-pools-bad-input", []string{"get", "pools", "-f", filepath.Join("internal", "cli", "testdata", "bad", "bad-claim.yaml")}, "", ExitCannotAnswer},
 		{"validate-live-and-files", []string{"validate", "--live", "-f", filepath.Join("examples", "gpu-partitions")}, "", ExitUsage},
+		{"allocate-namespace-offline", []string{"allocate", "-n", "ml", "-f", filepath.Join("examples", "gpu-partitions")}, "", ExitUsage},
 		{"unknown-command", []string{"frobnicate"}, "", ExitUsage},
 		{"unknown-command-suggestion", []string{"valdate", "-f", "examples"}, "", ExitUsage},
 		{"flatten-bad-output", []string{"flatten", "-o", "xml", "-f", bad("unknown-include.yaml")}, "", ExitUsage},

@@ -58,7 +58,8 @@ or a cluster that could not be read.`,
   dractl explain -f examples/gpu-partitions -o json
   dractl explain pod/trainer -n ml
   kubectl dra explain pod/trainer --node gpu-node-7`,
-		Args: cobra.MaximumNArgs(1),
+		Args:        cobra.MaximumNArgs(1),
+		Annotations: map[string]string{namespaceNamesObject: "pod/NAME"},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 1 {
 				return o.runPod(cmd.Context(), args[0])

@@ -23,15 +23,50 @@ type input struct {
 	decodeErrors []*decode.Error
 }
 
-// addInputFlags registers the flags of the verbs that read manifests.
+// namespaceNamesObject annotates a verb whose -n, with arguments, names
+// the namespace of the object they name (explain pod/NAME), files or not.
+const namespaceNamesObject = "dractl.dev/namespace-names-object"
+
+// addInputFlags registers the flags of the verbs that read manifests, and
+// refuses -n with -f for every one of them alike (see offlineNamespace).
 func (o *inputOptions) addInputFlags(cmd *cobra.Command) {
 	f := cmd.Flags()
+	if f.Lookup("namespace") == nil {
+		// Verbs that never read a cluster have no -n; give them one that
+		// only says why it does not apply, so that every verb says so alike.
+		f.StringP("namespace", "n", "", "not with -f: objects read from files keep their own namespace")
+		_ = f.MarkHidden("namespace")
+	}
+	run := cmd.RunE
+	cmd.RunE = func(c *cobra.Command, args []string) error {
+		if err := o.offlineNamespace(c, args); err != nil {
+			return err
+		}
+		return run(c, args)
+	}
 	f.StringArrayVarP(&o.filenames, "filename", "f", nil,
 		"file, directory or - (stdin) to read objects from; repeatable")
 	f.BoolVarP(&o.recursive, "recursive", "R", false,
 		"read the directories given with -f and all directories below them")
 	f.StringVar(&o.maxObjectBytes, "max-object-size", "3Mi",
 		"largest object read, as a quantity (3Mi is kube-apiserver's request limit); larger ones are errors")
+}
+
+// offlineNamespace refuses -n with -f. An object read from a file is in
+// the namespace it names, "default" where it names none, as kubectl
+// create -f puts it without -n; -n as a filter would make allocate and
+// explain answer as though the claims of other namespaces held no device.
+// -n keeps its meaning where it names one object (explain pod/NAME -n NS)
+// and where a verb reads a cluster.
+func (o *inputOptions) offlineNamespace(cmd *cobra.Command, args []string) error {
+	f := cmd.Flags().Lookup("namespace")
+	if len(o.filenames) == 0 || f == nil || !f.Changed {
+		return nil
+	}
+	if cmd.Annotations[namespaceNamesObject] != "" && len(args) > 0 {
+		return nil
+	}
+	return usageErrorf("-n %s: not with -f: objects read from files keep their own namespace (\"default\" where they name none); -n names a cluster's namespace, or with explain pod/NAME the pod's", f.Value.String())
 }
 
 // decodeOptions turns the input flags into decode options.

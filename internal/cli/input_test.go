@@ -109,3 +109,30 @@ func writeFile(t *testing.T, path, content string) {
 		t.Fatal(err)
 	}
 }
+
+// TestNamespaceOffline: -n with -f is refused alike by every verb that
+// reads files, with or without a cluster to read otherwise, except where
+// it names the pod explain pod/NAME explains.
+func TestNamespaceOffline(t *testing.T) {
+	in := filepath.Join("examples", "gpu-partitions")
+	var first string
+	for _, verb := range [][]string{{"validate"}, {"flatten"}, {"compact"}, {"allocate"}, {"explain"}, {"describe", "node", "my-node"}, {"get", "pools"}, {"simulate", "--workload", in}} {
+		args := append(append([]string{}, verb...), "-f", in, "--namespace", "ml")
+		r := run(t, "", args...)
+		if r.code != ExitUsage || r.stdout != "" || !strings.Contains(r.stderr, "-n ml: not with -f") {
+			t.Errorf("dractl %s:\n%s", strings.Join(args, " "), r)
+		}
+		if first == "" {
+			first = r.stderr
+		} else if r.stderr != first {
+			t.Errorf("dractl %s says otherwise than validate:\n%s\n%s", strings.Join(args, " "), r.stderr, first)
+		}
+	}
+	pod := []string{"explain", "pod/waiting", "-f", in, "-f", filepath.Join("internal", "cli", "testdata", "explainpod")}
+	if r := run(t, "", append(pod, "-n", "default")...); r.code != ExitOK || !strings.HasPrefix(r.stdout, "pod default/waiting:") {
+		t.Errorf("explain pod/waiting -n default:\n%s", r)
+	}
+	if r := run(t, "", append(pod, "-n", "ml")...); r.code != ExitUsage || !strings.Contains(r.stderr, "pod ml/waiting: no such Pod in the input") {
+		t.Errorf("explain pod/waiting -n ml:\n%s", r)
+	}
+}
