@@ -58,7 +58,7 @@ func TestClusterFlagsAreKubectls(t *testing.T) {
 
 	ours := func() (*clusterOptions, *pflag.FlagSet) {
 		cmd := &cobra.Command{Use: "x"}
-		c := addClusterFlags(cmd)
+		c := addClusterFlags(cmd, 0)
 		return c, cmd.Flags()
 	}
 	kubectls := func() (*genericclioptions.ConfigFlags, *pflag.FlagSet) {
@@ -137,9 +137,17 @@ func TestClusterFlagsAreKubectls(t *testing.T) {
 		}
 	}
 
-	t.Run("no kubeconfig anywhere: kubectl's defaults", func(t *testing.T) {
+	// Where nothing names a server, kubectl falls back to
+	// http://localhost:8080; dractl refuses instead (restConfig), and
+	// follows kubectl again once $KUBERNETES_MASTER names one.
+	t.Run("no kubeconfig anywhere: refused, not localhost:8080", func(t *testing.T) {
 		t.Setenv("KUBECONFIG", filepath.Join(dir, "missing"))
 		c, _ := ours()
+		if _, err := c.restConfig(); err == nil || !strings.Contains(err.Error(), "no cluster to read") {
+			t.Errorf("restConfig: %v, want the no-cluster refusal", err)
+		}
+		t.Setenv("KUBERNETES_MASTER", "https://master.test:6443")
+		c, _ = ours()
 		k, _ := kubectls()
 		got, err := c.restConfig()
 		if err != nil {
@@ -149,6 +157,8 @@ func TestClusterFlagsAreKubectls(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// client-go reads $KUBERNETES_MASTER once, when it starts: both
+		// hosts are what it read then.
 		if got.Host != want.Host || got.Host == "" {
 			t.Errorf("host %q, kubectl's %q", got.Host, want.Host)
 		}

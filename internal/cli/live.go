@@ -3,7 +3,10 @@ package cli
 import (
 	"context"
 	"errors"
+	"os"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -33,7 +36,11 @@ type clusterOptions struct {
 	pageSize int64
 }
 
-func addClusterFlags(cmd *cobra.Command) *clusterOptions {
+// addClusterFlags registers kubectl's connection flags. timeout is the
+// default of --request-timeout, shown in the help as what it is: the
+// one-shot verbs bound every request (live.DefaultTimeout), the monitor's
+// watches run for as long as it does (0).
+func addClusterFlags(cmd *cobra.Command, timeout time.Duration) *clusterOptions {
 	c := &clusterOptions{
 		rules: clientcmd.NewDefaultClientConfigLoadingRules(),
 		// Without any kubeconfig, kubectl's defaults.
@@ -50,6 +57,10 @@ func addClusterFlags(cmd *cobra.Command) *clusterOptions {
 	names.ContextOverrideFlags.Namespace = clientcmd.FlagInfo{}
 	// Basic authentication is not offered, as kubectl does not.
 	names.AuthOverrideFlags.Username, names.AuthOverrideFlags.Password = clientcmd.FlagInfo{}, clientcmd.FlagInfo{}
+	names.Timeout.Default = "0"
+	if timeout > 0 {
+		names.Timeout.Default = strconv.Itoa(int(timeout/time.Second)) + "s"
+	}
 	clientcmd.BindOverrideFlags(&c.overrides, fs, names)
 	fs.StringVarP(&c.overrides.Context.Namespace, ns.LongName, ns.ShortName, ns.Default, ns.Description)
 	fs.StringArrayVar(&c.userExtra, "as-user-extra", nil, "a user extra to impersonate, KEY=VALUE (repeatable, also for several values of one key)")
@@ -74,8 +85,12 @@ func (c *clusterOptions) loader() (clientcmd.ClientConfig, error) {
 	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(c.rules, &overrides), nil
 }
 
-// restConfig is the client configuration of the cluster the flags name.
-// A kubeconfig that cannot be loaded is a usage error: nothing was read.
+// restConfig is the configuration of the cluster the flags name. When
+// nothing names one (no kubeconfig with a server, no --server, not in a
+// pod), client-go falls back to http://localhost:8080, which is at best
+// nothing and at worst another program (the monitor's own metrics port):
+// every live verb refuses that at once instead. A kubeconfig that cannot
+// be loaded is a usage error too: nothing was read.
 func (c *clusterOptions) restConfig() (*rest.Config, error) {
 	l, err := c.loader()
 	if err != nil {
@@ -85,7 +100,42 @@ func (c *clusterOptions) restConfig() (*rest.Config, error) {
 	if err != nil {
 		return nil, usageErrorf("%v", err)
 	}
+	if !c.serverNamed(l) && !inCluster() {
+		return nil, usageErrorf("no cluster to read: no kubeconfig names a server (--kubeconfig, $KUBECONFIG or ~/.kube/config), --server is not given, and dractl does not run in a pod")
+	}
 	return cfg, nil
+}
+
+// serverNamed reports whether the flags or the kubeconfig they load name
+// the API server, rather than leaving it to client-go's default.
+func (c *clusterOptions) serverNamed(l clientcmd.ClientConfig) bool {
+	if c.overrides.ClusterInfo.Server != "" || os.Getenv("KUBERNETES_MASTER") != "" {
+		return true
+	}
+	raw, err := l.RawConfig()
+	if err != nil {
+		return false
+	}
+	context := raw.CurrentContext
+	if c.overrides.CurrentContext != "" {
+		context = c.overrides.CurrentContext
+	}
+	cluster := ""
+	if ctx, ok := raw.Contexts[context]; ok {
+		cluster = ctx.Cluster
+	}
+	if c.overrides.Context.Cluster != "" {
+		cluster = c.overrides.Context.Cluster
+	}
+	cl, ok := raw.Clusters[cluster]
+	return ok && cl.Server != ""
+}
+
+// inCluster reports whether a pod's service account configuration is
+// there, which client-go uses when no kubeconfig names a server.
+func inCluster() bool {
+	_, err := rest.InClusterConfig()
+	return err == nil
 }
 
 // client connects to the cluster the flags name.
@@ -93,6 +143,10 @@ func (c *clusterOptions) client() (*live.Client, error) {
 	cfg, err := c.restConfig()
 	if err != nil {
 		return nil, err
+	}
+	if cfg.Timeout == 0 {
+		// --request-timeout 0: no timeout, as kubectl reads it.
+		cfg.Timeout = live.NoTimeout
 	}
 	lc, err := live.NewClient(cfg)
 	if err != nil {

@@ -67,7 +67,7 @@ least privileges it needs. It runs until SIGINT or SIGTERM.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.Context()) },
 	}
-	o.cluster = addClusterFlags(cmd)
+	o.cluster = addClusterFlags(cmd, 0)
 	cmd.Flags().StringVar(&o.bind, "metrics-bind-address", ":8080", "address of /metrics, /healthz and /readyz")
 	cmd.Flags().BoolVar(&o.leaderElect, "leader-elect", true, "elect one replica to record Events through a Lease")
 	cmd.Flags().StringVar(&o.leaseNS, "leader-elect-namespace", "", "namespace of the Lease (default: -n, or the kubeconfig's or service account's namespace)")

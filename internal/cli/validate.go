@@ -7,8 +7,10 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"sigs.k8s.io/yaml"
 
 	"github.com/dractl/dractl/pkg/admit"
+	"github.com/dractl/dractl/pkg/live"
 )
 
 func newValidateCommand(o *inputOptions) *cobra.Command {
@@ -46,7 +48,7 @@ the supported minors disagree each error says which refuse it and a last
 line gives each minor's verdict.
 
 -o json prints one ValidationReport object instead, for CI pipelines; its
-schema is in docs/output.md.
+schema is in docs/output.md. -o yaml prints the same object as YAML.
 
 With --live, validate reads every ResourceSlice, DeviceClass,
 ResourceClaim and ResourceClaimTemplate of the cluster (kubectl's flags:
@@ -72,8 +74,8 @@ A cluster that cannot be read exits 2.`,
 					return err
 				}
 			}
-			if output != "" && output != "json" {
-				return usageErrorf("--output: expected json, found %q", output)
+			if output != "" && output != "json" && output != "yaml" {
+				return usageErrorf("--output: expected json or yaml, found %q", output)
 			}
 			target, err := o.targetVersion()
 			if err != nil {
@@ -92,8 +94,8 @@ A cluster that cannot be read exits 2.`,
 				target = in.kubeVersion
 			}
 			r := admit.ReviewFor(target, in.objects, in.decodeErrors)
-			if output == "json" {
-				if err := writeJSON(o.Out, r); err != nil {
+			if output != "" {
+				if err := writeReportAs(o.Out, r, output); err != nil {
 					return writeError(err)
 				}
 			} else {
@@ -105,10 +107,10 @@ A cluster that cannot be read exits 2.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: json (default: one line per problem and a summary)")
+	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: json or yaml (default: one line per problem and a summary)")
 	cmd.Flags().BoolVar(&liveFlag, "live", false, "validate the DRA objects of the cluster instead of files")
 	addKubeVersionFlag(cmd, &o.kubeVersion)
-	cluster = addClusterFlags(cmd)
+	cluster = addClusterFlags(cmd, live.DefaultTimeout)
 	return cmd
 }
 
@@ -128,6 +130,20 @@ func writeReport(w io.Writer, r *admit.Report) {
 		}
 		fmt.Fprintf(w, "the kube-apiserver minors disagree: %s\n", strings.Join(parts, "; "))
 	}
+}
+
+// writeReportAs writes a report object as JSON or as YAML, the same
+// fields under the same names.
+func writeReportAs(w io.Writer, v any, output string) error {
+	if output != "yaml" {
+		return writeJSON(w, v)
+	}
+	b, err := yaml.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(b)
+	return err
 }
 
 func writeJSON(w io.Writer, v any) error {

@@ -7,9 +7,11 @@ package admit
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/dractl/dractl/pkg/api"
@@ -83,6 +85,7 @@ func reviewAs(v validation.KubeVersion, annotate bool, objects []decode.Object, 
 	}
 
 	objErrs := ObjectsAt(v, objects)
+	nsWarnings := NamespaceWarnings(objects)
 	for i := range objects {
 		obj := &objects[i]
 		errs := objErrs[i]
@@ -95,7 +98,7 @@ func reviewAs(v validation.KubeVersion, annotate bool, objects []decode.Object, 
 			}
 			r.add(p)
 		}
-		for _, wn := range WarningsAt(v, obj) {
+		for _, wn := range append(WarningsAt(v, obj), nsWarnings[i]...) {
 			p := objectProblem("warning", obj, ProblemWarning)
 			p.Field, p.Message = wn.Field, wn.Message
 			p.Text = fmt.Sprintf("warning: %s: %s", Where(obj), OneLine(wn.String()))
@@ -220,11 +223,13 @@ func Objects(objs []decode.Object) []field.ErrorList {
 
 // ObjectsAt runs kube-apiserver v's admission rules of every object; the
 // result's i-th list is objs[i]'s. ResourceSlices, which are most of a
-// cluster's objects, are validated in parallel.
+// cluster's objects, are validated in parallel. Rules that read a claim's
+// Namespace apply when the input holds it (see NamespaceWarnings).
 func ObjectsAt(v validation.KubeVersion, objs []decode.Object) []field.ErrorList {
 	out := make([]field.ErrorList, len(objs))
 	var slices []*api.ResourceSlice
 	var at []int
+	namespaces := namespacesOf(objs)
 	for i := range objs {
 		if s, ok := objs[i].Obj.(*api.ResourceSlice); ok {
 			slices = append(slices, s)
@@ -232,6 +237,11 @@ func ObjectsAt(v validation.KubeVersion, objs []decode.Object) []field.ErrorList
 			continue
 		}
 		out[i] = ObjectAt(v, &objs[i])
+		for _, a := range adminAccess(&objs[i]) {
+			if labels, ok := namespaces[objs[i].Namespace]; ok {
+				out[i] = append(out[i], validation.AdminAccessNamespace(a, objs[i].Namespace, labels)...)
+			}
+		}
 	}
 	for j, errs := range v.ResourceSlices(slices) {
 		out[at[j]] = errs
@@ -279,6 +289,50 @@ func WarningsAt(v validation.KubeVersion, obj *decode.Object) []validation.Warni
 		return v.ResourceClaimTemplateWarnings(o)
 	}
 	return nil
+}
+
+// namespacesOf is the labels of the input's Namespaces, by name.
+func namespacesOf(objs []decode.Object) map[string]map[string]string {
+	out := map[string]map[string]string{}
+	for i := range objs {
+		if u, ok := objs[i].Obj.(*unstructured.Unstructured); ok && objs[i].Kind == "Namespace" && objs[i].APIVersion == "v1" {
+			out[u.GetName()] = u.GetLabels()
+		}
+	}
+	return out
+}
+
+// adminAccess is where a claim or template asks for admin access to
+// devices: its first request that does, and a claim's first allocated
+// result that has it.
+func adminAccess(obj *decode.Object) []*field.Path {
+	var paths []*field.Path
+	switch o := obj.Obj.(type) {
+	case *resourcev1.ResourceClaim:
+		paths = append(paths, validation.AdminAccessRequest(&o.Spec.Devices, field.NewPath("spec")), validation.AdminAccessResult(o.Status.Allocation))
+	case *resourcev1.ResourceClaimTemplate:
+		paths = append(paths, validation.AdminAccessRequest(&o.Spec.Spec.Devices, field.NewPath("spec")))
+	}
+	return slices.DeleteFunc(paths, func(p *field.Path) bool { return p == nil })
+}
+
+// NamespaceWarnings are the rules of Objects that need the object's
+// Namespace, when the input does not hold it: kube-apiserver would check
+// them against the cluster's namespace, which a file cannot show.
+func NamespaceWarnings(objs []decode.Object) [][]validation.Warning {
+	out := make([][]validation.Warning, len(objs))
+	namespaces := namespacesOf(objs)
+	for i := range objs {
+		if _, ok := namespaces[objs[i].Namespace]; ok {
+			continue
+		}
+		for _, a := range adminAccess(&objs[i]) {
+			out[i] = append(out[i], validation.Warning{Field: a.String(), Message: fmt.Sprintf(
+				"kube-apiserver grants admin access only in a namespace labelled %s: \"true\"; Namespace %s is not in the input, so that is not checked here",
+				resourcev1.DRAAdminNamespaceLabelKey, objs[i].Namespace)})
+		}
+	}
+	return out
 }
 
 // errorKey identifies an error by where and what, not by its wording,

@@ -58,7 +58,13 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 			if slices.Contains(hidden, f.Name) {
 				return
 			}
-			fmt.Fprintf(fs.Output(), "  -%s\n    \t%s (default %q)\n", f.Name, f.Usage, f.DefValue)
+			// A usage that says its default (one from the environment,
+			// or one the driver name decides) is not given a second.
+			def := ""
+			if f.DefValue != "" && !strings.Contains(f.Usage, "(default ") {
+				def = fmt.Sprintf(" (default %q)", f.DefValue)
+			}
+			fmt.Fprintf(fs.Output(), "  -%s\n    \t%s%s\n", f.Name, f.Usage, def)
 		})
 	}
 }

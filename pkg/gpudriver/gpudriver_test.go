@@ -45,19 +45,43 @@ func TestFlags(t *testing.T) {
 	}
 }
 
-// TestHiddenFlag: the test-only flag works but is not in -help.
-func TestHiddenFlag(t *testing.T) {
-	var o gpudriver.Options
+// usage is the driver's -help, with the flag set it was printed for.
+func usage(o *gpudriver.Options) (string, *flag.FlagSet) {
 	fs := flag.NewFlagSet("dractl-gpu-driver", flag.ContinueOnError)
 	var help strings.Builder
 	fs.SetOutput(&help)
 	o.AddFlags(fs)
 	fs.Usage()
-	if strings.Contains(help.String(), "nvml-mock") || !strings.Contains(help.String(), "-backend") {
-		t.Errorf("help:\n%s", help.String())
+	return help.String(), fs
+}
+
+// TestHiddenFlag: the test-only flag works but is not in -help.
+func TestHiddenFlag(t *testing.T) {
+	var o gpudriver.Options
+	help, fs := usage(&o)
+	if strings.Contains(help, "nvml-mock") || !strings.Contains(help, "-backend") {
+		t.Errorf("help:\n%s", help)
 	}
 	fs.SetOutput(io.Discard)
 	if err := fs.Parse([]string{"--nvml-mock=dgxh100"}); err != nil || o.NVMLMock != "dgxh100" {
 		t.Fatalf("--nvml-mock: %v %q", err, o.NVMLMock)
+	}
+}
+
+// TestHelpDefaults: each flag's help gives its default once: a flag that
+// says its own ($NODE_NAME, a directory the driver name decides) gets no
+// second, and an empty default none.
+func TestHelpDefaults(t *testing.T) {
+	t.Setenv("NODE_NAME", "")
+	help, _ := usage(&gpudriver.Options{})
+	for _, line := range strings.Split(help, "\n") {
+		if strings.Count(line, "(default ") > 1 || strings.Contains(line, `(default "")`) {
+			t.Errorf("help line %q", line)
+		}
+	}
+	for _, want := range []string{"name of this node (default $NODE_NAME)\n", `GPU backend: mock (GPUs simulated in the state directory) or nvml (the node's NVIDIA GPUs through NVML) (default "mock")`} {
+		if !strings.Contains(help, want) {
+			t.Errorf("help lacks %q:\n%s", want, help)
+		}
 	}
 }

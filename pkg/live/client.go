@@ -28,6 +28,10 @@ const DefaultPageSize = 100
 // command.
 const DefaultTimeout = 60 * time.Second
 
+// NoTimeout, as a rest.Config's Timeout, asks NewClient for no timeout at
+// all, where zero asks for DefaultTimeout.
+const NoTimeout time.Duration = -1
+
 // Client reads DRA objects from one cluster.
 type Client struct {
 	cs   kubernetes.Interface
@@ -50,7 +54,8 @@ const (
 
 // NewClient returns a Client for cfg. It asks for protobuf, which the API
 // server encodes and client-go decodes several times faster than JSON, and
-// sets DefaultTimeout, DefaultQPS and DefaultBurst where cfg has none.
+// sets DefaultTimeout (unless cfg.Timeout is NoTimeout), DefaultQPS and
+// DefaultBurst where cfg has none.
 func NewClient(cfg *rest.Config) (*Client, error) {
 	cfg = rest.CopyConfig(cfg)
 	if cfg.RateLimiter == nil && cfg.QPS == 0 && cfg.Burst == 0 {
@@ -58,8 +63,11 @@ func NewClient(cfg *rest.Config) (*Client, error) {
 	}
 	cfg.ContentType = runtime.ContentTypeProtobuf
 	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
-	if cfg.Timeout == 0 {
+	switch {
+	case cfg.Timeout == 0:
 		cfg.Timeout = DefaultTimeout
+	case cfg.Timeout < 0:
+		cfg.Timeout = 0
 	}
 	if cfg.UserAgent == "" {
 		cfg.UserAgent = "dractl"
