@@ -7,7 +7,7 @@ FUZZTIME_SHORT ?= 500x
 FUZZTIME ?= 30s
 EXAMPLES := $(sort $(wildcard examples/*/))
 
-.PHONY: all build driver binsize test demo fmt-check vet tidy-check unit scheduler-test scheduler-1.38 scheduler-test-1.38 fuzz fuzz-short golden readme conformance conformance-test bench bench-schedperf chromium report-screenshot e2e e2e-golden bench-e2e scheduler schedperf manifests soak images
+.PHONY: all build driver binsize test demo fmt-check vet tidy-check unit scheduler-test scheduler-1.38 scheduler-test-1.38 fuzz fuzz-short golden docs conformance conformance-test bench bench-schedperf chromium report-screenshot e2e e2e-golden bench-e2e scheduler schedperf manifests soak images
 
 all: build
 
@@ -197,14 +197,12 @@ demo: build
 	@$(BIN) simulate --node-template examples/dgx-h100-mixins --workload examples/dgx-h100-mixins/workload --max-wait 5m -o summary
 	@echo; echo "the HTML report is bin/simulate-report.html"
 
-# README.md shows real output; regenerate it after changing a verb or an
-# example, and review the diff.
-# It builds without a git version so that the README does not change with
-# every commit.
-readme:
-	$(MAKE) build VERSION= COMMIT= GOFLAGS=-buildvcs=false
-	bash internal/cli/testdata/gen-readme.sh > README.md.tmp && mv README.md.tmp README.md
-	$(MAKE) build
+# README.md and docs/ show real output: every command of their console
+# blocks is run by go test ./docs (part of make unit), which fails when
+# the output shown differs. This rewrites what they show after an
+# intended change of a verb or an example; review the diff.
+docs:
+	$(GO) test -count=1 -run TestDocCommands ./docs -update
 
 # docs/simulate-report.png is the picture of the simulate report that
 # README.md shows.
