@@ -1,12 +1,15 @@
 package driverkit
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/yaml"
 	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
 	"tags.cncf.io/container-device-interface/pkg/parser"
 	cdispec "tags.cncf.io/container-device-interface/specs-go"
@@ -83,9 +86,22 @@ func (c *cdiSpecs) path(claim types.UID) string {
 	return filepath.Join(c.dir, c.specName(claim)+".yaml")
 }
 
-func (c *cdiSpecs) exists(claim types.UID) bool {
-	_, err := os.Stat(c.path(claim))
-	return err == nil
+// current reports whether the claim's spec on disk is the one with these
+// devices: there, readable, of this kind, with the same edits. Both sides
+// go through JSON, so that what YAML cannot tell apart (an empty list and
+// none) compares equal.
+func (c *cdiSpecs) current(claim types.UID, devices []cdispec.Device) bool {
+	data, err := os.ReadFile(c.path(claim))
+	if err != nil {
+		return false
+	}
+	var onDisk cdispec.Spec
+	if err := yaml.UnmarshalStrict(data, &onDisk); err != nil || onDisk.Kind != c.vendor+"/"+c.class {
+		return false
+	}
+	have, err1 := json.Marshal(onDisk.Devices)
+	want, err2 := json.Marshal(devices)
+	return err1 == nil && err2 == nil && bytes.Equal(have, want)
 }
 
 // claims lists the claims that have a spec of this vendor and class.
