@@ -55,6 +55,10 @@ func (e *env) restart() *driverkit.ReconcileReport {
 	if err != nil {
 		e.t.Fatal(err)
 	}
+	// The runtime's injection below reads the device nodes from the host.
+	if err := gpus.CreateDeviceNodes(); err != nil {
+		e.t.Fatal(err)
+	}
 	kit, err := driverkit.New(driverkit.Config{
 		DriverName: driver, Profile: gpus, StateDir: e.dir, CDIDir: filepath.Join(e.dir, "cdi"), CDIClass: "gpu",
 		Failpoint: func(f driverkit.Failpoint) {
