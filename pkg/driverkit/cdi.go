@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"golang.org/x/sys/unix"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/yaml"
 	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
@@ -120,4 +121,30 @@ func (c *cdiSpecs) claims() ([]types.UID, error) {
 		out = append(out, types.UID(strings.TrimSuffix(strings.TrimPrefix(name, prefix), filepath.Ext(name))))
 	}
 	return out, nil
+}
+
+// MakeCharDevice makes a character device node at path with the given
+// numbers (and its directory), unless one with those numbers is there; a
+// file of another kind or number is replaced. Simulated GPUs use it for
+// the nodes their CDI edits name by host path, from which a container
+// runtime reads the numbers as it does for a real device. It takes
+// CAP_MKNOD.
+func MakeCharDevice(path string, major, minor uint32) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	dev := unix.Mkdev(major, minor)
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err == nil {
+		if st.Mode&unix.S_IFMT == unix.S_IFCHR && st.Rdev == dev {
+			return nil
+		}
+		if err := os.Remove(path); err != nil {
+			return err
+		}
+	}
+	if err := unix.Mknod(path, unix.S_IFCHR|0o600, int(dev)); err != nil {
+		return fmt.Errorf("device node: mknod %s c %d %d (needs CAP_MKNOD): %w", path, major, minor, err)
+	}
+	return nil
 }

@@ -21,7 +21,6 @@ import (
 	"strings"
 	"sync"
 
-	"golang.org/x/sys/unix"
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -298,22 +297,8 @@ func (g *GPUs) capMinor(gpu, i int) int { return gpu*g.Model.DevicesPerGPU() + i
 // Making them takes CAP_MKNOD.
 func (g *GPUs) CreateDeviceNodes() error {
 	for _, n := range g.deviceNodes() {
-		path := filepath.Join(g.DevDir(), n.path)
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			return err
-		}
-		dev := unix.Mkdev(n.major, n.minor)
-		var st unix.Stat_t
-		if err := unix.Stat(path, &st); err == nil {
-			if st.Mode&unix.S_IFMT == unix.S_IFCHR && st.Rdev == dev {
-				continue
-			}
-			if err := os.Remove(path); err != nil {
-				return err
-			}
-		}
-		if err := unix.Mknod(path, unix.S_IFCHR|0o600, int(dev)); err != nil {
-			return fmt.Errorf("simulated GPU device node: mknod %s c %d %d (needs CAP_MKNOD): %w", path, n.major, n.minor, err)
+		if err := driverkit.MakeCharDevice(filepath.Join(g.DevDir(), n.path), n.major, n.minor); err != nil {
+			return fmt.Errorf("simulated GPU: %w", err)
 		}
 	}
 	return nil

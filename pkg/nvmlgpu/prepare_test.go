@@ -36,6 +36,8 @@ type machine struct {
 	dir  string
 	gpus *nvmlgpu.GPUs
 	kit  *driverkit.Kit
+	// devRoot is the driver's Options.DevRoot.
+	devRoot string
 }
 
 func newMachine(t testing.TB, server string) *machine {
@@ -57,7 +59,7 @@ func newMachine(t testing.TB, server string) *machine {
 func (n *machine) restart() *driverkit.ReconcileReport {
 	n.t.Helper()
 	gpus, err := nvmlgpu.New(n.srv, nvmlgpu.Options{Driver: driver, Node: node, StateDir: filepath.Join(n.dir, "state"),
-		MigMinors: filepath.Join(n.dir, "mig-minors")}, logr.Discard())
+		MigMinors: filepath.Join(n.dir, "mig-minors"), DevRoot: n.devRoot}, logr.Discard())
 	if err != nil {
 		n.t.Fatal(err)
 	}
@@ -159,6 +161,29 @@ func (n *machine) migDevices(gpu int) []string {
 	return out
 }
 
+// TestDeviceNodesUnderDevRoot: with the NVIDIA driver installed under a
+// root of its own, the CDI edits give every node its path there on the
+// host and under /dev in the container; with the default root, the
+// path alone (the host's /dev).
+func TestDeviceNodesUnderDevRoot(t *testing.T) {
+	n := newMachine(t, "dgxa100")
+	n.devRoot = "/run/nvidia/driver"
+	n.restart()
+	c := claim("a", mig.MIGDeviceName(0, "1g.5gb", 2))
+	if _, err := n.kit.Prepare(context.Background(), c); err != nil {
+		t.Fatal(err)
+	}
+	nodes := n.spec(c.UID).Devices[0].ContainerEdits.DeviceNodes
+	if len(nodes) != 6 {
+		t.Fatalf("device nodes %+v, want the control, two UVM, the GPU's and two capability nodes", nodes)
+	}
+	for _, dn := range nodes {
+		if !strings.HasPrefix(dn.Path, "/dev/") || dn.HostPath != "/run/nvidia/driver"+dn.Path {
+			t.Errorf("device node %s on the host at %q, want under /run/nvidia/driver", dn.Path, dn.HostPath)
+		}
+	}
+}
+
 // TestPrepareCreatesMIGDevices: prepare creates a GPU instance at the
 // allocated placement with one compute instance over it, and the CDI spec
 // names the MIG device as NVIDIA's toolkit expects; unprepare destroys
@@ -194,6 +219,9 @@ func TestPrepareCreatesMIGDevices(t *testing.T) {
 		var paths []string
 		for _, dn := range d.ContainerEdits.DeviceNodes {
 			paths = append(paths, dn.Path)
+			if dn.HostPath != "" {
+				t.Errorf("%s: device node %s at host path %q, want the host's own (no host path)", d.Name, dn.Path, dn.HostPath)
+			}
 		}
 		// The first GPU instance of each GPU gets ID 0, its compute
 		// instance 0: the kernel driver's table names their minors.
