@@ -23,6 +23,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -126,6 +127,13 @@ type ControlPlane struct {
 	kcmToken string
 	// nodeIDs authenticates kubelets as their nodes.
 	nodeIDs *nodeIdentities
+	// kubeletPKI is between kube-apiserver and real kubelets (Node).
+	kubeletPKI *kubeletPKI
+	// gates are the feature gates kube-apiserver runs with, which real
+	// kubelets are given too.
+	gates map[string]bool
+	// rootCAOnce starts the RootCAPublisher with the first Node.
+	rootCAOnce sync.Once
 }
 
 // StartControlPlane starts etcd, kube-apiserver and opts.Components and
@@ -177,8 +185,18 @@ func StartControlPlane(tb testing.TB, opts Options) *ControlPlane {
 	}
 	nodeIDs := newNodeIdentities(tb)
 	flags = append(flags, nodeIDs.flags()...)
+	pki, err := newKubeletPKI(tb.TempDir())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	kubeletFlags, err := pki.apiServerFlags()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	flags = append(flags, kubeletFlags...)
 	flags = append(flags, opts.APIServerFlags...)
-	cp := &ControlPlane{tb: tb, flags: flags, storage: storage, adminToken: adminToken, kcmToken: kcmToken, Etcd: stall, nodeIDs: nodeIDs}
+	cp := &ControlPlane{tb: tb, flags: flags, storage: storage, adminToken: adminToken, kcmToken: kcmToken, Etcd: stall, nodeIDs: nodeIDs,
+		kubeletPKI: pki, gates: gates}
 	if err := cp.startAPIServer(); err != nil {
 		tb.Fatalf("starting kube-apiserver: %v", err)
 	}

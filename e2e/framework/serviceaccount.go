@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
+	"k8s.io/kubernetes/pkg/controller/certificates/rootcacertpublisher"
 	"k8s.io/kubernetes/pkg/controller/serviceaccount"
 )
 
@@ -42,6 +43,41 @@ func (ServiceAccountController) Start(ctx context.Context, cp *ControlPlane) err
 	go ctrl.Run(ctx, 1)
 	return wait.PollUntilContextTimeout(ctx, 50e6, wait.ForeverTestTimeout, true, func(ctx context.Context) (bool, error) {
 		_, err := readClient.CoreV1().ServiceAccounts(metav1.NamespaceDefault).Get(ctx, "default", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return err == nil, err
+	})
+}
+
+// RootCAPublisher is kube-controller-manager's root-ca-cert-publisher: it
+// puts the cluster's CA (kube-apiserver's) into every namespace's
+// kube-root-ca.crt ConfigMap, which every pod's ServiceAccount token
+// volume projects, so that a kubelet can mount it. Node starts it once per
+// control plane; Start returns once default/kube-root-ca.crt exists.
+type RootCAPublisher struct{}
+
+func (RootCAPublisher) Name() string { return "root-ca-cert-publisher" }
+
+func (RootCAPublisher) Start(ctx context.Context, cp *ControlPlane) error {
+	read, write := cp.ControllerClients("root-ca-cert-publisher")
+	client, err := kubernetes.NewForConfig(write)
+	if err != nil {
+		return err
+	}
+	readClient, err := kubernetes.NewForConfig(read)
+	if err != nil {
+		return err
+	}
+	factory := informers.NewSharedInformerFactory(readClient, 0)
+	ctrl, err := rootcacertpublisher.NewPublisher(factory.Core().V1().ConfigMaps(), factory.Core().V1().Namespaces(), client, cp.Config.CAData)
+	if err != nil {
+		return fmt.Errorf("creating the controller: %w", err)
+	}
+	factory.Start(ctx.Done())
+	go ctrl.Run(ctx, 1)
+	return wait.PollUntilContextTimeout(ctx, 50e6, wait.ForeverTestTimeout, true, func(ctx context.Context) (bool, error) {
+		_, err := readClient.CoreV1().ConfigMaps(metav1.NamespaceDefault).Get(ctx, "kube-root-ca.crt", metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return false, nil
 		}
