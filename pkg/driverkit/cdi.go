@@ -148,3 +148,31 @@ func MakeCharDevice(path string, major, minor uint32) error {
 	}
 	return nil
 }
+
+// hostDeviceNodes checks that every device node the CDI devices name by
+// host path exists on the host as a device: the runtime reads its numbers
+// there when it creates the container, and one that is missing (the
+// kernel driver not loaded, a node removed) would fail the container's
+// creation after the claim was reported prepared. Nodes given with their
+// numbers are made by the runtime and not looked up.
+func hostDeviceNodes(devices []cdispec.Device) error {
+	for _, d := range devices {
+		for _, n := range d.ContainerEdits.DeviceNodes {
+			if n.Type != "" && (n.Major != 0 || n.Type == "p") {
+				continue
+			}
+			host := n.HostPath
+			if host == "" {
+				host = n.Path
+			}
+			var st unix.Stat_t
+			if err := unix.Stat(host, &st); err != nil {
+				return fmt.Errorf("CDI device %s: device node %s is not on this host (%s): %w", d.Name, n.Path, host, err)
+			}
+			if m := st.Mode & unix.S_IFMT; m != unix.S_IFCHR && m != unix.S_IFBLK {
+				return fmt.Errorf("CDI device %s: device node %s: %s on this host is not a device", d.Name, n.Path, host)
+			}
+		}
+	}
+	return nil
+}

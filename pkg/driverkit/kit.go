@@ -227,7 +227,11 @@ func (k *Kit) Prepare(ctx context.Context, claim *resourcev1.ResourceClaim) ([]k
 		k.failpoint(AfterPartitionRecorded)
 	}
 
-	if err := k.cdi.write(uid, k.cdiDevices(uid, rec.Devices)); err != nil {
+	specDevices := k.cdiDevices(uid, rec.Devices)
+	if err := hostDeviceNodes(specDevices); err != nil {
+		return fail(fmt.Errorf("claim %s: %w", uid, err))
+	}
+	if err := k.cdi.write(uid, specDevices); err != nil {
 		return fail(err)
 	}
 	k.failpoint(AfterCDIWritten)

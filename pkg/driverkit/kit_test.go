@@ -497,6 +497,34 @@ func TestCDISpecsOutliveTheRuntimeDirectory(t *testing.T) {
 	}
 }
 
+// TestPrepareChecksDeviceNodes: a device node the CDI spec would name by
+// host path that is not on the host fails the prepare with the node's
+// path, before the claim is reported prepared (the runtime would fail the
+// container's creation instead, after the fact), and leaves nothing
+// behind; once the node is back, the prepare succeeds.
+func TestPrepareChecksDeviceNodes(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	node := filepath.Join(e.gpus.DevDir(), "nvidia1")
+	if err := os.Remove(node); err != nil {
+		t.Fatal(err)
+	}
+	c := claim("a", migDev(1, "2g.10gb", 2))
+	_, err := e.kit.Prepare(ctx, c)
+	if want := "device node /dev/nvidia1 is not on this host (" + node + ")"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("prepare: %v, want %q", err, want)
+	}
+	if len(e.partitions())+len(e.specs()) != 0 {
+		t.Fatalf("left by the failed prepare: partitions %v, specs %v", e.partitions(), e.specs())
+	}
+	if err := e.gpus.CreateDeviceNodes(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.kit.Prepare(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestFailpointsInOrder pins the steps the crash tests kill at.
 func TestFailpointsInOrder(t *testing.T) {
 	e := newEnv(t)

@@ -50,6 +50,11 @@ func newMachine(t testing.TB, server string) *machine {
 	if err := srv.WriteMigMinors(filepath.Join(n.dir, "mig-minors")); err != nil {
 		t.Fatal(err)
 	}
+	// The mock kernel driver's device nodes, which prepares check for.
+	n.devRoot = filepath.Join(n.dir, "root")
+	if err := srv.WriteDeviceNodes(filepath.Join(n.devRoot, "dev")); err != nil {
+		t.Fatal(err)
+	}
 	n.restart()
 	return n
 }
@@ -161,16 +166,17 @@ func (n *machine) migDevices(gpu int) []string {
 	return out
 }
 
-// TestDeviceNodesUnderDevRoot: with the NVIDIA driver installed under a
-// root of its own, the CDI edits give every node its path there on the
-// host and under /dev in the container; with the default root, the
-// path alone (the host's /dev).
+// TestDeviceNodesUnderDevRoot: the CDI edits give every device node its
+// path under the NVIDIA driver's root on the host and under /dev in the
+// container; a root without the nodes (the kernel driver not loaded)
+// fails the prepare, naming the missing node, and leaves nothing behind,
+// instead of a claim reported prepared whose containers cannot be
+// created.
 func TestDeviceNodesUnderDevRoot(t *testing.T) {
 	n := newMachine(t, "dgxa100")
-	n.devRoot = "/run/nvidia/driver"
-	n.restart()
+	ctx := context.Background()
 	c := claim("a", mig.MIGDeviceName(0, "1g.5gb", 2))
-	if _, err := n.kit.Prepare(context.Background(), c); err != nil {
+	if _, err := n.kit.Prepare(ctx, c); err != nil {
 		t.Fatal(err)
 	}
 	nodes := n.spec(c.UID).Devices[0].ContainerEdits.DeviceNodes
@@ -178,9 +184,25 @@ func TestDeviceNodesUnderDevRoot(t *testing.T) {
 		t.Fatalf("device nodes %+v, want the control, two UVM, the GPU's and two capability nodes", nodes)
 	}
 	for _, dn := range nodes {
-		if !strings.HasPrefix(dn.Path, "/dev/") || dn.HostPath != "/run/nvidia/driver"+dn.Path {
-			t.Errorf("device node %s on the host at %q, want under /run/nvidia/driver", dn.Path, dn.HostPath)
+		if !strings.HasPrefix(dn.Path, "/dev/") || dn.HostPath != n.devRoot+dn.Path {
+			t.Errorf("device node %s on the host at %q, want under %s", dn.Path, dn.HostPath, n.devRoot)
 		}
+	}
+	if err := n.kit.Unprepare(ctx, c.UID); err != nil {
+		t.Fatal(err)
+	}
+
+	n.devRoot = t.TempDir()
+	n.restart()
+	_, err := n.kit.Prepare(ctx, c)
+	if want := "device node /dev/nvidiactl is not on this host (" + n.devRoot + "/dev/nvidiactl)"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("prepare without device nodes: %v, want %q", err, want)
+	}
+	if got := n.instances(); len(got) != 0 {
+		t.Fatalf("instances %v left by the failed prepare", got)
+	}
+	if entries, _ := os.ReadDir(filepath.Join(n.dir, "cdi")); len(entries) != 0 {
+		t.Fatalf("CDI specs %v left by the failed prepare", entries)
 	}
 }
 
@@ -219,8 +241,8 @@ func TestPrepareCreatesMIGDevices(t *testing.T) {
 		var paths []string
 		for _, dn := range d.ContainerEdits.DeviceNodes {
 			paths = append(paths, dn.Path)
-			if dn.HostPath != "" {
-				t.Errorf("%s: device node %s at host path %q, want the host's own (no host path)", d.Name, dn.Path, dn.HostPath)
+			if dn.HostPath != n.devRoot+dn.Path {
+				t.Errorf("%s: device node %s at host path %q, want under %s", d.Name, dn.Path, dn.HostPath, n.devRoot)
 			}
 		}
 		// The first GPU instance of each GPU gets ID 0, its compute
