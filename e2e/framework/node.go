@@ -22,6 +22,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/kubernetes/pkg/kubelet/cm/dra/state"
 )
@@ -414,7 +415,7 @@ func client409(err error) error {
 }
 
 // Ctr runs ctr against the node's containerd, in the k8s.io namespace
-// (the CRI's), and returns its output.
+// (the CRI's), and returns its output (with its errors when it fails).
 func (n *Node) Ctr(args ...string) (string, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -427,8 +428,15 @@ func (n *Node) ctrLocked(args ...string) (string, error) {
 	}
 	cmd := exec.Command("nsenter", append([]string{"--target", strconv.Itoa(n.holder.cmd.Process.Pid), "--mount", "--",
 		n.tools.ctr, "--address", n.layout.containerdSocket(), "--namespace", "k8s.io"}, args...)...)
-	out, err := cmd.CombinedOutput()
-	return string(out), err
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		// ctr warns on stderr (cgroup v1 is deprecated) even when it
+		// succeeds: its errors matter only when it fails.
+		return string(out) + stderr.String(), err
+	}
+	return string(out), nil
 }
 
 // Adopt makes a process started by the test (a driver) part of the
@@ -509,12 +517,23 @@ func (n *Node) Stop() {
 	if tb.Failed() {
 		n.logTails(tb)
 	}
+	if dir := os.Getenv("E2E_NODE_LOGS"); dir != "" {
+		errs = append(errs, n.keepLogs(filepath.Join(dir, strings.ReplaceAll(tb.Name(), "/", "_"), n.NodeName)))
+	}
 	if n.layout.dir != "" {
 		errs = append(errs, os.RemoveAll(n.layout.dir))
 	}
 	if err := errors.Join(errs...); err != nil {
 		tb.Errorf("removing node %s: %v", n.NodeName, err)
 	}
+}
+
+// keepLogs copies the processes' logs and the kubelet's pod logs to dir
+// (E2E_NODE_LOGS), since Stop removes the node's directory.
+func (n *Node) keepLogs(dir string) error {
+	return errors.Join(os.MkdirAll(dir, 0o755),
+		os.CopyFS(filepath.Join(dir, "log"), os.DirFS(n.LogDir())),
+		os.CopyFS(filepath.Join(dir, "pods"), os.DirFS(n.layout.podLogs())))
 }
 
 func (n *Node) logTails(tb testing.TB) {
@@ -549,18 +568,23 @@ func (n *Node) Registered(ctx context.Context, driver string) (bool, error) {
 	return re.Match(data), nil
 }
 
-// Running lists the containers containerd runs for the node's pods
-// (ctr tasks ls: their IDs and status).
-func (n *Node) Running() ([]string, error) {
-	out, err := n.Ctr("tasks", "ls")
+// PodContainers lists the containers containerd has for a pod (its
+// sandbox's among them), running or not: ctr containers ls by the
+// kubelet's pod UID label.
+func (n *Node) PodContainers(pod types.UID) ([]string, error) {
+	out, err := n.Ctr("containers", "ls", "-q", `labels."io.kubernetes.pod.uid"==`+string(pod))
 	if err != nil {
-		return nil, fmt.Errorf("ctr tasks ls: %w: %s", err, out)
+		return nil, fmt.Errorf("ctr containers ls: %w: %s", err, out)
 	}
-	var ids []string
-	for _, line := range strings.Split(out, "\n")[1:] {
-		if f := strings.Fields(line); len(f) == 3 && f[2] == "RUNNING" {
-			ids = append(ids, f[0])
-		}
+	return strings.Fields(out), nil
+}
+
+// KillContainer kills a container's process (SIGKILL), as a crash does;
+// id is containerd's (a container status's containerID, with or without
+// "containerd://").
+func (n *Node) KillContainer(id string) error {
+	if out, err := n.Ctr("tasks", "kill", "--signal", "SIGKILL", strings.TrimPrefix(id, "containerd://")); err != nil {
+		return fmt.Errorf("ctr tasks kill %s: %w: %s", id, err, out)
 	}
-	return ids, nil
+	return nil
 }

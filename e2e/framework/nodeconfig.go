@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
@@ -152,6 +153,13 @@ func (l nodeLayout) kubeletConfig(n *Node, cert, key, clientCA string) ([]byte, 
 		ImageGCHighThresholdPercent:   ptr.To[int32](100),
 		ImageGCLowThresholdPercent:    ptr.To[int32](99),
 		LocalStorageCapacityIsolation: ptr.To(false),
+		// A pod whose claims failed to prepare is synced again at the
+		// next periodic sync, not after the pod workers' 10 s back-off
+		// of a failed sync (kuberuntime's SyncPod records the Event and
+		// returns without an error): a minute by default, 5 s here, so
+		// that a test of a failure waits seconds for the kubelet's
+		// retry.
+		SyncFrequency: metav1.Duration{Duration: 5 * time.Second},
 	}
 	return yaml.Marshal(&cfg)
 }
