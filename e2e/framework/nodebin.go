@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/dractl/dractl/internal/ociimage"
 )
@@ -72,6 +73,19 @@ func (nt *nodeTools) find() error {
 		return err
 	}
 	bin := filepath.Join(filepath.Dir(mod), "bin", "node")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		return err
+	}
+	// The test binaries of go test ./... run at once: one builds, the
+	// others wait and find the result.
+	lock, err := os.OpenFile(filepath.Join(bin, ".lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		return fmt.Errorf("flock %s: %w", lock.Name(), err)
+	}
 	if err := nt.buildContainerd(filepath.Join(bin, "containerd-"+ContainerdVersion)); err != nil {
 		return err
 	}
