@@ -23,16 +23,10 @@ type ServiceAccountController struct{}
 func (ServiceAccountController) Name() string { return "serviceaccount controller" }
 
 func (ServiceAccountController) Start(ctx context.Context, cp *ControlPlane) error {
-	read, write := cp.ControllerClients("service-account-controller")
-	client, err := kubernetes.NewForConfig(write)
+	client, read, factory, err := cp.controllerClientsets("service-account-controller")
 	if err != nil {
 		return err
 	}
-	readClient, err := kubernetes.NewForConfig(read)
-	if err != nil {
-		return err
-	}
-	factory := informers.NewSharedInformerFactory(readClient, 0)
 	ctrl, err := serviceaccount.NewServiceAccountsController(klog.FromContext(ctx),
 		factory.Core().V1().ServiceAccounts(), factory.Core().V1().Namespaces(),
 		client, serviceaccount.DefaultServiceAccountsControllerOptions())
@@ -41,12 +35,9 @@ func (ServiceAccountController) Start(ctx context.Context, cp *ControlPlane) err
 	}
 	factory.Start(ctx.Done())
 	go ctrl.Run(ctx, 1)
-	return wait.PollUntilContextTimeout(ctx, 50e6, wait.ForeverTestTimeout, true, func(ctx context.Context) (bool, error) {
-		_, err := readClient.CoreV1().ServiceAccounts(metav1.NamespaceDefault).Get(ctx, "default", metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return false, nil
-		}
-		return err == nil, err
+	return untilFound(ctx, func(ctx context.Context) error {
+		_, err := read.CoreV1().ServiceAccounts(metav1.NamespaceDefault).Get(ctx, "default", metav1.GetOptions{})
+		return err
 	})
 }
 
@@ -60,24 +51,40 @@ type RootCAPublisher struct{}
 func (RootCAPublisher) Name() string { return "root-ca-cert-publisher" }
 
 func (RootCAPublisher) Start(ctx context.Context, cp *ControlPlane) error {
-	read, write := cp.ControllerClients("root-ca-cert-publisher")
-	client, err := kubernetes.NewForConfig(write)
+	client, read, factory, err := cp.controllerClientsets("root-ca-cert-publisher")
 	if err != nil {
 		return err
 	}
-	readClient, err := kubernetes.NewForConfig(read)
-	if err != nil {
-		return err
-	}
-	factory := informers.NewSharedInformerFactory(readClient, 0)
 	ctrl, err := rootcacertpublisher.NewPublisher(factory.Core().V1().ConfigMaps(), factory.Core().V1().Namespaces(), client, cp.Config.CAData)
 	if err != nil {
 		return fmt.Errorf("creating the controller: %w", err)
 	}
 	factory.Start(ctx.Done())
 	go ctrl.Run(ctx, 1)
+	return untilFound(ctx, func(ctx context.Context) error {
+		_, err := read.CoreV1().ConfigMaps(metav1.NamespaceDefault).Get(ctx, "kube-root-ca.crt", metav1.GetOptions{})
+		return err
+	})
+}
+
+// controllerClientsets are the clientsets of ControllerClients(name):
+// the controller's own for its writes, kube-controller-manager's for its
+// reads, with an informer factory over the latter.
+func (cp *ControlPlane) controllerClientsets(name string) (write, read kubernetes.Interface, factory informers.SharedInformerFactory, err error) {
+	readCfg, writeCfg := cp.ControllerClients(name)
+	if write, err = kubernetes.NewForConfig(writeCfg); err != nil {
+		return nil, nil, nil, err
+	}
+	if read, err = kubernetes.NewForConfig(readCfg); err != nil {
+		return nil, nil, nil, err
+	}
+	return write, read, informers.NewSharedInformerFactory(read, 0), nil
+}
+
+// untilFound polls get until the object it reads exists.
+func untilFound(ctx context.Context, get func(context.Context) error) error {
 	return wait.PollUntilContextTimeout(ctx, 50e6, wait.ForeverTestTimeout, true, func(ctx context.Context) (bool, error) {
-		_, err := readClient.CoreV1().ConfigMaps(metav1.NamespaceDefault).Get(ctx, "kube-root-ca.crt", metav1.GetOptions{})
+		err := get(ctx)
 		if apierrors.IsNotFound(err) {
 			return false, nil
 		}
