@@ -15,7 +15,6 @@ require (
 	k8s.io/kubernetes v1.37.2
 	k8s.io/utils v0.0.0-20260626114624-be93311217bd
 	tags.cncf.io/container-device-interface v1.1.1
-	tags.cncf.io/container-device-interface/specs-go v1.1.1
 )
 
 require (
@@ -81,6 +80,7 @@ require (
 	k8s.io/cri-streaming v0.0.0 // indirect
 	oras.land/oras-go/v2 v2.6.2 // indirect
 	sigs.k8s.io/controller-runtime v0.25.2 // indirect
+	tags.cncf.io/container-device-interface/specs-go v1.1.1 // indirect
 )
 
 require (
