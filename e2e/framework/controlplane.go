@@ -7,8 +7,9 @@
 // A test gets one with StartControlPlane and tears it down through
 // t.Cleanup. Components are added in Options.Components or later with
 // ControlPlane.Start; each gets a context that ends at teardown, before
-// the apiserver stops. Those here: ResourceClaimController, Scheduler and
-// Kubelet (the kubelet's DRA manager and plugin manager on one Node). To
+// the apiserver stops. Those here: ResourceClaimController, Scheduler,
+// Node (a real node: containerd, runc and the kubelet) and Kubelet (the
+// kubelet's DRA manager and plugin manager on one Node, no runtime). To
 // add one, implement Component in this package, in its own file, and let
 // tests list it in Options.Components.
 package framework

@@ -502,7 +502,7 @@ func (n *Node) powerOff() error {
 func (n *Node) Stop() {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.stopped {
+	if n.stopped || n.cp == nil {
 		return
 	}
 	n.stopped = true

@@ -32,8 +32,13 @@ type nodeCgroup struct {
 
 const nodeCgroupParent = "/dractl-e2e"
 
-// podsCgroup is the kubelet's cgroupRoot beneath a node's cgroup.
-const podsCgroup = "pods"
+// Beneath a node's cgroup: the kubelet's cgroupRoot, and the leaf its
+// processes run in (a cgroup with children holds no process on cgroup
+// v2).
+const (
+	podsCgroup   = "pods"
+	systemCgroup = "system"
+)
 
 func cgroupHierarchies() ([]string, error) {
 	f, err := os.Open("/proc/self/mountinfo")
@@ -68,7 +73,7 @@ func newNodeCgroup(seq int) (*nodeCgroup, error) {
 	sweepNodeCgroups(hs)
 	c := &nodeCgroup{path: fmt.Sprintf("%s/%d-%d", nodeCgroupParent, os.Getpid(), seq), hierarchies: hs}
 	for _, h := range hs {
-		for _, p := range []string{nodeCgroupParent, c.path, c.path + "/" + podsCgroup} {
+		for _, p := range []string{nodeCgroupParent, c.path, c.path + "/" + podsCgroup, c.path + "/" + systemCgroup} {
 			if err := mkCgroup(h, p); err != nil {
 				c.remove()
 				return nil, fmt.Errorf("creating the node's cgroup (the machine refused it): %w", err)
@@ -101,10 +106,11 @@ func mkCgroup(hierarchy, path string) error {
 	return nil
 }
 
-// join moves a process into the node's cgroup in every hierarchy.
+// join moves a process into the node's cgroup (its system leaf) in every
+// hierarchy.
 func (c *nodeCgroup) join(pid int) error {
 	for _, h := range c.hierarchies {
-		f := filepath.Join(h, c.path, "cgroup.procs")
+		f := filepath.Join(h, c.path, systemCgroup, "cgroup.procs")
 		if err := os.WriteFile(f, []byte(strconv.Itoa(pid)), 0o644); err != nil {
 			return fmt.Errorf("moving process %d into %s (the machine refused it): %w", pid, f, err)
 		}
