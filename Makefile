@@ -7,7 +7,7 @@ FUZZTIME_SHORT ?= 500x
 FUZZTIME ?= 30s
 EXAMPLES := $(sort $(wildcard examples/*/))
 
-.PHONY: all build driver binsize test demo fmt-check vet tidy-check unit scheduler-test scheduler-1.38 scheduler-test-1.38 fuzz fuzz-short golden docs conformance conformance-test bench bench-schedperf chromium report-screenshot e2e e2e-golden bench-e2e scheduler schedperf manifests soak images
+.PHONY: all build driver binsize test demo fmt-check vet tidy-check unit scheduler-test scheduler-1.38 scheduler-test-1.38 fuzz fuzz-short golden docs conformance conformance-test bench bench-schedperf chromium node-packages report-screenshot e2e e2e-golden bench-e2e scheduler schedperf manifests soak images
 
 all: build
 
@@ -121,6 +121,19 @@ chromium:
 	@command -v chromium >/dev/null 2>&1 || { echo "installing Debian's chromium for the HTML report test"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; }
 	@command -v chromium >/dev/null 2>&1 || { echo "error: chromium is not installed (apt-get install chromium)" >&2; exit 1; }
+
+# The real nodes of e2e/ (framework.Node) run containers with Debian's runc
+# and build their workload image from Debian's static busybox; both are
+# installed here when missing. containerd and the kubelet are built by the
+# tests themselves, once, into bin/node.
+NODE_PACKAGES := runc busybox-static
+node-packages:
+	@if ! command -v runc >/dev/null 2>&1 || ! dpkg -s busybox-static >/dev/null 2>&1; then \
+		echo "installing Debian's $(NODE_PACKAGES) for the real nodes of e2e"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(NODE_PACKAGES) >/dev/null; \
+	fi
+	@command -v runc >/dev/null 2>&1 || { echo "error: runc is not installed (apt-get install runc)" >&2; exit 1; }
+	@dpkg -s busybox-static >/dev/null 2>&1 || { echo "error: busybox-static is not installed (apt-get install busybox-static)" >&2; exit 1; }
 
 # Rewrites internal/cli/testdata/*.golden from the current behaviour; review
 # the diff before committing it.
@@ -253,7 +266,7 @@ images:
 # long and several GiB more memory, and the code under test is raced in
 # `make unit`.
 E2E_TIMEOUT ?= 60m
-e2e:
+e2e: node-packages
 	$(GO) -C e2e vet ./...
 	$(GO) -C e2e test -count=1 -timeout $(E2E_TIMEOUT) ./...
 

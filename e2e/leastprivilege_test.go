@@ -104,14 +104,12 @@ func TestLeastPrivilege(t *testing.T) {
 	// The node side: the driver prepares and unprepares a pod's claim.
 	n := newGPUNode(t, cp, "gpu-node")
 	n.start(t, "")
-	waitFor(t, time.Minute, "the driver to register with the kubelet", func(context.Context) (bool, error) {
-		return n.kubelet.Registered(gpuDriver), nil
-	})
+	n.registered(t)
 	createTemplate(t, cp, "mig-3g", resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{request("gpu", migClass3g, 1)}})
 	createClaimPod(t, cp, "trainer", dractlProfile, "mig-3g", "")
 	pod := running(t, cp, "trainer")
 	claim := claimOf(t, cp, "trainer")
-	n.checkPrepared(t, pod, claim)
+	n.checkPrepared(t, pod)
 	deleteAndWait(t, cp, pod)
 	n.checkClean(t)
 	released(t, cp, claim)

@@ -225,7 +225,8 @@ func createClaim(t testing.TB, cp *framework.ControlPlane, name string, spec res
 }
 
 // createClaimPod creates a pod of profile whose claim "gpu" comes from the
-// template or names the claim (one of the two is empty).
+// template or names the claim (one of the two is empty). On a real node
+// its container prints what it sees of its devices (deviceScript).
 func createClaimPod(t testing.TB, cp *framework.ControlPlane, name, profile, template, claim string) {
 	t.Helper()
 	pc := corev1.PodResourceClaim{Name: "gpu"}
@@ -234,18 +235,16 @@ func createClaimPod(t testing.TB, cp *framework.ControlPlane, name, profile, tem
 	} else {
 		pc.ResourceClaimName = ptr.To(claim)
 	}
-	pod := &corev1.Pod{
+	ctr := shellContainer("c", deviceScript)
+	ctr.Resources.Claims = []corev1.ResourceClaim{{Name: "gpu"}}
+	createPod(t, cp, &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
 		Spec: corev1.PodSpec{
-			SchedulerName:  profile,
+			SchedulerName: profile, HostNetwork: true, TerminationGracePeriodSeconds: ptr.To[int64](5),
 			ResourceClaims: []corev1.PodResourceClaim{pc},
-			Containers: []corev1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10",
-				Resources: corev1.ResourceRequirements{Claims: []corev1.ResourceClaim{{Name: "gpu"}}}}},
+			Containers:     []corev1.Container{ctr},
 		},
-	}
-	if _, err := cp.Client.CoreV1().Pods("default").Create(cp.Context(), pod, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	})
 }
 
 func waitFor(t testing.TB, timeout time.Duration, what string, cond func(ctx context.Context) (bool, error)) {

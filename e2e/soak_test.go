@@ -362,7 +362,7 @@ func (s *soak) setUp(seed uint64) {
 	}
 
 	for _, name := range soakGPUNodes {
-		n := newGPUNode(t, cp, name)
+		n := newFakeGPUNode(t, cp, name)
 		n.start(t, "")
 		s.nodes[name] = n
 	}

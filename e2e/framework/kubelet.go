@@ -91,12 +91,22 @@ func (k *Kubelet) PluginDir(driver string) string {
 }
 
 // StateFile is the DRA manager's checkpoint of prepared claims.
-func (k *Kubelet) StateFile() string { return filepath.Join(k.RootDir, "dra_manager_state") }
+func (k *Kubelet) StateFile() string { return filepath.Join(k.RootDir, draCheckpoint) }
+
+// draCheckpoint is the DRA manager's checkpoint file in the kubelet's
+// root directory.
+const draCheckpoint = "dra_manager_state"
 
 // PreparedClaims reads the DRA manager's checkpoint from disk: the claims
 // it has prepared (or is preparing), their pods, and each driver's answer.
 func (k *Kubelet) PreparedClaims() (state.ClaimInfoStateList, error) {
-	c, err := state.NewCheckpointer(k.RootDir, filepath.Base(k.StateFile()))
+	return readDRACheckpoint(k.RootDir)
+}
+
+// readDRACheckpoint reads the DRA manager's checkpoint in a kubelet's
+// root directory.
+func readDRACheckpoint(rootDir string) (state.ClaimInfoStateList, error) {
+	c, err := state.NewCheckpointer(rootDir, draCheckpoint)
 	if err != nil {
 		return nil, err
 	}

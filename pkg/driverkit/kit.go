@@ -158,7 +158,8 @@ func (k *Kit) devicesOf(claim *resourcev1.ResourceClaim) ([]PreparedDevice, erro
 
 // Prepare prepares the claim's devices of this driver and returns what
 // the kubelet hands the runtime. Preparing a prepared claim returns the
-// recorded answer and creates nothing.
+// recorded answer and creates nothing but its CDI spec, when that is
+// missing or damaged.
 func (k *Kit) Prepare(ctx context.Context, claim *resourcev1.ResourceClaim) ([]kubeletplugin.Device, error) {
 	uid := claim.UID
 	unlock := k.claimLocks.Lock(uid)
@@ -169,6 +170,17 @@ func (k *Kit) Prepare(ctx context.Context, claim *resourcev1.ResourceClaim) ([]k
 		return nil, err
 	}
 	if rec != nil && rec.State == PrepareCompleted {
+		// The kubelet asks again after it restarts, and a node that
+		// rebooted has lost its runtime's CDI directory: the answer
+		// names devices of the claim's spec, so the spec must be
+		// there for the runtime to resolve them.
+		wrote, err := k.ensureSpec(rec)
+		if err != nil {
+			return nil, err
+		}
+		if wrote {
+			klog.FromContext(ctx).Info("Wrote the CDI spec of a prepared claim again", "claim", klog.KRef(claim.Namespace, claim.Name), "uid", uid)
+		}
 		return k.answer(rec), nil
 	}
 	if rec != nil {
@@ -215,7 +227,11 @@ func (k *Kit) Prepare(ctx context.Context, claim *resourcev1.ResourceClaim) ([]k
 		k.failpoint(AfterPartitionRecorded)
 	}
 
-	if err := k.cdi.write(uid, k.cdiDevices(uid, rec.Devices)); err != nil {
+	specDevices := k.cdiDevices(uid, rec.Devices)
+	if err := hostDeviceNodes(specDevices); err != nil {
+		return fail(fmt.Errorf("claim %s: %w", uid, err))
+	}
+	if err := k.cdi.write(uid, specDevices); err != nil {
 		return fail(err)
 	}
 	k.failpoint(AfterCDIWritten)

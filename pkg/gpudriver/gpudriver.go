@@ -28,6 +28,8 @@ type Options struct {
 	NVMLMock string
 	// MigMinors is the kernel driver's table of MIG capability minors.
 	MigMinors string
+	// DevRoot is where the NVIDIA driver's device nodes are (dev/ of it).
+	DevRoot string
 
 	set map[string]bool
 }
@@ -51,6 +53,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.PluginDir, "plugin-dir", "", "directory of the DRA socket (default /var/lib/kubelet/plugins/<driver name>)")
 	fs.BoolVar(&o.CompactIfAccepted, "compact-if-accepted", true, "publish ResourceSlice mixins when the API server accepts them (otherwise flat)")
 	fs.StringVar(&o.MigMinors, "nvml-mig-minors", "/proc/driver/nvidia-caps/mig-minors", "nvml backend: the NVIDIA kernel driver's table of MIG capability device minors")
+	fs.StringVar(&o.DevRoot, "nvml-dev-root", "/", "nvml backend: the host directory whose dev/ holds the NVIDIA device nodes (the driver root, e.g. /run/nvidia/driver when a driver container installs it)")
 	fs.StringVar(&o.NVMLMock, "nvml-mock", "", "test only: run the nvml backend on a go-nvml mock server (dgxa100, dgxh100, dgxh200, dgxb200)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage of %s:\n", fs.Name())
@@ -85,8 +88,8 @@ func (o *Options) Complete(fs *flag.FlagSet) error {
 				return fmt.Errorf("--%s applies to --backend=mock only; the nvml backend discovers the GPUs", f)
 			}
 		}
-	} else if o.NVMLMock != "" || o.set["nvml-mig-minors"] {
-		return fmt.Errorf("--nvml-mock and --nvml-mig-minors apply to --backend=nvml only")
+	} else if o.NVMLMock != "" || o.set["nvml-mig-minors"] || o.set["nvml-dev-root"] {
+		return fmt.Errorf("--nvml-mock, --nvml-mig-minors and --nvml-dev-root apply to --backend=nvml only")
 	}
 	return nil
 }

@@ -23,6 +23,8 @@ func TestFlags(t *testing.T) {
 		{[]string{"--node-name=n", "--backend=cuda"}, "", "--backend=cuda: want one of mock, nvml"},
 		{[]string{"--node-name=n", "--backend=nvml", "--gpus=4"}, "", "--gpus applies to --backend=mock only"},
 		{[]string{"--node-name=n", "--nvml-mock=dgxa100"}, "", "apply to --backend=nvml only"},
+		{[]string{"--node-name=n", "--nvml-dev-root=/run/nvidia/driver"}, "", "apply to --backend=nvml only"},
+		{[]string{"--node-name=n", "--backend=nvml", "--nvml-dev-root=/run/nvidia/driver"}, "nvml", ""},
 		{[]string{"--node-name=", "--backend=nvml"}, "", "--node-name (or $NODE_NAME) is required"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
