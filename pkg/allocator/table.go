@@ -119,6 +119,35 @@ func (pt *PoolTable) SelectsNodes() bool { return pt.selects }
 
 // genTable is one generation of a pool. Device, counter and counter set
 // indices are local to it.
+//
+// A table is shared by every Allocate call that reads the pool, across
+// goroutines (the scheduler's parallel Filter) and across cycles while the
+// pool's slices do not change, and it is built lazily because a cycle
+// looks at a few devices of each pool. Each part is built at most once and
+// never changed afterwards, so readers of a built part take no lock. What
+// guards what, and why the guards stay apart:
+//
+//   - once guards the static part that buildStatic fills: dupNames
+//     through badRange below, and the devs and ready arrays it sizes
+//     (unread and the fields above it are set by NewPoolTable, before the
+//     table is shared). Everything else hangs off it.
+//   - fullOnce guards fullInvalid, the validity of the view that sees
+//     every slice, which is what almost every node has; viewMu guards
+//     views, the validity of each subset view. They are apart so that the
+//     common case never takes a lock.
+//   - ready[i] says devs[i] is built and is read without a lock; mu
+//     serialises builders, which append to the shared uses arena. A
+//     sync.Once per device would cost twelve times the memory of an
+//     atomic.Bool on pools of ten thousand devices and still need mu for
+//     the arena.
+//   - allOnce guards the per-set device lists in sets (devices, shares)
+//     that only BestFit scoring reads. It cannot be mu: building them
+//     builds device entries, which takes mu.
+//   - cache has its own lock for its column maps (cache.go); the columns
+//     are arrays of atomics filled by whoever computes a cell first.
+//
+// The held part of a pool (heldGen) is not here: it changes with claims
+// and lives in PoolState, behind its own once.
 type genTable struct {
 	pt *PoolTable
 	p  *pool.Pool // this generation

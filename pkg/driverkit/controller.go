@@ -6,10 +6,7 @@ import (
 	"sync"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/leaderelection"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 	"k8s.io/klog/v2"
 
@@ -18,17 +15,10 @@ import (
 )
 
 // LeaderElection configures the Lease that elects the replica of a
-// control-plane publisher that publishes. The durations default to
+// control-plane publisher that publishes. Namespace is required; Name
+// defaults to "<driver name>-publisher", the durations to
 // kube-controller-manager's (15 s lease, 10 s renew deadline, 2 s retry).
-type LeaderElection struct {
-	// Namespace of the Lease, required: the component's own.
-	Namespace string
-	// Name of the Lease; "<driver name>-publisher" by default.
-	Name string
-	// Identity of this replica; election.Identity by default.
-	Identity                                  string
-	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
-}
+type LeaderElection = election.Config
 
 // ControllerOptions configure a Controller.
 type ControllerOptions struct {
@@ -55,7 +45,7 @@ type Controller struct {
 	published *Published
 	slices    *resourceslice.Controller // while leading
 	leading   chan struct{}             // closed when this replica first leads
-	done      chan struct{}
+	done      <-chan struct{}           // closed when the replica no longer competes
 }
 
 // StartController validates the pool description as BuildCentral does
@@ -71,64 +61,33 @@ func StartController(ctx context.Context, opts ControllerOptions, pool []*api.Re
 	if err != nil {
 		return nil, err
 	}
-	le := &opts.LeaderElection
-	if le.Name == "" {
-		le.Name = opts.DriverName + "-publisher"
-	}
-	if le.Identity == "" {
-		if le.Identity, err = election.Identity(); err != nil {
-			return nil, err
-		}
-	}
-	le.LeaseDuration = cmpOr(le.LeaseDuration, 15*time.Second)
-	le.RenewDeadline = cmpOr(le.RenewDeadline, 10*time.Second)
-	le.RetryPeriod = cmpOr(le.RetryPeriod, 2*time.Second)
-
-	c := &Controller{opts: opts, published: published, leading: make(chan struct{}), done: make(chan struct{})}
-	logger := klog.FromContext(ctx)
-	var once sync.Once
-	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-		Lock: &resourcelock.LeaseLock{
-			LeaseMeta:  metav1.ObjectMeta{Namespace: le.Namespace, Name: le.Name},
-			Client:     opts.KubeClient.CoordinationV1(),
-			LockConfig: resourcelock.ResourceLockConfig{Identity: le.Identity},
-		},
-		LeaseDuration: le.LeaseDuration, RenewDeadline: le.RenewDeadline, RetryPeriod: le.RetryPeriod,
-		ReleaseOnCancel: true,
-		Name:            le.Name,
-		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(leadCtx context.Context) {
-				logger.Info("Leading: publishing the pools no node owns", "lease", klog.KRef(le.Namespace, le.Name), "identity", le.Identity)
-				if err := c.lead(leadCtx); err != nil {
-					logger.Error(err, "Starting the ResourceSlice controller")
-					return
-				}
-				once.Do(func() { close(c.leading) })
-			},
-			OnStoppedLeading: func() {
-				logger.Info("Not leading: another replica publishes", "lease", klog.KRef(le.Namespace, le.Name), "identity", le.Identity)
-				c.follow()
-			},
-		},
-	})
+	le, err := opts.LeaderElection.WithDefaults(opts.DriverName + "-publisher")
 	if err != nil {
 		return nil, err
 	}
-	go func() {
-		defer close(c.done)
-		// Run returns when the Lease is lost; compete again until ctx ends.
-		for ctx.Err() == nil {
-			elector.Run(ctx)
-		}
-	}()
-	return c, nil
-}
+	opts.LeaderElection = le
 
-func cmpOr(d, def time.Duration) time.Duration {
-	if d == 0 {
-		return def
+	c := &Controller{opts: opts, published: published, leading: make(chan struct{})}
+	logger := klog.FromContext(ctx)
+	lease := klog.KRef(le.Namespace, le.Name)
+	var once sync.Once
+	c.done, err = election.Start(ctx, opts.KubeClient.CoordinationV1(), le,
+		func(leadCtx context.Context) {
+			logger.Info("Leading: publishing the pools no node owns", "lease", lease, "identity", le.Identity)
+			if err := c.lead(leadCtx); err != nil {
+				logger.Error(err, "Starting the ResourceSlice controller")
+				return
+			}
+			once.Do(func() { close(c.leading) })
+		},
+		func() {
+			logger.Info("Not leading: another replica publishes", "lease", lease, "identity", le.Identity)
+			c.follow()
+		})
+	if err != nil {
+		return nil, err
 	}
-	return d
+	return c, nil
 }
 
 // lead starts the ResourceSlice controller for the current pools; it

@@ -1,5 +1,7 @@
-// Package election holds what dractl's replicated controllers (the
-// monitor, the control-plane pool publisher) share about leader election.
+// Package election is the one leader election of dractl's replicated
+// controllers (the monitor, the control-plane pool publisher): the Lease
+// and its defaults, a replica's identity, and competing again after a
+// term ends.
 package election
 
 import (
