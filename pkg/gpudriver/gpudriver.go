@@ -10,9 +10,12 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"time"
 
+	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/dractl/dractl/pkg/driverkit"
 	"github.com/dractl/dractl/pkg/mockgpu"
 )
 
@@ -28,8 +31,11 @@ type Options struct {
 	NVMLMock string
 	// MigMinors is the kernel driver's table of MIG capability minors.
 	MigMinors string
+	// UnhealthyTaintEffect is --unhealthy-taint-effect.
+	UnhealthyTaintEffect string
 
-	set map[string]bool
+	healthTaints bool
+	set          map[string]bool
 }
 
 // hidden flags are left out of -help: they are for tests.
@@ -51,6 +57,12 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.PluginDir, "plugin-dir", "", "directory of the DRA socket (default /var/lib/kubelet/plugins/<driver name>)")
 	fs.BoolVar(&o.CompactIfAccepted, "compact-if-accepted", true, "publish ResourceSlice mixins when the API server accepts them (otherwise flat)")
 	fs.StringVar(&o.MigMinors, "nvml-mig-minors", "/proc/driver/nvidia-caps/mig-minors", "nvml backend: the NVIDIA kernel driver's table of MIG capability device minors")
+	fs.DurationVar(&o.Kit.HealthInterval, "health-interval", 10*time.Second, "how often device health is read, sent to the kubelet and turned into device taints")
+	fs.BoolVar(&o.healthTaints, "health-taints", true, "taint unhealthy devices in the published ResourceSlices (key "+driverkit.TaintKeyUnhealthy+")")
+	fs.StringVar(&o.UnhealthyTaintEffect, "unhealthy-taint-effect", string(resourcev1.DeviceTaintEffectNoSchedule),
+		"effect of an unhealthy device's taint: NoSchedule keeps new claims off it, NoExecute also evicts the pods using it")
+	fs.BoolVar(&o.Kit.HealthTaints.Notices, "health-notice-taints", true,
+		"publish health events that leave a device healthy (an application's XID) as informational taints of effect None (key "+driverkit.TaintKeyHealthEvent+"); needs kube-apiserver 1.36 or later")
 	fs.StringVar(&o.NVMLMock, "nvml-mock", "", "test only: run the nvml backend on a go-nvml mock server (dgxa100, dgxh100, dgxh200, dgxb200)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage of %s:\n", fs.Name())
@@ -82,6 +94,17 @@ func (o *Options) Complete(fs *flag.FlagSet) error {
 	} else if o.NVMLMock != "" || o.set["nvml-mig-minors"] {
 		return fmt.Errorf("--nvml-mock and --nvml-mig-minors apply to --backend=nvml only")
 	}
+	switch resourcev1.DeviceTaintEffect(o.UnhealthyTaintEffect) {
+	case resourcev1.DeviceTaintEffectNoSchedule:
+	case resourcev1.DeviceTaintEffectNoExecute:
+		o.Kit.HealthTaints.Evict = true
+	default:
+		return fmt.Errorf("--unhealthy-taint-effect=%s: want NoSchedule or NoExecute", o.UnhealthyTaintEffect)
+	}
+	if o.Kit.HealthInterval <= 0 {
+		return fmt.Errorf("--health-interval=%s: want a positive duration", o.Kit.HealthInterval)
+	}
+	o.Kit.HealthTaints.Disabled = !o.healthTaints
 	return nil
 }
 

@@ -14,6 +14,7 @@ const (
 	MetricPoolCondition    = "dractl_pool_condition"
 	MetricDevices          = "dractl_pool_devices"
 	MetricDevicesAllocated = "dractl_pool_devices_allocated"
+	MetricDevicesTainted   = "dractl_pool_devices_tainted"
 	MetricCounterCapacity  = "dractl_pool_counter_capacity"
 	MetricCounterConsumed  = "dractl_pool_counter_consumed"
 	MetricValidationErrors = "dractl_pool_validation_errors"

@@ -15,6 +15,7 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 	cdispec "tags.cncf.io/container-device-interface/specs-go"
 
 	"github.com/dractl/dractl/pkg/api"
@@ -37,6 +38,8 @@ type Options struct {
 	// MigMinors is the kernel driver's table of capability minors;
 	// DefaultMigMinors when empty.
 	MigMinors string
+	// Clock dates the notices of ignored XIDs; the real clock when nil.
+	Clock clock.PassiveClock
 }
 
 // GPUs is the driverkit.Profile of a node's NVIDIA GPUs through NVML.
@@ -57,7 +60,7 @@ type GPUs struct {
 }
 
 var (
-	_ driverkit.HealthProfile       = (*GPUs)(nil)
+	_ driverkit.NoticeProfile       = (*GPUs)(nil)
 	_ driverkit.ConfigProfile       = (*GPUs)(nil)
 	_ driverkit.RequestEditsProfile = (*GPUs)(nil)
 )
@@ -101,6 +104,9 @@ func New(lib nvml.Interface, opts Options, log logr.Logger) (*GPUs, error) {
 			}
 			g.devices[p.DeviceName()] = part
 		}
+	}
+	if opts.Clock != nil {
+		g.health.now = opts.Clock.Now
 	}
 	g.health.init()
 	return g, nil
