@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	"k8s.io/dynamic-resource-allocation/resourceslice"
 	"k8s.io/klog/v2"
 
 	"github.com/dractl/dractl/pkg/api"
@@ -106,6 +107,7 @@ func Start(ctx context.Context, opts Options, pool []*api.ResourceSlice) (*Drive
 	if err != nil {
 		return nil, err
 	}
+	opts.Metrics.kit.kit.Store(kit)
 	ctx, cancel := context.WithCancel(ctx)
 	d := &Driver{kit: kit, opts: opts, metrics: opts.Metrics, cancel: cancel, desc: pool}
 	ok := false
@@ -144,7 +146,7 @@ func Start(ctx context.Context, opts Options, pool []*api.ResourceSlice) (*Drive
 	hopts := []kubeletplugin.Option{
 		kubeletplugin.DriverName(opts.DriverName),
 		kubeletplugin.NodeName(opts.NodeName),
-		kubeletplugin.KubeClient(opts.KubeClient),
+		kubeletplugin.KubeClient(meteredClient{opts.KubeClient, opts.Metrics}),
 		// The kit serializes per claim and reserves devices atomically,
 		// so claims of different pods are prepared in parallel.
 		kubeletplugin.Serialize(false),
@@ -282,9 +284,12 @@ func (d *Driver) Stop() {
 
 // PrepareResourceClaims implements kubeletplugin.DRAPlugin.
 func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourcev1.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
+	defer d.metrics.request(OperationPrepare)()
 	out := make(map[types.UID]kubeletplugin.PrepareResult, len(claims))
 	for _, c := range claims {
+		start := time.Now()
 		devices, err := d.kit.Prepare(ctx, c)
+		d.metrics.claimDone(OperationPrepare, start, err)
 		out[c.UID] = kubeletplugin.PrepareResult{Devices: devices, Err: err}
 	}
 	return out, nil
@@ -292,9 +297,13 @@ func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourcev1
 
 // UnprepareResourceClaims implements kubeletplugin.DRAPlugin.
 func (d *Driver) UnprepareResourceClaims(ctx context.Context, claims []kubeletplugin.NamespacedObject) (map[types.UID]error, error) {
+	defer d.metrics.request(OperationUnprepare)()
 	out := make(map[types.UID]error, len(claims))
 	for _, c := range claims {
-		out[c.UID] = d.kit.Unprepare(ctx, c.UID)
+		start := time.Now()
+		err := d.kit.Unprepare(ctx, c.UID)
+		d.metrics.claimDone(OperationUnprepare, start, err)
+		out[c.UID] = err
 	}
 	return out, nil
 }
@@ -302,6 +311,11 @@ func (d *Driver) UnprepareResourceClaims(ctx context.Context, claims []kubeletpl
 // HandleError implements kubeletplugin.DRAPlugin. Publishing errors are
 // recoverable (the controller retries); they are logged.
 func (d *Driver) HandleError(ctx context.Context, err error, msg string) {
+	// Failed writes are counted where they fail (meteredClient).
+	var dropped *resourceslice.DroppedFieldsError
+	if errors.As(err, &dropped) {
+		d.metrics.publishFailed(PublishFailureDroppedFields)
+	}
 	klog.FromContext(ctx).Error(err, msg, "recoverable", errors.Is(err, kubeletplugin.ErrRecoverable))
 }
 

@@ -171,6 +171,9 @@ func TestHealthBecomesTaints(t *testing.T) {
 	if refused.Load() != 3 {
 		t.Errorf("%d slice writes refused, want the 3 the server refused before the retry got through", refused.Load())
 	}
+	if got := metricValue(t, metrics.Registry(), driverkit.MetricPublishFailures, map[string]string{"driver": driver, "reason": driverkit.PublishFailureUnavailable}); got != 3 {
+		t.Errorf("publish failures %v, want 3", got)
+	}
 	if got := events(driverkit.HealthEventUnhealthy); got != float64(perGPU) {
 		t.Errorf("unhealthy events %v, want one per device of GPU 0 (%d)", got, perGPU)
 	}

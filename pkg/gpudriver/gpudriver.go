@@ -33,6 +33,14 @@ type Options struct {
 	MigMinors string
 	// UnhealthyTaintEffect is --unhealthy-taint-effect.
 	UnhealthyTaintEffect string
+	// MetricsBindAddress serves /metrics there when set; MetricsAuth
+	// puts it behind delegated authentication and authorization, with
+	// TLSCertFile and TLSKeyFile as its certificate (self-signed when
+	// empty) and the reviews through Kubeconfig (in-cluster when empty).
+	MetricsBindAddress      string
+	MetricsAuth             bool
+	TLSCertFile, TLSKeyFile string
+	Kubeconfig              string
 
 	healthTaints bool
 	set          map[string]bool
@@ -63,6 +71,10 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 		"effect of an unhealthy device's taint: NoSchedule keeps new claims off it, NoExecute also evicts the pods using it")
 	fs.BoolVar(&o.Kit.HealthTaints.Notices, "health-notice-taints", true,
 		"publish health events that leave a device healthy (an application's XID) as informational taints of effect None (key "+driverkit.TaintKeyHealthEvent+"); needs kube-apiserver 1.36 or later")
+	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", "", "serve /metrics and /healthz on this address (off when empty)")
+	fs.BoolVar(&o.MetricsAuth, "metrics-auth", false, "serve HTTPS and /metrics only to requests kube-apiserver authenticates and authorizes")
+	fs.StringVar(&o.TLSCertFile, "tls-cert-file", "", "with --metrics-auth: x509 certificate of the metrics endpoint (a self-signed one is generated in memory when empty)")
+	fs.StringVar(&o.TLSKeyFile, "tls-private-key-file", "", "private key of --tls-cert-file")
 	fs.StringVar(&o.NVMLMock, "nvml-mock", "", "test only: run the nvml backend on a go-nvml mock server (dgxa100, dgxh100, dgxh200, dgxb200)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage of %s:\n", fs.Name())
@@ -105,11 +117,28 @@ func (o *Options) Complete(fs *flag.FlagSet) error {
 		return fmt.Errorf("--health-interval=%s: want a positive duration", o.Kit.HealthInterval)
 	}
 	o.Kit.HealthTaints.Disabled = !o.healthTaints
+	if o.MetricsAuth && o.MetricsBindAddress == "" {
+		return fmt.Errorf("--metrics-auth needs --metrics-bind-address")
+	}
 	return nil
 }
 
-// Run runs the chosen backend until ctx is done.
+// Run runs the chosen backend until ctx is done, and its metrics
+// endpoint if asked.
 func Run(ctx context.Context, o Options, client kubernetes.Interface) error {
+	if o.MetricsBindAddress != "" {
+		o.Kit.Metrics = driverkit.NewMetrics(o.DriverName)
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		wait, err := serveMetrics(ctx, o, o.Kit.Metrics)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			cancel()
+			wait()
+		}()
+	}
 	if o.Backend == "nvml" {
 		return runNVML(ctx, o, client)
 	}

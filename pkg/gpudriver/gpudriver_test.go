@@ -29,6 +29,8 @@ func TestFlags(t *testing.T) {
 		{[]string{"--node-name=n", "--unhealthy-taint-effect=NoExecute"}, "mock", ""},
 		{[]string{"--node-name=n", "--unhealthy-taint-effect=PreferNoSchedule"}, "", "want NoSchedule or NoExecute"},
 		{[]string{"--node-name=n", "--health-interval=0s"}, "", "want a positive duration"},
+		{[]string{"--node-name=n", "--metrics-auth"}, "", "--metrics-auth needs --metrics-bind-address"},
+		{[]string{"--node-name=n", "--metrics-auth", "--metrics-bind-address=:9400"}, "mock", ""},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			var o gpudriver.Options

@@ -47,8 +47,19 @@ type GPUs struct {
 
 var (
 	_ driverkit.NoticeProfile = (*GPUs)(nil)
+	_ driverkit.LabelProfile  = (*GPUs)(nil)
 	_ driverkit.ConfigProfile = (*GPUs)(nil)
 )
+
+// PartitionProfile implements driverkit.LabelProfile: the MIG profile,
+// full for a whole GPU.
+func (g *GPUs) PartitionProfile(dev driverkit.AllocatedDevice) string {
+	part, ok := g.Model.PartitionByDevice(g.GPUs, dev.Device)
+	if !ok {
+		return "unknown"
+	}
+	return part.ProfileName()
+}
 
 // DecodeConfig implements driverkit.ConfigProfile: a gpuconfig.GpuConfig.
 func (g *GPUs) DecodeConfig(parameters runtime.RawExtension) (any, error) {

@@ -42,6 +42,11 @@ func newMetrics(m *Monitor) *metrics {
 		lastSync: prometheus.NewGauge(prometheus.GaugeOpts{Name: MetricLastSync, Help: "When the pools were last recomputed."}),
 		events:   prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricEvents, Help: "Events emitted, by reason."}, []string{"reason"}),
 	}
+	// Every reason from the start: a rate over a series that appears with
+	// its first Event misses that Event.
+	for _, r := range []string{ReasonPoolInvalid, ReasonPoolIncomplete, ReasonPoolRecovered, ReasonPoolGenerationRegressed, ReasonDeviceTainted, ReasonDeviceUntainted} {
+		x.events.WithLabelValues(r)
+	}
 	x.registry.MustRegister(x.syncs, x.lastSync, x.events,
 		// go_gc_heap_live_bytes (the heap the last collection kept) sizes the
 		// monitor's memory limit better than the allocation counters do.

@@ -61,9 +61,23 @@ type GPUs struct {
 
 var (
 	_ driverkit.NoticeProfile       = (*GPUs)(nil)
+	_ driverkit.LabelProfile        = (*GPUs)(nil)
 	_ driverkit.ConfigProfile       = (*GPUs)(nil)
 	_ driverkit.RequestEditsProfile = (*GPUs)(nil)
 )
+
+// PartitionProfile implements driverkit.LabelProfile: the MIG profile,
+// full for a whole GPU.
+func (g *GPUs) PartitionProfile(dev driverkit.AllocatedDevice) string {
+	part, err := g.lookup(dev.Pool, dev.Device)
+	switch {
+	case err != nil:
+		return "unknown"
+	case part.profile == "":
+		return "full"
+	}
+	return part.profile
+}
 
 // DecodeConfig implements driverkit.ConfigProfile: a gpuconfig.GpuConfig.
 func (g *GPUs) DecodeConfig(parameters runtime.RawExtension) (any, error) {

@@ -314,11 +314,15 @@ ResourceClaims). When a pool becomes invalid, or stays incomplete longer
 than `--incomplete-grace` (5m), it records an events.k8s.io/v1 Event
 (`PoolInvalid`, `PoolIncomplete`) on the offending ResourceSlices, with
 their Node as the related object, and `PoolRecovered` when the pool is
-whole again. It serves `/metrics` (`dractl_pools{condition}`,
+whole again; devices that get a NoSchedule or NoExecute taint (a
+driver's health taint, a DeviceTaintRule's in the slice) are a
+`DeviceTainted` Event on their slice, `DeviceUntainted` when it goes. It
+serves `/metrics` (`dractl_pools{condition}`,
 `dractl_pool_condition`, `dractl_pool_devices`,
-`dractl_pool_devices_allocated`, `dractl_pool_counter_capacity` and
+`dractl_pool_devices_allocated`, `dractl_pool_devices_tainted`, `dractl_pool_counter_capacity` and
 `dractl_pool_counter_consumed` per counter set and counter,
-`dractl_pool_validation_errors{reason}`), `/healthz` and `/readyz` on
+`dractl_pool_validation_errors{reason}`; every metric of every component
+is in [docs/metrics.md](docs/metrics.md)), `/healthz` and `/readyz` on
 `--metrics-bind-address` (`:8080`). Replicas elect a leader through a
 Lease (`--leader-elect`, on by default); only the leader records Events,
 every replica serves metrics. With `--metrics-auth` (on in deploy/) they
@@ -550,7 +554,17 @@ The kit then:
   aside (`*.corrupt`) without leaking their partitions;
 - writes a **transient CDI spec per claim** with
   `tags.cncf.io/container-device-interface` and serves **device health**
-  when the profile implements `HealthProfile`;
+  when the profile implements `HealthProfile`, to the kubelet (the pod's
+  status shows it, KEP-4680) and as **taints** of its own devices: an
+  unhealthy device, and every partition of an unhealthy GPU, is
+  republished `dractl.dev/unhealthy=<reason>:NoSchedule` (`NoExecute`
+  when the operator asks, which evicts its pods), so that no scheduler
+  places new claims there, until it is healthy again; events a
+  `NoticeProfile` does not hold against the device (an application's XID)
+  become `dractl.dev/health-event=<what>:None` (`pkg/driverkit/taints.go`);
+- records **metrics** of its prepares and unprepares (duration, errors by
+  reason, requests in flight), prepared claims and partitions, slice
+  writes and health events ([docs/metrics.md](docs/metrics.md));
 - hands the profile each device's **opaque configuration** when it
   implements `ConfigProfile` (below), and writes per-request edits when it
   implements `RequestEditsProfile` — what a container gets together, such
@@ -626,6 +640,15 @@ device node and the MIG device's file. Deploy it with
     kubectl apply -f deploy/driver/rbac.yaml -f deploy/driver/deviceclasses.yaml -f deploy/driver/daemonset.yaml
     kubectl label node NODE dractl.dev/mock-gpus=true
 
+A file `unhealthy/<gpu index or device name>` in its GPUs' state
+directory (`<state-dir>/gpus`) makes that GPU (with its partitions) or
+device unhealthy, its content being the reason; removing it makes it
+healthy again. `--health-interval` (10s) is how often health is read,
+`--unhealthy-taint-effect=NoExecute` opts into eviction,
+`--health-taints=false` keeps the slices untouched. `--metrics-bind-address`
+serves `/metrics`, with `--metrics-auth` behind delegated authentication
+and authorization as the monitor's.
+
 Its tests talk to it as the kubelet does (registration `GetInfo`, then
 `NodePrepareResources`/`NodeUnprepareResources` v1 over the unix sockets)
 and kill it with SIGKILL at every step of prepare and unprepare
@@ -699,7 +722,8 @@ request for NVIDIA's runtime hook, the
 instance, then the GPU instance. The driver records what it creates in a
 versioned file in its state directory, so reconciliation at start destroys
 its own orphans and never an instance someone else made. XID critical
-errors (application XIDs aside) mark a GPU's devices unhealthy. Deploy it
+errors mark a GPU's devices unhealthy and tainted; application XIDs leave
+them healthy with an informational taint for 10 minutes. Deploy it
 with `deploy/driver/daemonset-nvml.yaml` (host `/dev`, NVIDIA's runtime
 class as an option):
 
@@ -749,7 +773,11 @@ the event freed devices), as the in-tree plugin does. Its cycles take
 microseconds, so it holds the next one back while 64 of its pods are
 between Reserve and the end of PreBind's writes (`bindingsInFlight`):
 the API server stays as busy, and pods are bound about in the order they
-were scheduled instead of all near the end. When no node fits, the pod's
+were scheduled instead of all near the end. Its own work is on
+kube-scheduler's `/metrics`: allocation attempts and their outcomes per
+kind of claim, the State's applied and refused events, remembered node
+answers, assumptions held and expired (`dractl_scheduler_*`,
+[docs/metrics.md](docs/metrics.md)). When no node fits, the pod's
 `PodScheduled` condition and `FailedScheduling` event read exactly as under
 the in-tree plugin, so that alerts and dashboards that match its words keep
 working; dractl's account of what stopped the nodes, per claim, comes
