@@ -69,7 +69,7 @@ chromium:
 # Rewrites internal/cli/testdata/*.golden from the current behaviour; review
 # the diff before committing it.
 golden:
-	$(GO) test ./internal/cli -run 'TestCommands|TestExamples' -update
+	$(GO) test ./internal/cli -run 'TestCommands|TestExamples|TestGetClaimsAndDevices' -update
 
 # Fuzz targets are discovered rather than listed so that a new Fuzz function
 # is fuzzed without touching this file. `go test -list` prints a package's

@@ -83,6 +83,21 @@ func deviceEvent(t testing.TB, cp *framework.ControlPlane, reason, node, what st
 	})
 }
 
+// healthNode is the GPU node of the health tests: dractl-gpu-driver on
+// two A100s, reading health every 200 ms, with flags added, published and
+// registered with the kubelet.
+func healthNode(t *testing.T, cp *framework.ControlPlane, flags ...string) *gpuNode {
+	t.Helper()
+	n := newGPUNode(t, cp, "gpu-node")
+	n.backend = append(append(n.backend, "--health-interval=200ms"), flags...)
+	n.start(t, "")
+	n.published(t)
+	waitFor(t, time.Minute, "the driver to register with the kubelet", func(context.Context) (bool, error) {
+		return n.kubelet.Registered(gpuDriver), nil
+	})
+	return n
+}
+
 // TestUnhealthyDeviceTainted is the day-two path of a failing GPU through
 // the real control plane: dractl-gpu-driver (mock backend) serves a pod a
 // MIG device; the GPU under it turns unhealthy (the mock's unhealthy/<gpu>
@@ -97,13 +112,7 @@ func deviceEvent(t testing.TB, cp *framework.ControlPlane, reason, node, what st
 // waiting pod runs on the GPU again.
 func TestUnhealthyDeviceTainted(t *testing.T) {
 	cp := startScheduling(t)
-	n := newGPUNode(t, cp, "gpu-node")
-	n.backend = append(n.backend, "--health-interval=200ms")
-	n.start(t, "")
-	n.published(t)
-	waitFor(t, time.Minute, "the driver to register with the kubelet", func(context.Context) (bool, error) {
-		return n.kubelet.Registered(gpuDriver), nil
-	})
+	n := healthNode(t, cp)
 	ctx, cancel := context.WithCancel(cp.Context())
 	done := make(chan result, 1)
 	go func() {

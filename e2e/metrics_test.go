@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	resourcev1 "k8s.io/api/resource/v1"
@@ -35,9 +34,7 @@ func TestEveryMetricServed(t *testing.T) {
 	var schedulerAddr string
 	cp.Start(framework.Scheduler{ConfigFile: twoProfiles, Client: sa, Address: &schedulerAddr})
 
-	n := newGPUNode(t, cp, "gpu-node")
 	driverAddr := freeAddress(t)
-	n.backend = append(n.backend, "--health-interval=200ms", "--metrics-bind-address", driverAddr, "--metrics-auth")
 	// What the driver's identity needs to have kube-apiserver review the
 	// scrapes, and a scraper's role.
 	ctx := cp.Context()
@@ -60,11 +57,7 @@ func TestEveryMetricServed(t *testing.T) {
 	}
 	scraper := cp.ServiceAccount(t, "monitoring", "prometheus").BearerToken
 	stranger := cp.ServiceAccount(t, "monitoring", "stranger").BearerToken
-	n.start(t, "")
-	n.published(t)
-	waitFor(t, time.Minute, "the driver to register with the kubelet", func(context.Context) (bool, error) {
-		return n.kubelet.Registered(gpuDriver), nil
-	})
+	n := healthNode(t, cp, "--metrics-bind-address", driverAddr, "--metrics-auth")
 
 	monitorAddr := freeAddress(t)
 	mctx, cancel := context.WithCancel(ctx)

@@ -55,7 +55,7 @@ forbidden, bad kubeconfig) or the command line is wrong.`,
   kubectl dra get pools dgx-h100-node`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 || (args[0] != "pools" && args[0] != "pool") {
-				return usageErrorf("get: expected \"pools\" [POOL...]")
+				return usageErrorf("get: expected pools [POOL...], claims [NAME...] or devices [POOL...]")
 			}
 			return nil
 		},
@@ -63,6 +63,7 @@ forbidden, bad kubeconfig) or the command line is wrong.`,
 	}
 	o.cluster = addClusterFlags(cmd)
 	cmd.Flags().StringVarP(&o.output, "output", "o", "", "output format: wide, json or yaml (default: a table)")
+	cmd.AddCommand(newGetClaimsCommand(g), newGetDevicesCommand(g))
 	return cmd
 }
 

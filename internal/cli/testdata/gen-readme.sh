@@ -247,7 +247,7 @@ $B allocate -f examples/a100-mig-mixins 2>/dev/null | $B describe pool a100-node
 echo '```'
 cat <<'EOF'
 
-### On a live cluster: get pools, describe, explain pod/…, validate --live, snapshot
+### On a live cluster: get pools, get claims, get devices, describe, explain pod/…, validate --live, snapshot
 
 These verbs read a cluster with client-go and take kubectl's connection
 flags (`--kubeconfig`, `--context`, `-n`, `--as`, `--request-timeout`, ...);
@@ -263,6 +263,17 @@ work on clusters of thousands of nodes. Installed as `kubectl-dra` on
   in use / published, the most consumed shared counter (all of them with
   `-o wide`), and its state: `ok`, `incomplete` or `invalid` with the
   reason.
+- `get claims [NAME...]` (`-n`, `-A`, `-l`, `-o wide|json|yaml`, `-w`):
+  who has which device: each claim's state (`pending`, `allocated`,
+  `reserved`, `prepared` once a pod it is reserved for runs, `deleting`),
+  its devices per request with their pool, the node, the pods using it
+  (those waiting for it marked) and its age. A namespace whose claims the
+  user may not list is an error naming the 403, never an empty table.
+- `get devices [POOL...]` (`-o wide|json|yaml`, `-w`): every device of
+  every pool with the claim holding it, or, for a partition that cannot be
+  made now, the claims holding its counters; its taints and its health
+  (the driver's `dractl.dev/unhealthy` taint, the pods' reports).
+  Both read files too (`-f`, a `snapshot` directory).
 - `describe pool|node NAME` without `-f`: the pictures above, from the
   cluster (`-o svg` too); a node's slices are listed by field selector.
 - `explain pod/NAME`: the pod's claims, named and from templates; for a
@@ -300,6 +311,19 @@ cat e2e/testdata/explain-pod-pending-one-node.golden
 echo
 echo '$ dractl explain pod/partition-user'
 cat e2e/testdata/explain-pod-scheduled.golden
+echo
+echo '# dractl-gpu-driver on an A100 node, GPU 1 tainted unhealthy (e2e/getclaims_test.go)'
+echo '$ dractl get claims -A'
+cat e2e/testdata/get-claims.golden
+echo '```'
+cat <<'EOF'
+
+Offline, on the files of a cluster whose `gpu-b` GPU its driver tainted
+unhealthy ([internal/cli/testdata/get](internal/cli/testdata/get)):
+
+EOF
+echo '```console'
+run dractl get devices -f internal/cli/testdata/get
 echo '```'
 cat <<'EOF'
 
