@@ -7,7 +7,7 @@ FUZZTIME_SHORT ?= 500x
 FUZZTIME ?= 30s
 EXAMPLES := $(sort $(wildcard examples/*/))
 
-.PHONY: all build driver test demo fmt-check vet tidy-check unit scheduler-test fuzz fuzz-short golden readme conformance conformance-test bench bench-schedperf chromium report-screenshot e2e e2e-golden bench-e2e scheduler schedperf manifests soak
+.PHONY: all build driver binsize test demo fmt-check vet tidy-check unit scheduler-test scheduler-1.38 scheduler-test-1.38 fuzz fuzz-short golden docs conformance conformance-test bench bench-schedperf chromium node-packages report-screenshot e2e e2e-golden bench-e2e scheduler schedperf manifests soak images
 
 all: build
 
@@ -17,19 +17,68 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
 COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null)
 LDFLAGS := $(if $(VERSION),-X github.com/dractl/dractl/internal/cli.version=$(VERSION)) $(if $(COMMIT),-X github.com/dractl/dractl/internal/cli.commit=$(COMMIT))
 
+# How bin/ is built, as the images build it. -s -w: no symbol table or
+# DWARF, a third of each file (a debugger needs a build without them).
+# -trimpath: no build machine's paths. grpcnotrace: gRPC (the kubelet
+# plugin's) without golang.org/x/net/trace, whose debug pages are
+# html/template: with a template's reflective method calls reachable, the
+# linker keeps every exported method of every type a binary converts to
+# an interface, 23 MB of the driver and of the publisher. gRPC traces only
+# under grpc.EnableTracing, which nothing here sets.
+RELEASE_FLAGS := -trimpath -tags grpcnotrace
+RELEASE_LDFLAGS := -s -w
+
 build:
-	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/dractl
+	$(GO) build $(RELEASE_FLAGS) -ldflags '$(RELEASE_LDFLAGS) $(LDFLAGS)' -o $(BIN) ./cmd/dractl
 
 # The partitionable GPU driver (deploy/driver/ runs it as a DaemonSet) and
 # the control-plane publisher of pools no node owns (a Deployment there).
 driver:
-	$(GO) build -o bin/dractl-gpu-driver ./cmd/dractl-gpu-driver
-	$(GO) build -o bin/dractl-pool-publisher ./cmd/dractl-pool-publisher
+	$(GO) build $(RELEASE_FLAGS) -ldflags '$(RELEASE_LDFLAGS)' -o bin/dractl-gpu-driver ./cmd/dractl-gpu-driver
+	$(GO) build $(RELEASE_FLAGS) -ldflags '$(RELEASE_LDFLAGS)' -o bin/dractl-pool-publisher ./cmd/dractl-pool-publisher
+
+# The binaries of bin/ stay under these sizes (bytes, built as above on
+# linux/amd64; about 10 % over what they are): a dependency that drags in
+# a tree of packages, or code that makes the linker keep every method,
+# shows here.
+# The packages refused are ones such a change brought in before: kubectl's
+# cli-runtime (with kustomize), and x/net/trace (its html/template).
+SIZE_LIMITS := dractl=74000000 dractl-gpu-driver=42000000 dractl-pool-publisher=39000000
+SIZE_REFUSED := k8s.io/cli-runtime/ sigs.k8s.io/kustomize/ golang.org/x/net/trace
+binsize:
+	@dir=$$(mktemp -d); trap 'rm -rf $$dir' EXIT; \
+	for lim in $(SIZE_LIMITS); do \
+		cmd=$${lim%%=*}; max=$${lim#*=}; \
+		refused=$$($(GO) list $(RELEASE_FLAGS) -deps ./cmd/$$cmd | grep -F $(foreach p,$(SIZE_REFUSED),-e $(p))); \
+		if [ -n "$$refused" ]; then \
+			echo "$$cmd links $$(echo "$$refused" | wc -l) packages it must not: $$(echo "$$refused" | head -n 4 | tr '\n' ' ')..."; exit 1; \
+		fi; \
+		$(GO) build $(RELEASE_FLAGS) -ldflags '$(RELEASE_LDFLAGS)' -o $$dir/$$cmd ./cmd/$$cmd || exit 1; \
+		size=$$(stat -c %s $$dir/$$cmd); \
+		echo "$$cmd: $$size bytes (limit $$max)"; \
+		if [ $$size -gt $$max ]; then echo "$$cmd is $$size bytes, over its limit of $$max: find what it links now (go tool nm -size -sort size)"; exit 1; fi; \
+	done
 
 # kube-scheduler with dractl's DRA plugin; its own module (scheduler/), which
 # requires k8s.io/kubernetes.
 scheduler:
 	$(GO) -C scheduler build -o ../bin/dractl-scheduler .
+	@bin/dractl-scheduler --version | grep -q 'for Kubernetes 1.37 ' || { echo "bin/dractl-scheduler is not the 1.37 build" >&2; exit 1; }
+
+# The same sources for Kubernetes 1.38 (scheduler/k8s138: kube-scheduler
+# v1.38.0-beta.0, Go 1.27 from the module proxy, the k8s138 build tag that
+# picks each per-minor file; docs/versions.md). The 1.37 side keeps
+# building on the machine's Go.
+GOTOOLCHAIN_138 := go1.27.3
+scheduler-1.38:
+	GOTOOLCHAIN=$(GOTOOLCHAIN_138) $(GO) -C scheduler/k8s138 build -tags k8s138 -o ../../bin/dractl-scheduler-1.38 .
+	@bin/dractl-scheduler-1.38 --version | grep -q 'for Kubernetes 1.38 ' || { echo "bin/dractl-scheduler-1.38 is not the 1.38 build" >&2; exit 1; }
+
+# The plugin's, the scheduler command's and the CEL environment's tests
+# compiled against kube-scheduler 1.38.
+scheduler-test-1.38: scheduler-1.38
+	GOTOOLCHAIN=$(GOTOOLCHAIN_138) $(GO) -C scheduler/k8s138 vet -tags k8s138 . github.com/dractl/dractl/pkg/schedplugin github.com/dractl/dractl/pkg/cel github.com/dractl/dractl/scheduler/app
+	GOTOOLCHAIN=$(GOTOOLCHAIN_138) $(GO) -C scheduler/k8s138 test -tags k8s138 -count=1 github.com/dractl/dractl/pkg/schedplugin github.com/dractl/dractl/pkg/cel github.com/dractl/dractl/scheduler/app
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -41,7 +90,7 @@ vet:
 unit:
 	$(GO) test -race -count=1 ./...
 
-test: fmt-check vet tidy-check chromium unit fuzz-short scheduler-test e2e
+test: fmt-check vet tidy-check binsize chromium unit fuzz-short scheduler-test scheduler-test-1.38 e2e
 
 # The scheduler module's own tests: the effective plugin order of every
 # configuration in deploy/scheduler, built by kube-scheduler's code.
@@ -50,11 +99,18 @@ scheduler-test:
 	$(GO) -C scheduler test -count=1 ./...
 
 # Every module's go.mod and go.sum must be tidy: `go mod tidy -diff` prints
-# what tidy would change and fails if anything would.
+# what tidy would change and fails if anything would. scheduler/k8s138
+# needs Go 1.27, and -e there: tidy also resolves the tests of
+# kube-scheduler 1.38's packages, which import k8s.io/ktesting, a module
+# the module proxy does not serve (docs/versions.md).
 tidy-check:
 	@for mod in $$(git ls-files '*go.mod' 2>/dev/null || find . -name go.mod); do \
 		dir=$$(dirname $$mod); echo "go mod tidy -diff ($$dir)"; \
-		(cd $$dir && $(GO) mod tidy -diff) || exit 1; \
+		if [ "$$dir" = ./scheduler/k8s138 ] || [ "$$dir" = scheduler/k8s138 ]; then \
+			(cd $$dir && GOTOOLCHAIN=$(GOTOOLCHAIN_138) $(GO) mod tidy -e -diff) || exit 1; \
+		else \
+			(cd $$dir && $(GO) mod tidy -diff) || exit 1; \
+		fi; \
 	done
 
 # The HTML report of `dractl simulate` is checked in headless Chromium
@@ -65,6 +121,19 @@ chromium:
 	@command -v chromium >/dev/null 2>&1 || { echo "installing Debian's chromium for the HTML report test"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; }
 	@command -v chromium >/dev/null 2>&1 || { echo "error: chromium is not installed (apt-get install chromium)" >&2; exit 1; }
+
+# The real nodes of e2e/ (framework.Node) run containers with Debian's runc
+# and build their workload image from Debian's static busybox; both are
+# installed here when missing. containerd and the kubelet are built by the
+# tests themselves, once, into bin/node.
+NODE_PACKAGES := runc busybox-static
+node-packages:
+	@if ! command -v runc >/dev/null 2>&1 || ! dpkg -s busybox-static >/dev/null 2>&1; then \
+		echo "installing Debian's $(NODE_PACKAGES) for the real nodes of e2e"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(NODE_PACKAGES) >/dev/null; \
+	fi
+	@command -v runc >/dev/null 2>&1 || { echo "error: runc is not installed (apt-get install runc)" >&2; exit 1; }
+	@dpkg -s busybox-static >/dev/null 2>&1 || { echo "error: busybox-static is not installed (apt-get install busybox-static)" >&2; exit 1; }
 
 # Rewrites internal/cli/testdata/*.golden from the current behaviour; review
 # the diff before committing it.
@@ -141,14 +210,12 @@ demo: build
 	@$(BIN) simulate --node-template examples/dgx-h100-mixins --workload examples/dgx-h100-mixins/workload --max-wait 5m -o summary
 	@echo; echo "the HTML report is bin/simulate-report.html"
 
-# README.md shows real output; regenerate it after changing a verb or an
-# example, and review the diff.
-# It builds without a git version so that the README does not change with
-# every commit.
-readme:
-	$(MAKE) build VERSION= COMMIT= GOFLAGS=-buildvcs=false
-	bash internal/cli/testdata/gen-readme.sh > README.md.tmp && mv README.md.tmp README.md
-	$(MAKE) build
+# README.md and docs/ show real output: every command of their console
+# blocks is run by go test ./docs (part of make unit), which fails when
+# the output shown differs. This rewrites what they show after an
+# intended change of a verb or an example; review the diff.
+docs:
+	$(GO) test -count=1 -run TestDocCommands ./docs -update
 
 # docs/simulate-report.png is the picture of the simulate report that
 # README.md shows.
@@ -179,6 +246,17 @@ bench:
 	$(MAKE) -C conformance benchtable
 	@cat docs/performance.md
 
+# The images the Helm chart names (deploy/helm/dractl/values.yaml
+# `images:`), built from the repository without a container engine
+# (internal/images): each binary with go build, the driver's with cgo and
+# the C library it loads libnvidia-ml with, written as OCI image-layout
+# tarballs bin/images/<repository>.tar. On a node: `ctr -n k8s.io images
+# import bin/images/dractl.tar`. IMAGE_TAG names them instead of the
+# chart's tag (dev); dractl's version is VERSION, as `make build` stamps it.
+IMAGE_TAG ?=
+images:
+	$(GO) run ./internal/images/build -out bin/images -tag '$(IMAGE_TAG)' -version '$(VERSION)' -go '$(GO)'
+
 # The real control plane in-process (e2e/, its own module on
 # k8s.io/kubernetes): kube-apiserver on an embedded etcd with every DRA
 # feature gate, the resourceclaim controller, and the live verbs and the
@@ -188,7 +266,7 @@ bench:
 # long and several GiB more memory, and the code under test is raced in
 # `make unit`.
 E2E_TIMEOUT ?= 60m
-e2e:
+e2e: node-packages
 	$(GO) -C e2e vet ./...
 	$(GO) -C e2e test -count=1 -timeout $(E2E_TIMEOUT) ./...
 
@@ -241,7 +319,7 @@ soak: scheduler
 
 # Rewrites e2e/testdata from the current behaviour; review the diff.
 e2e-golden:
-	$(GO) -C e2e test -count=1 -run TestLiveVerbs -update .
+	$(GO) -C e2e test -count=1 -run 'TestLiveVerbs|TestGetClaimsAndDevicesLive' -update .
 
 # get pools, describe node and the monitor on E2E_BENCH_NODES (default
 # 1,000) DGX H100 nodes' slices through the real apiserver.

@@ -92,9 +92,7 @@ func healthNode(t *testing.T, cp *framework.ControlPlane, flags ...string) *gpuN
 	n.backend = append(append(n.backend, "--health-interval=200ms"), flags...)
 	n.start(t, "")
 	n.published(t)
-	waitFor(t, time.Minute, "the driver to register with the kubelet", func(context.Context) (bool, error) {
-		return n.kubelet.Registered(gpuDriver), nil
-	})
+	n.registered(t)
 	return n
 }
 

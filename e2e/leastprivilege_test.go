@@ -76,8 +76,9 @@ func TestLeastPrivilege(t *testing.T) {
 	installChart(t, cp, dir)
 	// A process, not framework.Scheduler: with leader election on, as
 	// deploy/ runs it, kube-scheduler exits its process when it stops
-	// leading.
-	sched := runSchedulerProcess(t, cp, schedulerRun{client: sa, leaderElect: true, binary: buildScheduler(t)})
+	// leading. The chart's default configuration, whose Lease its RBAC
+	// grants.
+	sched := runSchedulerProcess(t, cp, schedulerRun{client: sa, leaderElect: true, binary: buildScheduler(t), config: besideConfig})
 	t.Cleanup(func() {
 		if t.Failed() {
 			sched.logTail(t)
@@ -103,14 +104,12 @@ func TestLeastPrivilege(t *testing.T) {
 	// The node side: the driver prepares and unprepares a pod's claim.
 	n := newGPUNode(t, cp, "gpu-node")
 	n.start(t, "")
-	waitFor(t, time.Minute, "the driver to register with the kubelet", func(context.Context) (bool, error) {
-		return n.kubelet.Registered(gpuDriver), nil
-	})
+	n.registered(t)
 	createTemplate(t, cp, "mig-3g", resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{request("gpu", migClass3g, 1)}})
 	createClaimPod(t, cp, "trainer", dractlProfile, "mig-3g", "")
 	pod := running(t, cp, "trainer")
 	claim := claimOf(t, cp, "trainer")
-	n.checkPrepared(t, pod, claim)
+	n.checkPrepared(t, pod)
 	deleteAndWait(t, cp, pod)
 	n.checkClean(t)
 	released(t, cp, claim)
@@ -238,15 +237,38 @@ func TestLeastPrivilege(t *testing.T) {
 	}
 }
 
-// installChart applies every object of the Helm chart rendered with its
-// defaults, as `helm install` would create them. No controller here runs
-// Deployments or DaemonSets: the components run in this process or as
-// its children, with the ServiceAccounts and RBAC installed here.
-func installChart(t *testing.T, cp *framework.ControlPlane, dir string) {
+// chartValues are the values the tests install the chart with: its
+// defaults, and the pool publisher (off by default: it needs a driver's
+// pools) on for the pools of examples/tpu-multihost that the tests
+// publish.
+func chartValues(t testing.TB) map[string]any {
 	t.Helper()
-	rendered, err := helmchart.Render(repo, nil)
+	pools, err := os.ReadFile("../examples/tpu-multihost/resourceslices.yaml")
 	if err != nil {
 		t.Fatal(err)
+	}
+	return map[string]any{"publisher": map[string]any{"enabled": true, "driverName": tpuDriver, "pools": string(pools)}}
+}
+
+// installChart applies every object of the Helm chart rendered with
+// chartValues, or only those of the templates named in only ("driver/
+// controlplane-rbac.yaml"), as `helm install` would create them. No
+// controller here runs Deployments or DaemonSets: the components run in
+// this process or as its children, with the ServiceAccounts and RBAC
+// installed here.
+func installChart(t *testing.T, cp *framework.ControlPlane, dir string, only ...string) {
+	t.Helper()
+	rendered, err := helmchart.Render(repo, chartValues(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range only {
+		if _, ok := rendered[name]; !ok {
+			t.Fatalf("the chart renders no %s", name)
+		}
+	}
+	if len(only) > 0 {
+		maps.DeleteFunc(rendered, func(name, _ string) bool { return !slices.Contains(only, name) })
 	}
 	names := slices.Sorted(maps.Keys(rendered))
 	// Namespaces before what lives in them.
@@ -429,14 +451,14 @@ func (g grant) allows(p permission, r auditRequest) bool {
 	return len(g.rule.ResourceNames) == 0 || slices.Contains(g.rule.ResourceNames, r.name)
 }
 
-// renderedGrants renders the chart with its defaults (what deploy/ is,
-// byte for byte) and returns, by template, the rules of the Roles and
+// renderedGrants renders the chart with chartValues (its defaults, what
+// deploy/ is byte for byte, and the publisher) and returns, by template, the rules of the Roles and
 // ClusterRoles it defines that a binding of the same template gives to a
 // ServiceAccount. Roles of Kubernetes' own (system:kube-scheduler, ...)
 // that the manifests bind are Kubernetes' to trim.
 func renderedGrants(t testing.TB) map[string][]grant {
 	t.Helper()
-	rendered, err := helmchart.Render(repo, nil)
+	rendered, err := helmchart.Render(repo, chartValues(t))
 	if err != nil {
 		t.Fatal(err)
 	}

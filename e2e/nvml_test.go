@@ -1,24 +1,15 @@
 package e2e
 
 import (
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
-	"time"
 
-	oci "github.com/opencontainers/runtime-spec/specs-go"
-	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/utils/ptr"
-	"sigs.k8s.io/yaml"
-	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
-	cdispec "tags.cncf.io/container-device-interface/specs-go"
 
 	"github.com/dractl/dractl/e2e/framework"
 	"github.com/dractl/dractl/pkg/gpuconfig"
@@ -67,44 +58,6 @@ func (n *gpuNode) nvmlRecord(t testing.TB) [][2]string {
 	return out
 }
 
-// injectEnv is the environment a container runtime gives a container for
-// the CDI device IDs, from the spec files alone. Device nodes are given by
-// path and read from the host, which has no GPUs: copies of the specs
-// without them are injected.
-func injectEnv(t testing.TB, cdiDir string, ids []string) []string {
-	t.Helper()
-	dir := t.TempDir()
-	files, _ := filepath.Glob(filepath.Join(cdiDir, "*"))
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var s cdispec.Spec
-		if err := yaml.Unmarshal(data, &s); err != nil {
-			t.Fatal(err)
-		}
-		for i := range s.Devices {
-			s.Devices[i].ContainerEdits.DeviceNodes = nil
-		}
-		if data, err = yaml.Marshal(&s); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, filepath.Base(f)), data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cache, err := cdiapi.NewCache(cdiapi.WithSpecDirs(dir), cdiapi.WithAutoRefresh(false))
-	if err != nil {
-		t.Fatal(err)
-	}
-	spec := &oci.Spec{Process: &oci.Process{}, Linux: &oci.Linux{}}
-	if unresolved, err := cache.InjectDevices(spec, ids...); err != nil {
-		t.Fatalf("injecting %v: %v (unresolved %v)", ids, err, unresolved)
-	}
-	return spec.Process.Env
-}
-
 func gpuConfig(params string) runtime.RawExtension {
 	return runtime.RawExtension{Raw: []byte(`{"apiVersion":"` + gpuconfig.APIVersion + `","kind":"` + gpuconfig.Kind + `",` + params + `}`)}
 }
@@ -142,24 +95,10 @@ func TestNVMLDriverOnMockDGX(t *testing.T) {
 			n := newNVMLNode(t, cp, server)
 			n.start(t, "")
 			n.published(t)
-			waitFor(t, time.Minute, "the driver to register with the kubelet", func(context.Context) (bool, error) {
-				return n.kubelet.Registered(gpuDriver), nil
-			})
+			n.registered(t)
 			name := "trainer-" + server
-			pod := &corev1.Pod{
-				ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
-				Spec: corev1.PodSpec{
-					SchedulerName: dractlProfile,
-					// The nodes of earlier servers keep their slices.
-					NodeSelector:   map[string]string{"kubernetes.io/hostname": server},
-					ResourceClaims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr.To("two-3g")}},
-					Containers: []corev1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10",
-						Resources: corev1.ResourceRequirements{Claims: []corev1.ResourceClaim{{Name: "gpu"}}}}},
-				},
-			}
-			if _, err := cp.Client.CoreV1().Pods("default").Create(cp.Context(), pod, metav1.CreateOptions{}); err != nil {
-				t.Fatal(err)
-			}
+			// The nodes of earlier servers keep their slices.
+			pod := createPod(t, cp, devicePod(name, dractlProfile, server, []string{"two-3g"}, "c"))
 			pod = running(t, cp, name)
 			claim := claimOf(t, cp, name)
 
@@ -171,16 +110,22 @@ func TestNVMLDriverOnMockDGX(t *testing.T) {
 			if len(record) != 2 || record[0][0] != string(claim.UID) || record[1][0] != string(claim.UID) {
 				t.Fatalf("the driver created %v, want two MIG devices for claim %s", record, claim.UID)
 			}
-			env := injectEnv(t, n.cdiDir, n.kubelet.CDIDevices(pod.UID, "c"))
+			// What the container itself sees: exactly what its CDI
+			// devices promise, the MIG devices by UUID among it.
+			seen := n.checkContainer(t, pod, "c", claim)
 			uuids := []string{record[0][1], record[1][1]}
-			want := []string{"NVIDIA_VISIBLE_DEVICES=" + strings.Join(uuids, ",")}
+			if got := seen.env["NVIDIA_VISIBLE_DEVICES"]; got != strings.Join(uuids, ",") {
+				t.Errorf("the container sees NVIDIA_VISIBLE_DEVICES=%s, want the driver's MIG devices %v", got, uuids)
+			}
 			for _, r := range results {
 				p := mockgpu.EnvPrefix(r.Device)
-				want = append(want, p+"TIMESLICE_INTERVAL=Short", p+"COMPUTE_INSTANCE_PROFILE=1c.")
+				if seen.env[p+"TIMESLICE_INTERVAL"] != "Short" || !strings.HasPrefix(seen.env[p+"COMPUTE_INSTANCE_PROFILE"], "1c.") {
+					t.Errorf("the container sees %v for %s, want the claim's time slice and compute instance profile", seen.env, r.Device)
+				}
 			}
-			for _, w := range want {
-				if !slices.ContainsFunc(env, func(e string) bool { return strings.HasPrefix(e, w) }) {
-					t.Errorf("the container's environment lacks %q:\n%s", w, strings.Join(env, "\n"))
+			for _, dn := range []string{"/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"} {
+				if _, ok := seen.nodes[dn]; !ok {
+					t.Errorf("the container has no %s: %v", dn, seen.nodes)
 				}
 			}
 			for _, u := range uuids {

@@ -23,7 +23,6 @@ import (
 
 const (
 	tpuDriver        = "tpu.google.com"
-	publisherRBAC    = "../deploy/driver/controlplane-rbac.yaml"
 	publisherNS      = "dractl-gpu-driver"
 	publisherAccount = "dractl-pool-publisher"
 )
@@ -32,7 +31,7 @@ const (
 func buildPublisher(t testing.TB) string { return publisherBinary.build(t) }
 
 // publisher is one replica of dractl-pool-publisher, a process running as
-// the ServiceAccount of deploy/driver/controlplane-rbac.yaml.
+// the ServiceAccount of the chart's driver/controlplane-rbac.yaml.
 type publisher struct {
 	identity string
 	cmd      *exec.Cmd
@@ -106,7 +105,7 @@ func TestTPUBlockFromTheControlPlane(t *testing.T) {
 	}
 
 	sa := cp.ServiceAccount(t, publisherNS, publisherAccount)
-	cp.Apply(t, publisherRBAC)
+	installChart(t, cp, t.TempDir(), "driver/controlplane-rbac.yaml")
 	kubeconfig, bin := cp.Kubeconfig(sa), buildPublisher(t)
 	replicas := map[string]*publisher{}
 	for _, id := range []string{"replica-0", "replica-1"} {

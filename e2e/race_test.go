@@ -454,6 +454,8 @@ type schedulerRun struct {
 	leaderElect bool
 	// binary is the dractl-scheduler executable; "" is -scheduler's.
 	binary string
+	// config is the KubeSchedulerConfiguration file; "" is twoProfiles.
+	config string
 }
 
 // buildScheduler builds dractl-scheduler from the scheduler module once
@@ -468,7 +470,11 @@ func runSchedulerProcess(b testing.TB, cp *framework.ControlPlane, r schedulerRu
 	if cfg == nil {
 		cfg = cp.ClientConfig("dractl-scheduler")
 	}
-	config, err := framework.SchedulerConfig(twoProfiles, cp.Kubeconfig(cfg), float32(r.qps), int32(r.qps), dir, r.leaderElect)
+	file := r.config
+	if file == "" {
+		file = twoProfiles
+	}
+	config, err := framework.SchedulerConfig(file, cp.Kubeconfig(cfg), float32(r.qps), int32(r.qps), dir, r.leaderElect)
 	if err != nil {
 		b.Fatal(err)
 	}

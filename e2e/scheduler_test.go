@@ -26,21 +26,30 @@ import (
 	"github.com/dractl/dractl/pkg/schedplugin"
 )
 
-// The scheduler's configurations and RBAC, as deployed.
+// The scheduler's configurations and RBAC, as deployed. No kube-scheduler
+// runs here: the configurations that replace it run alone.
 const (
+	// twoProfiles replaces kube-scheduler: the stock plugin in the
+	// default profile, dractl's in dractlProfile.
 	twoProfiles = "../deploy/scheduler/config-two-profiles.yaml"
-	// oneProfile puts dractl's plugin in the default profile.
-	oneProfile = "../deploy/scheduler/config.yaml"
-	rbac       = "../deploy/scheduler/rbac.yaml"
-	// dractlProfile is the profile of config-two-profiles.yaml that runs
-	// dractl's plugin; the default profile runs the in-tree one.
+	// oneProfile replaces kube-scheduler with dractl's plugin in the
+	// default profile.
+	oneProfile = "../deploy/scheduler/config-replace.yaml"
+	// besideConfig is the chart's default: dractlProfile alone, beside
+	// kube-scheduler, electing through a Lease of its own.
+	besideConfig = "../deploy/scheduler/config.yaml"
+	rbac         = "../deploy/scheduler/rbac.yaml"
+	// dractlProfile is the profile that runs dractl's plugin in
+	// config-two-profiles.yaml and in config.yaml; the default profile of
+	// config-two-profiles.yaml runs the in-tree one.
 	dractlProfile = "dractl"
 	stockProfile  = "default-scheduler"
 )
 
 // startScheduling starts a control plane with the resourceclaim
-// controller and dractl-scheduler (stock and dractl profiles), which runs
-// as the ServiceAccount of deploy/scheduler with exactly its RBAC.
+// controller and dractl-scheduler (stock and dractl profiles, in place of
+// kube-scheduler), which runs as the ServiceAccount of deploy/scheduler
+// with exactly its RBAC.
 func startScheduling(t *testing.T) *framework.ControlPlane {
 	t.Helper()
 	return startSchedulingWith(t, nil, twoProfiles)
@@ -216,7 +225,8 @@ func createClaim(t testing.TB, cp *framework.ControlPlane, name string, spec res
 }
 
 // createClaimPod creates a pod of profile whose claim "gpu" comes from the
-// template or names the claim (one of the two is empty).
+// template or names the claim (one of the two is empty). On a real node
+// its container prints what it sees of its devices (deviceScript).
 func createClaimPod(t testing.TB, cp *framework.ControlPlane, name, profile, template, claim string) {
 	t.Helper()
 	pc := corev1.PodResourceClaim{Name: "gpu"}
@@ -225,18 +235,16 @@ func createClaimPod(t testing.TB, cp *framework.ControlPlane, name, profile, tem
 	} else {
 		pc.ResourceClaimName = ptr.To(claim)
 	}
-	pod := &corev1.Pod{
+	ctr := shellContainer("c", deviceScript)
+	ctr.Resources.Claims = []corev1.ResourceClaim{{Name: "gpu"}}
+	createPod(t, cp, &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
 		Spec: corev1.PodSpec{
-			SchedulerName:  profile,
+			SchedulerName: profile, HostNetwork: true, TerminationGracePeriodSeconds: ptr.To[int64](5),
 			ResourceClaims: []corev1.PodResourceClaim{pc},
-			Containers: []corev1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10",
-				Resources: corev1.ResourceRequirements{Claims: []corev1.ResourceClaim{{Name: "gpu"}}}}},
+			Containers:     []corev1.Container{ctr},
 		},
-	}
-	if _, err := cp.Client.CoreV1().Pods("default").Create(cp.Context(), pod, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	})
 }
 
 func waitFor(t testing.TB, timeout time.Duration, what string, cond func(ctx context.Context) (bool, error)) {

@@ -362,7 +362,7 @@ func (s *soak) setUp(seed uint64) {
 	}
 
 	for _, name := range soakGPUNodes {
-		n := newGPUNode(t, cp, name)
+		n := newFakeGPUNode(t, cp, name)
 		n.start(t, "")
 		s.nodes[name] = n
 	}
@@ -403,8 +403,10 @@ func (s *soak) setUp(seed uint64) {
 	}
 }
 
-// schedulerLease is the Lease of deploy/scheduler's leader election.
-const schedulerLease = "dractl-scheduler"
+// schedulerLease is the Lease of the soak's scheduler configuration,
+// config-two-profiles.yaml, which replaces kube-scheduler and so elects
+// through kube-scheduler's own Lease.
+const schedulerLease = "kube-scheduler"
 
 func (s *soak) client() kubernetes.Interface { return s.cp.Client }
 

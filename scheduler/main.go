@@ -1,7 +1,7 @@
 // Command dractl-scheduler is kube-scheduler with dractl's DRA plugin
-// registered. Its configuration decides where the plugin runs: in place
-// of DynamicResources in the default profile, or in a profile of its own
-// beside the stock one (see deploy/scheduler).
+// registered. Its configuration decides where the plugin runs: in a
+// profile of its own beside kube-scheduler, or in place of kube-scheduler,
+// in the default profile or beside the stock one (see deploy/scheduler).
 package main
 
 import (

@@ -5,7 +5,7 @@
 // the one holding a Lease publishes (driverkit.StartController). The pools
 // are described in files of ResourceSlices in dractl's API (mixins
 // allowed), validated and flattened as dractl-gpu-driver's node pools
-// are. See deploy/driver/controlplane.yaml.
+// are. The Helm chart deploy/helm/dractl runs it (publisher.enabled).
 package main
 
 import (

@@ -7,8 +7,9 @@
 // A test gets one with StartControlPlane and tears it down through
 // t.Cleanup. Components are added in Options.Components or later with
 // ControlPlane.Start; each gets a context that ends at teardown, before
-// the apiserver stops. Those here: ResourceClaimController, Scheduler and
-// Kubelet (the kubelet's DRA manager and plugin manager on one Node). To
+// the apiserver stops. Those here: ResourceClaimController, Scheduler,
+// Node (a real node: containerd, runc and the kubelet) and Kubelet (the
+// kubelet's DRA manager and plugin manager on one Node, no runtime). To
 // add one, implement Component in this package, in its own file, and let
 // tests list it in Options.Components.
 package framework
@@ -23,6 +24,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -126,6 +128,13 @@ type ControlPlane struct {
 	kcmToken string
 	// nodeIDs authenticates kubelets as their nodes.
 	nodeIDs *nodeIdentities
+	// kubeletPKI is between kube-apiserver and real kubelets (Node).
+	kubeletPKI *kubeletPKI
+	// gates are the feature gates kube-apiserver runs with, which real
+	// kubelets are given too.
+	gates map[string]bool
+	// rootCAOnce starts the RootCAPublisher with the first Node.
+	rootCAOnce sync.Once
 }
 
 // StartControlPlane starts etcd, kube-apiserver and opts.Components and
@@ -177,8 +186,18 @@ func StartControlPlane(tb testing.TB, opts Options) *ControlPlane {
 	}
 	nodeIDs := newNodeIdentities(tb)
 	flags = append(flags, nodeIDs.flags()...)
+	pki, err := newKubeletPKI(tb.TempDir())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	kubeletFlags, err := pki.apiServerFlags()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	flags = append(flags, kubeletFlags...)
 	flags = append(flags, opts.APIServerFlags...)
-	cp := &ControlPlane{tb: tb, flags: flags, storage: storage, adminToken: adminToken, kcmToken: kcmToken, Etcd: stall, nodeIDs: nodeIDs}
+	cp := &ControlPlane{tb: tb, flags: flags, storage: storage, adminToken: adminToken, kcmToken: kcmToken, Etcd: stall, nodeIDs: nodeIDs,
+		kubeletPKI: pki, gates: gates}
 	if err := cp.startAPIServer(); err != nil {
 		tb.Fatalf("starting kube-apiserver: %v", err)
 	}

@@ -2,7 +2,6 @@ package framework
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -11,7 +10,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -52,10 +50,6 @@ import (
 // then removed with grace period zero, as the kubelet's status manager
 // removes it once its resources are reclaimed. Containers are not run: no
 // container runtime is involved, so a pod being deleted ends Succeeded.
-// A running pod's container statuses carry the health of its devices
-// (KEP-4680) as the kubelet's status manager writes it, from the DRA
-// manager's own account of the drivers' health streams; a health update
-// syncs the pods it names again.
 //
 // It acts as its node (ControlPlane.NodeConfig: system:node:<name>),
 // under kube-apiserver's Node authorizer and NodeRestriction admission, as
@@ -97,12 +91,22 @@ func (k *Kubelet) PluginDir(driver string) string {
 }
 
 // StateFile is the DRA manager's checkpoint of prepared claims.
-func (k *Kubelet) StateFile() string { return filepath.Join(k.RootDir, "dra_manager_state") }
+func (k *Kubelet) StateFile() string { return filepath.Join(k.RootDir, draCheckpoint) }
+
+// draCheckpoint is the DRA manager's checkpoint file in the kubelet's
+// root directory.
+const draCheckpoint = "dra_manager_state"
 
 // PreparedClaims reads the DRA manager's checkpoint from disk: the claims
 // it has prepared (or is preparing), their pods, and each driver's answer.
 func (k *Kubelet) PreparedClaims() (state.ClaimInfoStateList, error) {
-	c, err := state.NewCheckpointer(k.RootDir, filepath.Base(k.StateFile()))
+	return readDRACheckpoint(k.RootDir)
+}
+
+// readDRACheckpoint reads the DRA manager's checkpoint in a kubelet's
+// root directory.
+func readDRACheckpoint(rootDir string) (state.ClaimInfoStateList, error) {
+	c, err := state.NewCheckpointer(rootDir, draCheckpoint)
 	if err != nil {
 		return nil, err
 	}
@@ -201,17 +205,14 @@ func (k *Kubelet) Start(ctx context.Context, cp *ControlPlane) error {
 	plugins.AddHandler(pluginregistration.DRAPlugin, k.manager.GetWatcherHandler())
 	go plugins.Run(ctx, ready, ctx.Done())
 
-	// A device health update names the pods using the device; the
-	// kubelet syncs their status again (KEP-4680), and so does this loop.
+	// Device health updates feed the kubelet's pod status; nothing here
+	// reports health, but the manager must not block on a full channel.
 	go func() {
 		for {
 			select {
 			case <-ctx.Done():
 				return
-			case u := <-k.manager.Updates():
-				for _, uid := range u.PodUIDs {
-					k.queue.Add(types.UID(uid))
-				}
+			case <-k.manager.Updates():
 			}
 		}
 	}()
@@ -326,49 +327,10 @@ func (k *Kubelet) run(ctx context.Context, pod *corev1.Pod) error {
 		k.cdi[pod.UID] = devices
 		k.mu.Unlock()
 	}
-	if pod.Status.Phase != corev1.PodRunning {
-		if err := k.setPhase(ctx, pod, corev1.PodRunning); err != nil {
-			return err
-		}
-	}
-	return k.reportHealth(ctx, pod)
-}
-
-// reportHealth writes the health of each running container's devices
-// into its status (status.containerStatuses[].allocatedResourcesStatus,
-// KEP-4680) as the kubelet's status manager does, from what the DRA
-// manager learnt from the drivers' health streams. The containers are
-// not run, so their status says only that they are running.
-func (k *Kubelet) reportHealth(ctx context.Context, pod *corev1.Pod) error {
-	status := corev1.PodStatus{ResourceClaimStatuses: pod.Status.ResourceClaimStatuses}
-	for _, c := range pod.Spec.Containers {
-		cs := corev1.ContainerStatus{Name: c.Name, Image: c.Image, Ready: true, Started: ptr.To(true),
-			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}}}
-		for _, old := range pod.Status.ContainerStatuses {
-			if old.Name == c.Name {
-				// A copy: the DRA manager updates it in place, and the
-				// pod is the informer's.
-				old := old.DeepCopy()
-				cs.State, cs.AllocatedResourcesStatus = old.State, old.AllocatedResourcesStatus
-			}
-		}
-		status.ContainerStatuses = append(status.ContainerStatuses, cs)
-	}
-	k.manager.UpdateAllocatedResourcesStatus(klog.FromContext(ctx), pod, &status)
-	if equality.Semantic.DeepEqual(status.ContainerStatuses, pod.Status.ContainerStatuses) {
+	if pod.Status.Phase == corev1.PodRunning {
 		return nil
 	}
-	patch, err := json.Marshal(map[string]any{
-		"metadata": map[string]any{"uid": pod.UID},
-		"status":   map[string]any{"containerStatuses": status.ContainerStatuses},
-	})
-	if err != nil {
-		return err
-	}
-	// A merge patch replaces the list as a whole: a device no longer
-	// reported leaves it.
-	_, err = k.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
-	return k.replaced(ctx, pod, err)
+	return k.setPhase(ctx, pod, corev1.PodRunning)
 }
 
 // terminate unprepares the claims of a pod that is done or being deleted,

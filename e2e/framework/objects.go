@@ -114,8 +114,9 @@ func (cp *ControlPlane) ServiceAccount(tb testing.TB, namespace, name string) *r
 
 // ServiceAccountOnNode returns a client configuration with the token the
 // kubelet projects into a pod of the ServiceAccount scheduled on node: it
-// creates that pod (no container ever runs; a framework Kubelet on node
-// reports it running) and requests a token bound to it. kube-apiserver
+// creates that pod (on a real Node, a busybox container on the host
+// network that waits; a framework Kubelet reports it running) and
+// requests a token bound to it. kube-apiserver
 // then names the pod and its node in the requester's user info
 // (authentication.kubernetes.io/node-name), which admission policies may
 // check, and refuses the token once the pod is gone.
@@ -127,7 +128,12 @@ func (cp *ControlPlane) ServiceAccountOnNode(tb testing.TB, namespace, name, nod
 		Spec: corev1.PodSpec{
 			ServiceAccountName: name,
 			NodeName:           node,
-			Containers:         []corev1.Container{{Name: "main", Image: name}},
+			HostNetwork:        true,
+			// The component the token is for runs beside it, as the
+			// test starts it.
+			Containers: []corev1.Container{{Name: "main", Image: BusyboxImage,
+				Command: []string{"sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1; done"}}},
+			TerminationGracePeriodSeconds: ptr.To[int64](5),
 		},
 	}
 	pod, err := cp.Client.CoreV1().Pods(namespace).Create(cp.ctx, pod, metav1.CreateOptions{})

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/pkg/controller/resourceclaim"
 )
@@ -31,16 +29,10 @@ type ResourceClaimController struct {
 func (ResourceClaimController) Name() string { return "resourceclaim controller" }
 
 func (c ResourceClaimController) Start(ctx context.Context, cp *ControlPlane) error {
-	read, write := cp.ControllerClients("resource-claim-controller")
-	client, err := kubernetes.NewForConfig(write)
+	client, _, factory, err := cp.controllerClientsets("resource-claim-controller")
 	if err != nil {
 		return err
 	}
-	readClient, err := kubernetes.NewForConfig(read)
-	if err != nil {
-		return err
-	}
-	factory := informers.NewSharedInformerFactory(readClient, 0)
 	ctrl, err := resourceclaim.NewController(klog.FromContext(ctx), client,
 		factory.Core().V1().Pods(),
 		factory.Scheduling().V1beta1().PodGroups(),

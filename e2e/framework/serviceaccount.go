@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
+	"k8s.io/kubernetes/pkg/controller/certificates/rootcacertpublisher"
 	"k8s.io/kubernetes/pkg/controller/serviceaccount"
 )
 
@@ -22,16 +23,10 @@ type ServiceAccountController struct{}
 func (ServiceAccountController) Name() string { return "serviceaccount controller" }
 
 func (ServiceAccountController) Start(ctx context.Context, cp *ControlPlane) error {
-	read, write := cp.ControllerClients("service-account-controller")
-	client, err := kubernetes.NewForConfig(write)
+	client, read, factory, err := cp.controllerClientsets("service-account-controller")
 	if err != nil {
 		return err
 	}
-	readClient, err := kubernetes.NewForConfig(read)
-	if err != nil {
-		return err
-	}
-	factory := informers.NewSharedInformerFactory(readClient, 0)
 	ctrl, err := serviceaccount.NewServiceAccountsController(klog.FromContext(ctx),
 		factory.Core().V1().ServiceAccounts(), factory.Core().V1().Namespaces(),
 		client, serviceaccount.DefaultServiceAccountsControllerOptions())
@@ -40,8 +35,56 @@ func (ServiceAccountController) Start(ctx context.Context, cp *ControlPlane) err
 	}
 	factory.Start(ctx.Done())
 	go ctrl.Run(ctx, 1)
+	return untilFound(ctx, func(ctx context.Context) error {
+		_, err := read.CoreV1().ServiceAccounts(metav1.NamespaceDefault).Get(ctx, "default", metav1.GetOptions{})
+		return err
+	})
+}
+
+// RootCAPublisher is kube-controller-manager's root-ca-cert-publisher: it
+// puts the cluster's CA (kube-apiserver's) into every namespace's
+// kube-root-ca.crt ConfigMap, which every pod's ServiceAccount token
+// volume projects, so that a kubelet can mount it. Node starts it once per
+// control plane; Start returns once default/kube-root-ca.crt exists.
+type RootCAPublisher struct{}
+
+func (RootCAPublisher) Name() string { return "root-ca-cert-publisher" }
+
+func (RootCAPublisher) Start(ctx context.Context, cp *ControlPlane) error {
+	client, read, factory, err := cp.controllerClientsets("root-ca-cert-publisher")
+	if err != nil {
+		return err
+	}
+	ctrl, err := rootcacertpublisher.NewPublisher(factory.Core().V1().ConfigMaps(), factory.Core().V1().Namespaces(), client, cp.Config.CAData)
+	if err != nil {
+		return fmt.Errorf("creating the controller: %w", err)
+	}
+	factory.Start(ctx.Done())
+	go ctrl.Run(ctx, 1)
+	return untilFound(ctx, func(ctx context.Context) error {
+		_, err := read.CoreV1().ConfigMaps(metav1.NamespaceDefault).Get(ctx, "kube-root-ca.crt", metav1.GetOptions{})
+		return err
+	})
+}
+
+// controllerClientsets are the clientsets of ControllerClients(name):
+// the controller's own for its writes, kube-controller-manager's for its
+// reads, with an informer factory over the latter.
+func (cp *ControlPlane) controllerClientsets(name string) (write, read kubernetes.Interface, factory informers.SharedInformerFactory, err error) {
+	readCfg, writeCfg := cp.ControllerClients(name)
+	if write, err = kubernetes.NewForConfig(writeCfg); err != nil {
+		return nil, nil, nil, err
+	}
+	if read, err = kubernetes.NewForConfig(readCfg); err != nil {
+		return nil, nil, nil, err
+	}
+	return write, read, informers.NewSharedInformerFactory(read, 0), nil
+}
+
+// untilFound polls get until the object it reads exists.
+func untilFound(ctx context.Context, get func(context.Context) error) error {
 	return wait.PollUntilContextTimeout(ctx, 50e6, wait.ForeverTestTimeout, true, func(ctx context.Context) (bool, error) {
-		_, err := readClient.CoreV1().ServiceAccounts(metav1.NamespaceDefault).Get(ctx, "default", metav1.GetOptions{})
+		err := get(ctx)
 		if apierrors.IsNotFound(err) {
 			return false, nil
 		}

@@ -47,14 +47,15 @@ func TestManifestsUpToDate(t *testing.T) {
 func TestLint(t *testing.T) {
 	for name, values := range map[string]map[string]any{
 		"defaults": nil,
-		"everything off but the scheduler, two profiles, three replicas": {
-			"scheduler": map[string]any{"replicas": 3, "profile": "config-two-profiles.yaml"},
+		"everything off but the scheduler, in place of kube-scheduler with two profiles, three replicas": {
+			"scheduler": map[string]any{"replicas": 3, "profile": "config-two-profiles.yaml", "replaceKubeScheduler": true},
 			"monitor":   map[string]any{"enabled": false},
 			"driver":    map[string]any{"mock": map[string]any{"enabled": false}, "nvml": map[string]any{"enabled": false}, "deviceClasses": false},
 			"publisher": map[string]any{"enabled": false},
 		},
 		"one monitor without metrics auth": {"monitor": map[string]any{"replicas": 1, "metrics": map[string]any{"auth": false}}},
 		"drivers without the node policy":  {"driver": map[string]any{"nodeScopedSlices": false}},
+		"the publisher":                    {"publisher": map[string]any{"enabled": true, "driverName": "nic.acme.test", "pools": "apiVersion: resource.k8s.io/v1\nkind: ResourceSlice\nmetadata:\n  name: nics\n"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if msgs := Lint(repo, values); len(msgs) > 0 {
@@ -127,7 +128,7 @@ func TestValues(t *testing.T) {
 		}
 		for _, want := range [][2]string{{"Role", "dractl-monitor-leader-election"}, {"ClusterRoleBinding", "dractl-monitor-auth-delegator"},
 			{"ClusterRole", "dractl-monitor-metrics-reader"}, {"Namespace", "dractl-gpu-driver"}, {"DaemonSet", "dractl-gpu-driver"},
-			{"DaemonSet", "dractl-gpu-driver-nvml"}, {"Deployment", "dractl-pool-publisher"}, {"DeviceClass", "mig-1g-5gb.dractl.dev"}} {
+			{"DaemonSet", "dractl-gpu-driver-nvml"}, {"DeviceClass", "mig-1g-5gb.dractl.dev"}} {
 			if find(objs, want[0], want[1]) == nil {
 				t.Errorf("no %s %s", want[0], want[1])
 			}
@@ -141,8 +142,8 @@ func TestValues(t *testing.T) {
 			seen[key] = true
 		}
 	})
-	t.Run("defaults: every controller two replicas, spread over nodes", func(t *testing.T) {
-		objs := objects(t, nil)
+	t.Run("defaults, the publisher on: every controller two replicas, spread over nodes", func(t *testing.T) {
+		objs := objects(t, map[string]any{"publisher": map[string]any{"enabled": true, "driverName": "nic.acme.test", "pools": "kind: ResourceSlice\n"}})
 		for _, name := range []string{"dractl-scheduler", "dractl-monitor", "dractl-pool-publisher"} {
 			d := find(objs, "Deployment", name)
 			if d == nil {
@@ -190,7 +191,7 @@ func TestValues(t *testing.T) {
 	})
 	t.Run("the two-profile scheduler configuration, images, replicas", func(t *testing.T) {
 		objs := objects(t, map[string]any{
-			"scheduler": map[string]any{"profile": "config-two-profiles.yaml", "replicas": 3},
+			"scheduler": map[string]any{"profile": "config-two-profiles.yaml", "replaceKubeScheduler": true, "replicas": 3},
 			"images":    map[string]any{"scheduler": map[string]any{"repository": "registry.example/dractl-scheduler", "tag": "v1"}},
 		})
 		cm := find(objs, "ConfigMap", "dractl-scheduler-config")
@@ -245,7 +246,8 @@ func TestValues(t *testing.T) {
 		}
 	})
 	t.Run("the publisher alone keeps its namespace", func(t *testing.T) {
-		objs := objects(t, map[string]any{"driver": map[string]any{"mock": map[string]any{"enabled": false}, "nvml": map[string]any{"enabled": false}}})
+		objs := objects(t, map[string]any{"driver": map[string]any{"mock": map[string]any{"enabled": false}, "nvml": map[string]any{"enabled": false}},
+			"publisher": map[string]any{"enabled": true, "driverName": "nic.acme.test", "pools": "kind: ResourceSlice\n"}})
 		if find(objs, "Namespace", "dractl-gpu-driver") == nil || find(objs, "ServiceAccount", "dractl-gpu-driver") != nil {
 			t.Error("want the namespace without the driver's ServiceAccount")
 		}

@@ -43,7 +43,11 @@ together first, as for one pod. With --node only that node is tried; without it,
 input in order, and the first on which the claims fit is taken. Without
 Node objects, the nodes are those the ResourceSlices name. The updated
 claims are printed (status.allocation filled, and for a pod's claims
-status.reservedFor), ready to be fed back in or applied.
+status.reservedFor), ready to be fed back in or applied. They name their
+pod by its metadata.uid (ownerReferences, reservedFor); a pod read without
+one gets, as every verb reads it, a UID derived from its namespace and
+name (a name-based UUID), so that the output read back with the pod refers
+to it.
 
 first-fit picks the devices kube-scheduler 1.37 picks; best-fit prefers the
 devices that put the least of their GPU (counter set) out of other devices'
@@ -69,6 +73,7 @@ invalid resource pool when no node fits.`,
 	cmd.Flags().StringVar(&o.node, "node", "", "allocate on this node only (default: the first node that fits)")
 	cmd.Flags().StringVar(&o.strategy, "strategy", "first-fit", "device choice: first-fit or best-fit")
 	addFeatureGatesFlag(cmd, &o.featureGates)
+	addKubeVersionFlag(cmd, &o.kubeVersion)
 	addOutputFlag(cmd, &o.output)
 	return cmd
 }
@@ -84,7 +89,7 @@ func (o *allocateOptions) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	c, problems, err := o.readCluster(strategy)
+	c, problems, err := o.readCluster(strategy, "allocated")
 	if err != nil {
 		printProblems(o.Err, problems)
 		return err

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/dractl/dractl/pkg/decode"
 )
@@ -66,6 +67,7 @@ func TestAllocateCommands(t *testing.T) {
 		// The A100 node does not match the pod's nodeSelector.
 		{"allocate-pod-excluded", []string{"allocate", "-f", inputFile("pod.yaml"), "-f", filepath.Join("examples", "dgx-h100-mixins", "resourceslices.yaml"), "-f", filepath.Join("examples", "dgx-h100-mixins", "deviceclasses.yaml"), "-f", filepath.Join("examples", "dgx-h100-mixins", "claim.yaml"), "-f", filepath.Join("examples", "a100-mig-mixins", "node.yaml")}, ExitNoFit},
 		{"explain-pod-json", []string{"explain", "-o", "json", "-f", inputFile("pod.yaml"), "-f", filepath.Join("examples", "dgx-h100-mixins")}, ExitOK},
+		{"explain-pod-yaml", []string{"explain", "-o", "yaml", "-f", inputFile("pod.yaml"), "-f", filepath.Join("examples", "dgx-h100-mixins")}, ExitOK},
 		{"explain-bad-input-json", []string{"explain", "-o", "json", "-f", filepath.Join("internal", "cli", "testdata", "bad", "bad-claim.yaml")}, ExitCannotAnswer},
 		// Older API versions, and nodes taken from the slices.
 		{"allocate-v1beta1-no-nodes", []string{"allocate", "-f", inputFile("v1beta1.yaml")}, ExitOK},
@@ -80,6 +82,10 @@ func TestAllocateCommands(t *testing.T) {
 		// serve it; a node's device plugins take precedence.
 		{"allocate-extended-resources", []string{"allocate", "-f", allocTestdata("extended-resources.yaml")}, ExitOK},
 		{"explain-extended-resources", []string{"explain", "-f", allocTestdata("extended-resources.yaml")}, ExitOK},
+		// Asked in limits only, as GPU pods ask: requests default to them.
+		{"allocate-extended-limits", []string{"allocate", "-f", allocTestdata("extended-limits.yaml")}, ExitOK},
+		{"explain-extended-limits", []string{"explain", "-f", allocTestdata("extended-limits.yaml")}, ExitOK},
+		{"explain-pod-extended-limits", []string{"explain", "pod/gpu-pod", "-f", allocTestdata("extended-limits.yaml")}, ExitOK},
 		// A DeviceTaintRule taints a device as the scheduler plugin sees
 		// it: allocate takes another, explain names the tainted one.
 		{"allocate-taint-rule", []string{"allocate", "-f", filepath.Join("examples", "gpu-partitions"), "-f", allocTestdata("taint-rule.yaml")}, ExitOK},
@@ -209,5 +215,60 @@ func TestAllocateAndExplainPodNameOneClaim(t *testing.T) {
 	}
 	if want := "gpus: ResourceClaim default/" + made + " "; !strings.Contains(explain.stdout, want) {
 		t.Errorf("explain pod does not name the claim allocate made (%q):\n%s", want, explain.stdout)
+	}
+}
+
+// TestAllocateOutputReadsBack: what allocate prints reads back as it
+// promises. The claims it makes for a pod read without a UID name the UID
+// the pod gets when it is read (decode.PodUID), in their ownerReferences
+// and reservedFor; the output validates; describe shows the devices held;
+// and allocate, given the pod and its output, has nothing left to do. A
+// pod with a UID of its own is named by it.
+func TestAllocateOutputReadsBack(t *testing.T) {
+	dgx := filepath.Join("examples", "dgx-h100-mixins")
+	cluster := []string{"-f", filepath.Join(dgx, "resourceslices.yaml"), "-f", filepath.Join(dgx, "deviceclasses.yaml"), "-f", filepath.Join(dgx, "node.yaml")}
+	pod := readFile(t, inputFile("pod.yaml"))
+	withUID := strings.Replace(pod, "  name: trainer\n", "  name: trainer\n  uid: 5a3f0e7c-9d1b-4c2a-8e6f-0b1d2c3e4f50\n", 1)
+	for _, tc := range []struct {
+		name, pod string
+		uid       types.UID
+	}{
+		{"no uid", pod, decode.PodUID("default", "trainer")},
+		{"uid", withUID, "5a3f0e7c-9d1b-4c2a-8e6f-0b1d2c3e4f50"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			alloc := run(t, tc.pod, append([]string{"allocate", "-f", "-", "-f", filepath.Join(dgx, "claim.yaml")}, cluster...)...)
+			if alloc.code != ExitOK {
+				t.Fatalf("allocate: %s", alloc)
+			}
+			objs, err := decode.Bytes("allocate", []byte(alloc.stdout))
+			if err != nil || len(objs) != 2 {
+				t.Fatalf("want the pod's two claims, got %d objects, err %v", len(objs), err)
+			}
+			for _, o := range objs {
+				c := o.Obj.(*resourcev1.ResourceClaim)
+				for _, ref := range c.OwnerReferences {
+					if ref.UID != tc.uid {
+						t.Errorf("claim %s: ownerReferences uid %q, want %q", c.Name, ref.UID, tc.uid)
+					}
+				}
+				for _, ref := range c.Status.ReservedFor {
+					if ref.UID != tc.uid {
+						t.Errorf("claim %s: reservedFor uid %q, want %q", c.Name, ref.UID, tc.uid)
+					}
+				}
+			}
+			if v := run(t, alloc.stdout, "validate", "-f", "-"); v.code != ExitOK {
+				t.Errorf("validate of allocate's output:\n%s", v)
+			}
+			d := run(t, alloc.stdout, append([]string{"describe", "node", "dgx-h100-node", "-f", "-"}, cluster...)...)
+			if d.code != ExitOK || !strings.Contains(d.stdout, "Devices:  152: 2 held") {
+				t.Errorf("describe node with allocate's output does not show its 2 devices held:\n%s", d)
+			}
+			again := run(t, alloc.stdout+"---\n"+tc.pod, append([]string{"allocate", "-f", "-"}, cluster...)...)
+			if again.code != ExitOK || !strings.Contains(again.stderr, "no pending ResourceClaims") || again.stdout != "" {
+				t.Errorf("allocate of the pod with its allocated claims:\n%s", again)
+			}
+		})
 	}
 }

@@ -62,11 +62,12 @@ func (g *group) String() string {
 // readCluster reads and admits the inputs. Unlike validate, an invalid
 // input is not a finding here but a reason not to answer: the exit code is
 // ExitCannotAnswer, and every problem is returned for the caller to print.
-func (o *inputOptions) readCluster(strategy allocator.Strategy) (*cluster, []admit.Problem, error) {
+// undone says what the verb did not do then ("allocated", "described").
+func (o *inputOptions) readCluster(strategy allocator.Strategy, undone string) (*cluster, []admit.Problem, error) {
 	c, err := o.readClusterInput(strategy)
 	var ce *inputErrors
 	if errors.As(err, &ce) {
-		return nil, ce.problems, &exitError{code: ExitCannotAnswer, msg: fmt.Sprintf("%s in the input; nothing was allocated", plural(len(ce.problems), "error"))}
+		return nil, ce.problems, &exitError{code: ExitCannotAnswer, msg: fmt.Sprintf("%s in the input; nothing was %s", plural(len(ce.problems), "error"), undone)}
 	}
 	return c, nil, err
 }
@@ -88,12 +89,16 @@ func (o *inputOptions) readClusterInput(strategy allocator.Strategy) (*cluster, 
 	if err != nil {
 		return nil, err
 	}
+	target, err := o.targetVersion()
+	if err != nil {
+		return nil, err
+	}
 	in, err := o.read()
 	if err != nil {
 		return nil, err
 	}
 	var problems []admit.Problem
-	for _, p := range admit.Review(in.objects, in.decodeErrors).Problems {
+	for _, p := range admit.ReviewFor(target, in.objects, in.decodeErrors).Problems {
 		if p.Severity == "error" && p.Pool == "" {
 			problems = append(problems, p)
 		}
@@ -329,21 +334,27 @@ func (c *cluster) nodes(name string, notes io.Writer) ([]*corev1.Node, error) {
 			fmt.Fprintf(notes, "note: ResourceSlice %s selects nodes by label: add the Node objects with -f for those devices to be found\n", strings.Join(sel, ", "))
 		}
 	}
-	if name == "" {
-		if len(c.nodeList) == 0 {
-			return nil, usageErrorf("no Node objects in the input, and no ResourceSlice names a node: add the nodes to -f or name one with --node")
-		}
-		return c.nodeList, nil
+	if name == "" && len(c.nodeList) == 0 {
+		return nil, usageErrorf("no Node objects in the input, and no ResourceSlice names a node: add the nodes to -f or name one with --node")
 	}
-	for _, n := range c.nodeList {
+	if c.derived && name != "" && !slices.ContainsFunc(c.nodeList, func(n *corev1.Node) bool { return n.Name == name }) {
+		return []*corev1.Node{syntheticNode(name)}, nil
+	}
+	return namedNode(c.nodeList, name, "in the input")
+}
+
+// namedNode is every node, or the one --node names among them, wherever
+// they were read (where says).
+func namedNode(nodes []*corev1.Node, name, where string) ([]*corev1.Node, error) {
+	if name == "" {
+		return nodes, nil
+	}
+	for _, n := range nodes {
 		if n.Name == name {
 			return []*corev1.Node{n}, nil
 		}
 	}
-	if c.derived {
-		return []*corev1.Node{syntheticNode(name)}, nil
-	}
-	return nil, usageErrorf("--node %s: no Node of that name in the input", name)
+	return nil, usageErrorf("--node %s: no Node of that name %s", name, where)
 }
 
 // excluded says why a group's pod cannot run on node ("" if it can): its

@@ -63,6 +63,7 @@ stderr and left out of the output; the exit code is then 1.`,
 		},
 	}
 	addOutputFlag(cmd, &o.output)
+	addKubeVersionFlag(cmd, &o.kubeVersion)
 	f := cmd.Flags()
 	f.IntVar(&o.opts.MaxDeviceMixins, "max-device-mixins", 0, fmt.Sprintf("at most this many device mixins per slice (0: the KEP-5234 limit, %d)", compact.MaxDeviceMixins))
 	f.IntVar(&o.opts.MaxConsumptionMixins, "max-consumption-mixins", 0, fmt.Sprintf("at most this many device counter consumption mixins per slice (0: %d)", compact.MaxConsumptionMixins))
@@ -93,6 +94,12 @@ func (o *compactOptions) checkLimits() error {
 }
 
 func (o *compactOptions) run() error {
+	target, err := o.targetVersion()
+	if err != nil {
+		return err
+	}
+	v := judgedAs(target)
+	o.opts.KubeVersion = &v
 	in, err := o.read()
 	if err != nil {
 		return err
@@ -102,7 +109,7 @@ func (o *compactOptions) run() error {
 		before, after int
 		done          = map[string]bool{} // pools repacked
 	)
-	out, failed := in.rewriteSlices(o.Err, func(obj *decode.Object, s *api.ResourceSlice, admitted []*api.ResourceSlice) ([]any, error) {
+	out, failed := in.rewriteSlices(o.Err, v, func(obj *decode.Object, s *api.ResourceSlice, admitted []*api.ResourceSlice) ([]any, error) {
 		if o.repack {
 			key := poolKey(s)
 			if done[key] {

@@ -60,7 +60,7 @@ cluster that could not be read.`,
 			return o.run(args[0], args[1])
 		},
 	}
-	o.cluster = addClusterFlags(cmd)
+	o.cluster = addClusterFlags(cmd, live.DefaultTimeout)
 	cmd.Flags().StringVarP(&o.output, "output", "o", "text", "output format: text or svg")
 	return cmd
 }
@@ -123,7 +123,7 @@ func (o *describeOptions) run(kind, name string) error {
 	if err := o.requireInputs(); err != nil {
 		return err
 	}
-	c, problems, err := o.readCluster(allocator.FirstFit)
+	c, problems, err := o.readCluster(allocator.FirstFit, "described")
 	if err != nil {
 		printProblems(o.Err, problems)
 		return err

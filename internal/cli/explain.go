@@ -12,6 +12,7 @@ import (
 
 	"github.com/dractl/dractl/pkg/admit"
 	"github.com/dractl/dractl/pkg/allocator"
+	"github.com/dractl/dractl/pkg/live"
 	"github.com/dractl/dractl/pkg/podclaims"
 )
 
@@ -39,7 +40,8 @@ back), on the nodes the pod may use, and the pending claims no pod uses. Each gr
 own, against the claims already allocated in the input. --claim picks one
 pending claim.
 
--o json prints one ExplainReport object (schema in docs/output.md).
+-o json prints one ExplainReport object (schema in docs/output.md); -o
+yaml the same as YAML.
 
 explain pod/NAME explains one pod's claims, named and from templates: for
 a pending pod, per node, why its pending claims do or do not fit (a node
@@ -56,7 +58,8 @@ or a cluster that could not be read.`,
   dractl explain -f examples/gpu-partitions -o json
   dractl explain pod/trainer -n ml
   kubectl dra explain pod/trainer --node gpu-node-7`,
-		Args: cobra.MaximumNArgs(1),
+		Args:        cobra.MaximumNArgs(1),
+		Annotations: map[string]string{namespaceNamesObject: "pod/NAME"},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 1 {
 				return o.runPod(cmd.Context(), args[0])
@@ -64,10 +67,10 @@ or a cluster that could not be read.`,
 			return o.run(cmd.Context())
 		},
 	}
-	o.cluster = addClusterFlags(cmd)
+	o.cluster = addClusterFlags(cmd, live.DefaultTimeout)
 	cmd.Flags().StringVar(&o.node, "node", "", "explain for this node only (default: every node of the input)")
 	cmd.Flags().StringVar(&o.claim, "claim", "", "name of the pending ResourceClaim to explain (default: all pending claims)")
-	cmd.Flags().StringVarP(&o.output, "output", "o", "", "output format: json (default: text)")
+	cmd.Flags().StringVarP(&o.output, "output", "o", "", "output format: json or yaml (default: text)")
 	addFeatureGatesFlag(cmd, &o.featureGates)
 	return cmd
 }
@@ -127,15 +130,15 @@ func (o *explainOptions) run(ctx context.Context) error {
 	if err := o.requireInputs(); err != nil {
 		return err
 	}
-	if o.output != "" && o.output != "json" {
-		return usageErrorf("--output: expected json, found %q", o.output)
+	if o.output != "" && o.output != "json" && o.output != "yaml" {
+		return usageErrorf("--output: expected json or yaml, found %q", o.output)
 	}
 	report := &explainReport{APIVersion: admit.ReportAPIVersion, Kind: "ExplainReport", Groups: []explainGroup{}, Problems: []admit.Problem{}}
-	c, problems, err := o.readCluster(allocator.FirstFit)
+	c, problems, err := o.readCluster(allocator.FirstFit, "explained")
 	if err != nil {
-		if o.output == "json" && problems != nil {
+		if o.output != "" && problems != nil {
 			report.Problems = problems
-			if werr := writeJSON(o.Out, report); werr != nil {
+			if werr := writeReportAs(o.Out, report, o.output); werr != nil {
 				return writeError(werr)
 			}
 		} else {
@@ -169,8 +172,8 @@ func (o *explainOptions) run(ctx context.Context) error {
 		return usageErrorf("--claim %s: no pending ResourceClaim of that name in the input", o.claim)
 	}
 	if len(targets) == 0 {
-		if o.output == "json" {
-			return writeJSONOrFail(o.Out, report)
+		if o.output != "" {
+			return writeReportOrFail(o.Out, report, o.output)
 		}
 		fmt.Fprintln(o.Out, "no pending ResourceClaims: every claim in the input is already allocated")
 		return nil
@@ -231,8 +234,8 @@ func (o *explainOptions) run(ctx context.Context) error {
 		}
 		report.Groups = append(report.Groups, eg)
 	}
-	if o.output == "json" {
-		return writeJSONOrFail(o.Out, report)
+	if o.output != "" {
+		return writeReportOrFail(o.Out, report, o.output)
 	}
 	for _, eg := range report.Groups {
 		if eg.Pod != "" {
@@ -257,8 +260,8 @@ func (o *explainOptions) run(ctx context.Context) error {
 	return nil
 }
 
-func writeJSONOrFail(w io.Writer, v any) error {
-	if err := writeJSON(w, v); err != nil {
+func writeReportOrFail(w io.Writer, v any, output string) error {
+	if err := writeReportAs(w, v, output); err != nil {
 		return writeError(err)
 	}
 	return nil

@@ -25,12 +25,14 @@ type podSource struct {
 	// claims resolves the pod's claims, making those the resourceclaim
 	// controller has not created yet as allocate does.
 	claims podclaims.Resolver
-	nodes  []*corev1.Node
+	// nodes are the nodes to try, --node's alone if it names one; asked
+	// only for a pod with pending claims.
+	nodes func() ([]*corev1.Node, error)
 }
 
 // explainPod prints the pod's claims and then either the devices they hold
 // (allocated) or, per node, why the pending ones do or do not fit.
-func explainPod(ctx context.Context, w io.Writer, src *podSource, pod *corev1.Pod, only string) error {
+func explainPod(ctx context.Context, w io.Writer, src *podSource, pod *corev1.Pod) error {
 	claims, _ := src.claims.Resolve(pod)
 	where := "pending"
 	if pod.Spec.NodeName != "" {
@@ -70,13 +72,9 @@ func explainPod(ctx context.Context, w io.Writer, src *podSource, pod *corev1.Po
 	if len(pending) == 0 && ext == nil || missing > 0 || pod.Spec.NodeName != "" {
 		return nil
 	}
-	nodes := src.nodes
-	if only != "" {
-		i := slices.IndexFunc(nodes, func(n *corev1.Node) bool { return n.Name == only })
-		if i < 0 {
-			return usageErrorf("--node %s: no such Node", only)
-		}
-		nodes = nodes[i : i+1]
+	nodes, err := src.nodes()
+	if err != nil {
+		return err
 	}
 	if len(nodes) == 0 {
 		fmt.Fprintln(w, "no nodes: the pending claims can be allocated nowhere")
@@ -191,7 +189,8 @@ func (o *explainOptions) runPod(ctx context.Context, arg string) error {
 		return clusterError(err)
 	}
 	snap := st.Snapshot()
-	src := &podSource{snap: snap, nodes: objs.Nodes, claims: podclaims.Resolver{
+	nodes := func() ([]*corev1.Node, error) { return namedNode(objs.Nodes, o.node, "in the cluster") }
+	src := &podSource{snap: snap, nodes: nodes, claims: podclaims.Resolver{
 		Classes: podclaims.ClassesOf(objs.Classes),
 		Claim: func(ns, name string) (*resourcev1.ResourceClaim, error) {
 			claim, _ := snap.Claim(state.ClaimKey{Namespace: ns, Name: name})
@@ -208,12 +207,12 @@ func (o *explainOptions) runPod(ctx context.Context, arg string) error {
 			Owned: func(*corev1.Pod) []*resourcev1.ResourceClaim { return objs.Claims },
 		},
 	}}
-	return explainPod(ctx, o.Out, src, pod, o.node)
+	return explainPod(ctx, o.Out, src, pod)
 }
 
 // podFromFiles explains a pod read with -f, such as a snapshot's.
 func (o *explainOptions) podFromFiles(ctx context.Context, ns, name string) error {
-	c, problems, err := o.readCluster(allocator.FirstFit)
+	c, problems, err := o.readCluster(allocator.FirstFit, "explained")
 	if err != nil {
 		printProblems(o.Err, problems)
 		return err
@@ -229,6 +228,9 @@ func (o *explainOptions) podFromFiles(ctx context.Context, ns, name string) erro
 	for _, claim := range c.set.Claims {
 		byKey[state.KeyOf(claim)] = claim
 	}
-	src := &podSource{snap: c.snap, nodes: c.set.Nodes, claims: inputResolver(c.set, byKey)}
-	return explainPod(ctx, o.Out, src, c.set.Pods[i], o.node)
+	// The nodes as allocate finds them: without Node objects, those the
+	// slices name.
+	nodes := func() ([]*corev1.Node, error) { return c.nodes(o.node, o.Err) }
+	src := &podSource{snap: c.snap, nodes: nodes, claims: inputResolver(c.set, byKey)}
+	return explainPod(ctx, o.Out, src, c.set.Pods[i])
 }

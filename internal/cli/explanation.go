@@ -56,13 +56,37 @@ func rejections(r allocator.RequestExplanation) string {
 			part += " (" + strings.Join(cs, ", ") + ")"
 		}
 		if reason == allocator.ReasonTaint && len(r.Taints) > 0 {
-			var ts []string
-			for _, dev := range slices.Sorted(maps.Keys(r.Taints)) {
-				ts = append(ts, dev+" "+r.Taints[dev])
-			}
-			part += " (" + strings.Join(ts, ", ") + ")"
+			part += " (" + taintSummary(r.Taints) + ")"
 		}
 		parts = append(parts, part)
 	}
 	return strings.Join(parts, " ")
+}
+
+// taintExamples is how many tainted devices a summary names per taint.
+const taintExamples = 3
+
+// taintSummary counts the tainted devices by the taint that rejected them,
+// naming the first few of each: a rule may taint a whole pool, and one
+// line per request must stay a line.
+func taintSummary(taints map[string]string) string {
+	byTaint := map[string][]string{}
+	for _, dev := range slices.Sorted(maps.Keys(taints)) {
+		byTaint[taints[dev]] = append(byTaint[taints[dev]], dev)
+	}
+	var parts []string
+	for _, taint := range slices.Sorted(maps.Keys(byTaint)) {
+		devs := byTaint[taint]
+		part := fmt.Sprintf("%s on %s", taint, plural(len(devs), "device"))
+		if len(devs) > 1 {
+			part = fmt.Sprintf("%s on %s devices", taint, thousands(len(devs)))
+		}
+		if len(devs) <= taintExamples {
+			part += ": " + strings.Join(devs, ", ")
+		} else {
+			part += ", e.g. " + strings.Join(devs[:taintExamples], ", ")
+		}
+		parts = append(parts, part)
+	}
+	return strings.Join(parts, "; ")
 }

@@ -9,7 +9,6 @@ import (
 	"github.com/dractl/dractl/pkg/api"
 	"github.com/dractl/dractl/pkg/decode"
 	"github.com/dractl/dractl/pkg/flatten"
-	"github.com/dractl/dractl/pkg/validation"
 )
 
 type flattenOptions struct {
@@ -59,11 +58,17 @@ reported on stderr and left out of the output; the exit code is then 1.`,
 		},
 	}
 	addOutputFlag(cmd, &o.output)
+	addKubeVersionFlag(cmd, &o.kubeVersion)
 	cmd.Flags().BoolVar(&o.strict, "strict", false, "exit 1 when a flattened slice is not valid resource.k8s.io/v1")
 	return cmd
 }
 
 func (o *flattenOptions) run() error {
+	target, err := o.targetVersion()
+	if err != nil {
+		return err
+	}
+	v := judgedAs(target)
 	in, err := o.read()
 	if err != nil {
 		return err
@@ -76,7 +81,7 @@ func (o *flattenOptions) run() error {
 	// The pool's resourceSliceCount counts the pieces of all its slices,
 	// so every admitted slice is split before the first is printed.
 	var counts map[flatten.PoolKey]int64
-	out, failed := in.rewriteSlices(o.Err, func(obj *decode.Object, s *api.ResourceSlice, admitted []*api.ResourceSlice) ([]any, error) {
+	out, failed := in.rewriteSlices(o.Err, v, func(obj *decode.Object, s *api.ResourceSlice, admitted []*api.ResourceSlice) ([]any, error) {
 		if counts == nil {
 			pieces := make([][]*api.ResourceSlice, len(admitted))
 			for i, a := range admitted {
@@ -96,7 +101,7 @@ func (o *flattenOptions) run() error {
 			// Validated in dractl's model because that is what
 			// pkg/validation takes; without mixins the two are the same
 			// object.
-			for _, e := range validation.ResourceSlice(p) {
+			for _, e := range v.ResourceSlice(p) {
 				fmt.Fprintf(o.Err, "%s: %s: flattened %s: %s\n", severity, admit.Where(obj), p.Name, admit.OneLine(e.Error()))
 				warned = true
 			}

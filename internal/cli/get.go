@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"sigs.k8s.io/yaml"
 
+	"github.com/dractl/dractl/pkg/allocator"
 	"github.com/dractl/dractl/pkg/live"
 	"github.com/dractl/dractl/pkg/pool"
 	"github.com/dractl/dractl/pkg/state"
@@ -30,10 +31,12 @@ type getOptions struct {
 func newGetCommand(g *inputOptions) *cobra.Command {
 	o := &getOptions{inputOptions: g}
 	cmd := &cobra.Command{
-		Use:   "get pools [POOL...]",
+		Use:   "get pools [POOL...] [-f FILE|DIR|- ...]",
 		Short: "List the resource pools of a cluster with their occupancy",
-		Long: `get pools reads the cluster's ResourceSlices and ResourceClaims and prints
-one row per pool (driver + pool name, current generation):
+		Long: `get pools reads the cluster's ResourceSlices and ResourceClaims (kubectl's
+flags: --kubeconfig, --context, ...) or, with -f, files such as those
+dractl snapshot writes, and prints one row per pool (driver + pool name,
+current generation):
 
   NODE        the node of its slices (a list, "<selector>", "<all>" or
               "<per-device>" for pools not bound to one node)
@@ -49,9 +52,10 @@ With POOL arguments only the pools of those names are printed.
 -o json and -o yaml print the same as a list of objects.
 
 Exit codes: 0 printed; 2 the cluster could not be read (unreachable,
-forbidden, bad kubeconfig) or the command line is wrong.`,
+forbidden, bad kubeconfig), invalid input, or the command line is wrong.`,
 		Example: `  dractl get pools
   dractl get pools -o wide --context prod
+  dractl get pools -f /tmp/cluster
   kubectl dra get pools dgx-h100-node`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 || (args[0] != "pools" && args[0] != "pool") {
@@ -61,7 +65,7 @@ forbidden, bad kubeconfig) or the command line is wrong.`,
 		},
 		RunE: func(cmd *cobra.Command, args []string) error { return o.run(cmd.Context(), args[1:]) },
 	}
-	o.cluster = addClusterFlags(cmd)
+	o.cluster = addClusterFlags(cmd, live.DefaultTimeout)
 	cmd.Flags().StringVarP(&o.output, "output", "o", "", "output format: wide, json or yaml (default: a table)")
 	cmd.AddCommand(newGetClaimsCommand(g), newGetDevicesCommand(g))
 	return cmd
@@ -72,6 +76,15 @@ func (o *getOptions) run(ctx context.Context, names []string) error {
 	case "", "wide", "json", "yaml":
 	default:
 		return usageErrorf("--output: expected wide, json or yaml, found %q", o.output)
+	}
+	if len(o.filenames) > 0 {
+		// Files are read as every offline verb reads them.
+		c, problems, err := o.readCluster(allocator.FirstFit, "listed")
+		if err != nil {
+			printProblems(o.Err, problems)
+			return err
+		}
+		return o.write(c.snap, names)
 	}
 	if ctx == nil {
 		ctx = context.Background()
@@ -108,8 +121,12 @@ func (o *getOptions) run(ctx context.Context, names []string) error {
 			return clusterError(fmt.Errorf("ResourceClaim %s/%s: %w", cl.Namespace, cl.Name, err))
 		}
 	}
-	rows := poolRows(st.Snapshot(), names)
-	if err := writePoolRows(o.Out, rows, o.output); err != nil {
+	return o.write(st.Snapshot(), names)
+}
+
+// write prints the rows of a snapshot, whatever its source.
+func (o *getOptions) write(snap *state.Snapshot, names []string) error {
+	if err := writePoolRows(o.Out, poolRows(snap, names), o.output); err != nil {
 		return writeError(err)
 	}
 	return nil

@@ -7,6 +7,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -16,7 +17,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/informers"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	resourceinformers "k8s.io/client-go/informers/resource/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/pager"
 	"sigs.k8s.io/yaml"
@@ -46,8 +48,13 @@ type objectsOptions struct {
 }
 
 func (o *objectsOptions) addFlags(cmd *cobra.Command, namespaced bool) {
+	// The cluster's -n first: addInputFlags would give the verb a -n of
+	// its own otherwise.
+	o.cluster = addClusterFlags(cmd, live.DefaultTimeout)
+	if namespaced {
+		cmd.Annotations = map[string]string{namespaceFilters: "claims"}
+	}
 	o.addInputFlags(cmd)
-	o.cluster = addClusterFlags(cmd)
 	f := cmd.Flags()
 	f.StringVarP(&o.output, "output", "o", "", "output format: wide, json or yaml (default: a table)")
 	f.BoolVarP(&o.watch, "watch", "w", false, "after the list, print a row again whenever it changes, until interrupted (a cluster only)")
@@ -317,45 +324,42 @@ func writeRow(w io.Writer, row any, output string) error {
 }
 
 // watchSource is what a watch follows: informers of the kinds a verb
-// shows, and how to turn their caches into objects.
+// shows, and how to turn their caches into objects. The informers are
+// made one by one, not by client-go's SharedInformerFactory, whose
+// ForResource would link an informer of every API group into dractl.
 type watchSource struct {
-	factory      informers.SharedInformerFactory
-	synced       []cache.InformerSynced
-	changed      chan struct{}
-	pods, slices bool
+	claims, pods, slices cache.SharedIndexInformer
+	synced               []cache.InformerSynced
+	changed              chan struct{}
 }
 
 // newWatchSource makes informers of claims (in namespace, "" for all),
 // and of pods and slices when asked, which poke changed on every event.
 func newWatchSource(c *live.Client, namespace string, pods, slices bool) (*watchSource, error) {
-	w := &watchSource{changed: make(chan struct{}, 1), pods: pods, slices: slices}
-	var opts []informers.SharedInformerOption
-	if namespace != "" {
-		opts = append(opts, informers.WithNamespace(namespace))
-	}
-	w.factory = informers.NewSharedInformerFactoryWithOptions(c.Clientset(), 0, opts...)
+	w := &watchSource{changed: make(chan struct{}, 1)}
 	poke := cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { w.poke() },
 		UpdateFunc: func(any, any) { w.poke() },
 		DeleteFunc: func(any) { w.poke() },
 	}
-	add := func(inf cache.SharedIndexInformer) error {
+	add := func(inf cache.SharedIndexInformer) (cache.SharedIndexInformer, error) {
 		if _, err := inf.AddEventHandler(poke); err != nil {
-			return err
+			return nil, err
 		}
 		w.synced = append(w.synced, inf.HasSynced)
-		return nil
+		return inf, nil
 	}
-	if err := add(w.factory.Resource().V1().ResourceClaims().Informer()); err != nil {
+	var err error
+	if w.claims, err = add(resourceinformers.NewResourceClaimInformer(c.Clientset(), namespace, 0, cache.Indexers{})); err != nil {
 		return nil, err
 	}
 	if pods {
-		if err := add(w.factory.Core().V1().Pods().Informer()); err != nil {
+		if w.pods, err = add(coreinformers.NewPodInformer(c.Clientset(), namespace, 0, cache.Indexers{})); err != nil {
 			return nil, err
 		}
 	}
 	if slices {
-		if err := add(w.factory.Resource().V1().ResourceSlices().Informer()); err != nil {
+		if w.slices, err = add(resourceinformers.NewResourceSliceInformer(c.Clientset(), 0, cache.Indexers{})); err != nil {
 			return nil, err
 		}
 	}
@@ -369,27 +373,39 @@ func (w *watchSource) poke() {
 	}
 }
 
+// run runs the informers until ctx ends; the returned wait returns once
+// they have stopped.
+func (w *watchSource) run(ctx context.Context) (wait func()) {
+	var running sync.WaitGroup
+	for _, inf := range []cache.SharedIndexInformer{w.claims, w.pods, w.slices} {
+		if inf != nil {
+			running.Go(func() { inf.RunWithContext(ctx) })
+		}
+	}
+	return running.Wait
+}
+
+// cached is what an informer's cache holds of one kind.
+func cached[T any](inf cache.SharedIndexInformer) []T {
+	var out []T
+	for _, obj := range inf.GetStore().List() {
+		if t, ok := obj.(T); ok {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
 // current reads the informers' caches.
 func (w *watchSource) current() (*objects, error) {
-	pods, slices := w.pods, w.slices
-	x := &objects{podsKnown: pods}
-	claims, err := w.factory.Resource().V1().ResourceClaims().Lister().List(labels.Everything())
-	if err != nil {
-		return nil, err
-	}
-	x.claims = claims
-	if pods {
-		if x.pods, err = w.factory.Core().V1().Pods().Lister().List(labels.Everything()); err != nil {
-			return nil, err
-		}
+	x := &objects{podsKnown: w.pods != nil}
+	x.claims = cached[*resourcev1.ResourceClaim](w.claims)
+	if w.pods != nil {
+		x.pods = cached[*corev1.Pod](w.pods)
 	}
 	st := state.New(state.Options{})
-	if slices {
-		all, err := w.factory.Resource().V1().ResourceSlices().Lister().List(labels.Everything())
-		if err != nil {
-			return nil, err
-		}
-		for _, s := range all {
+	if w.slices != nil {
+		for _, s := range cached[*resourcev1.ResourceSlice](w.slices) {
 			if err := st.SetSlice(s); err != nil {
 				x.warnings = append(x.warnings, err.Error())
 			}
@@ -421,8 +437,9 @@ func watch[R keyed](ctx context.Context, src *watchSource, printed []R, rowsOf f
 	for _, r := range printed {
 		last[r.key()], lastRow[r.key()] = render(r), r
 	}
-	src.factory.Start(ctx.Done())
-	defer src.factory.Shutdown()
+	ctx, cancel := context.WithCancel(ctx)
+	defer src.run(ctx)()
+	defer cancel()
 	if !cache.WaitForCacheSync(ctx.Done(), src.synced...) {
 		return nil // interrupted
 	}

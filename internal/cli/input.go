@@ -4,10 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"math"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -16,6 +14,7 @@ import (
 	"github.com/dractl/dractl/pkg/admit"
 	"github.com/dractl/dractl/pkg/api"
 	"github.com/dractl/dractl/pkg/decode"
+	"github.com/dractl/dractl/pkg/validation"
 )
 
 // input is everything read from the -f arguments: the objects that decoded
@@ -23,11 +22,37 @@ import (
 type input struct {
 	objects      []decode.Object
 	decodeErrors []*decode.Error
+	// kubeVersion is a live cluster's kube-apiserver minor, when dractl
+	// validates for it.
+	kubeVersion *validation.KubeVersion
 }
 
-// addInputFlags registers the flags of the verbs that read manifests.
+// namespaceNamesObject annotates a verb whose -n, with arguments, names
+// the namespace of the object they name (explain pod/NAME), files or not.
+const namespaceNamesObject = "dractl.dev/namespace-names-object"
+
+// namespaceFilters annotates a verb whose -n, with -f, only selects which
+// of the objects read it lists (get claims): the others still count for
+// everything it shows, so the filter hides nothing.
+const namespaceFilters = "dractl.dev/namespace-filters"
+
+// addInputFlags registers the flags of the verbs that read manifests, and
+// refuses -n with -f for every one of them alike (see offlineNamespace).
 func (o *inputOptions) addInputFlags(cmd *cobra.Command) {
 	f := cmd.Flags()
+	if f.Lookup("namespace") == nil {
+		// Verbs that never read a cluster have no -n; give them one that
+		// only says why it does not apply, so that every verb says so alike.
+		f.StringP("namespace", "n", "", "not with -f: objects read from files keep their own namespace")
+		_ = f.MarkHidden("namespace")
+	}
+	run := cmd.RunE
+	cmd.RunE = func(c *cobra.Command, args []string) error {
+		if err := o.offlineNamespace(c, args); err != nil {
+			return err
+		}
+		return run(c, args)
+	}
 	f.StringArrayVarP(&o.filenames, "filename", "f", nil,
 		"file, directory or - (stdin) to read objects from; repeatable")
 	f.BoolVarP(&o.recursive, "recursive", "R", false,
@@ -36,13 +61,34 @@ func (o *inputOptions) addInputFlags(cmd *cobra.Command) {
 		"largest object read, as a quantity (3Mi is kube-apiserver's request limit); larger ones are errors")
 }
 
+// offlineNamespace refuses -n with -f. An object read from a file is in
+// the namespace it names, "default" where it names none, as kubectl
+// create -f puts it without -n; -n as a filter would make allocate and
+// explain answer as though the claims of other namespaces held no device.
+// -n keeps its meaning where it names one object (explain pod/NAME -n NS),
+// where it only selects what is listed (get claims) and where a verb reads
+// a cluster.
+func (o *inputOptions) offlineNamespace(cmd *cobra.Command, args []string) error {
+	f := cmd.Flags().Lookup("namespace")
+	if len(o.filenames) == 0 || f == nil || !f.Changed {
+		return nil
+	}
+	if cmd.Annotations[namespaceNamesObject] != "" && len(args) > 0 {
+		return nil
+	}
+	if cmd.Annotations[namespaceFilters] != "" {
+		return nil
+	}
+	return usageErrorf("-n %s: not with -f: objects read from files keep their own namespace (\"default\" where they name none); -n names a cluster's namespace, or with explain pod/NAME the pod's", f.Value.String())
+}
+
 // decodeOptions turns the input flags into decode options.
 func (o *inputOptions) decodeOptions() (decode.Options, error) {
 	q, err := resource.ParseQuantity(o.maxObjectBytes)
 	if err != nil || q.Sign() <= 0 || !q.IsZero() && q.Value() > math.MaxInt32 {
 		return decode.Options{}, usageErrorf("--max-object-size: expected a positive size such as 3Mi or 10Mi, found %q", o.maxObjectBytes)
 	}
-	return decode.Options{MaxObjectBytes: int(q.Value())}, nil
+	return decode.Options{MaxObjectBytes: int(q.Value()), Recursive: o.recursive}, nil
 }
 
 // read decodes every -f argument. Inputs that cannot be opened at all are a
@@ -66,14 +112,7 @@ func (o *inputOptions) read() (*input, error) {
 			return nil, usageErrorf("cannot read %s: %v", name, err)
 		}
 	}
-	paths := o.filenames
-	if o.recursive {
-		var err error
-		if paths, err = expandRecursive(paths); err != nil {
-			return nil, err
-		}
-	}
-	objs, err := opts.Paths(paths, o.In)
+	objs, err := opts.Paths(o.filenames, o.In)
 	in := &input{objects: objs}
 	if err == nil {
 		return in, nil
@@ -81,6 +120,18 @@ func (o *inputOptions) read() (*input, error) {
 	var errs decode.Errors
 	if !errors.As(err, &errs) {
 		return nil, usageErrorf("%v", err)
+	}
+	// A path with nothing in it was as good as unreadable: nothing about
+	// it was checked, and passing would hide the failed command before a
+	// pipe (kubectl get ... | dractl validate -f -).
+	var empty []string
+	for _, e := range errs {
+		if e.Empty {
+			empty = append(empty, fmt.Sprintf("-f %s: %s", e.Source.File, e.Detail))
+		}
+	}
+	if len(empty) > 0 {
+		return nil, usageErrorf("%s", strings.Join(empty, "\nerror: "))
 	}
 	in.decodeErrors = errs
 	return in, nil
@@ -133,9 +184,9 @@ func (in *input) printDecodeErrors(w io.Writer) bool {
 // rewrite returns for it, or left out with rewrite's error printed;
 // admitted are all the admitted slices in input order. failed reports
 // whether any error was printed.
-func (in *input) rewriteSlices(w io.Writer, rewrite func(obj *decode.Object, s *api.ResourceSlice, admitted []*api.ResourceSlice) ([]any, error)) (out []any, failed bool) {
+func (in *input) rewriteSlices(w io.Writer, v validation.KubeVersion, rewrite func(obj *decode.Object, s *api.ResourceSlice, admitted []*api.ResourceSlice) ([]any, error)) (out []any, failed bool) {
 	failed = in.printDecodeErrors(w)
-	objErrs := admit.Objects(in.objects)
+	objErrs := admit.ObjectsAt(v, in.objects)
 	var admitted []*api.ResourceSlice
 	for i := range in.objects {
 		if s, ok := in.objects[i].Obj.(*api.ResourceSlice); ok && len(objErrs[i]) == 0 {
@@ -165,59 +216,4 @@ func (in *input) rewriteSlices(w io.Writer, rewrite func(obj *decode.Object, s *
 		out = append(out, objs...)
 	}
 	return out, failed
-}
-
-// expandRecursive replaces each directory by itself and every directory
-// below it that holds manifests, in lexical order like kubectl -R. A
-// directory without manifests anywhere below it is kept, so that decode
-// reports it rather than -R silently checking nothing.
-func expandRecursive(paths []string) ([]string, error) {
-	var out []string
-	for _, p := range paths {
-		if p == "-" {
-			out = append(out, p)
-			continue
-		}
-		if fi, err := os.Stat(p); err != nil || !fi.IsDir() {
-			out = append(out, p)
-			continue
-		}
-		var dirs []string
-		err := filepath.WalkDir(p, func(path string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			if d.IsDir() {
-				if path != p && strings.HasPrefix(d.Name(), ".") {
-					return filepath.SkipDir
-				}
-				return nil
-			}
-			if isManifest(d.Name()) {
-				dir := filepath.Dir(path)
-				if len(dirs) == 0 || dirs[len(dirs)-1] != dir {
-					dirs = append(dirs, dir)
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			return nil, usageErrorf("cannot read %s: %v", p, unwrapPathError(err))
-		}
-		if len(dirs) == 0 {
-			dirs = []string{p}
-		}
-		out = append(out, dirs...)
-	}
-	return out, nil
-}
-
-// isManifest mirrors the rule decode applies to directory entries (which it
-// does not export): the extensions it reads.
-func isManifest(name string) bool {
-	switch strings.ToLower(filepath.Ext(name)) {
-	case ".yaml", ".yml", ".json":
-		return true
-	}
-	return false
 }

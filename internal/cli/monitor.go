@@ -69,7 +69,7 @@ least privileges it needs. It runs until SIGINT or SIGTERM.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.Context()) },
 	}
-	o.cluster = addClusterFlags(cmd)
+	o.cluster = addClusterFlags(cmd, 0)
 	cmd.Flags().StringVar(&o.bind, "metrics-bind-address", ":8080", "address of /metrics, /healthz and /readyz")
 	cmd.Flags().BoolVar(&o.leaderElect, "leader-elect", true, "elect one replica to record Events through a Lease")
 	cmd.Flags().StringVar(&o.leaseNS, "leader-elect-namespace", "", "namespace of the Lease (default: -n, or the kubeconfig's or service account's namespace)")
@@ -85,9 +85,9 @@ func (o *monitorOptions) run(ctx context.Context) error {
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	cfg, err := o.cluster.flags.ToRESTConfig()
+	cfg, err := o.cluster.restConfig()
 	if err != nil {
-		return usageErrorf("%v", err)
+		return err
 	}
 	cfg.UserAgent = monitor.Component
 	cs, err := kubernetes.NewForConfig(cfg)
@@ -103,7 +103,7 @@ func (o *monitorOptions) run(ctx context.Context) error {
 		return err
 	}
 	if o.metricsAuth {
-		if kc := *o.cluster.flags.KubeConfig; kc != "" {
+		if kc := o.cluster.rules.ExplicitPath; kc != "" {
 			o.auth.SetKubeconfig(kc)
 		}
 		serveCtx, stopServing := context.WithCancel(ctx)

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 )
@@ -29,6 +30,9 @@ type inputOptions struct {
 	maxObjectBytes string
 	// featureGates is --feature-gates of the verbs that allocate.
 	featureGates string
+	// kubeVersion is --kube-version of the verbs that judge input as
+	// kube-apiserver admission would.
+	kubeVersion string
 }
 
 // Execute runs dractl with the process's arguments and streams and returns
@@ -60,7 +64,14 @@ func RunAs(ctx context.Context, name string, args []string, s Streams) int {
 		root.Annotations = map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl dra"}
 	}
 	root.SetArgs(args)
-	err := root.ExecuteContext(ctx)
+	var err error
+	if len(args) > 0 && isUnknownCommand(root, args[0]) {
+		// Before cobra parses the flags, which the root does not have:
+		// "dractl valdate -f x" is a mistyped verb, not a wrong flag.
+		err = unknownCommand(root, args[0])
+	} else {
+		err = root.ExecuteContext(ctx)
+	}
 	if err != nil && err.Error() != "" {
 		if ee, ok := err.(*exitError); !ok || ee.msg != "" {
 			fmt.Fprintf(s.Err, "error: %s\n", err)
@@ -89,7 +100,7 @@ repeated.
 Exit codes:
   0  success; every input is valid
   1  an input is invalid (decode, admission or pool error)
-  2  usage error, or an input could not be read
+  2  usage error, or an input could not be read or holds no objects
 allocate and explain differ: 1 means the claims do not fit, and invalid
 input is 2 (see their --help).`,
 		SilenceErrors: true,
@@ -98,7 +109,7 @@ input is 2 (see their --help).`,
 		// succeed silently.
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 {
-				return usageErrorf("unknown command %q for \"dractl\"\nRun 'dractl --help' for usage.", args[0])
+				return unknownCommand(cmd, args[0])
 			}
 			return cmd.Help()
 		},
@@ -107,7 +118,9 @@ input is 2 (see their --help).`,
 	root.SetIn(s.In)
 	root.SetOut(s.Out)
 	root.SetErr(s.Err)
-	root.CompletionOptions.DisableDefaultCmd = true
+	// cobra's completion verb: dractl completion bash|zsh|fish|powershell.
+	root.CompletionOptions.HiddenDefaultCmd = false
+	root.SuggestionsMinimumDistance = 2
 
 	for _, cmd := range []*cobra.Command{
 		newValidateCommand(o),
@@ -116,14 +129,40 @@ input is 2 (see their --help).`,
 		newAllocateCommand(o),
 		newExplainCommand(o),
 		newDescribeCommand(o),
+		newGetCommand(o),
 		newSimulateCommand(o),
 	} {
 		o.addInputFlags(cmd)
 		root.AddCommand(cmd)
 	}
 	// The verbs that only read a cluster take no -f.
-	root.AddCommand(newVersionCommand(o), newGetCommand(o), newSnapshotCommand(o), newMonitorCommand(o))
+	root.AddCommand(newVersionCommand(o), newSnapshotCommand(o), newMonitorCommand(o))
 	return root
+}
+
+// isUnknownCommand reports whether name, the first argument, is meant
+// for a verb dractl does not have: not a flag, and none of the verbs,
+// cobra's own (help, completion and its hidden __complete) included.
+func isUnknownCommand(root *cobra.Command, name string) bool {
+	if strings.HasPrefix(name, "-") || strings.HasPrefix(name, "__") || name == "help" || name == "completion" {
+		return false
+	}
+	for _, c := range root.Commands() {
+		if c.Name() == name || c.HasAlias(name) {
+			return false
+		}
+	}
+	return true
+}
+
+// unknownCommand is the error for a verb dractl does not have, with the
+// verbs it may have meant, as kubectl words it.
+func unknownCommand(root *cobra.Command, name string) error {
+	hint := ""
+	if s := root.SuggestionsFor(name); len(s) > 0 {
+		hint = "\n\nDid you mean this?\n\t" + strings.Join(s, "\n\t") + "\n"
+	}
+	return usageErrorf("unknown command %q for %q%s\nRun '%s --help' for usage.", name, root.DisplayName(), hint, root.DisplayName())
 }
 
 // commandPath names the subcommand a command line was meant for, for the

@@ -81,7 +81,9 @@ stderr when it is a terminal.
 answers how many such nodes, added after the cluster's (or alone, without
 -f), keep the workload's p99 wait within --max-wait: counts double until
 one is enough, then a binary search; each count is a run of the whole
-workload. --scale-down answers which nodes of a cluster snapshot could be
+workload. Pods that fit on no node even with one empty template node added
+(a profile the template never has, more devices than it holds) are
+reported, counted by kind, and the others sized. --scale-down answers which nodes of a cluster snapshot could be
 removed, every claim allocated there placed anew on a node that stays.
 
 Exit codes: 0 simulated (pods that do not fit are results, not errors);
@@ -143,7 +145,7 @@ func (o *simulateOptions) run(ctx context.Context) error {
 	cl := &simulate.Cluster{}
 	var problems []admit.Problem
 	if len(o.filenames) > 0 {
-		c, problems, err := o.readCluster(allocator.FirstFit)
+		c, problems, err := o.readCluster(allocator.FirstFit, "simulated")
 		if err != nil {
 			printProblems(o.Err, problems)
 			return err
@@ -257,7 +259,7 @@ func (o *simulateOptions) run(ctx context.Context) error {
 // the cluster lacks.
 func (o *simulateOptions) readTemplate(cl *simulate.Cluster) (*simulate.Template, error) {
 	tl := &inputOptions{Streams: o.Streams, filenames: []string{o.nodeTemplate}, recursive: o.recursive, maxObjectBytes: o.maxObjectBytes}
-	c, problems, err := tl.readCluster(allocator.FirstFit)
+	c, problems, err := tl.readCluster(allocator.FirstFit, "simulated")
 	if err != nil {
 		printProblems(o.Err, problems)
 		return nil, err
@@ -316,8 +318,21 @@ func (o *simulateOptions) runScaleDown(ctx context.Context, cl *simulate.Cluster
 // plan finds, per strategy, how many template nodes the workload needs.
 func (o *simulateOptions) plan(ctx context.Context, cl *simulate.Cluster, tmpl *simulate.Template, stream *simulate.Stream, strategies []allocator.Strategy) error {
 	report := &simulate.PlanReport{Template: tmpl.Node.Name, Base: simulate.Summarize(cl), Workload: stream.Name, Pods: len(stream.Pods), MaxWait: o.maxWait.Seconds()}
+	// Pods no template node can hold are reported, not sized: with them
+	// every search would run to --max-nodes.
+	sized, never, err := simulate.SplitNeverFitting(ctx, cl, tmpl, stream, simulate.Options{Strategy: strategies[0]})
+	if err != nil {
+		return &exitError{code: ExitCannotAnswer, msg: err.Error()}
+	}
+	report.NeverFit, report.Sized = never, len(sized.Pods)
+	if report.NeverFit == nil {
+		report.NeverFit = []simulate.NeverFit{}
+	}
 	for _, st := range strategies {
-		plan, err := simulate.NodesNeeded(ctx, cl, tmpl, stream, simulate.PlanOptions{
+		if len(sized.Pods) == 0 {
+			break
+		}
+		plan, err := simulate.NodesNeeded(ctx, cl, tmpl, sized, simulate.PlanOptions{
 			MaxWait: o.maxWait, MaxNodes: o.maxNodes,
 			Run: simulate.Options{Strategy: st, Samples: o.samples, MaxEvents: o.maxEvents},
 		})
@@ -326,7 +341,6 @@ func (o *simulateOptions) plan(ctx context.Context, cl *simulate.Cluster, tmpl *
 		}
 		report.Plans = append(report.Plans, plan)
 	}
-	var err error
 	switch o.output {
 	case "json":
 		err = report.WriteJSON(o.Out)

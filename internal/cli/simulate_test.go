@@ -27,6 +27,10 @@ func TestSimulate(t *testing.T) {
 		// is TestNodesNeededIsMinimal's (internal/simulate).
 		{"simulate-plan-dgx", []string{"simulate", "--node-template", filepath.Join("examples", "dgx-h100-mixins"), "--workload", workload, "--max-wait", "5m"}, ExitOK},
 		{"simulate-plan-dgx-added", append([]string{"simulate", "--node-template", filepath.Join("examples", "dgx-h100-mixins"), "--workload", workload, "--max-wait", "5m", "--strategy", "best-fit", "-o", "json"}, dgx...), ExitOK},
+		// Pods that ask for what no DGX H100 has are counted by kind
+		// and left out of the sizing, which then finds an answer.
+		{"simulate-plan-foreign-profiles", []string{"simulate", "--node-template", filepath.Join("examples", "dgx-h100-mixins"), "--workload", td("foreign-profiles.yaml"), "--max-wait", "5m"}, ExitOK},
+		{"simulate-plan-foreign-profiles-json", []string{"simulate", "--node-template", filepath.Join("examples", "dgx-h100-mixins"), "--workload", td("foreign-profiles.yaml"), "--max-wait", "5m", "--strategy", "first-fit", "-o", "json"}, ExitOK},
 		{"simulate-scale-down", []string{"simulate", "-f", td("snapshot"), "--scale-down"}, ExitOK},
 		{"simulate-scale-down-with-workload", []string{"simulate", "-f", td("snapshot"), "--scale-down", "--workload", workload}, ExitUsage},
 		{"simulate-plan-bad-template", []string{"simulate", "--node-template", filepath.Join("examples", "tpu-multihost"), "--workload", workload}, ExitUsage},

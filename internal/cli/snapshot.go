@@ -19,7 +19,7 @@ ResourceClaimTemplate, DeviceTaintRule and Node of the cluster and the pods
 not bound to a node yet, and writes them to DIR, one YAML file per kind
 (resourceslices.yaml, deviceclasses.yaml, ...), without managedFields.
 Every offline verb reads the directory with -f DIR: validate, allocate,
-explain (explain pod/NAME -f DIR too), describe.
+explain (explain pod/NAME -f DIR too), describe, get pools, simulate.
 
 Exit codes: 0 written; 1 a file could not be written; 2 the cluster could
 not be read.`,
@@ -49,6 +49,6 @@ not be read.`,
 			return nil
 		},
 	}
-	cluster = addClusterFlags(cmd)
+	cluster = addClusterFlags(cmd, live.DefaultTimeout)
 	return cmd
 }

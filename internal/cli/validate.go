@@ -4,10 +4,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
+	"sigs.k8s.io/yaml"
 
 	"github.com/dractl/dractl/pkg/admit"
+	"github.com/dractl/dractl/pkg/live"
 )
 
 func newValidateCommand(o *inputOptions) *cobra.Command {
@@ -38,13 +41,20 @@ API reference get
   warning: <file>#<doc> <Kind>/<name>: <field path>: <message>
 lines; warnings never change the exit code.
 
+Objects are judged as a kube-apiserver of the minor --kube-version names
+(1.37 stores an attribute named example.net/pci/root, 1.38 refuses it).
+Without it they are judged as the newest supported minor does, and where
+the supported minors disagree each error says which refuse it and a last
+line gives each minor's verdict.
+
 -o json prints one ValidationReport object instead, for CI pipelines; its
-schema is in docs/output.md.
+schema is in docs/output.md. -o yaml prints the same object as YAML.
 
 With --live, validate reads every ResourceSlice, DeviceClass,
 ResourceClaim and ResourceClaimTemplate of the cluster (kubectl's flags:
 --kubeconfig, --context, ...) instead of files; objects are located as
-"cluster <Kind>/<name>". The API server has admitted them, so what is
+"cluster <Kind>/<name>" and judged as the cluster's kube-apiserver minor.
+The API server has admitted them, so what is
 left to find is mostly what spans slices: invalid and incomplete pools.
 A cluster that cannot be read exits 2.`,
 		Example: `  dractl validate -f examples/a100-mig-mixins
@@ -56,16 +66,22 @@ A cluster that cannot be read exits 2.`,
 			if liveFlag && len(o.filenames) > 0 {
 				return usageErrorf("--live: not with -f; validate reads either the cluster or files")
 			}
+			if liveFlag && o.kubeVersion != "" {
+				return usageErrorf("--kube-version: not with --live; the cluster's kube-apiserver judges by its own version")
+			}
 			if !liveFlag {
 				if err := o.requireInputs(); err != nil {
 					return err
 				}
 			}
-			if output != "" && output != "json" {
-				return usageErrorf("--output: expected json, found %q", output)
+			if output != "" && output != "json" && output != "yaml" {
+				return usageErrorf("--output: expected json or yaml, found %q", output)
+			}
+			target, err := o.targetVersion()
+			if err != nil {
+				return err
 			}
 			var in *input
-			var err error
 			if liveFlag {
 				in, err = readLive(cmd.Context(), cluster)
 			} else {
@@ -74,9 +90,12 @@ A cluster that cannot be read exits 2.`,
 			if err != nil {
 				return err
 			}
-			r := admit.Review(in.objects, in.decodeErrors)
-			if output == "json" {
-				if err := writeJSON(o.Out, r); err != nil {
+			if liveFlag {
+				target = in.kubeVersion
+			}
+			r := admit.ReviewFor(target, in.objects, in.decodeErrors)
+			if output != "" {
+				if err := writeReportAs(o.Out, r, output); err != nil {
 					return writeError(err)
 				}
 			} else {
@@ -88,9 +107,10 @@ A cluster that cannot be read exits 2.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: json (default: one line per problem and a summary)")
+	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: json or yaml (default: one line per problem and a summary)")
 	cmd.Flags().BoolVar(&liveFlag, "live", false, "validate the DRA objects of the cluster instead of files")
-	cluster = addClusterFlags(cmd)
+	addKubeVersionFlag(cmd, &o.kubeVersion)
+	cluster = addClusterFlags(cmd, live.DefaultTimeout)
 	return cmd
 }
 
@@ -100,6 +120,30 @@ func writeReport(w io.Writer, r *admit.Report) {
 		fmt.Fprintln(w, p.Text)
 	}
 	fmt.Fprintln(w, summary(r.Summary.Objects, r.Summary.Pools, r.Summary.Errors, r.Summary.InvalidObjects, r.Summary.InvalidPools))
+	if len(r.Verdicts) > 0 {
+		parts := make([]string, len(r.Verdicts))
+		for i, v := range r.Verdicts {
+			parts[i] = v.KubeVersion + ": valid"
+			if !v.Valid {
+				parts[i] = fmt.Sprintf("%s: %s", v.KubeVersion, plural(v.Errors, "error"))
+			}
+		}
+		fmt.Fprintf(w, "the kube-apiserver minors disagree: %s\n", strings.Join(parts, "; "))
+	}
+}
+
+// writeReportAs writes a report object as JSON or as YAML, the same
+// fields under the same names.
+func writeReportAs(w io.Writer, v any, output string) error {
+	if output != "yaml" {
+		return writeJSON(w, v)
+	}
+	b, err := yaml.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(b)
+	return err
 }
 
 func writeJSON(w io.Writer, v any) error {

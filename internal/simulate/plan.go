@@ -105,6 +105,82 @@ func (t *Template) with(base *Cluster, n int) (*Cluster, error) {
 	return c, nil
 }
 
+// NeverFit is a group of a workload's pods that fit on no node of the
+// cluster with one template node added, empty: however many template
+// nodes are added, they are never placed, so a search that counted them
+// would only run to its limit.
+type NeverFit struct {
+	// Group is the Workload mix entry the pods were drawn from, or for a
+	// pod read from a file its namespace/name.
+	Group string `json:"group"`
+	Pods  int    `json:"pods"`
+	// Example is the first of the pods, Reason why it fits nowhere, in
+	// kube-scheduler's style ("0/1 nodes fit: ...").
+	Example string `json:"example"`
+	Reason  string `json:"reason"`
+}
+
+// SplitNeverFitting takes out of the stream the pods that fit on no node
+// of base with one copy of t added, before anything of the stream is
+// placed there, and returns the rest and those, by group in order of
+// first arrival. Pods whose claims ask for the same thing are tried once,
+// alone, as Run would place them; a pod the allocator fails on (an
+// invalid pool, a CEL error) is kept, for the runs to report.
+func SplitNeverFitting(ctx context.Context, base *Cluster, t *Template, s *Stream, opts Options) (*Stream, []NeverFit, error) {
+	c, err := t.with(base, 1)
+	if err != nil {
+		return nil, nil, err
+	}
+	if opts.State.Compiler == nil {
+		opts.State.Compiler = allocator.NewSelectorCompiler()
+	}
+	opts.Samples, opts.MaxEvents, opts.Progress, opts.Repacks = 1, 0, nil, 0
+	type verdict struct {
+		never  bool
+		reason string
+	}
+	verdicts := map[string]verdict{}
+	kept := &Stream{Name: s.Name}
+	var groups []NeverFit
+	at := map[string]int{}
+	for i, p := range s.Pods {
+		key := p.shape
+		if key == "" {
+			key = fmt.Sprintf("pod %d", i)
+		}
+		v, ok := verdicts[key]
+		if !ok {
+			alone := p
+			alone.Arrive, alone.Lifetime = 0, 0
+			res, err := Run(ctx, c, &Stream{Name: s.Name, Pods: []Pod{alone}}, opts)
+			if err != nil {
+				return nil, nil, err
+			}
+			v.never = res.Placed == 0 && res.Failed == 0
+			if v.never && res.FirstFailure != nil {
+				v.reason = res.FirstFailure.Summary
+			}
+			verdicts[key] = v
+		}
+		if !v.never {
+			kept.Pods = append(kept.Pods, p)
+			continue
+		}
+		group := p.Kind
+		if group == "" {
+			group = p.Name.String()
+		}
+		j, ok := at[group]
+		if !ok {
+			j = len(groups)
+			at[group] = j
+			groups = append(groups, NeverFit{Group: group, Example: p.Name.String(), Reason: v.reason})
+		}
+		groups[j].Pods++
+	}
+	return kept, groups, nil
+}
+
 // PlanOptions tune a nodes-needed search.
 type PlanOptions struct {
 	// MaxWait bounds the p99 wait.
@@ -235,6 +311,10 @@ type PlanReport struct {
 	Base     ClusterSummary `json:"base"`
 	Workload string         `json:"workload"`
 	Pods     int            `json:"pods"`
+	// NeverFit are the pods of the workload that no template node can
+	// hold (see SplitNeverFitting); Plans size the others, Sized of them.
+	NeverFit []NeverFit `json:"neverFit"`
+	Sized    int        `json:"sized"`
 	// MaxWait bounds the p99 wait, in seconds.
 	MaxWait float64 `json:"maxWaitSeconds"`
 	Plans   []*Plan `json:"plans"`
@@ -251,6 +331,9 @@ func (r *PlanReport) WriteJSON(w io.Writer) error {
 func (r *PlanReport) WriteSummary(w io.Writer) error {
 	var b strings.Builder
 	bound := time.Duration(r.MaxWait * float64(time.Second))
+	if len(r.NeverFit) > 0 {
+		fmt.Fprintf(&b, "%s\n", r.neverFitLine())
+	}
 	for _, p := range r.Plans {
 		if !p.Found {
 			fmt.Fprintf(&b, "%s: more than %s %s nodes for p99 wait within %s\n", p.Strategy, thousands(p.Nodes), r.Template, bound)
@@ -274,7 +357,17 @@ func (r *PlanReport) WriteText(w io.Writer) error {
 			plural(r.Base.CounterSets, "counter set"), plural(r.Base.Devices, "device"), r.Template)
 	}
 	fmt.Fprintf(&b, "workload: %s, %s\n", r.Workload, plural(r.Pods, "pod"))
+	if len(r.NeverFit) > 0 {
+		fmt.Fprintf(&b, "          %s\n", r.neverFitLine())
+		for _, g := range r.NeverFit {
+			fmt.Fprintf(&b, "            %s: %s, e.g. %s: %s\n", g.Group, plural(g.Pods, "pod"), g.Example, g.Reason)
+		}
+	}
 	fmt.Fprintf(&b, "bound:    p99 wait within %s\n\n", bound)
+	if len(r.Plans) == 0 {
+		_, err := io.WriteString(w, b.String())
+		return err
+	}
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	row := func(label string, cell func(*Plan) string) {
 		fmt.Fprint(tw, label)
@@ -314,4 +407,19 @@ func (r *PlanReport) WriteText(w io.Writer) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// neverFitLine counts the pods no template node can hold, by group.
+func (r *PlanReport) neverFitLine() string {
+	n := 0
+	parts := make([]string, len(r.NeverFit))
+	for i, g := range r.NeverFit {
+		n += g.Pods
+		parts[i] = fmt.Sprintf("%s %s", thousands(g.Pods), g.Group)
+	}
+	rest := fmt.Sprintf("sized for the other %s", thousands(r.Sized))
+	if r.Sized == 0 {
+		rest = "no pod is left to size"
+	}
+	return fmt.Sprintf("%s never fit on a %s node (%s); %s", plural(n, "pod"), r.Template, strings.Join(parts, ", "), rest)
 }

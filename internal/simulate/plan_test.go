@@ -118,3 +118,57 @@ func TestNewTemplateRejectsSharedSlices(t *testing.T) {
 		t.Error("slices of two nodes were accepted as one template")
 	}
 }
+
+// TestSplitNeverFitting: of a workload some of whose kinds ask for what no
+// DGX H100 has (an A100 profile, sixteen GPUs), those pods are taken out
+// by kind and the others kept in order; each pod kept is placed alone on
+// one empty template node and each taken out is not, every pod checked by
+// a run of its own. The rest is then sized.
+func TestSplitNeverFitting(t *testing.T) {
+	base, tmpl, _ := exampleDGX(t)
+	objs, err := decode.Paths([]string{filepath.Join("..", "cli", "testdata", "simulate", "foreign-profiles.yaml")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := mustStream(t, decode.Group(objs))
+	kept, never, err := SplitNeverFitting(context.Background(), base, tmpl, s, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	removed := map[string]int{}
+	for _, g := range never {
+		removed[g.Group] = g.Pods
+	}
+	if len(never) != 2 || removed["a100-1g-5gb"] == 0 || removed["sixteen-gpus"] == 0 {
+		t.Fatalf("never fitting: %+v, want the kinds a100-1g-5gb and sixteen-gpus", never)
+	}
+	if len(kept.Pods)+removed["a100-1g-5gb"]+removed["sixteen-gpus"] != len(s.Pods) {
+		t.Errorf("%d kept and %v taken out of %d pods", len(kept.Pods), removed, len(s.Pods))
+	}
+	c, err := tmpl.with(base, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	isKept := map[string]bool{}
+	for _, p := range kept.Pods {
+		isKept[p.Name.String()] = true
+	}
+	for _, p := range s.Pods {
+		alone := p
+		alone.Arrive, alone.Lifetime = 0, 0
+		res, err := Run(context.Background(), c, &Stream{Pods: []Pod{alone}}, Options{Samples: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fits := res.Placed == 1; fits != isKept[p.Name.String()] {
+			t.Errorf("pod %s (%s): fits alone %v, kept %v", p.Name, p.Kind, fits, isKept[p.Name.String()])
+		}
+	}
+	plan, err := NodesNeeded(context.Background(), base, tmpl, kept, PlanOptions{MaxWait: 5 * time.Minute, MaxNodes: 64, Run: Options{Samples: 10}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !plan.Found {
+		t.Errorf("the pods that fit are not sized: %+v", plan)
+	}
+}

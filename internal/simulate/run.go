@@ -37,6 +37,9 @@ const (
 	// ReasonNoMatchingDevice: no device of any node matches the requests'
 	// classes and selectors.
 	ReasonNoMatchingDevice = "NoMatchingDevice"
+	// ReasonTooFewDevices: devices of a node match a request, fewer than
+	// it asks for, and nothing else rejected them.
+	ReasonTooFewDevices = "TooFewDevices"
 	// ReasonTogether: every request fits alone, not all together
 	// (constraints, or counters shared between the requests).
 	ReasonTogether = "Together"
@@ -590,13 +593,14 @@ func classify(nodeReasons []string, nodes int) (string, string) {
 // they only say the device is of another kind).
 func nodeReason(e *allocator.Explanation) string {
 	counts := map[allocator.Reason]int{}
-	unsatisfiable := false
+	unsatisfiable, tooFew := false, false
 	for _, c := range e.Claims {
 		for _, rq := range c.Requests {
 			if rq.SatisfiableAlone {
 				continue
 			}
 			unsatisfiable = true
+			tooFew = tooFew || rq.Candidates > 0 && rq.Candidates < rq.Needed
 			for reason, n := range rq.Rejected {
 				if reason != allocator.ReasonDriverOrClass && reason != allocator.ReasonSelector {
 					counts[reason] += n
@@ -621,6 +625,8 @@ func nodeReason(e *allocator.Explanation) string {
 		return best.String()
 	case counts[allocator.ReasonAllocated] > 0:
 		return allocator.ReasonAllocated.String()
+	case tooFew:
+		return ReasonTooFewDevices
 	}
 	return ReasonNoMatchingDevice
 }

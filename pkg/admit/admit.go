@@ -7,9 +7,11 @@ package admit
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/dractl/dractl/pkg/api"
@@ -19,8 +21,48 @@ import (
 	"github.com/dractl/dractl/pkg/workload"
 )
 
-// Review finds every Problem of the input.
+// Review finds every Problem of the input as the newest supported
+// kube-apiserver judges it. An error that only some supported minors make
+// names them (Problem.RefusedBy, and in its text), and when the minors'
+// verdicts on the input differ the report gives each (Report.Verdicts).
 func Review(objects []decode.Object, decodeErrors []*decode.Error) *Report {
+	newest := validation.Newest()
+	r := reviewAs(newest, true, objects, decodeErrors)
+	differs := false
+	for _, p := range r.Problems {
+		differs = differs || len(p.RefusedBy) > 0
+	}
+	if !differs {
+		return r
+	}
+	for _, v := range validation.Supported() {
+		o := r
+		if v != newest {
+			o = reviewAs(v, false, objects, decodeErrors)
+		}
+		r.Verdicts = append(r.Verdicts, Verdict{KubeVersion: v.String(), Valid: o.Valid, Errors: o.Summary.Errors})
+	}
+	return r
+}
+
+// ReviewAt finds every Problem of the input as kube-apiserver v judges it.
+func ReviewAt(v validation.KubeVersion, objects []decode.Object, decodeErrors []*decode.Error) *Report {
+	r := reviewAs(v, false, objects, decodeErrors)
+	r.KubeVersion = v.String()
+	return r
+}
+
+// ReviewFor is ReviewAt for a named minor and Review without one.
+func ReviewFor(v *validation.KubeVersion, objects []decode.Object, decodeErrors []*decode.Error) *Report {
+	if v == nil {
+		return Review(objects, decodeErrors)
+	}
+	return ReviewAt(*v, objects, decodeErrors)
+}
+
+// reviewAs judges as v; with annotate, errors of rules that changed between
+// the supported minors say which refuse them.
+func reviewAs(v validation.KubeVersion, annotate bool, objects []decode.Object, decodeErrors []*decode.Error) *Report {
 	r := &Report{APIVersion: ReportAPIVersion, Kind: "ValidationReport", Problems: []Problem{}}
 	var (
 		badObjects = make(map[string]bool)
@@ -42,16 +84,21 @@ func Review(objects []decode.Object, decodeErrors []*decode.Error) *Report {
 		}
 	}
 
-	objErrs := Objects(objects)
+	objErrs := ObjectsAt(v, objects)
+	nsWarnings := NamespaceWarnings(objects)
 	for i := range objects {
 		obj := &objects[i]
 		errs := objErrs[i]
 		for _, e := range errs {
 			p := fieldProblem(objectProblem("error", obj, ""), e)
 			p.Text = fmt.Sprintf("%s: %s", Where(obj), OneLine(e.Error()))
+			if by := validation.RefusedBy(e); annotate && by != nil {
+				p.RefusedBy = versionNames(by)
+				p.Text += fmt.Sprintf(" (kube-apiserver %s; %s accepts it)", strings.Join(p.RefusedBy, ", "), strings.Join(versionNames(validation.AcceptedBy(e)), ", "))
+			}
 			r.add(p)
 		}
-		for _, wn := range Warnings(obj) {
+		for _, wn := range append(WarningsAt(v, obj), nsWarnings[i]...) {
 			p := objectProblem("warning", obj, ProblemWarning)
 			p.Field, p.Message = wn.Field, wn.Message
 			p.Text = fmt.Sprintf("warning: %s: %s", Where(obj), OneLine(wn.String()))
@@ -160,57 +207,132 @@ func Review(objects []decode.Object, decodeErrors []*decode.Error) *Report {
 	return r
 }
 
-// Objects runs the admission rules of every object; the result's
-// i-th list is objs[i]'s. ResourceSlices, which are most of a cluster's
-// objects, are validated in parallel.
+func versionNames(vs []validation.KubeVersion) []string {
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		out[i] = v.String()
+	}
+	return out
+}
+
+// Objects runs the admission rules of every object as the newest
+// supported kube-apiserver; see ObjectsAt.
 func Objects(objs []decode.Object) []field.ErrorList {
+	return ObjectsAt(validation.Newest(), objs)
+}
+
+// ObjectsAt runs kube-apiserver v's admission rules of every object; the
+// result's i-th list is objs[i]'s. ResourceSlices, which are most of a
+// cluster's objects, are validated in parallel. Rules that read a claim's
+// Namespace apply when the input holds it (see NamespaceWarnings).
+func ObjectsAt(v validation.KubeVersion, objs []decode.Object) []field.ErrorList {
 	out := make([]field.ErrorList, len(objs))
 	var slices []*api.ResourceSlice
 	var at []int
+	namespaces := namespacesOf(objs)
 	for i := range objs {
 		if s, ok := objs[i].Obj.(*api.ResourceSlice); ok {
 			slices = append(slices, s)
 			at = append(at, i)
 			continue
 		}
-		out[i] = Object(&objs[i])
+		out[i] = ObjectAt(v, &objs[i])
+		for _, a := range adminAccess(&objs[i]) {
+			if labels, ok := namespaces[objs[i].Namespace]; ok {
+				out[i] = append(out[i], validation.AdminAccessNamespace(a, objs[i].Namespace, labels)...)
+			}
+		}
 	}
-	for j, errs := range validation.ResourceSlices(slices) {
+	for j, errs := range v.ResourceSlices(slices) {
 		out[at[j]] = errs
 	}
 	return out
 }
 
-// Object runs the admission rules of the object's kind. Kinds
-// dractl has no rules for pass: admission of core kinds is kubectl's job.
-func Object(obj *decode.Object) field.ErrorList {
+// Object runs the newest supported kube-apiserver's admission rules of
+// the object's kind; see ObjectAt.
+func Object(obj *decode.Object) field.ErrorList { return ObjectAt(validation.Newest(), obj) }
+
+// ObjectAt runs kube-apiserver v's admission rules of the object's kind.
+// Kinds dractl has no rules for pass: admission of core kinds is kubectl's
+// job.
+func ObjectAt(v validation.KubeVersion, obj *decode.Object) field.ErrorList {
 	switch o := obj.Obj.(type) {
 	case *api.ResourceSlice:
-		return validation.ResourceSlice(o)
+		return v.ResourceSlice(o)
 	case *resourcev1.DeviceClass:
-		return validation.DeviceClass(o)
+		return v.DeviceClass(o)
 	case *resourcev1.ResourceClaim:
-		return validation.ResourceClaim(o)
+		return v.ResourceClaim(o)
 	case *resourcev1.ResourceClaimTemplate:
-		return validation.ResourceClaimTemplate(o)
+		return v.ResourceClaimTemplate(o)
 	case *workload.Workload:
 		return workload.Validate(o)
 	}
 	return nil
 }
 
-// Warnings returns what kube-apiserver admits although a KEP or the
-// API reference advises against it.
+// Warnings returns what the newest supported kube-apiserver admits
+// although a KEP or the API reference advises against it.
 func Warnings(obj *decode.Object) []validation.Warning {
+	return WarningsAt(validation.Newest(), obj)
+}
+
+// WarningsAt is Warnings for kube-apiserver v.
+func WarningsAt(v validation.KubeVersion, obj *decode.Object) []validation.Warning {
 	switch o := obj.Obj.(type) {
 	case *api.ResourceSlice:
-		return validation.ResourceSliceWarnings(o)
+		return v.ResourceSliceWarnings(o)
 	case *resourcev1.ResourceClaim:
-		return validation.ResourceClaimWarnings(o)
+		return v.ResourceClaimWarnings(o)
 	case *resourcev1.ResourceClaimTemplate:
-		return validation.ResourceClaimTemplateWarnings(o)
+		return v.ResourceClaimTemplateWarnings(o)
 	}
 	return nil
+}
+
+// namespacesOf is the labels of the input's Namespaces, by name.
+func namespacesOf(objs []decode.Object) map[string]map[string]string {
+	out := map[string]map[string]string{}
+	for i := range objs {
+		if u, ok := objs[i].Obj.(*unstructured.Unstructured); ok && objs[i].Kind == "Namespace" && objs[i].APIVersion == "v1" {
+			out[u.GetName()] = u.GetLabels()
+		}
+	}
+	return out
+}
+
+// adminAccess is where a claim or template asks for admin access to
+// devices: its first request that does, and a claim's first allocated
+// result that has it.
+func adminAccess(obj *decode.Object) []*field.Path {
+	var paths []*field.Path
+	switch o := obj.Obj.(type) {
+	case *resourcev1.ResourceClaim:
+		paths = append(paths, validation.AdminAccessRequest(&o.Spec.Devices, field.NewPath("spec")), validation.AdminAccessResult(o.Status.Allocation))
+	case *resourcev1.ResourceClaimTemplate:
+		paths = append(paths, validation.AdminAccessRequest(&o.Spec.Spec.Devices, field.NewPath("spec")))
+	}
+	return slices.DeleteFunc(paths, func(p *field.Path) bool { return p == nil })
+}
+
+// NamespaceWarnings are the rules of Objects that need the object's
+// Namespace, when the input does not hold it: kube-apiserver would check
+// them against the cluster's namespace, which a file cannot show.
+func NamespaceWarnings(objs []decode.Object) [][]validation.Warning {
+	out := make([][]validation.Warning, len(objs))
+	namespaces := namespacesOf(objs)
+	for i := range objs {
+		if _, ok := namespaces[objs[i].Namespace]; ok {
+			continue
+		}
+		for _, a := range adminAccess(&objs[i]) {
+			out[i] = append(out[i], validation.Warning{Field: a.String(), Message: fmt.Sprintf(
+				"kube-apiserver grants admin access only in a namespace labelled %s: \"true\"; Namespace %s is not in the input, so that is not checked here",
+				resourcev1.DRAAdminNamespaceLabelKey, objs[i].Namespace)})
+		}
+	}
+	return out
 }
 
 // errorKey identifies an error by where and what, not by its wording,

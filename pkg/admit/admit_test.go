@@ -107,3 +107,50 @@ func TestReview(t *testing.T) {
 		})
 	}
 }
+
+// TestAdminAccessNamespace: admin access to devices is refused in a
+// namespace of the input without the label resource.kubernetes.io/admin-access:
+// "true", as kube-apiserver refuses it on create, for a claim's requests,
+// a template's, and an allocation in a claim's status; a namespace the
+// input does not hold is a warning that it could not be checked.
+func TestAdminAccessNamespace(t *testing.T) {
+	ns := func(labels string) string {
+		return "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: ns\n" + labels
+	}
+	const claim = "apiVersion: resource.k8s.io/v1\nkind: ResourceClaim\nmetadata: {name: c, namespace: ns}\nspec:\n  devices:\n    requests:\n    - {name: a, exactly: {deviceClassName: gpu}}\n    - {name: b, exactly: {deviceClassName: gpu, adminAccess: %s}}\n"
+	const template = "apiVersion: resource.k8s.io/v1\nkind: ResourceClaimTemplate\nmetadata: {name: t, namespace: ns}\nspec: {spec: {devices: {requests: [{name: a, exactly: {deviceClassName: gpu, adminAccess: true}}]}}}\n"
+	const allocated = "apiVersion: resource.k8s.io/v1\nkind: ResourceClaim\nmetadata: {name: c, namespace: ns}\nspec: {devices: {requests: [{name: a, exactly: {deviceClassName: gpu}}]}}\nstatus:\n  allocation:\n    devices:\n      results:\n      - {request: a, driver: gpu.example.com, pool: p, device: d, adminAccess: true}\n"
+	for _, tc := range []struct {
+		name        string
+		docs        []string
+		field       string // of the error or warning
+		err, warned bool
+	}{
+		{"labelled namespace", []string{ns("  labels: {resource.kubernetes.io/admin-access: \"true\"}\n"), strings.Replace(claim, "%s", "true", 1)}, "", false, false},
+		{"namespace without the label", []string{ns(""), strings.Replace(claim, "%s", "true", 1)}, "spec.devices.requests[1].adminAccess", true, false},
+		{"label not \"true\"", []string{ns("  labels: {resource.kubernetes.io/admin-access: \"yes\"}\n"), strings.Replace(claim, "%s", "true", 1)}, "spec.devices.requests[1].adminAccess", true, false},
+		{"no admin access asked", []string{ns(""), strings.Replace(claim, "%s", "false", 1)}, "", false, false},
+		{"template", []string{ns(""), template}, "spec.devices.requests[0].adminAccess", true, false},
+		{"allocation in the status", []string{ns(""), allocated}, "status.allocation.devices.results[0].adminAccess", true, false},
+		{"namespace not in the input", []string{strings.Replace(claim, "%s", "true", 1)}, "spec.devices.requests[1].adminAccess", false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := review(t, tc.docs...)
+			var errs, warns []Problem
+			for _, p := range r.Problems {
+				switch {
+				case p.Severity == "error":
+					errs = append(errs, p)
+				case p.Field == tc.field:
+					warns = append(warns, p)
+				}
+			}
+			if tc.err != (len(errs) == 1) || len(errs) > 1 || tc.err && (errs[0].Field != tc.field || errs[0].Type != "FieldValueForbidden" || !strings.Contains(errs[0].Message, "Namespace ns")) {
+				t.Errorf("errors %+v, want one at %q: %v", errs, tc.field, tc.err)
+			}
+			if tc.warned != (len(warns) == 1) || tc.warned && !strings.Contains(warns[0].Message, "not in the input") {
+				t.Errorf("warnings %+v, want one at %q: %v", warns, tc.field, tc.warned)
+			}
+		})
+	}
+}

@@ -12,11 +12,24 @@ import (
 // prints it. Its JSON form is a documented, stable interface
 // (docs/output.md): fields may be added, never renamed.
 type Report struct {
-	APIVersion string    `json:"apiVersion"`
-	Kind       string    `json:"kind"`
-	Valid      bool      `json:"valid"`
-	Summary    Summary   `json:"summary"`
-	Problems   []Problem `json:"problems"`
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Valid      bool   `json:"valid"`
+	// KubeVersion is the kube-apiserver minor the input was judged for
+	// when one was named (--kube-version, a live cluster's own).
+	KubeVersion string `json:"kubeVersion,omitempty"`
+	// Verdicts, when no minor was named, are each supported minor's
+	// verdict, given only when they disagree.
+	Verdicts []Verdict `json:"verdicts,omitempty"`
+	Summary  Summary   `json:"summary"`
+	Problems []Problem `json:"problems"`
+}
+
+// Verdict is what one kube-apiserver minor says of the whole input.
+type Verdict struct {
+	KubeVersion string `json:"kubeVersion"`
+	Valid       bool   `json:"valid"`
+	Errors      int    `json:"errors"`
 }
 
 // Summary counts what a Report holds.
@@ -53,6 +66,9 @@ type Problem struct {
 	// misses slices.
 	Type    string `json:"type"`
 	Message string `json:"message"`
+	// RefusedBy, when no minor was named, lists the supported
+	// kube-apiserver minors that make this error when the others do not.
+	RefusedBy []string `json:"refusedBy,omitempty"`
 	// Text is the problem's line in the text report.
 	Text string `json:"-"`
 }

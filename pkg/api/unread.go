@@ -39,11 +39,12 @@ func UnreadFields(managed []metav1.ManagedFieldsEntry) []string {
 	var out []string
 	for i := range managed {
 		f := managed[i].FieldsV1
-		if f == nil || len(f.Raw) == 0 {
+		raw := f.GetRawBytes()
+		if len(raw) == 0 {
 			continue
 		}
 		var top map[string]json.RawMessage
-		if json.Unmarshal(f.Raw, &top) != nil {
+		if json.Unmarshal(raw, &top) != nil {
 			continue
 		}
 		if spec, ok := top["f:spec"]; ok {

@@ -11,7 +11,7 @@ import (
 
 func TestUnreadFields(t *testing.T) {
 	entry := func(raw string) metav1.ManagedFieldsEntry {
-		return metav1.ManagedFieldsEntry{Manager: "m", FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(raw)}}
+		return metav1.ManagedFieldsEntry{Manager: "m", FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(raw)}
 	}
 	for _, tc := range []struct {
 		name    string

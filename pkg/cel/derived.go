@@ -6,10 +6,10 @@ import (
 	"fmt"
 
 	"github.com/blang/semver/v4"
-	"github.com/google/cel-go/cel"
-	"github.com/google/cel-go/common/types"
-	"github.com/google/cel-go/common/types/ref"
-	"github.com/google/cel-go/common/types/traits"
+	"github.com/dractl/dractl/pkg/internal/celgo/cel"
+	"github.com/dractl/dractl/pkg/internal/celgo/common/types"
+	"github.com/dractl/dractl/pkg/internal/celgo/common/types/ref"
+	"github.com/dractl/dractl/pkg/internal/celgo/common/types/traits"
 	resourcev1 "k8s.io/api/resource/v1"
 	apiservercel "k8s.io/apiserver/pkg/cel"
 

@@ -3,10 +3,10 @@ package cel
 import (
 	"fmt"
 
-	"github.com/google/cel-go/cel"
-	"github.com/google/cel-go/checker"
-	"github.com/google/cel-go/ext"
-	"github.com/google/cel-go/interpreter"
+	"github.com/dractl/dractl/pkg/internal/celgo/cel"
+	"github.com/dractl/dractl/pkg/internal/celgo/checker"
+	"github.com/dractl/dractl/pkg/internal/celgo/ext"
+	"github.com/dractl/dractl/pkg/internal/celgo/interpreter"
 	resourcev1 "k8s.io/api/resource/v1"
 	celconfig "k8s.io/apiserver/pkg/apis/cel"
 	apiservercel "k8s.io/apiserver/pkg/cel"
@@ -146,11 +146,8 @@ func newEnv(types declTypes) (*cel.Env, error) {
 		// cel.bind lets a selector name a domain map once.
 		ext.Bindings(ext.BindingsVersion(0)),
 		cel.Variable(deviceVar, types.device.CelType()),
-		// Upstream still adds this for DRAListTypeAttributes; Lists v1
-		// declares the same overload, so it changes nothing but is kept
-		// to stay declaration-for-declaration identical.
-		library.IncludesOption(),
 	}
+	opts = append(opts, listIncludes()...)
 	opts = append(opts, providerOpts...)
 	env, err := base.Extend(opts...)
 	if err != nil {

@@ -8,9 +8,9 @@ import (
 	"testing"
 
 	"github.com/blang/semver/v4"
-	"github.com/google/cel-go/common/types"
-	"github.com/google/cel-go/common/types/ref"
-	"github.com/google/cel-go/common/types/traits"
+	"github.com/dractl/dractl/pkg/internal/celgo/common/types"
+	"github.com/dractl/dractl/pkg/internal/celgo/common/types/ref"
+	"github.com/dractl/dractl/pkg/internal/celgo/common/types/traits"
 	apiservercel "k8s.io/apiserver/pkg/cel"
 	"k8s.io/utils/ptr"
 

@@ -7,10 +7,10 @@ import (
 	"unsafe"
 
 	"github.com/blang/semver/v4"
-	"github.com/google/cel-go/common/types"
-	"github.com/google/cel-go/common/types/ref"
-	"github.com/google/cel-go/common/types/traits"
-	"github.com/google/cel-go/interpreter"
+	"github.com/dractl/dractl/pkg/internal/celgo/common/types"
+	"github.com/dractl/dractl/pkg/internal/celgo/common/types/ref"
+	"github.com/dractl/dractl/pkg/internal/celgo/common/types/traits"
+	"github.com/dractl/dractl/pkg/internal/celgo/interpreter"
 	apiservercel "k8s.io/apiserver/pkg/cel"
 
 	"github.com/dractl/dractl/pkg/api"

@@ -49,6 +49,19 @@ type Options struct {
 	SkipDevices      bool
 	SkipConsumptions bool
 	SkipCounterSets  bool
+
+	// KubeVersion is the kube-apiserver minor whose admission the
+	// pieces of Pool must pass; nil: the newest supported.
+	KubeVersion *validation.KubeVersion
+}
+
+// admits reports whether the target kube-apiserver admits s.
+func (o Options) admits(s *api.ResourceSlice) bool {
+	v := validation.Newest()
+	if o.KubeVersion != nil {
+		v = *o.KubeVersion
+	}
+	return len(v.ResourceSlice(s)) == 0
 }
 
 // Stats describes one Compact call. Sizes are the compact encoding/json

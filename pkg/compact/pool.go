@@ -173,7 +173,7 @@ func repack(shell *api.ResourceSlice, names []string, n, maxPerSlice int, opts O
 			s.Spec.Devices, s.Spec.SharedCounters, s.Spec.Mixins = nil, nil, nil
 			fill(s, j*n/k, (j+1)*n/k)
 			c, st, err := Compact(s, opts)
-			if err != nil || len(validation.ResourceSlice(c)) > 0 {
+			if err != nil || !opts.admits(c) {
 				cut = nil
 				break
 			}

@@ -33,11 +33,14 @@ import (
 // Paths decodes every object in the given files, directories and, for
 // "-", stdin (which may be nil when "-" is not among paths). Directories
 // contribute their *.yaml, *.yml and *.json files in lexical order;
-// subdirectories are not entered.
+// subdirectories are not entered unless Options.Recursive is set.
 //
 // The objects are returned in input order. The error is nil or an Errors
 // listing every problem in every input; objects with a problem are left
-// out of the result and all others are still returned.
+// out of the result and all others are still returned. A path that holds
+// nothing to decode (a file or stdin without a single document, a
+// directory without manifests or whose manifests hold none) is an Error
+// with Empty set: an empty List is a document, and is not empty.
 func Paths(paths []string, stdin io.Reader) ([]Object, error) {
 	return Options{}.Paths(paths, stdin)
 }
@@ -60,6 +63,10 @@ type Options struct {
 	// errors and are not parsed, so memory stays proportional to the input
 	// that can be valid. Zero means DefaultMaxObjectBytes.
 	MaxObjectBytes int
+	// Recursive reads the directories below each directory too (hidden
+	// ones, named ".*", excepted), every manifest once, in the lexical
+	// order of the walk, as kubectl -R does.
+	Recursive bool
 }
 
 func (o Options) maxObjectBytes() int {
@@ -71,7 +78,7 @@ func (o Options) maxObjectBytes() int {
 
 // Paths is the package-level Paths with these options.
 func (o Options) Paths(paths []string, stdin io.Reader) ([]Object, error) {
-	return decodeInputs(readPaths(paths, stdin), o.maxObjectBytes())
+	return decodeInputs(o.readPaths(paths, stdin), o.maxObjectBytes())
 }
 
 // Bytes is the package-level Bytes with these options.
@@ -84,58 +91,110 @@ type input struct {
 	name string
 	data []byte
 	err  string
+	// empty: the input holds nothing to decode (err says why).
+	empty bool
+	// arg is the index of the path the input was read for; a directory
+	// gives several inputs with the same arg.
+	arg int
+	// dir is the directory given as paths[arg], for its files.
+	dir string
 }
 
 var manifestExts = []string{".yaml", ".yml", ".json"}
 
-func readPaths(paths []string, stdin io.Reader) []input {
+func isManifest(name string) bool {
+	return slices.Contains(manifestExts, strings.ToLower(filepath.Ext(name)))
+}
+
+func (o Options) readPaths(paths []string, stdin io.Reader) []input {
 	var out []input
 	stdinRead := false
-	for _, p := range paths {
+	for arg, p := range paths {
 		if p == "-" {
+			in := input{name: p}
 			switch {
 			case stdinRead:
-				out = append(out, input{name: p, err: "stdin given more than once; it can be read only once"})
+				in.err = "stdin given more than once; it can be read only once"
 			case stdin == nil:
-				out = append(out, input{name: p, err: "stdin is not available"})
+				in.err = "stdin is not available"
 			default:
 				stdinRead = true
 				data, err := io.ReadAll(stdin)
-				out = append(out, readResult(p, data, err))
+				in = readResult(p, data, err)
 			}
+			in.arg = arg
+			out = append(out, in)
 			continue
 		}
 		fi, err := os.Stat(p)
-		if err != nil {
-			out = append(out, readResult(p, nil, err))
-			continue
-		}
-		if !fi.IsDir() {
-			data, err := os.ReadFile(p)
-			out = append(out, readResult(p, data, err))
-			continue
-		}
-		entries, err := os.ReadDir(p) // sorted by name
-		if err != nil {
-			out = append(out, readResult(p, nil, err))
-			continue
-		}
-		n := 0
-		for _, e := range entries {
-			if e.IsDir() || !slices.Contains(manifestExts, strings.ToLower(filepath.Ext(e.Name()))) {
-				continue
+		if err != nil || !fi.IsDir() {
+			var data []byte
+			if err == nil {
+				data, err = os.ReadFile(p)
 			}
-			n++
-			name := filepath.Join(p, e.Name())
-			data, err := os.ReadFile(name)
-			out = append(out, readResult(name, data, err))
+			in := readResult(p, data, err)
+			in.arg = arg
+			out = append(out, in)
+			continue
 		}
-		if n == 0 {
+		files, err := o.manifests(p)
+		if err != nil {
+			in := readResult(p, nil, err)
+			in.arg = arg
+			out = append(out, in)
+			continue
+		}
+		if len(files) == 0 {
 			// Almost always a wrong path; an empty result would hide it.
-			out = append(out, input{name: p, err: "directory holds no *.yaml, *.yml or *.json files"})
+			what := "directory holds no *.yaml, *.yml or *.json files"
+			if o.Recursive {
+				what += ", nor do the directories below it"
+			}
+			out = append(out, input{name: p, err: what, empty: true, arg: arg})
+			continue
+		}
+		for _, name := range files {
+			data, err := os.ReadFile(name)
+			in := readResult(name, data, err)
+			in.arg, in.dir = arg, p
+			out = append(out, in)
 		}
 	}
 	return out
+}
+
+// manifests lists the manifests of directory dir, sorted by name, and
+// with Recursive those below it, in the order of a lexical walk.
+func (o Options) manifests(dir string) ([]string, error) {
+	var files []string
+	if !o.Recursive {
+		entries, err := os.ReadDir(dir) // sorted by name
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range entries {
+			if !e.IsDir() && isManifest(e.Name()) {
+				files = append(files, filepath.Join(dir, e.Name()))
+			}
+		}
+		return files, nil
+	}
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if path != dir && strings.HasPrefix(d.Name(), ".") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if isManifest(d.Name()) {
+			files = append(files, path)
+		}
+		return nil
+	})
+	return files, err
 }
 
 func readResult(name string, data []byte, err error) input {
@@ -228,8 +287,16 @@ func decodeInputs(inputs []input, maxBytes int) ([]Object, error) {
 // true their results are the same.
 func decodeInputsMode(inputs []input, fast bool, maxBytes int) (_ []Object, _ error, ok bool) {
 	var docs []doc
-	for _, in := range inputs {
+	// found counts the documents of each path given; a directory's are
+	// its files'.
+	found := map[int]int{}
+	for i, in := range inputs {
+		n := len(docs)
 		docs = splitInput(in, docs, fast, maxBytes)
+		found[in.arg] += len(docs) - n
+		if last := i+1 == len(inputs) || inputs[i+1].arg != in.arg; last && found[in.arg] == 0 {
+			docs = append(docs, emptyInput(in))
+		}
 	}
 	// Parse (YAML) and find kinds and list items, in parallel per document.
 	docRes := make([]docResult, len(docs))
@@ -385,13 +452,28 @@ var bom = []byte("\xef\xbb\xbf")
 // YAMLOrJSONDecoder (and so kubectl) decides; anything else is YAML.
 func splitInput(in input, docs []doc, fast bool, maxBytes int) []doc {
 	if in.err != "" {
-		return append(docs, doc{err: &Error{Source: Source{File: in.name, Item: -1}, Detail: in.err}})
+		return append(docs, doc{err: &Error{Source: Source{File: in.name, Item: -1}, Detail: in.err, Empty: in.empty}})
 	}
 	data := bytes.TrimPrefix(in.data, bom)
 	if bytes.HasPrefix(bytes.TrimLeftFunc(data, unicode.IsSpace), []byte("{")) {
 		return splitJSON(in.name, data, docs, fast, maxBytes)
 	}
 	return splitYAMLFrom(in.name, data, 0, 1, maxBytes, docs)
+}
+
+// emptyInput is the error of a path that gave no document: nothing but
+// blanks, comments and separators, which is what a command that failed
+// before a pipe leaves, never what one means to check. in is the path's
+// last input.
+func emptyInput(in input) doc {
+	name, what := in.name, "the file holds no objects"
+	switch {
+	case in.dir != "":
+		name, what = in.dir, "the directory's *.yaml, *.yml and *.json files hold no objects"
+	case in.name == "-":
+		what = "standard input holds no objects"
+	}
+	return doc{err: &Error{Source: Source{File: name, Item: -1}, Detail: what, Empty: true}}
 }
 
 // splitYAMLFrom appends the YAML documents of data[start:], numbering them
@@ -779,7 +861,7 @@ func (u *unit) decode(fast bool) (Object, []*Error) {
 		u.kind, u.name, u.other = iu.kind, iu.name, iu.other
 	}
 	if u.other != nil {
-		return u.decodeOther()
+		return checkNames(u.decodeOther())
 	}
 	k := u.kind
 	v := reflect.New(k.typ)
@@ -809,6 +891,23 @@ func (u *unit) decode(fast bool) (Object, []*Error) {
 		// Slices are most of the input and are always rewritten when
 		// printed; everything else may be printed as it was written.
 		obj.Raw = u.data
+	}
+	return checkNames(obj, nil)
+}
+
+// checkNames rejects an object whose name or namespace holds a
+// placeholder of a templated file.
+func checkNames(obj Object, errs []*Error) (Object, []*Error) {
+	if len(errs) > 0 {
+		return obj, errs
+	}
+	for _, fe := range []*fieldError{placeholderError("metadata.name", obj.Name), placeholderError("metadata.namespace", obj.Namespace)} {
+		if fe != nil {
+			errs = append(errs, &Error{Source: obj.Source, Kind: obj.Kind, Name: obj.Name, Field: fe.path, Detail: fe.detail})
+		}
+	}
+	if len(errs) > 0 {
+		return Object{}, errs
 	}
 	return obj, nil
 }

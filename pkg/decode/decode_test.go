@@ -2,6 +2,9 @@ package decode
 
 import (
 	"errors"
+	"github.com/google/uuid"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"os"
 	"path/filepath"
 	"strings"
@@ -291,10 +294,6 @@ func TestDecodeObjects(t *testing.T) {
 		in:   "# header\n---\n\n---\napiVersion: v1\nkind: Node\nmetadata: {name: a}\n---   # trailing comment\n# only a comment\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: p}\n---\n",
 		want: []wantObj{{"a.yaml#1", "Node", "", "a", 5}, {"a.yaml#2", "Pod", "default", "p", 11}},
 	}, {
-		name: "nothing at all",
-		file: "a.yaml",
-		in:   "\n# nothing\n",
-	}, {
 		name: "concatenated JSON",
 		file: "a.json",
 		in:   "{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"metadata\":{\"name\":\"a\"}}\n\n{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"metadata\":{\"name\":\"b\"}}{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"metadata\":{\"name\":\"c\"}}",
@@ -406,6 +405,68 @@ func TestPaths(t *testing.T) {
 	})
 }
 
+// TestEmptyInputs: a path that holds no document is an error marked
+// Empty, whatever its form; an empty List is a document, and a directory
+// with one manifest holding objects is not empty for its others.
+func TestEmptyInputs(t *testing.T) {
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{
+		"nothing.yaml":          "\n# nothing\n---\n",
+		"list.yaml":             "apiVersion: v1\nkind: List\nitems: []\n",
+		"blank/a.yaml":          "",
+		"blank/b.json":          "  \n",
+		"mixed/a.yaml":          "# a placeholder\n",
+		"mixed/b.yaml":          node("b"),
+		"tree/sub/deep/a.yaml":  "---\n",
+		"tree/README.md":        "no manifests here",
+		"nested/sub/a.yaml":     node("nested"),
+		"nested/top/empty.yaml": "",
+	})
+	tests := []struct {
+		name      string
+		paths     []string
+		stdin     string
+		recursive bool
+		objects   int
+		empty     []wantErr
+	}{
+		{"comments and separators only", []string{filepath.Join(dir, "nothing.yaml")}, "", false, 0,
+			[]wantErr{{filepath.Join(dir, "nothing.yaml"), "", "", "", "the file holds no objects"}}},
+		{"empty stdin", []string{"-"}, "", false, 0, []wantErr{{"-", "", "", "", "standard input holds no objects"}}},
+		{"an empty List is no error", []string{filepath.Join(dir, "list.yaml")}, "", false, 0, nil},
+		{"directory of empty manifests", []string{filepath.Join(dir, "blank")}, "", false, 0,
+			[]wantErr{{filepath.Join(dir, "blank"), "", "", "", "files hold no objects"}}},
+		{"an empty manifest beside one with objects", []string{filepath.Join(dir, "mixed")}, "", false, 1, nil},
+		{"recursive tree of empty manifests", []string{filepath.Join(dir, "tree")}, "", true, 0,
+			[]wantErr{{filepath.Join(dir, "tree"), "", "", "", "files hold no objects"}}},
+		{"without -R the tree has no manifests", []string{filepath.Join(dir, "tree")}, "", false, 0,
+			[]wantErr{{filepath.Join(dir, "tree"), "", "", "", "directory holds no *.yaml"}}},
+		{"recursive tree with objects deeper down", []string{filepath.Join(dir, "nested")}, "", true, 1, nil},
+		{"each path on its own", []string{filepath.Join(dir, "mixed"), "-"}, " \n", false, 1,
+			[]wantErr{{"-", "", "", "", "standard input holds no objects"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			objs, err := Options{Recursive: tt.recursive}.Paths(tt.paths, strings.NewReader(tt.stdin))
+			if len(objs) != tt.objects {
+				t.Errorf("%d objects, want %d", len(objs), tt.objects)
+			}
+			if tt.empty == nil {
+				if err != nil {
+					t.Fatalf("unexpected error: %v", err)
+				}
+				return
+			}
+			checkErrors(t, err, tt.empty)
+			for _, e := range err.(Errors) {
+				if !e.Empty {
+					t.Errorf("%v: not marked Empty", e)
+				}
+			}
+		})
+	}
+}
+
 func TestPathsNoStdin(t *testing.T) {
 	_, err := Paths([]string{"-"}, nil)
 	checkErrors(t, err, []wantErr{{"-", "", "", "", "stdin is not available"}})
@@ -437,5 +498,28 @@ func TestErrorString(t *testing.T) {
 	var e *Error
 	if !errors.As(error(es), &e) || e != tests[0].err {
 		t.Errorf("errors.As did not find the first *Error")
+	}
+}
+
+// TestPodUID: a Pod read without a UID gets a name-based one, the same for
+// the same namespace and name and different for another; one with a UID
+// keeps it, and other kinds get none.
+func TestPodUID(t *testing.T) {
+	objs, err := Bytes("a.yaml", []byte("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: ml}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: q, uid: given}\n---\n"+node("node-a")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	uid := func(i int) types.UID { return objs[i].Obj.(metav1.Object).GetUID() }
+	if uid(0) != PodUID("default", "p") || uid(1) != PodUID("ml", "p") || uid(0) == uid(1) {
+		t.Errorf("derived UIDs %q and %q, want PodUID of default/p and ml/p", uid(0), uid(1))
+	}
+	if _, err := uuid.Parse(string(uid(0))); err != nil || len(uid(0)) != 36 {
+		t.Errorf("UID %q is not a UUID as kube-apiserver writes them: %v", uid(0), err)
+	}
+	if uid(2) != "given" || uid(3) != "" {
+		t.Errorf("UIDs %q (given) and %q (a Node), want kept and none", uid(2), uid(3))
+	}
+	if PodUID("default", "p") != PodUID("default", "p") {
+		t.Error("PodUID is not deterministic")
 	}
 }

@@ -2,16 +2,21 @@ package decode
 
 import (
 	"reflect"
+	"strings"
 
-	"github.com/dractl/dractl/pkg/api"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	resourcehelper "k8s.io/component-helpers/resource"
+
+	"github.com/dractl/dractl/pkg/api"
 )
 
-// The defaults below are those kube-apiserver 1.37 applies to
-// resource.k8s.io/v1 objects: the +default markers of the v1 types (only
+// The defaults below are those kube-apiserver 1.37 applies: to
+// resource.k8s.io/v1 objects, the +default markers of the v1 types (only
 // DeviceToleration.operator has one) and the hand-written defaulters of
-// pkg/apis/resource/v1 (ExactDeviceRequest, DeviceSubRequest, DeviceTaint).
+// pkg/apis/resource/v1 (ExactDeviceRequest, DeviceSubRequest,
+// DeviceTaint); to Nodes and Pods, those a verb reads (see defaultNode).
 // Every function is idempotent.
 
 // SetDefaults applies API-server defaults to one of the object types that
@@ -65,13 +70,168 @@ func defaultResourceClaimTemplate(t *resourcev1.ResourceClaimTemplate) {
 	defaultClaimSpec(&t.Spec.Spec)
 }
 
-// defaultNode and defaultPod apply nothing. The core/v1 defaults are many
-// (restart and DNS policies, container ports and probes, termination
-// messages, ...) and none of them bears on what dractl reads from nodes
-// and pods: names, labels, and a pod's resourceClaims. Applying a subset
-// would only make objects look server-defaulted when they are not.
-func defaultNode(*corev1.Node) {}
-func defaultPod(*corev1.Pod)   {}
+// The core/v1 defaults are many (DNS and restart policies, ports, probes,
+// termination messages, ...). Those applied here are the ones a verb reads: what
+// a node offers and what a pod asks, which decide the extended-resource
+// claim kube-scheduler makes (pkg/podclaims) and the resources a pod needs
+// beside its devices. The others are left out, not to dress objects as
+// server-stored where no verb would notice. kube-apiserver 1.37 applies
+// these in pkg/apis/core/v1/defaults.go (requests from limits, quantity
+// rounding, a node's allocatable from its capacity) and, for pod-level
+// resources, when it prepares a pod for creation
+// (PodLevelResourcesFixDefaulting, on by default in 1.37). A sidecar's
+// restartPolicy has no default: an init container without one runs to
+// completion, as it is read.
+
+// defaultNode: a node that states its capacity but not its allocatable is
+// stored with its allocatable equal to its capacity; quantities are
+// rounded up to milli-units.
+func defaultNode(n *corev1.Node) {
+	if n.Status.Allocatable == nil && n.Status.Capacity != nil {
+		n.Status.Allocatable = make(corev1.ResourceList, len(n.Status.Capacity))
+		for name, q := range n.Status.Capacity {
+			n.Status.Allocatable[name] = q.DeepCopy()
+		}
+	}
+	roundUp(n.Status.Capacity)
+	roundUp(n.Status.Allocatable)
+}
+
+// defaultPod: every container and init container requests what it limits
+// where it requests nothing of that resource (nvidia.com/gpu: 1 in limits
+// asks for one GPU); quantities are rounded up to milli-units; and then the
+// pod-level resources are completed from the containers'.
+func defaultPod(p *corev1.Pod) {
+	for i := range p.Spec.InitContainers {
+		defaultContainerResources(&p.Spec.InitContainers[i].Resources)
+	}
+	for i := range p.Spec.Containers {
+		defaultContainerResources(&p.Spec.Containers[i].Resources)
+	}
+	roundUp(p.Spec.Overhead)
+	if r := p.Spec.Resources; r != nil {
+		roundUp(r.Limits)
+		roundUp(r.Requests)
+	}
+	defaultPodLevelResources(p)
+}
+
+func defaultContainerResources(r *corev1.ResourceRequirements) {
+	for name, q := range r.Limits {
+		if _, ok := r.Requests[name]; ok {
+			continue
+		}
+		if r.Requests == nil {
+			r.Requests = make(corev1.ResourceList, len(r.Limits))
+		}
+		r.Requests[name] = q.DeepCopy()
+	}
+	roundUp(r.Limits)
+	roundUp(r.Requests)
+}
+
+// roundUp rounds every quantity up to a multiple of 1m, as the server
+// stores them.
+func roundUp(l corev1.ResourceList) {
+	for name, q := range l {
+		q.RoundUp(resource.Milli)
+		l[name] = q
+	}
+}
+
+// defaultPodLevelResources completes spec.resources (KEP-2837) when the pod
+// sets some of it, for the resources it may hold (cpu, memory, hugepages):
+//   - a hugepages limit the pod level lacks, and does not request, is the
+//     containers' summed limit;
+//   - a request the pod level lacks is, for cpu and memory, what the
+//     containers request together (sidecars and init containers counted as
+//     kube-scheduler counts them), and else the pod-level limit;
+//   - a limit the pod level lacks, for a resource it requests and every
+//     container limits, is the containers' limits together, or the request
+//     when that is larger.
+func defaultPodLevelResources(p *corev1.Pod) {
+	r := p.Spec.Resources
+	if r == nil || len(r.Requests) == 0 && len(r.Limits) == 0 {
+		return
+	}
+	// Only the containers count, as the server counts them: not the
+	// pod's status, nor the pod-level resources being completed.
+	containers := &corev1.Pod{Spec: corev1.PodSpec{Containers: p.Spec.Containers, InitContainers: p.Spec.InitContainers}}
+	limits := resourcehelper.AggregateContainerLimits(containers, resourcehelper.PodResourcesOptions{})
+	for name, q := range limits {
+		if !resourcehelper.IsSupportedPodLevelResource(name) || !isHugePages(name) {
+			continue
+		}
+		if _, ok := r.Requests[name]; ok {
+			continue
+		}
+		if _, ok := r.Limits[name]; !ok {
+			if r.Limits == nil {
+				r.Limits = corev1.ResourceList{}
+			}
+			r.Limits[name] = q.DeepCopy()
+		}
+	}
+	requests := resourcehelper.AggregateContainerRequests(containers, resourcehelper.PodResourcesOptions{})
+	setRequest := func(name corev1.ResourceName, q resource.Quantity) {
+		if r.Requests == nil {
+			r.Requests = corev1.ResourceList{}
+		}
+		r.Requests[name] = q.DeepCopy()
+	}
+	for name, q := range requests {
+		if _, ok := r.Requests[name]; !ok && resourcehelper.IsSupportedPodLevelResource(name) && !isHugePages(name) {
+			setRequest(name, q)
+		}
+	}
+	for name, q := range r.Limits {
+		if _, ok := r.Requests[name]; !ok && resourcehelper.IsSupportedPodLevelResource(name) {
+			setRequest(name, q)
+		}
+	}
+	for name, req := range r.Requests {
+		if _, ok := r.Limits[name]; ok || !resourcehelper.IsSupportedPodLevelResource(name) || !everyContainerLimits(&p.Spec, name) {
+			continue
+		}
+		limit, ok := limits[name]
+		if !ok {
+			continue
+		}
+		if req.Cmp(limit) > 0 {
+			limit = req
+		}
+		if r.Limits == nil {
+			r.Limits = corev1.ResourceList{}
+		}
+		r.Limits[name] = limit.DeepCopy()
+	}
+}
+
+// everyContainerLimits reports whether every container of the pod, of
+// every kind (ephemeral ones, which cannot set resources, included),
+// limits the resource.
+func everyContainerLimits(spec *corev1.PodSpec, name corev1.ResourceName) bool {
+	for i := range spec.InitContainers {
+		if _, ok := spec.InitContainers[i].Resources.Limits[name]; !ok {
+			return false
+		}
+	}
+	for i := range spec.Containers {
+		if _, ok := spec.Containers[i].Resources.Limits[name]; !ok {
+			return false
+		}
+	}
+	for i := range spec.EphemeralContainers {
+		if _, ok := spec.EphemeralContainers[i].Resources.Limits[name]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+func isHugePages(name corev1.ResourceName) bool {
+	return strings.HasPrefix(string(name), corev1.ResourceHugePagesPrefix)
+}
 
 func defaultClaimSpec(s *resourcev1.ResourceClaimSpec) {
 	for i := range s.Devices.Requests {

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -137,5 +138,112 @@ spec:
 	}
 	if !c.CreationTimestamp.Equal(&want) {
 		t.Errorf("creationTimestamp = %v, want %v", c.CreationTimestamp, want)
+	}
+}
+
+func rl(pairs ...string) corev1.ResourceList {
+	l := corev1.ResourceList{}
+	for i := 0; i < len(pairs); i += 2 {
+		l[corev1.ResourceName(pairs[i])] = resource.MustParse(pairs[i+1])
+	}
+	return l
+}
+
+// TestDefaultsPod: what kube-apiserver 1.37 stores for what a pod asks,
+// case by case (pkg/apis/core/v1/defaults.go, and the pod-level resources
+// completed when the pod is prepared for creation).
+func TestDefaultsPod(t *testing.T) {
+	always := corev1.ContainerRestartPolicyAlways
+	ctr := func(name string, req, lim corev1.ResourceList) corev1.Container {
+		return corev1.Container{Name: name, Resources: corev1.ResourceRequirements{Requests: req, Limits: lim}}
+	}
+	sidecar := func(name string, req, lim corev1.ResourceList) corev1.Container {
+		c := ctr(name, req, lim)
+		c.RestartPolicy = &always
+		return c
+	}
+	tests := []struct {
+		name    string
+		in, out corev1.PodSpec
+	}{
+		{"extended resource in limits only",
+			corev1.PodSpec{Containers: []corev1.Container{ctr("c", nil, rl("nvidia.com/gpu", "1"))}},
+			corev1.PodSpec{Containers: []corev1.Container{ctr("c", rl("nvidia.com/gpu", "1"), rl("nvidia.com/gpu", "1"))}}},
+		{"a class's implicit name in limits",
+			corev1.PodSpec{Containers: []corev1.Container{ctr("c", nil, rl("deviceclass.resource.kubernetes.io/gpu.example.com", "2"))}},
+			corev1.PodSpec{Containers: []corev1.Container{ctr("c", rl("deviceclass.resource.kubernetes.io/gpu.example.com", "2"), rl("deviceclass.resource.kubernetes.io/gpu.example.com", "2"))}}},
+		{"a request kept, a missing one added",
+			corev1.PodSpec{Containers: []corev1.Container{ctr("c", rl("cpu", "500m"), rl("cpu", "1", "example.com/nic", "1"))}},
+			corev1.PodSpec{Containers: []corev1.Container{ctr("c", rl("cpu", "500m", "example.com/nic", "1"), rl("cpu", "1", "example.com/nic", "1"))}}},
+		{"init containers and sidecars too",
+			corev1.PodSpec{
+				InitContainers: []corev1.Container{ctr("init", nil, rl("nvidia.com/gpu", "2")), sidecar("side", nil, rl("nvidia.com/gpu", "1"))},
+				Containers:     []corev1.Container{ctr("c", nil, nil)}},
+			corev1.PodSpec{
+				InitContainers: []corev1.Container{ctr("init", rl("nvidia.com/gpu", "2"), rl("nvidia.com/gpu", "2")), sidecar("side", rl("nvidia.com/gpu", "1"), rl("nvidia.com/gpu", "1"))},
+				Containers:     []corev1.Container{ctr("c", nil, nil)}}},
+		{"quantities rounded up to milli-units",
+			corev1.PodSpec{Containers: []corev1.Container{ctr("c", rl("cpu", "0.0001"), nil)}, Overhead: rl("memory", "0.0005")},
+			corev1.PodSpec{Containers: []corev1.Container{ctr("c", rl("cpu", "1m"), nil)}, Overhead: rl("memory", "1m")}},
+		{"no pod-level resources: none made",
+			corev1.PodSpec{Containers: []corev1.Container{ctr("c", rl("cpu", "1"), nil)}},
+			corev1.PodSpec{Containers: []corev1.Container{ctr("c", rl("cpu", "1"), nil)}}},
+		// The init container runs beside the sidecar started before it:
+		// 3.5 CPUs then, more than the 2.5 the pod uses afterwards.
+		{"pod-level requests from the containers' and from the pod's limits",
+			corev1.PodSpec{Resources: &corev1.ResourceRequirements{Limits: rl("cpu", "4", "memory", "8Gi")},
+				InitContainers: []corev1.Container{sidecar("side", rl("cpu", "500m"), nil), ctr("init", rl("cpu", "3"), nil)},
+				Containers:     []corev1.Container{ctr("a", rl("cpu", "1", "nvidia.com/gpu", "1"), nil), ctr("b", rl("cpu", "1"), nil)}},
+			corev1.PodSpec{Resources: &corev1.ResourceRequirements{Limits: rl("cpu", "4", "memory", "8Gi"), Requests: rl("cpu", "3500m", "memory", "8Gi")},
+				InitContainers: []corev1.Container{sidecar("side", rl("cpu", "500m"), nil), ctr("init", rl("cpu", "3"), nil)},
+				Containers:     []corev1.Container{ctr("a", rl("cpu", "1", "nvidia.com/gpu", "1"), nil), ctr("b", rl("cpu", "1"), nil)}}},
+		{"pod-level limit when every container limits, at least the request",
+			corev1.PodSpec{Resources: &corev1.ResourceRequirements{Requests: rl("cpu", "3", "memory", "1Gi")},
+				Containers: []corev1.Container{ctr("a", nil, rl("cpu", "1", "memory", "2Gi")), ctr("b", nil, rl("cpu", "1"))}},
+			corev1.PodSpec{Resources: &corev1.ResourceRequirements{Requests: rl("cpu", "3", "memory", "1Gi"), Limits: rl("cpu", "3")},
+				Containers: []corev1.Container{ctr("a", rl("cpu", "1", "memory", "2Gi"), rl("cpu", "1", "memory", "2Gi")), ctr("b", rl("cpu", "1"), rl("cpu", "1"))}}},
+		{"pod-level hugepages limit from the containers', then its request",
+			corev1.PodSpec{Resources: &corev1.ResourceRequirements{Limits: rl("memory", "1Gi")},
+				Containers: []corev1.Container{ctr("a", nil, rl("hugepages-2Mi", "4Mi")), ctr("b", nil, rl("hugepages-2Mi", "2Mi"))}},
+			corev1.PodSpec{Resources: &corev1.ResourceRequirements{Limits: rl("memory", "1Gi", "hugepages-2Mi", "6Mi"), Requests: rl("memory", "1Gi", "hugepages-2Mi", "6Mi")},
+				Containers: []corev1.Container{ctr("a", rl("hugepages-2Mi", "4Mi"), rl("hugepages-2Mi", "4Mi")), ctr("b", rl("hugepages-2Mi", "2Mi"), rl("hugepages-2Mi", "2Mi"))}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pod := &corev1.Pod{Spec: *tt.in.DeepCopy()}
+			if !SetDefaults(pod) {
+				t.Fatal("SetDefaults did not recognise a Pod")
+			}
+			if !equality.Semantic.DeepEqual(pod.Spec, tt.out) {
+				t.Errorf("got  %+v\nwant %+v", pod.Spec, tt.out)
+			}
+			again := pod.DeepCopy()
+			SetDefaults(again)
+			if !equality.Semantic.DeepEqual(again, pod) {
+				t.Error("defaulting twice changed the pod")
+			}
+		})
+	}
+}
+
+// TestDefaultsNode: a node's allocatable defaults to its capacity, which
+// decides whether a device plugin serves an extended resource.
+func TestDefaultsNode(t *testing.T) {
+	tests := []struct {
+		name    string
+		in, out corev1.NodeStatus
+	}{
+		{"allocatable from capacity", corev1.NodeStatus{Capacity: rl("nvidia.com/gpu", "8", "cpu", "0.0005")}, corev1.NodeStatus{Capacity: rl("nvidia.com/gpu", "8", "cpu", "1m"), Allocatable: rl("nvidia.com/gpu", "8", "cpu", "1m")}},
+		{"allocatable kept", corev1.NodeStatus{Capacity: rl("nvidia.com/gpu", "8"), Allocatable: rl("nvidia.com/gpu", "7")}, corev1.NodeStatus{Capacity: rl("nvidia.com/gpu", "8"), Allocatable: rl("nvidia.com/gpu", "7")}},
+		{"neither", corev1.NodeStatus{}, corev1.NodeStatus{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			n := &corev1.Node{Status: *tt.in.DeepCopy()}
+			SetDefaults(n)
+			if !equality.Semantic.DeepEqual(n.Status, tt.out) {
+				t.Errorf("got %+v, want %+v", n.Status, tt.out)
+			}
+		})
 	}
 }

@@ -5,8 +5,12 @@ import (
 	"encoding/json"
 	"time"
 
-	"github.com/dractl/dractl/pkg/api"
+	"github.com/google/uuid"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/dractl/dractl/pkg/api"
 )
 
 // normalize makes a decoded object look as it would when read back from an
@@ -23,6 +27,17 @@ func normalize(o apiObject, k *kindInfo) {
 		// The server silently clears metadata.namespace of cluster-scoped
 		// objects on create.
 		o.SetNamespace("")
+	}
+
+	// The server gives every object a UID when it creates it. A Pod is
+	// what other objects refer to by UID (the ownerReferences and
+	// reservedFor of the claims made for it), so one read without a UID
+	// gets one, derived from its namespace and name: the same file gives
+	// the same UID, and what is made for the pod names it when read back.
+	// Other kinds keep what they have: a made-up UID in an object written
+	// back to a cluster would fail the server's UID precondition.
+	if p, ok := o.(*corev1.Pod); ok && p.UID == "" {
+		p.UID = PodUID(p.Namespace, p.Name)
 	}
 
 	// metav1.Time is written with second precision, so a client never sees
@@ -42,7 +57,7 @@ func normalize(o apiObject, k *kindInfo) {
 			mf.Time = &tt
 		}
 		if mf.FieldsV1 != nil {
-			mf.FieldsV1.Raw = canonicalJSON(mf.FieldsV1.Raw)
+			mf.FieldsV1.SetRawBytes(canonicalJSON(mf.FieldsV1.GetRawBytes()))
 		}
 	}
 	if s, ok := o.(*api.ResourceSlice); ok {
@@ -76,4 +91,14 @@ func canonicalJSON(raw []byte) []byte {
 		return raw
 	}
 	return out
+}
+
+// podUIDSpace is the namespace of the name-based UUIDs PodUID makes.
+var podUIDSpace = uuid.NewSHA1(uuid.NameSpaceURL, []byte("https://dractl.dev/pod-uid"))
+
+// PodUID is the UID a Pod read without one gets: a name-based UUID
+// (RFC 9562 version 5) of "<namespace>/<name>", in the form of the random
+// UUIDs kube-apiserver assigns, and always the same for the same pod.
+func PodUID(namespace, name string) types.UID {
+	return types.UID(uuid.NewSHA1(podUIDSpace, []byte(namespace+"/"+name)).String())
 }

@@ -74,6 +74,11 @@ type Error struct {
 	// Detail says what is wrong, with the expected and the found value
 	// where that helps.
 	Detail string
+	// Empty marks an input that holds nothing to decode: a file or stdin
+	// without a single document, or a directory without manifests. Its
+	// content is not wrong, it is missing; callers may treat it as an
+	// input that could not be read.
+	Empty bool
 }
 
 func (e *Error) Error() string {

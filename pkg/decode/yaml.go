@@ -183,9 +183,32 @@ func isSequence(data []byte) bool {
 // of mapping keys and Go types.
 func explainYAMLError(data []byte, err error) string {
 	if bytes.Contains(data, []byte("{{")) && bytes.Contains(data, []byte("}}")) {
-		return "the document contains template directives ({{ ... }}), as in a Helm chart or Go template; render it first (helm template, envsubst, ...) and give dractl the result"
+		return "the document contains template directives ({{ ... }}), as in a Helm chart or Go template; " + renderFirst
 	}
 	return err.Error()
+}
+
+const renderFirst = "render it first (helm template, envsubst, ...) and give dractl the result"
+
+// placeholderPattern matches what templated manifests leave for a tool to
+// fill in: Go template directives, and shell-style variables as envsubst
+// substitutes them (NVIDIA's demo files name objects ${NAME}). A quoted
+// directive and a variable are valid YAML, so they reach the object.
+var placeholderPattern = regexp.MustCompile(`\{\{.*?\}\}|\$\{[^}]*\}|\$[A-Za-z_][A-Za-z0-9_]*`)
+
+// placeholderError reports a name (metadata.name or metadata.namespace)
+// that holds a placeholder: a name no object can have, whose fix is to
+// render the file, which the name rules kube-apiserver states do not say.
+func placeholderError(field, value string) *fieldError {
+	p := placeholderPattern.FindString(value)
+	if p == "" {
+		return nil
+	}
+	what := "a template directive, as in a Helm chart or Go template"
+	if strings.HasPrefix(p, "$") {
+		what = "a shell-style variable, as in a templated demo file"
+	}
+	return &fieldError{field, fmt.Sprintf("%q holds the placeholder %s (%s); %s", value, p, what, renderFirst)}
 }
 
 // integerText finds the digits of an integer too large for int64 in the

@@ -22,6 +22,9 @@ func bigNode(tb testing.TB) (*driverkit.Kit, []string) {
 	if err != nil {
 		tb.Fatal(err)
 	}
+	if err := gpus.CreateDeviceNodes(); err != nil {
+		tb.Fatal(err)
+	}
 	kit, err := driverkit.New(driverkit.Config{DriverName: driver, Profile: gpus, StateDir: dir, CDIDir: filepath.Join(dir, "cdi")})
 	if err != nil {
 		tb.Fatal(err)

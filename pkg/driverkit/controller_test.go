@@ -4,14 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -19,7 +17,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
-	"sigs.k8s.io/yaml"
 
 	"github.com/dractl/dractl/pkg/api"
 	"github.com/dractl/dractl/pkg/decode"
@@ -192,32 +189,5 @@ func TestControllerLeaderElection(t *testing.T) {
 	}
 	if _, ok := b.Published().Resources.Pools["net"]; !ok {
 		t.Fatal("a refused description replaced the published one")
-	}
-}
-
-// TestControlPlaneManifestPools: the pools of deploy/driver/controlplane.yaml's
-// ConfigMap are what the publisher accepts.
-func TestControlPlaneManifestPools(t *testing.T) {
-	data, err := os.ReadFile("../../deploy/driver/controlplane.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	first, _, _ := strings.Cut(string(data), "\n---\n")
-	var cm corev1.ConfigMap
-	if err := yaml.Unmarshal([]byte(first), &cm); err != nil || cm.Kind != "ConfigMap" {
-		t.Fatalf("first document: %v %q", err, cm.Kind)
-	}
-	var desc []*api.ResourceSlice
-	for name, pools := range cm.Data {
-		objs, err := decode.Bytes(name, []byte(pools))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, o := range objs {
-			desc = append(desc, o.Obj.(*api.ResourceSlice))
-		}
-	}
-	if _, err := driverkit.BuildCentral("nic.example.com", desc); err != nil || len(desc) == 0 {
-		t.Fatalf("%d slices: %v", len(desc), err)
 	}
 }

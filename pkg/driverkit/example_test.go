@@ -30,6 +30,11 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
+	// The simulated kernel driver's device nodes, which the CDI specs
+	// name and a prepare checks for.
+	if err := gpus.CreateDeviceNodes(); err != nil {
+		panic(err)
+	}
 	kit, err := driverkit.New(driverkit.Config{
 		DriverName: mockgpu.DriverName, Profile: gpus,
 		StateDir: filepath.Join(dir, "state"), CDIDir: filepath.Join(dir, "cdi"),

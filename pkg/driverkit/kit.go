@@ -162,7 +162,8 @@ func (k *Kit) devicesOf(claim *resourcev1.ResourceClaim) ([]PreparedDevice, erro
 
 // Prepare prepares the claim's devices of this driver and returns what
 // the kubelet hands the runtime. Preparing a prepared claim returns the
-// recorded answer and creates nothing.
+// recorded answer and creates nothing but its CDI spec, when that is
+// missing or damaged.
 func (k *Kit) Prepare(ctx context.Context, claim *resourcev1.ResourceClaim) ([]kubeletplugin.Device, error) {
 	uid := claim.UID
 	unlock := k.claimLocks.Lock(uid)
@@ -173,6 +174,17 @@ func (k *Kit) Prepare(ctx context.Context, claim *resourcev1.ResourceClaim) ([]k
 		return nil, because(ReasonCheckpoint, err)
 	}
 	if rec != nil && rec.State == PrepareCompleted {
+		// The kubelet asks again after it restarts, and a node that
+		// rebooted has lost its runtime's CDI directory: the answer
+		// names devices of the claim's spec, so the spec must be
+		// there for the runtime to resolve them.
+		wrote, err := k.ensureSpec(rec)
+		if err != nil {
+			return nil, because(ReasonCDI, err)
+		}
+		if wrote {
+			klog.FromContext(ctx).Info("Wrote the CDI spec of a prepared claim again", "claim", klog.KRef(claim.Namespace, claim.Name), "uid", uid)
+		}
 		return k.answer(rec), nil
 	}
 	if rec != nil {
@@ -219,7 +231,11 @@ func (k *Kit) Prepare(ctx context.Context, claim *resourcev1.ResourceClaim) ([]k
 		k.failpoint(AfterPartitionRecorded)
 	}
 
-	if err := k.cdi.write(uid, k.cdiDevices(uid, rec.Devices)); err != nil {
+	specDevices := k.cdiDevices(uid, rec.Devices)
+	if err := hostDeviceNodes(specDevices); err != nil {
+		return fail(because(ReasonCDI, fmt.Errorf("claim %s: %w", uid, err)))
+	}
+	if err := k.cdi.write(uid, specDevices); err != nil {
 		return fail(because(ReasonCDI, err))
 	}
 	k.failpoint(AfterCDIWritten)

@@ -55,6 +55,10 @@ func (e *env) restart() *driverkit.ReconcileReport {
 	if err != nil {
 		e.t.Fatal(err)
 	}
+	// The runtime's injection below reads the device nodes from the host.
+	if err := gpus.CreateDeviceNodes(); err != nil {
+		e.t.Fatal(err)
+	}
 	kit, err := driverkit.New(driverkit.Config{
 		DriverName: driver, Profile: gpus, StateDir: e.dir, CDIDir: filepath.Join(e.dir, "cdi"), CDIClass: "gpu",
 		Failpoint: func(f driverkit.Failpoint) {
@@ -411,6 +415,113 @@ func TestReconcileDestroysUnownedPartitions(t *testing.T) {
 	_, err := e.kit.Prepare(ctx, claim("late", migDev(0, "1g.5gb", 5)))
 	if !strings.Contains(fmt.Sprint(err), "held by claim uid-kept") {
 		t.Fatalf("prepare over a restored claim: %v", err)
+	}
+}
+
+// TestCDISpecsOutliveTheRuntimeDirectory: a node's CDI directory is a
+// tmpfs (/var/run/cdi), which a reboot empties, and a spec file can be
+// damaged; the runtime resolves a prepared claim's devices only from its
+// spec. A restarted driver writes every prepared claim's spec again where
+// it is missing or differs, and so does the kubelet's repeated prepare of
+// a prepared claim (it asks again after its own restart) without a
+// driver restart; an intact spec is left alone.
+func TestCDISpecsOutliveTheRuntimeDirectory(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	a, b := claim("a", migDev(0, "3g.20gb", 4)), claim("b", migDev(1, "1g.5gb", 0))
+	for _, c := range []*resourcev1.ResourceClaim{a, b} {
+		if _, err := e.kit.Prepare(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	specs := e.specs()
+	read := func() map[string]string {
+		out := map[string]string{}
+		for _, name := range e.specs() {
+			data, err := os.ReadFile(filepath.Join(e.dir, "cdi", name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[name] = string(data)
+		}
+		return out
+	}
+	want := read()
+	parts := e.partitions()
+
+	if rep := e.restart(); len(rep.RewrittenSpecs) != 0 {
+		t.Fatalf("a restart over intact specs rewrote %v", rep.RewrittenSpecs)
+	}
+
+	// A reboot: the directory itself is gone.
+	if err := os.RemoveAll(filepath.Join(e.dir, "cdi")); err != nil {
+		t.Fatal(err)
+	}
+	rep := e.restart()
+	slices.Sort(rep.RewrittenSpecs)
+	if !slices.Equal(rep.RewrittenSpecs, []types.UID{"uid-a", "uid-b"}) {
+		t.Fatalf("rewritten after the directory was emptied: %v, want both claims", rep.RewrittenSpecs)
+	}
+	if got := read(); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("specs after a reboot:\n%v\nwant\n%v", got, want)
+	}
+
+	// A damaged file: still there, but no longer the claim's spec.
+	path := filepath.Join(e.dir, "cdi", specs[0])
+	if err := os.WriteFile(path, []byte(want[specs[0]][:40]), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if rep := e.restart(); len(rep.RewrittenSpecs) != 1 {
+		t.Fatalf("rewritten after a spec was damaged: %v, want one", rep.RewrittenSpecs)
+	}
+	if got := read(); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("specs after the damaged one was rewritten:\n%v\nwant\n%v", got, want)
+	}
+
+	// The kubelet's prepare of a prepared claim, the driver running.
+	for _, name := range specs {
+		if err := os.Remove(filepath.Join(e.dir, "cdi", name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []*resourcev1.ResourceClaim{a, b} {
+		if _, err := e.kit.Prepare(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := read(); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("specs after prepares of prepared claims:\n%v\nwant\n%v", got, want)
+	}
+	if got := e.partitions(); !slices.Equal(got, parts) {
+		t.Fatalf("partitions %v, were %v: nothing but specs may be made again", got, parts)
+	}
+}
+
+// TestPrepareChecksDeviceNodes: a device node the CDI spec would name by
+// host path that is not on the host fails the prepare with the node's
+// path, before the claim is reported prepared (the runtime would fail the
+// container's creation instead, after the fact), and leaves nothing
+// behind; once the node is back, the prepare succeeds.
+func TestPrepareChecksDeviceNodes(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	node := filepath.Join(e.gpus.DevDir(), "nvidia1")
+	if err := os.Remove(node); err != nil {
+		t.Fatal(err)
+	}
+	c := claim("a", migDev(1, "2g.10gb", 2))
+	_, err := e.kit.Prepare(ctx, c)
+	if want := "device node /dev/nvidia1 is not on this host (" + node + ")"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("prepare: %v, want %q", err, want)
+	}
+	if len(e.partitions())+len(e.specs()) != 0 {
+		t.Fatalf("left by the failed prepare: partitions %v, specs %v", e.partitions(), e.specs())
+	}
+	if err := e.gpus.CreateDeviceNodes(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.kit.Prepare(ctx, c); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -22,7 +22,9 @@ type ReconcileReport struct {
 	Destroyed []Partition
 	// RemovedSpecs are CDI specs of claims without a completed record.
 	RemovedSpecs []types.UID
-	// RewrittenSpecs are completed claims whose CDI spec was missing.
+	// RewrittenSpecs are completed claims whose CDI spec was missing
+	// (a node's /var/run/cdi is a tmpfs: a reboot empties it) or not
+	// the one their record gives (a damaged file).
 	RewrittenSpecs []types.UID
 	// Corrupt are checkpoints that could not be trusted, moved aside
 	// (to "<file>.corrupt"); their claims count as not prepared.
@@ -31,7 +33,8 @@ type ReconcileReport struct {
 
 // Reconcile brings the node back to what the checkpoints say after a
 // restart: completed claims are held again (their devices and counters
-// are not handed to anyone else) and keep their partitions and CDI specs;
+// are not handed to anyone else) and keep their partitions, and their CDI
+// specs are written again wherever they are missing or differ;
 // everything else a claim may have left is removed. It must run before
 // the kubelet can call Prepare, and after the pool is published (or the
 // held counters are not known).
@@ -103,16 +106,15 @@ func (k *Kit) Reconcile(ctx context.Context) (*ReconcileReport, error) {
 		rep.RemovedSpecs = append(rep.RemovedSpecs, uid)
 	}
 	for uid, rec := range completed {
-		if k.cdi.exists(uid) {
-			continue
-		}
-		if err := k.redecode(rec); err != nil {
-			return nil, fmt.Errorf("rewrite the CDI spec of prepared claim %s: %w", uid, err)
-		}
-		if err := k.cdi.write(uid, k.cdiDevices(uid, rec.Devices)); err != nil {
+		unlock := k.claimLocks.Lock(uid)
+		wrote, err := k.ensureSpec(rec)
+		unlock()
+		if err != nil {
 			return nil, err
 		}
-		rep.RewrittenSpecs = append(rep.RewrittenSpecs, uid)
+		if wrote {
+			rep.RewrittenSpecs = append(rep.RewrittenSpecs, uid)
+		}
 	}
 	logger.Info("Reconciled prepared claims", "prepared", len(rep.Prepared), "rolledBack", len(rep.RolledBack),
 		"unprepared", len(rep.Unprepared), "destroyedPartitions", len(rep.Destroyed), "removedSpecs", len(rep.RemovedSpecs),
@@ -131,4 +133,18 @@ func (k *Kit) ownedByAny(p Partition, completed map[types.UID]*ClaimRecord) bool
 		}
 	}
 	return false
+}
+
+// ensureSpec writes a completed claim's CDI spec from its record unless
+// the one on disk is that spec already, and reports whether it wrote.
+// The caller holds the claim's lock.
+func (k *Kit) ensureSpec(rec *ClaimRecord) (bool, error) {
+	if err := k.redecode(rec); err != nil {
+		return false, fmt.Errorf("rewrite the CDI spec of prepared claim %s: %w", rec.UID, err)
+	}
+	devices := k.cdiDevices(rec.UID, rec.Devices)
+	if k.cdi.current(rec.UID, devices) {
+		return false, nil
+	}
+	return true, k.cdi.write(rec.UID, devices)
 }

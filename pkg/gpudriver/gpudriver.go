@@ -41,6 +41,8 @@ type Options struct {
 	MetricsAuth             bool
 	TLSCertFile, TLSKeyFile string
 	Kubeconfig              string
+	// DevRoot is where the NVIDIA driver's device nodes are (dev/ of it).
+	DevRoot string
 
 	healthTaints bool
 	set          map[string]bool
@@ -65,6 +67,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.PluginDir, "plugin-dir", "", "directory of the DRA socket (default /var/lib/kubelet/plugins/<driver name>)")
 	fs.BoolVar(&o.CompactIfAccepted, "compact-if-accepted", true, "publish ResourceSlice mixins when the API server accepts them (otherwise flat)")
 	fs.StringVar(&o.MigMinors, "nvml-mig-minors", "/proc/driver/nvidia-caps/mig-minors", "nvml backend: the NVIDIA kernel driver's table of MIG capability device minors")
+	fs.StringVar(&o.DevRoot, "nvml-dev-root", "/", "nvml backend: the host directory whose dev/ holds the NVIDIA device nodes (the driver root, e.g. /run/nvidia/driver when a driver container installs it)")
 	fs.DurationVar(&o.Kit.HealthInterval, "health-interval", 10*time.Second, "how often device health is read, sent to the kubelet and turned into device taints")
 	fs.BoolVar(&o.healthTaints, "health-taints", true, "taint unhealthy devices in the published ResourceSlices (key "+driverkit.TaintKeyUnhealthy+")")
 	fs.StringVar(&o.UnhealthyTaintEffect, "unhealthy-taint-effect", string(resourcev1.DeviceTaintEffectNoSchedule),
@@ -82,7 +85,13 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 			if slices.Contains(hidden, f.Name) {
 				return
 			}
-			fmt.Fprintf(fs.Output(), "  -%s\n    \t%s (default %q)\n", f.Name, f.Usage, f.DefValue)
+			// A usage that says its default (one from the environment,
+			// or one the driver name decides) is not given a second.
+			def := ""
+			if f.DefValue != "" && !strings.Contains(f.Usage, "(default ") {
+				def = fmt.Sprintf(" (default %q)", f.DefValue)
+			}
+			fmt.Fprintf(fs.Output(), "  -%s\n    \t%s%s\n", f.Name, f.Usage, def)
 		})
 	}
 }
@@ -103,8 +112,8 @@ func (o *Options) Complete(fs *flag.FlagSet) error {
 				return fmt.Errorf("--%s applies to --backend=mock only; the nvml backend discovers the GPUs", f)
 			}
 		}
-	} else if o.NVMLMock != "" || o.set["nvml-mig-minors"] {
-		return fmt.Errorf("--nvml-mock and --nvml-mig-minors apply to --backend=nvml only")
+	} else if o.NVMLMock != "" || o.set["nvml-mig-minors"] || o.set["nvml-dev-root"] {
+		return fmt.Errorf("--nvml-mock, --nvml-mig-minors and --nvml-dev-root apply to --backend=nvml only")
 	}
 	switch resourcev1.DeviceTaintEffect(o.UnhealthyTaintEffect) {
 	case resourcev1.DeviceTaintEffectNoSchedule:

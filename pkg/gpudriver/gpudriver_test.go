@@ -25,6 +25,8 @@ func TestFlags(t *testing.T) {
 		{[]string{"--node-name=n", "--backend=cuda"}, "", "--backend=cuda: want one of mock, nvml"},
 		{[]string{"--node-name=n", "--backend=nvml", "--gpus=4"}, "", "--gpus applies to --backend=mock only"},
 		{[]string{"--node-name=n", "--nvml-mock=dgxa100"}, "", "apply to --backend=nvml only"},
+		{[]string{"--node-name=n", "--nvml-dev-root=/run/nvidia/driver"}, "", "apply to --backend=nvml only"},
+		{[]string{"--node-name=n", "--backend=nvml", "--nvml-dev-root=/run/nvidia/driver"}, "nvml", ""},
 		{[]string{"--node-name=", "--backend=nvml"}, "", "--node-name (or $NODE_NAME) is required"},
 		{[]string{"--node-name=n", "--unhealthy-taint-effect=NoExecute"}, "mock", ""},
 		{[]string{"--node-name=n", "--unhealthy-taint-effect=PreferNoSchedule"}, "", "want NoSchedule or NoExecute"},
@@ -52,16 +54,22 @@ func TestFlags(t *testing.T) {
 	}
 }
 
-// TestHiddenFlag: the test-only flag works but is not in -help.
-func TestHiddenFlag(t *testing.T) {
-	var o gpudriver.Options
+// usage is the driver's -help, with the flag set it was printed for.
+func usage(o *gpudriver.Options) (string, *flag.FlagSet) {
 	fs := flag.NewFlagSet("dractl-gpu-driver", flag.ContinueOnError)
 	var help strings.Builder
 	fs.SetOutput(&help)
 	o.AddFlags(fs)
 	fs.Usage()
-	if strings.Contains(help.String(), "nvml-mock") || !strings.Contains(help.String(), "-backend") {
-		t.Errorf("help:\n%s", help.String())
+	return help.String(), fs
+}
+
+// TestHiddenFlag: the test-only flag works but is not in -help.
+func TestHiddenFlag(t *testing.T) {
+	var o gpudriver.Options
+	help, fs := usage(&o)
+	if strings.Contains(help, "nvml-mock") || !strings.Contains(help, "-backend") {
+		t.Errorf("help:\n%s", help)
 	}
 	fs.SetOutput(io.Discard)
 	if err := fs.Parse([]string{"--nvml-mock=dgxh100"}); err != nil || o.NVMLMock != "dgxh100" {
@@ -90,6 +98,24 @@ func TestHealthTaintFlags(t *testing.T) {
 		}
 		if o.Kit.HealthTaints != tc.want || o.Kit.HealthInterval != 10*time.Second {
 			t.Errorf("%v: %+v every %s, want %+v every 10s", tc.args, o.Kit.HealthTaints, o.Kit.HealthInterval, tc.want)
+		}
+	}
+}
+
+// TestHelpDefaults: each flag's help gives its default once: a flag that
+// says its own ($NODE_NAME, a directory the driver name decides) gets no
+// second, and an empty default none.
+func TestHelpDefaults(t *testing.T) {
+	t.Setenv("NODE_NAME", "")
+	help, _ := usage(&gpudriver.Options{})
+	for _, line := range strings.Split(help, "\n") {
+		if strings.Count(line, "(default ") > 1 || strings.Contains(line, `(default "")`) {
+			t.Errorf("help line %q", line)
+		}
+	}
+	for _, want := range []string{"name of this node (default $NODE_NAME)\n", `GPU backend: mock (GPUs simulated in the state directory) or nvml (the node's NVIDIA GPUs through NVML) (default "mock")`} {
+		if !strings.Contains(help, want) {
+			t.Errorf("help lacks %q:\n%s", want, help)
 		}
 	}
 }

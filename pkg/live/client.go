@@ -28,6 +28,10 @@ const DefaultPageSize = 100
 // command.
 const DefaultTimeout = 60 * time.Second
 
+// NoTimeout, as a rest.Config's Timeout, asks NewClient for no timeout at
+// all, where zero asks for DefaultTimeout.
+const NoTimeout time.Duration = -1
+
 // Client reads DRA objects from one cluster.
 type Client struct {
 	cs   kubernetes.Interface
@@ -50,7 +54,8 @@ const (
 
 // NewClient returns a Client for cfg. It asks for protobuf, which the API
 // server encodes and client-go decodes several times faster than JSON, and
-// sets DefaultTimeout, DefaultQPS and DefaultBurst where cfg has none.
+// sets DefaultTimeout (unless cfg.Timeout is NoTimeout), DefaultQPS and
+// DefaultBurst where cfg has none.
 func NewClient(cfg *rest.Config) (*Client, error) {
 	cfg = rest.CopyConfig(cfg)
 	if cfg.RateLimiter == nil && cfg.QPS == 0 && cfg.Burst == 0 {
@@ -58,8 +63,11 @@ func NewClient(cfg *rest.Config) (*Client, error) {
 	}
 	cfg.ContentType = runtime.ContentTypeProtobuf
 	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
-	if cfg.Timeout == 0 {
+	switch {
+	case cfg.Timeout == 0:
 		cfg.Timeout = DefaultTimeout
+	case cfg.Timeout < 0:
+		cfg.Timeout = 0
 	}
 	if cfg.UserAgent == "" {
 		cfg.UserAgent = "dractl"
@@ -69,6 +77,16 @@ func NewClient(cfg *rest.Config) (*Client, error) {
 		return nil, err
 	}
 	return &Client{cs: cs, host: cfg.Host}, nil
+}
+
+// ServerVersion is the kube-apiserver's gitVersion ("v1.37.2"), which the
+// live verbs judge objects by.
+func (c *Client) ServerVersion() (string, error) {
+	info, err := c.cs.Discovery().ServerVersion()
+	if err != nil {
+		return "", fmt.Errorf("read the server version from %s: %w", c.host, err)
+	}
+	return info.GitVersion, nil
 }
 
 // NewClientFor wraps an existing clientset (a fake one in unit tests of

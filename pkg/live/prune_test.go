@@ -32,7 +32,7 @@ func TestPoolFieldsDropOnlyAttributesAndManagedFields(t *testing.T) {
 		s.Labels = map[string]string{"seed": "x"}
 		s.ResourceVersion = "17"
 		s.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "driver", Operation: metav1.ManagedFieldsOperationApply,
-			FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{}}`)}}}
+			FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:spec":{}}`)}}
 		raw, err := s.Marshal()
 		if err != nil {
 			t.Fatal(err)

@@ -36,8 +36,8 @@ func skewed(recorded bool) *resourcev1.ResourceSlice {
 		spec += `,"f:mixins":{".":{},"f:device":{}}`
 	}
 	s.ManagedFields = []metav1.ManagedFieldsEntry{
-		{Manager: "labeller", Operation: metav1.ManagedFieldsOperationUpdate, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:labels":{}}}`)}},
-		{Manager: "driver", Operation: metav1.ManagedFieldsOperationApply, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(spec + `}}`)}},
+		{Manager: "labeller", Operation: metav1.ManagedFieldsOperationUpdate, FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:metadata":{"f:labels":{}}}`)},
+		{Manager: "driver", Operation: metav1.ManagedFieldsOperationApply, FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(spec + `}}`)},
 	}
 	return s
 }

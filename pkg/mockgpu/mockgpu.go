@@ -265,12 +265,68 @@ func EnvPrefix(device string) string {
 	return "DRACTL_GPU_" + strings.ToUpper(nonWord.ReplaceAllString(device, "_")) + "_"
 }
 
+// Device node numbers of the simulated GPUs: NVIDIA's kernel driver's
+// major for its GPUs (minor = GPU index), and a major for the MIG
+// capability nodes (dynamic on a real host), whose minors count every
+// MIG placement of every GPU.
+const (
+	GPUMajor    = 195
+	MIGCapMajor = 511
+)
+
+// DevDir is where the simulated kernel driver's device nodes are: what a
+// real host has under /dev (nvidia0, nvidia-caps/nvidia-cap3, ...).
+func (g *GPUs) DevDir() string { return filepath.Join(g.Dir, "dev") }
+
+// deviceNode is one node of DevDir: its path under /dev and numbers.
+type deviceNode struct {
+	path         string
+	major, minor uint32
+}
+
+func (g *GPUs) deviceNodes() []deviceNode {
+	var out []deviceNode
+	for gpu := range g.GPUs {
+		out = append(out, deviceNode{fmt.Sprintf("nvidia%d", gpu), GPUMajor, uint32(gpu)})
+		for i, q := range g.Model.Partitions(gpu) {
+			if !q.Whole() {
+				m := g.capMinor(gpu, i)
+				out = append(out, deviceNode{fmt.Sprintf("nvidia-caps/nvidia-cap%d", m), MIGCapMajor, uint32(m)})
+			}
+		}
+	}
+	return out
+}
+
+// capMinor is the capability node minor of the i-th partition of a GPU.
+func (g *GPUs) capMinor(gpu, i int) int { return gpu*g.Model.DevicesPerGPU() + i }
+
+// CreateDeviceNodes makes the device nodes of the simulated GPUs in
+// DevDir, character devices with their numbers, as the kernel driver
+// does when it loads: the CDI edits name them as the host's nodes, so
+// that a container runtime reads their numbers from the host and a
+// container sees them. Nodes already there with the right numbers stay.
+// Making them takes CAP_MKNOD.
+func (g *GPUs) CreateDeviceNodes() error {
+	for _, n := range g.deviceNodes() {
+		if err := driverkit.MakeCharDevice(filepath.Join(g.DevDir(), n.path), n.major, n.minor); err != nil {
+			return fmt.Errorf("simulated GPU: %w", err)
+		}
+	}
+	return nil
+}
+
 // ContainerEdits implements driverkit.Profile: environment variables
 // naming the GPU and the MIG device, the GPU's device node (and the MIG
-// capability node), and the MIG device's file mounted read-only.
+// capability node) from DevDir, given by host path only so that the
+// runtime takes their numbers from the host, and the MIG device's file
+// mounted read-only.
 func (g *GPUs) ContainerEdits(claim types.UID, dev driverkit.AllocatedDevice, p driverkit.Partition) cdispec.ContainerEdits {
 	part, _ := g.Model.PartitionByDevice(g.GPUs, dev.Device)
 	env := EnvPrefix(dev.Device)
+	node := func(path string) *cdispec.DeviceNode {
+		return &cdispec.DeviceNode{Path: "/dev/" + path, HostPath: filepath.Join(g.DevDir(), path)}
+	}
 	edits := cdispec.ContainerEdits{
 		Env: []string{
 			env + "GPU_UUID=" + g.GPUUUID(part.GPU),
@@ -279,7 +335,7 @@ func (g *GPUs) ContainerEdits(claim types.UID, dev driverkit.AllocatedDevice, p 
 			env + "UUID=" + p.ID,
 			env + "CLAIM=" + string(claim),
 		},
-		DeviceNodes: []*cdispec.DeviceNode{{Path: fmt.Sprintf("/dev/nvidia%d", part.GPU), Type: "c", Major: 195, Minor: int64(part.GPU)}},
+		DeviceNodes: []*cdispec.DeviceNode{node(fmt.Sprintf("nvidia%d", part.GPU))},
 		Mounts: []*cdispec.Mount{{
 			HostPath: g.instancePath(part.GPU, dev.Device), ContainerPath: "/var/run/dractl-gpu/" + dev.Device + ".json",
 			Options: []string{"ro", "bind"},
@@ -288,15 +344,11 @@ func (g *GPUs) ContainerEdits(claim types.UID, dev driverkit.AllocatedDevice, p 
 	edits.Env = append(edits.Env, gpuconfig.Effective(dev).Env(env)...)
 	if !part.Whole() {
 		// One capability node per MIG device, as NVIDIA's driver exposes.
-		minor := int64(part.GPU * g.Model.DevicesPerGPU())
 		for i, q := range g.Model.Partitions(part.GPU) {
 			if q.DeviceName() == dev.Device {
-				minor += int64(i)
+				edits.DeviceNodes = append(edits.DeviceNodes, node(fmt.Sprintf("nvidia-caps/nvidia-cap%d", g.capMinor(part.GPU, i))))
 			}
 		}
-		edits.DeviceNodes = append(edits.DeviceNodes, &cdispec.DeviceNode{
-			Path: fmt.Sprintf("/dev/nvidia-caps/nvidia-cap%d", minor), Type: "c", Major: 511, Minor: minor,
-		})
 	}
 	return edits
 }

@@ -45,6 +45,9 @@ func Run(ctx context.Context, cfg Config, client kubernetes.Interface) error {
 	if err != nil {
 		return err
 	}
+	if err := gpus.CreateDeviceNodes(); err != nil {
+		return err
+	}
 	d, err := driverkit.StartNode(ctx, driverkit.NodeConfig{
 		DriverName: cfg.DriverName, NodeName: cfg.NodeName, StateDir: cfg.StateDir, CDIDir: cfg.CDIDir,
 		RegistrarDir: cfg.RegistrarDir, PluginDir: cfg.PluginDir, CompactIfAccepted: cfg.CompactIfAccepted, Failpoint: cfg.Failpoint,

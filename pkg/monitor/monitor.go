@@ -21,9 +21,11 @@ import (
 	"time"
 
 	resourcev1 "k8s.io/api/resource/v1"
-	"k8s.io/client-go/informers"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	resourceinformers "k8s.io/client-go/informers/resource/v1"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -55,9 +57,13 @@ type Options struct {
 
 // Monitor watches pools. Create it with New, then call Run.
 type Monitor struct {
-	opts    Options
-	factory informers.SharedInformerFactory
-	st      *state.State
+	opts Options
+	// The informers of slices and claims, made one by one rather than by
+	// client-go's SharedInformerFactory: the factory's ForResource names
+	// an informer of every API group, which links them all into the
+	// binary that runs the monitor (dractl).
+	slices, claims cache.SharedIndexInformer
+	st             *state.State
 	// sliceDeltas and claimDeltas feed the State from the informers and
 	// mark what they changed.
 	sliceDeltas informer.Deltas[*resourcev1.ResourceSlice]
@@ -131,8 +137,17 @@ func New(opts Options) (*Monitor, error) {
 	}
 	m.recorder = opts.Recorder
 	m.metrics = newMetrics(m)
-	m.factory = informers.NewSharedInformerFactoryWithOptions(opts.Client, 0,
-		informers.WithTransform(trim(live.NewSharer())))
+	// What the factory would make: no resync, the namespace index, one
+	// transform for both.
+	indexers := cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}
+	m.slices = resourceinformers.NewResourceSliceInformer(opts.Client, 0, indexers)
+	m.claims = resourceinformers.NewResourceClaimInformer(opts.Client, metav1.NamespaceAll, 0, indexers)
+	transform := trim(live.NewSharer())
+	for _, inf := range []cache.SharedIndexInformer{m.slices, m.claims} {
+		if err := inf.SetTransform(transform); err != nil {
+			return nil, err
+		}
+	}
 	m.sliceDeltas = informer.Slices(m.st)
 	m.sliceDeltas.Then = func(d informer.Delta[*resourcev1.ResourceSlice]) {
 		// An update may move a slice to another pool.
@@ -151,10 +166,10 @@ func New(opts Options) (*Monitor, error) {
 		m.markClaim(d.Obj)
 		m.poke()
 	}
-	if _, err := informer.Watch(m.logger, m.factory.Resource().V1().ResourceSlices().Informer(), m.sliceDeltas); err != nil {
+	if _, err := informer.Watch(m.logger, m.slices, m.sliceDeltas); err != nil {
 		return nil, err
 	}
-	if _, err := informer.Watch(m.logger, m.factory.Resource().V1().ResourceClaims().Informer(), m.claimDeltas); err != nil {
+	if _, err := informer.Watch(m.logger, m.claims, m.claimDeltas); err != nil {
 		return nil, err
 	}
 	return m, nil
@@ -199,11 +214,16 @@ func (m *Monitor) Run(ctx context.Context) error {
 		defer b.Shutdown()
 		m.recorder = b.NewRecorder(clientgoscheme.Scheme, Component)
 	}
-	m.factory.Start(ctx.Done())
-	defer m.factory.Shutdown()
-	for typ, ok := range m.factory.WaitForCacheSync(ctx.Done()) {
-		if !ok {
-			return fmt.Errorf("informer for %v did not sync: %w", typ, ctx.Err())
+	// Every return below comes once ctx has ended, which stops the
+	// informers; Run returns when they have.
+	var informers sync.WaitGroup
+	defer informers.Wait()
+	for _, inf := range []cache.SharedIndexInformer{m.slices, m.claims} {
+		informers.Go(func() { inf.RunWithContext(ctx) })
+	}
+	for name, inf := range map[string]cache.SharedIndexInformer{"ResourceSlices": m.slices, "ResourceClaims": m.claims} {
+		if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+			return fmt.Errorf("informer for %s did not sync: %w", name, ctx.Err())
 		}
 	}
 	logger.Info("Informers synced; watching pools")

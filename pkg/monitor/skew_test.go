@@ -19,7 +19,7 @@ func TestSkewedSliceReportedAsInvalidPool(t *testing.T) {
 	s := slice("devices", 1, false)
 	s.Spec.Devices[0].ConsumesCounters = nil
 	s.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "driver", Operation: metav1.ManagedFieldsOperationApply, FieldsType: "FieldsV1",
-		FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:devices":{},"f:mixins":{}}}`)}}}
+		FieldsV1: metav1.NewFieldsV1(`{"f:spec":{"f:devices":{},"f:mixins":{}}}`)}}
 	obj, err := trim(live.NewSharer())(s)
 	if err != nil {
 		t.Fatal(err)

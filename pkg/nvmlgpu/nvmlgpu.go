@@ -38,6 +38,12 @@ type Options struct {
 	// MigMinors is the kernel driver's table of capability minors;
 	// DefaultMigMinors when empty.
 	MigMinors string
+	// DevRoot is the host directory whose dev/ holds the device nodes
+	// the CDI edits name ("/" when empty): the root NVIDIA's driver is
+	// installed at, such as /run/nvidia/driver when a driver container
+	// installs it. The runtime reads the nodes there; containers get
+	// them under /dev.
+	DevRoot string
 	// Clock dates the notices of ignored XIDs; the real clock when nil.
 	Clock clock.PassiveClock
 }
@@ -493,7 +499,7 @@ func (g *GPUs) Partitions(context.Context) ([]driverkit.Partition, error) {
 // NVIDIA's container toolkit expects — the control and UVM nodes, the
 // parent GPU's node and, for a MIG device, the capability nodes of its
 // GPU and compute instance — given by path (the runtime reads their
-// numbers from the host), and DRACTL_GPU_<DEVICE>_* variables naming the
+// numbers from the host, under DevRoot), and DRACTL_GPU_<DEVICE>_* variables naming the
 // device, as with the mock backend, with what its configuration sets.
 // NVIDIA_VISIBLE_DEVICES lists all of a container's devices: see
 // RequestEdits.
@@ -524,8 +530,8 @@ func (g *GPUs) ContainerEdits(claim types.UID, dev driverkit.AllocatedDevice, p 
 			env + "CLAIM=" + string(claim),
 		},
 		DeviceNodes: []*cdispec.DeviceNode{
-			{Path: "/dev/nvidiactl"}, {Path: "/dev/nvidia-uvm"}, {Path: "/dev/nvidia-uvm-tools"},
-			{Path: fmt.Sprintf("/dev/nvidia%d", part.gpu.minor)},
+			g.deviceNode("nvidiactl"), g.deviceNode("nvidia-uvm"), g.deviceNode("nvidia-uvm-tools"),
+			g.deviceNode(fmt.Sprintf("nvidia%d", part.gpu.minor)),
 		},
 	}
 	if ciSlices != 0 {
@@ -533,9 +539,19 @@ func (g *GPUs) ContainerEdits(claim types.UID, dev driverkit.AllocatedDevice, p 
 	}
 	edits.Env = append(edits.Env, gpuconfig.Effective(dev).Env(env)...)
 	for _, m := range minors {
-		edits.DeviceNodes = append(edits.DeviceNodes, &cdispec.DeviceNode{Path: fmt.Sprintf("/dev/nvidia-caps/nvidia-cap%d", m)})
+		edits.DeviceNodes = append(edits.DeviceNodes, g.deviceNode(fmt.Sprintf("nvidia-caps/nvidia-cap%d", m)))
 	}
 	return edits
+}
+
+// deviceNode is a node of /dev in the container, read from DevRoot's dev/
+// on the host.
+func (g *GPUs) deviceNode(name string) *cdispec.DeviceNode {
+	n := &cdispec.DeviceNode{Path: "/dev/" + name}
+	if g.opts.DevRoot != "" && g.opts.DevRoot != "/" {
+		n.HostPath = filepath.Join(g.opts.DevRoot, "dev", name)
+	}
+	return n
 }
 
 // RequestEdits implements driverkit.RequestEditsProfile: the toolkit's

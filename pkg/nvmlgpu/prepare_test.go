@@ -36,6 +36,8 @@ type machine struct {
 	dir  string
 	gpus *nvmlgpu.GPUs
 	kit  *driverkit.Kit
+	// devRoot is the driver's Options.DevRoot.
+	devRoot string
 }
 
 func newMachine(t testing.TB, server string) *machine {
@@ -48,6 +50,11 @@ func newMachine(t testing.TB, server string) *machine {
 	if err := srv.WriteMigMinors(filepath.Join(n.dir, "mig-minors")); err != nil {
 		t.Fatal(err)
 	}
+	// The mock kernel driver's device nodes, which prepares check for.
+	n.devRoot = filepath.Join(n.dir, "root")
+	if err := srv.WriteDeviceNodes(filepath.Join(n.devRoot, "dev")); err != nil {
+		t.Fatal(err)
+	}
 	n.restart()
 	return n
 }
@@ -57,7 +64,7 @@ func newMachine(t testing.TB, server string) *machine {
 func (n *machine) restart() *driverkit.ReconcileReport {
 	n.t.Helper()
 	gpus, err := nvmlgpu.New(n.srv, nvmlgpu.Options{Driver: driver, Node: node, StateDir: filepath.Join(n.dir, "state"),
-		MigMinors: filepath.Join(n.dir, "mig-minors")}, logr.Discard())
+		MigMinors: filepath.Join(n.dir, "mig-minors"), DevRoot: n.devRoot}, logr.Discard())
 	if err != nil {
 		n.t.Fatal(err)
 	}
@@ -159,6 +166,46 @@ func (n *machine) migDevices(gpu int) []string {
 	return out
 }
 
+// TestDeviceNodesUnderDevRoot: the CDI edits give every device node its
+// path under the NVIDIA driver's root on the host and under /dev in the
+// container; a root without the nodes (the kernel driver not loaded)
+// fails the prepare, naming the missing node, and leaves nothing behind,
+// instead of a claim reported prepared whose containers cannot be
+// created.
+func TestDeviceNodesUnderDevRoot(t *testing.T) {
+	n := newMachine(t, "dgxa100")
+	ctx := context.Background()
+	c := claim("a", mig.MIGDeviceName(0, "1g.5gb", 2))
+	if _, err := n.kit.Prepare(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	nodes := n.spec(c.UID).Devices[0].ContainerEdits.DeviceNodes
+	if len(nodes) != 6 {
+		t.Fatalf("device nodes %+v, want the control, two UVM, the GPU's and two capability nodes", nodes)
+	}
+	for _, dn := range nodes {
+		if !strings.HasPrefix(dn.Path, "/dev/") || dn.HostPath != n.devRoot+dn.Path {
+			t.Errorf("device node %s on the host at %q, want under %s", dn.Path, dn.HostPath, n.devRoot)
+		}
+	}
+	if err := n.kit.Unprepare(ctx, c.UID); err != nil {
+		t.Fatal(err)
+	}
+
+	n.devRoot = t.TempDir()
+	n.restart()
+	_, err := n.kit.Prepare(ctx, c)
+	if want := "device node /dev/nvidiactl is not on this host (" + n.devRoot + "/dev/nvidiactl)"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("prepare without device nodes: %v, want %q", err, want)
+	}
+	if got := n.instances(); len(got) != 0 {
+		t.Fatalf("instances %v left by the failed prepare", got)
+	}
+	if entries, _ := os.ReadDir(filepath.Join(n.dir, "cdi")); len(entries) != 0 {
+		t.Fatalf("CDI specs %v left by the failed prepare", entries)
+	}
+}
+
 // TestPrepareCreatesMIGDevices: prepare creates a GPU instance at the
 // allocated placement with one compute instance over it, and the CDI spec
 // names the MIG device as NVIDIA's toolkit expects; unprepare destroys
@@ -194,6 +241,9 @@ func TestPrepareCreatesMIGDevices(t *testing.T) {
 		var paths []string
 		for _, dn := range d.ContainerEdits.DeviceNodes {
 			paths = append(paths, dn.Path)
+			if dn.HostPath != n.devRoot+dn.Path {
+				t.Errorf("%s: device node %s at host path %q, want under %s", d.Name, dn.Path, dn.HostPath, n.devRoot)
+			}
 		}
 		// The first GPU instance of each GPU gets ID 0, its compute
 		// instance 0: the kernel driver's table names their minors.

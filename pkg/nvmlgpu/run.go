@@ -31,6 +31,8 @@ type Config struct {
 	// MigMinors is the kernel driver's table of MIG capability minors;
 	// DefaultMigMinors when empty.
 	MigMinors string
+	// DevRoot is where the host's NVIDIA device nodes are (Options).
+	DevRoot string
 	// Mock, for tests only, runs on the named nvmlmock server instead of
 	// the host's NVML. Its instances are kept in StateDir (MockInstances),
 	// so a restarted driver finds them as it would on a GPU.
@@ -48,6 +50,10 @@ type Config struct {
 func MockInstances(stateDir string) string {
 	return filepath.Join(stateDir, "mock-nvml-instances.json")
 }
+
+// MockDevRoot is the DevRoot of a driver on a mock server (Config.Mock):
+// its dev/ holds the mock kernel driver's device nodes.
+func MockDevRoot(stateDir string) string { return filepath.Join(stateDir, "mock-root") }
 
 // Run starts the driver on NVML and serves until ctx is done.
 func Run(ctx context.Context, cfg Config, client kubernetes.Interface) error {
@@ -71,6 +77,12 @@ func Run(ctx context.Context, cfg Config, client kubernetes.Interface) error {
 		if err := srv.WriteMigMinors(cfg.MigMinors); err != nil {
 			return err
 		}
+		// The mock's kernel driver has its device nodes in the state
+		// directory, where a container runtime finds them.
+		cfg.DevRoot = MockDevRoot(cfg.StateDir)
+		if err := srv.WriteDeviceNodes(filepath.Join(cfg.DevRoot, "dev")); err != nil {
+			return err
+		}
 		lib = srv
 		logger.Info("Running on a mock NVML server, for tests only", "server", cfg.Mock)
 	} else {
@@ -81,7 +93,7 @@ func Run(ctx context.Context, cfg Config, client kubernetes.Interface) error {
 	}
 	defer lib.Shutdown()
 
-	gpus, err := New(lib, Options{Driver: cfg.DriverName, Node: cfg.NodeName, StateDir: cfg.StateDir, MigMinors: cfg.MigMinors}, logger)
+	gpus, err := New(lib, Options{Driver: cfg.DriverName, Node: cfg.NodeName, StateDir: cfg.StateDir, MigMinors: cfg.MigMinors, DevRoot: cfg.DevRoot}, logger)
 	if err != nil {
 		return err
 	}

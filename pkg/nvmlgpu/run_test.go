@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -74,6 +75,14 @@ func TestRunPublishesTheMockServer(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+	// The mock kernel driver's device nodes, where the CDI edits name them.
+	dev := filepath.Join(nvmlgpu.MockDevRoot(filepath.Join(short, "state")), "dev")
+	for name, num := range map[string][2]uint32{"nvidiactl": {195, 255}, "nvidia0": {195, 0}, "nvidia7": {195, 7}, "nvidia-caps/nvidia-cap3": {511, 3}} {
+		var st unix.Stat_t
+		if err := unix.Stat(filepath.Join(dev, name), &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFCHR || st.Rdev != unix.Mkdev(num[0], num[1]) {
+			t.Errorf("device node %s: %v (mode %o, rdev %d), want c %d %d", name, err, st.Mode, st.Rdev, num[0], num[1])
+		}
 	}
 	// Every H200 of the mock: 7 placements of each 1g profile (1g.18gb,
 	// 1g.18gb+me, 1g.35gb), 3 of 2g, 2 of 3g, 1 of 4g and 7g, and the whole

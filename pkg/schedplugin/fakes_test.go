@@ -275,8 +275,6 @@ type fakeCycleState struct {
 	group fwk.PodGroupCycleState
 }
 
-func (s *fakeCycleState) GetPodGroupSchedulingCycle() fwk.PodGroupCycleState { return s.group }
-
 func newCycleState() *fakeCycleState {
 	return &fakeCycleState{data: map[fwk.StateKey]fwk.StateData{}}
 }
@@ -367,7 +365,7 @@ func newUnstartedClusterWith(t testing.TB, fts Features, args runtime.Object, ob
 	// informers before it builds the profiles.
 	inf := h.informer.Resource().V1()
 	if _, err := resourceslicetracker.StartTracker(ctx, resourceslicetracker.Options{EnableDeviceTaintRules: true,
-		SliceInformer: inf.ResourceSlices(), TaintInformer: inf.DeviceTaintRules(), KubeClient: client}); err != nil {
+		SliceInformer: trackerSliceInformer(h.informer), TaintInformer: inf.DeviceTaintRules(), KubeClient: client}); err != nil {
 		cancel()
 		t.Fatal(err)
 	}

@@ -41,7 +41,7 @@ func TestInvalidPoolInPodStatus(t *testing.T) {
 				Device(at.Device("gpu-0")).Obj())
 			must(t, err)
 			v.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "driver", Operation: metav1.ManagedFieldsOperationApply, FieldsType: "FieldsV1",
-				FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:devices":{},"f:driver":{},"f:mixins":{"f:device":{}}}}`)}}}
+				FieldsV1: metav1.NewFieldsV1(`{"f:spec":{"f:devices":{},"f:driver":{},"f:mixins":{"f:device":{}}}}`)}}
 			return v
 		},
 		want: "pool gpu.example.com/node-1 is invalid: ResourceSlice node-1-devices: spec.mixins: Forbidden: set on the API server but unknown to this build of dractl",

@@ -24,7 +24,7 @@ func TestArchitectureListsEveryFile(t *testing.T) {
 	var listed []string
 	for _, line := range strings.Split(section, "\n") {
 		if first, _, ok := strings.Cut(strings.TrimPrefix(line, "| "), " |"); ok && strings.HasPrefix(line, "| `") {
-			for _, m := range regexp.MustCompile("`([a-z]+\\.go)`").FindAllStringSubmatch(first, -1) {
+			for _, m := range regexp.MustCompile("`([a-z0-9_]+\\.go)`").FindAllStringSubmatch(first, -1) {
 				listed = append(listed, m[1])
 			}
 		}

@@ -55,7 +55,7 @@ func (g *groupState) Clone() fwk.StateData { return g }
 // groupStateOf returns the plugin's state of the pod's group cycle, nil
 // outside of one; create makes it on first use.
 func groupStateOf(cs fwk.CycleState, create bool) (*groupState, error) {
-	gcs := cs.GetPodGroupSchedulingCycle()
+	gcs := podGroupCycle(cs)
 	if gcs == nil {
 		return nil, nil
 	}
@@ -174,7 +174,7 @@ func (pl *Plugin) PodGroupPostFilter(ctx context.Context, gcs fwk.PodGroupCycleS
 	} else if !errors.Is(err, fwk.ErrNotFound) {
 		return nil, asError(logger, err)
 	}
-	pods := info.GetUnscheduledPods()
+	pods := unscheduledPods(info)
 	stuck := false
 	if g != nil {
 		for _, pod := range pods {

@@ -276,12 +276,10 @@ type fakeGroupInfo struct {
 	pods  []*v1.Pod
 }
 
-func (g fakeGroupInfo) GetUnscheduledPods() []*v1.Pod            { return g.pods }
 func (g fakeGroupInfo) GetType() fwk.EntityKeyType               { return g.kind }
 func (g fakeGroupInfo) GetPodGroup() *schedulingv1beta1.PodGroup { return g.group }
 func (g fakeGroupInfo) GetName() string                          { return g.group.Name }
 func (g fakeGroupInfo) GetNamespace() string                     { return g.group.Namespace }
-func (g fakeGroupInfo) GetKey() string                           { return g.group.Namespace + "/" + g.group.Name }
 
 // TestPodGroupPostFilter: when no placement fits the group, its claims that
 // block it are freed as in-tree: a member's own allocated claim no node

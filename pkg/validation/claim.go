@@ -18,10 +18,10 @@ import (
 	dracel "github.com/dractl/dractl/pkg/cel"
 )
 
-// DeviceClass validates a DeviceClass as admission would on create:
+// deviceClass validates a DeviceClass as admission would on create:
 // name, selectors (each must compile as a DRA CEL selector), opaque
 // configuration and the extended resource name.
-func DeviceClass(c *resourcev1.DeviceClass) field.ErrorList {
+func deviceClass(c *resourcev1.DeviceClass) field.ErrorList {
 	if c == nil {
 		return field.ErrorList{field.Required(field.NewPath("spec"), "no DeviceClass given")}
 	}
@@ -55,12 +55,12 @@ func IsExtendedResourceName(name string) bool {
 	return len(validation.IsQualifiedName(corev1.DefaultResourceRequestsPrefix+name)) == 0
 }
 
-// ResourceClaim validates a ResourceClaim's metadata and spec as admission
+// resourceClaim validates a ResourceClaim's metadata and spec as admission
 // would on create. The status is not validated: kube-apiserver drops it on
 // create (ResourceClaimWarnings looks at it). An empty namespace is accepted (clients fill it in); the object is
 // validated as API-server defaulting would leave it, so an unset
 // allocationMode means ExactCount and an unset count means one.
-func ResourceClaim(c *resourcev1.ResourceClaim) field.ErrorList {
+func resourceClaim(c *resourcev1.ResourceClaim) field.ErrorList {
 	if c == nil {
 		return field.ErrorList{field.Required(field.NewPath("spec"), "no ResourceClaim given")}
 	}
@@ -69,10 +69,10 @@ func ResourceClaim(c *resourcev1.ResourceClaim) field.ErrorList {
 	return append(errs, deviceClaim(&c.Spec.Devices, names, field.NewPath("spec", "devices"))...)
 }
 
-// ResourceClaimTemplate validates a template: its own metadata, the
+// resourceClaimTemplate validates a template: its own metadata, the
 // claim metadata it stamps out (only labels and annotations may be set)
 // and the claim spec.
-func ResourceClaimTemplate(t *resourcev1.ResourceClaimTemplate) field.ErrorList {
+func resourceClaimTemplate(t *resourcev1.ResourceClaimTemplate) field.ErrorList {
 	if t == nil {
 		return field.ErrorList{field.Required(field.NewPath("spec"), "no ResourceClaimTemplate given")}
 	}
@@ -223,6 +223,7 @@ func deviceRequest(r *resourcev1.DeviceRequest, cc *claimCheck, p *field.Path) f
 		ep := p.Child("exactly")
 		errs = append(errs, requestCommon(e.DeviceClassName, e.Selectors, e.AllocationMode, e.Count, e.Tolerations, ep)...)
 		errs = append(errs, derivedAttributes(e.DerivedAttributes, cc, r.Name, ep.Child("derivedAttributes"))...)
+		errs = append(errs, capacityRequestNames(e.Capacity, ep)...)
 	default:
 		fp := p.Child("firstAvailable")
 		if e := tooMany(fp, len(r.FirstAvailable), MaxSubRequests); e != nil {
@@ -234,6 +235,7 @@ func deviceRequest(r *resourcev1.DeviceRequest, cc *claimCheck, p *field.Path) f
 			errs = append(errs, dnsLabel(s.Name, sp.Child("name"))...)
 			errs = append(errs, requestCommon(s.DeviceClassName, s.Selectors, s.AllocationMode, s.Count, s.Tolerations, sp)...)
 			errs = append(errs, derivedAttributes(s.DerivedAttributes, cc, r.Name+"/"+s.Name, sp.Child("derivedAttributes"))...)
+			errs = append(errs, capacityRequestNames(s.Capacity, sp)...)
 		}
 		errs = append(errs, duplicates(r.FirstAvailable, func(s *resourcev1.DeviceSubRequest) string { return s.Name }, fp)...)
 	}
@@ -273,8 +275,22 @@ func requestCommon(class string, sels []resourcev1.DeviceSelector, mode resource
 			errs = append(errs, toleration(&tols[i], tp.Index(i))...)
 		}
 	}
-	// kube-apiserver does not validate capacity requests at all;
-	// ResourceClaimWarnings points out the ones that cannot work.
+	return errs
+}
+
+// capacityRequestNames: kube-apiserver 1.38 checks that the names of
+// capacity requests are qualified names; 1.37 checks nothing of them, and
+// ResourceClaimWarnings points out the ones that cannot work there.
+func capacityRequestNames(c *resourcev1.CapacityRequirements, p *field.Path) field.ErrorList {
+	if c == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	cp := p.Child("capacity", "requests")
+	for _, name := range sortedKeys(c.Requests) {
+		kp := keyPath(cp, string(name), qualifiedKeyMaxPathLength)
+		errs = append(errs, qualifiedName(string(name), kp).WithOrigin(originClaimCapacityNames)...)
+	}
 	return errs
 }
 

@@ -126,12 +126,46 @@ func stringValue(s string, p *field.Path) field.ErrorList {
 	return nil
 }
 
+// semver138Re is semverRe with kube-apiserver 1.38's bound: numbers of
+// the version and of digit-only pre-release identifiers have at most 18
+// digits, so that they fit an int64 once CEL reads them.
+var semver138Re = regexp.MustCompile(`^(0|[1-9]\d{0,17})\.(0|[1-9]\d{0,17})\.(0|[1-9]\d{0,17})` +
+	`(-(0|[1-9]\d{0,17}|\d*[a-zA-Z-][0-9a-zA-Z-]*)(\.(0|[1-9]\d{0,17}|\d*[a-zA-Z-][0-9a-zA-Z-]*))*)?` +
+	`(\+[0-9a-zA-Z-]+(\.[0-9a-zA-Z-]+)*)?$`)
+
+const (
+	semverDetail137 = "must be a string compatible with semver.org spec 2.0.0"
+	semverDetail138 = "must be a string compatible with semver.org spec 2.0.0, with at most 18 digits in numbers"
+)
+
+// versionValue gives each kube-apiserver minor's verdict and words on a
+// version attribute (versions.go picks one).
 func versionValue(s string, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
-	if !isSemver(s) {
-		errs = append(errs, field.Invalid(p, s, "must be a string compatible with semver.org spec 2.0.0"))
+	switch {
+	case !isSemver(s):
+		errs = append(errs, field.Invalid(p, s, semverDetail137).WithOrigin(originSemverWords137),
+			field.Invalid(p, s, semverDetail138).WithOrigin(originSemverWords138))
+	case hasLongNumber(s) && !semver138Re.MatchString(s):
+		errs = append(errs, field.Invalid(p, s, semverDetail138).WithOrigin(originSemverDigits))
 	}
 	return append(errs, stringValue(s, p)...)
+}
+
+// hasLongNumber reports a run of more than 18 digits, without which a
+// version semverRe accepts is one semver138Re accepts too.
+func hasLongNumber(s string) bool {
+	run := 0
+	for i := 0; i < len(s); i++ {
+		if s[i] >= '0' && s[i] <= '9' {
+			if run++; run > 18 {
+				return true
+			}
+		} else {
+			run = 0
+		}
+	}
+	return false
 }
 
 // capacities validates names and request policies. A request policy makes
@@ -485,6 +519,13 @@ func nodeAllocatableMapping(m *resourcev1.NodeAllocatableMapping, view api.Devic
 		kp := p.Child("capacityKey")
 		if *m.CapacityKey == "" {
 			errs = append(errs, field.Invalid(kp, "", "capacityKey must not be an empty string"))
+		} else if nameErrs := qualifiedName(string(*m.CapacityKey), kp); len(nameErrs) > 0 {
+			// 1.38 reports a key that cannot be a capacity name as such,
+			// 1.37 only that no capacity has it.
+			errs = append(errs, nameErrs.WithOrigin(originCapacityKeyFormat)...)
+			if _, found := view.Capacity(*m.CapacityKey); resolved && !found {
+				errs = append(errs, field.NotFound(kp, *m.CapacityKey).WithOrigin(originCapacityKeyNotFound))
+			}
 		} else if _, found := view.Capacity(*m.CapacityKey); resolved && !found {
 			errs = append(errs, field.NotFound(kp, *m.CapacityKey))
 		}

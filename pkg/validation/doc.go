@@ -10,6 +10,21 @@
 // DRAFractionalCapacityRange) accepts it: the rules of the v1 API (the
 // resource.k8s.io/v1 API reference, k8s.io/api/resource/v1 v0.37.2 field docs, declarative markers and
 // zz_generated.validations.go) and the apiserver's handwritten validation.
+//
+// # Versions
+//
+// Each supported kube-apiserver minor (KubeVersion, versions.go) gets its
+// own verdicts and words; the package's functions judge as the newest.
+// What differs between the minors is one table, versionRules, read from the
+// difference of k8s.io/kubernetes pkg/apis/resource/validation between
+// v1.37.2 and v1.38.0-beta.0: 1.38 refuses qualified names with more than
+// one slash (1.37 stores them unchecked), per-device node selectors with
+// more than one term, numbers of more than 18 digits in version
+// attributes, and claim capacity request names that are no qualified
+// names; it reports a capacityKey that is no qualified name as such. A
+// check that depends on the version tags its errors and warnings with the
+// rule's origin and produces every minor's variant; KubeVersion keeps its
+// own. 1.38's ratcheting of updates does not apply: dractl judges creates.
 // Error types and field paths follow the apiserver where it has a rule,
 // including its quirks: a validRange default problem is reported at
 // requestPolicy.validRange.default, a value off the step grid at
@@ -21,7 +36,7 @@
 //   - more than 2048 counters consumed by the devices of a slice (KEP-4815
 //     "Limits"; kube-apiserver dropped the check after 1.33);
 //   - a device nodeSelector with more than one term (the v1 API reference says exactly one;
-//     the apiserver requires that only of the slice's own selector);
+//     kube-apiserver 1.37 requires that only of the slice's own selector, 1.38 of both);
 //   - a negative validRange.min, unless the apiserver rejects it: it does
 //     when a step is set and no bound is fractional, because then every
 //     bound must lie in [0, MaxInt64];

@@ -260,7 +260,8 @@ func qualifiedName(name string, fldPath *field.Path) field.ErrorList {
 		return cIdentifier(name, fldPath)
 	}
 	if strings.Contains(id, "/") {
-		return field.ErrorList{field.Invalid(fldPath, name, "must not contain more than one slash")}
+		// kube-apiserver 1.37 stores such a name without looking further.
+		return field.ErrorList{field.Invalid(fldPath, name, "must not contain more than one slash").WithOrigin(originNameSlashes)}
 	}
 	var errs field.ErrorList
 	if domain == "" {

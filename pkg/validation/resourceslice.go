@@ -11,16 +11,16 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 )
 
-// ResourceSlices validates each slice like ResourceSlice, spread over
+// resourceSlices validates each slice like ResourceSlice, spread over
 // GOMAXPROCS workers. The result holds the errors of slices[i] at index i,
 // whatever the scheduling.
-func ResourceSlices(slices []*api.ResourceSlice) []field.ErrorList {
+func resourceSlices(slices []*api.ResourceSlice) []field.ErrorList {
 	out := make([]field.ErrorList, len(slices))
-	parallel.For(len(slices), func(i int) { out[i] = ResourceSlice(slices[i]) })
+	parallel.For(len(slices), func(i int) { out[i] = resourceSlice(slices[i]) })
 	return out
 }
 
-// ResourceSlice validates a ResourceSlice as admission would on create.
+// resourceSlice validates a ResourceSlice as admission would on create.
 //
 // A slice that sets no KEP-5234 field is accepted exactly when kube-apiserver
 // 1.37 with all DRA feature gates enabled accepts it; seed rules that the
@@ -29,7 +29,7 @@ func ResourceSlices(slices []*api.ResourceSlice) []field.ErrorList {
 // per-object limits they replace.
 //
 // The result is deterministic: map entries are visited in key order.
-func ResourceSlice(s *api.ResourceSlice) field.ErrorList {
+func resourceSlice(s *api.ResourceSlice) field.ErrorList {
 	if s == nil {
 		return field.ErrorList{field.Required(field.NewPath("spec"), "no ResourceSlice given")}
 	}
@@ -399,9 +399,13 @@ func (v *sliceValidator) validateDeviceNodeSelection(d *api.Device, p *field.Pat
 	}
 	if d.NodeSelector != nil {
 		set = append(set, "`nodeSelector`")
-		// Unlike the slice's selector, a device's may have several terms
-		// (ResourceSliceWarnings mentions it).
+		// A device's selector may have several terms up to 1.37
+		// (ResourceSliceWarnings mentions it); 1.38 asks for one, as of
+		// the slice's own, since the allocator merges single terms only.
 		v.add(nodeSelector(d.NodeSelector, false, p.Child("nodeSelector"))...)
+		if n := len(d.NodeSelector.NodeSelectorTerms); n > 1 {
+			v.add(field.Invalid(p.Child("nodeSelector", "nodeSelectorTerms"), fmt.Sprintf("%d terms", n), "must have exactly one node selector term").WithOrigin(originDeviceSelectorTerms))
+		}
 	}
 	if d.AllNodes != nil {
 		if *d.AllNodes {

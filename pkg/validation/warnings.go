@@ -16,6 +16,9 @@ import (
 type Warning struct {
 	Field   string // full field path, as in field.Error
 	Message string
+	// origin names the version rule that makes the warning, when only
+	// some kube-apiserver minors accept what it is about (versions.go).
+	origin string
 }
 
 func (w Warning) String() string { return w.Field + ": " + w.Message }
@@ -26,7 +29,14 @@ func (ws *warnings) add(p *field.Path, format string, args ...any) {
 	*ws = append(*ws, Warning{Field: p.String(), Message: fmt.Sprintf(format, args...)})
 }
 
-// ResourceSliceWarnings reports what ResourceSlice accepts because
+// addFor adds a warning that only the minors of the version rule origin
+// give: the others refuse what it is about.
+func (ws *warnings) addFor(origin string, p *field.Path, format string, args ...any) {
+	ws.add(p, format, args...)
+	(*ws)[len(*ws)-1].origin = origin
+}
+
+// resourceSliceWarnings reports what ResourceSlice accepts because
 // kube-apiserver does, although the seeds advise against it:
 //
 //   - more than 2048 counters consumed by the devices of a plain slice
@@ -42,7 +52,7 @@ func (ws *warnings) add(p *field.Path, format string, args ...any) {
 //
 // Like ResourceSlice it is deterministic. It does not repeat errors: call
 // it in addition to ResourceSlice.
-func ResourceSliceWarnings(s *api.ResourceSlice) []Warning {
+func resourceSliceWarnings(s *api.ResourceSlice) []Warning {
 	if s == nil {
 		return nil
 	}
@@ -58,7 +68,7 @@ func ResourceSliceWarnings(s *api.ResourceSlice) []Warning {
 		}
 		dp := devicesPath.Index(i)
 		if d.NodeSelector != nil && len(d.NodeSelector.NodeSelectorTerms) > 1 {
-			ws.add(dp.Child("nodeSelector", "nodeSelectorTerms"), "has %d terms; the API reference asks for exactly one (kube-apiserver accepts more)", len(d.NodeSelector.NodeSelectorTerms))
+			ws.addFor(originDeviceSelectorTermsWarn, dp.Child("nodeSelector", "nodeSelectorTerms"), "has %d terms; the API reference asks for exactly one (kube-apiserver 1.37 accepts more, 1.38 refuses them)", len(d.NodeSelector.NodeSelectorTerms))
 		}
 		if d.AllowMultipleAllocations != nil && *d.AllowMultipleAllocations {
 			capacityPolicyWarnings(&ws, d.Capacity, dp.Child("capacity"))
@@ -111,7 +121,7 @@ func rejectsNegativeMin(capacity resource.Quantity, pol *resourcev1.CapacityRequ
 	return false
 }
 
-// ResourceClaimWarnings reports what kube-apiserver accepts in a claim
+// resourceClaimWarnings reports what kube-apiserver accepts in a claim
 // although it cannot work as written:
 //
 //   - a constraint that sets both matchAttribute and distinctAttribute (the
@@ -121,7 +131,7 @@ func rejectsNegativeMin(capacity resource.Quantity, pol *resourcev1.CapacityRequ
 //   - anything in status: the apiserver drops the status of a created
 //     claim, so problems in status.allocation only matter to tools that
 //     read the manifest directly.
-func ResourceClaimWarnings(c *resourcev1.ResourceClaim) []Warning {
+func resourceClaimWarnings(c *resourcev1.ResourceClaim) []Warning {
 	if c == nil {
 		return nil
 	}
@@ -136,9 +146,9 @@ func ResourceClaimWarnings(c *resourcev1.ResourceClaim) []Warning {
 	return ws
 }
 
-// ResourceClaimTemplateWarnings is ResourceClaimWarnings for the claim
+// resourceClaimTemplateWarnings is ResourceClaimWarnings for the claim
 // spec of a template.
-func ResourceClaimTemplateWarnings(t *resourcev1.ResourceClaimTemplate) []Warning {
+func resourceClaimTemplateWarnings(t *resourcev1.ResourceClaimTemplate) []Warning {
 	if t == nil {
 		return nil
 	}
@@ -174,7 +184,12 @@ func capacityRequestWarnings(ws *warnings, capacity *resourcev1.CapacityRequirem
 	for _, name := range sortedKeys(capacity.Requests) {
 		kp := keyPath(cp, string(name), qualifiedKeyMaxPathLength)
 		for _, e := range qualifiedName(string(name), kp) {
-			ws.add(kp, "not a valid capacity name, so no device matches: %s", e.ErrorBody())
+			if e.Origin == originNameSlashes {
+				// Where this warning is given (1.37), devices may have
+				// such capacities.
+				continue
+			}
+			ws.addFor(originClaimCapacityNamesWarn, kp, "not a valid capacity name, so no device matches: %s", e.ErrorBody())
 		}
 		if q := capacity.Requests[name]; q.Sign() < 0 {
 			ws.add(kp, "%s is negative; no device capacity is needed for it", q.String())

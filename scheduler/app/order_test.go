@@ -7,6 +7,7 @@ import (
 	"slices"
 	"testing"
 
+	fwk "k8s.io/kube-scheduler/framework"
 	kubeapp "k8s.io/kubernetes/cmd/kube-scheduler/app"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
@@ -25,10 +26,11 @@ func effectivePlugins(t *testing.T, configFile string) map[string]*config.Plugin
 	t.Cleanup(cancel)
 	opts := options.NewOptions()
 	opts.ConfigFile = configFile
-	// Nothing is sent to it: the scheduler is built, not started.
+	// Nothing is sent to it: the scheduler is built, not started, and
+	// the version skew (skew_test.go) is not asked.
 	opts.Master = "http://127.0.0.1:1"
 	opts.SecureServing.BindPort = 0 // no /healthz or /metrics listener
-	_, sched, err := kubeapp.Setup(ctx, opts, Option())
+	_, sched, err := kubeapp.Setup(ctx, opts, pluginOption(func(fwk.Handle) error { return nil }))
 	if err != nil {
 		t.Fatalf("building the scheduler of %q: %v", configFile, err)
 	}
@@ -71,7 +73,7 @@ func TestPluginOrder(t *testing.T) {
 		t.Fatal("kube-scheduler's defaults have no default-scheduler profile")
 	}
 	want := extensionPoints(stock)
-	for _, file := range []string{"config.yaml", "config-two-profiles.yaml"} {
+	for _, file := range []string{"config.yaml", "config-replace.yaml", "config-two-profiles.yaml"} {
 		t.Run(file, func(t *testing.T) {
 			profiles := effectivePlugins(t, filepath.Join("..", "..", "deploy", "scheduler", file))
 			dractl := 0

@@ -28,6 +28,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -40,6 +41,8 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxh100"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxh200"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
+
+	"github.com/dractl/dractl/pkg/driverkit"
 )
 
 // Servers are the mock servers by name.
@@ -494,6 +497,48 @@ func (m *Server) InjectXID(gpu int, xid uint64) error {
 		case es.events <- nvml.EventData{Device: d, EventType: nvml.EventTypeXidCriticalError, EventData: xid, GpuInstanceId: 0xFFFFFFFF, ComputeInstanceId: 0xFFFFFFFF}:
 		default:
 			return fmt.Errorf("event set of GPU %d is full", gpu)
+		}
+	}
+	return nil
+}
+
+// Device node numbers of the mock's kernel driver: NVIDIA's major for
+// the control node (minor 255) and the GPUs (minor = the GPU's minor),
+// and majors for UVM and the MIG capabilities, which a real host assigns
+// dynamically.
+const (
+	NvidiaMajor = 195
+	UVMMajor    = 510
+	CapsMajor   = 511
+)
+
+// WriteDeviceNodes makes, under dir, the device nodes NVIDIA's kernel
+// driver makes under /dev for this server: nvidiactl, nvidia-uvm,
+// nvidia-uvm-tools, nvidia<minor> for every GPU and
+// nvidia-caps/nvidia-cap<minor> for every minor of WriteMigMinors' table,
+// as character devices (it takes CAP_MKNOD). A container runtime reads
+// their numbers when a CDI spec names them by host path. Nodes already
+// there with the right numbers stay.
+func (m *Server) WriteDeviceNodes(dir string) error {
+	nodes := map[string][2]uint32{
+		"nvidiactl": {NvidiaMajor, 255}, "nvidia-uvm": {UVMMajor, 0}, "nvidia-uvm-tools": {UVMMajor, 1},
+		"nvidia-caps/nvidia-cap1": {CapsMajor, 1}, "nvidia-caps/nvidia-cap2": {CapsMajor, 2},
+	}
+	minor := uint32(3)
+	for i := range len(m.Devices) {
+		gpuMinor, ret := m.Device(i).GetMinorNumber()
+		if ret != nvml.SUCCESS {
+			return fmt.Errorf("mock GPU %d: minor number: %v", i, ret)
+		}
+		nodes[fmt.Sprintf("nvidia%d", gpuMinor)] = [2]uint32{NvidiaMajor, uint32(gpuMinor)}
+		for range maxGpuInstances * (1 + maxComputeInstances) {
+			nodes[fmt.Sprintf("nvidia-caps/nvidia-cap%d", minor)] = [2]uint32{CapsMajor, minor}
+			minor++
+		}
+	}
+	for name, num := range nodes {
+		if err := driverkit.MakeCharDevice(filepath.Join(dir, name), num[0], num[1]); err != nil {
+			return fmt.Errorf("mock NVIDIA driver: %w", err)
 		}
 	}
 	return nil

@@ -19,6 +19,55 @@
 {{- end -}}
 {{- end -}}
 
+{{/* The Lease the scheduler's replicas elect through, "namespace/name",
+or "" without leader election, with kube-scheduler's defaults for what the
+configuration leaves out (leaderElect true, kube-system/kube-scheduler). */}}
+{{- define "dractl.schedulerLease" -}}
+{{- $cfg := include "dractl.schedulerConfig" . | fromYaml -}}
+{{- if hasKey $cfg "Error" -}}
+{{- fail (printf "scheduler: the KubeSchedulerConfiguration is not YAML: %s" (get $cfg "Error")) -}}
+{{- end -}}
+{{- $le := get $cfg "leaderElection" | default dict -}}
+{{- if or (not (hasKey $le "leaderElect")) (get $le "leaderElect") -}}
+{{ get $le "resourceNamespace" | default "kube-system" }}/{{ get $le "resourceName" | default "kube-scheduler" }}
+{{- end -}}
+{{- end -}}
+
+{{/* Fails unless the configuration and scheduler.replaceKubeScheduler
+agree, so that the chart never starts a second active scheduler of one
+name: a profile named default-scheduler (a lone profile without a name is
+one) only in place of kube-scheduler, which then elects through
+kube-scheduler's own Lease (a kube-scheduler still running stands by);
+beside kube-scheduler, never its Lease (one of the two would stand by for
+good); more than one replica only with leader election. */}}
+{{- define "dractl.schedulerCheck" -}}
+{{- $cfg := include "dractl.schedulerConfig" . | fromYaml -}}
+{{- $lease := include "dractl.schedulerLease" . -}}
+{{- $profiles := get $cfg "profiles" | default (list dict) -}}
+{{- $serves := false -}}
+{{- range $profiles -}}
+{{- if eq (get . "schedulerName" | default "default-scheduler") "default-scheduler" -}}
+{{- $serves = true -}}
+{{- end -}}
+{{- end -}}
+{{- $replace := .Values.scheduler.replaceKubeScheduler -}}
+{{- if and $serves (not $replace) -}}
+{{- fail "scheduler: the configuration has a profile named default-scheduler, which kube-scheduler serves; beside it, two schedulers would place the same pods. Use a profile of another name (the default configuration's is dractl), or stop kube-scheduler and set scheduler.replaceKubeScheduler=true (see the chart's README)" -}}
+{{- end -}}
+{{- if and $replace (not $serves) -}}
+{{- fail "scheduler.replaceKubeScheduler is true, but no profile of the configuration is default-scheduler: with kube-scheduler stopped, pods that name no scheduler would never be scheduled (scheduler.profile=config-two-profiles.yaml keeps the stock plugin for them)" -}}
+{{- end -}}
+{{- if and $replace (ne $lease "kube-system/kube-scheduler") -}}
+{{- fail (printf "scheduler.replaceKubeScheduler: the configuration elects through %q; in place of kube-scheduler it must elect through kube-scheduler's Lease kube-system/kube-scheduler, so that a kube-scheduler still running stands by instead of scheduling beside it" (default "no Lease" $lease)) -}}
+{{- end -}}
+{{- if and (not $replace) (eq $lease "kube-system/kube-scheduler") -}}
+{{- fail "scheduler: beside kube-scheduler the configuration must not elect through kube-scheduler's Lease kube-system/kube-scheduler: one of the two would stand by for good (the default configuration's Lease is dractl-scheduler)" -}}
+{{- end -}}
+{{- if and (gt (int .Values.scheduler.replicas) 1) (not $lease) -}}
+{{- fail (printf "scheduler.replicas is %d, but the configuration does not elect a leader: every replica would schedule" (int .Values.scheduler.replicas)) -}}
+{{- end -}}
+{{- end -}}
+
 {{/* Replicas of one controller on different nodes where the cluster has
 them: a node lost takes the leader, not its standby too. Takes the pod
 template's labels: include "dractl.spread" (dict "app.kubernetes.io/name" "dractl-monitor") */}}

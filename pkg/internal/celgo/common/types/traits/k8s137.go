@@ -1,0 +1,21 @@
+//go:build !k8s138
+
+// Package traits is cel-go's common/types/traits package as the Kubernetes minor being
+// built links it: github.com/google/cel-go up to 1.37, cel.dev/cel-go
+// (the module's new path) from 1.38, whose k8s.io/apiserver CEL libraries
+// pkg/cel shares types with. It holds the names pkg/cel uses, so that one
+// pkg/cel builds at every minor (docs/versions.md).
+package traits
+
+import up "github.com/google/cel-go/common/types/traits"
+
+type (
+	Container = up.Container
+	Indexer   = up.Indexer
+	Iterable  = up.Iterable
+	Iterator  = up.Iterator
+	Lister    = up.Lister
+	Mapper    = up.Mapper
+	Sizer     = up.Sizer
+	Zeroer    = up.Zeroer
+)
