@@ -30,8 +30,8 @@ const (
 	ReasonDeviceUntainted = "DeviceUntainted"
 )
 
-// maxNamedDevices is how many devices an Event names before "+N more".
-const maxNamedDevices = 8
+// namesPerEvent is how many devices an Event names before "+N more".
+const namesPerEvent = 8
 
 // deviceTaint is one device's taint that keeps claims off it, as the
 // monitor tracks it.
@@ -122,8 +122,8 @@ func deviceList(devs []string) string {
 	if len(devs) == 1 {
 		word = "device"
 	}
-	if len(devs) <= maxNamedDevices {
+	if len(devs) <= namesPerEvent {
 		return word + " " + strings.Join(devs, ", ")
 	}
-	return fmt.Sprintf("%s %s and %d more", word, strings.Join(devs[:maxNamedDevices], ", "), len(devs)-maxNamedDevices)
+	return fmt.Sprintf("%s %s and %d more", word, strings.Join(devs[:namesPerEvent], ", "), len(devs)-namesPerEvent)
 }
