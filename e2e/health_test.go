@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -105,9 +107,10 @@ func healthNode(t *testing.T, cp *framework.ControlPlane, flags ...string) *gpuN
 // Unhealthy (the kubelet's DRA manager, from the driver's health stream);
 // the next pods, of dractl-scheduler's profile and of kube-scheduler's
 // stock one, get MIG devices of the other GPU, and a pod that only the
-// sick GPU can serve waits. When the GPU recovers the taint goes, the
-// monitor records DeviceUntainted, the pod's status says Healthy, and the
-// waiting pod runs on the GPU again.
+// sick GPU can serve waits, dractl-scheduler's DevicesUnavailable Event
+// saying the devices' taints are not tolerated. When the GPU recovers the
+// taint goes, the monitor records DeviceUntainted, the pod's status says
+// Healthy, and the waiting pod runs on the GPU again.
 func TestUnhealthyDeviceTainted(t *testing.T) {
 	cp := startScheduling(t)
 	n := healthNode(t, cp)
@@ -177,6 +180,15 @@ func TestUnhealthyDeviceTainted(t *testing.T) {
 	holdsFor(t, 3*time.Second, "the pod only the tainted GPU can serve to wait", func(ctx context.Context) (bool, error) {
 		p, err := cp.Client.CoreV1().Pods("default").Get(ctx, "pinned", metav1.GetOptions{})
 		return err == nil && p.Spec.NodeName == "", err
+	})
+	waitFor(t, time.Minute, "dractl's account of the waiting pod to name the taints", func(ctx context.Context) (bool, error) {
+		evs, err := cp.Client.EventsV1().Events("default").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		return slices.ContainsFunc(evs.Items, func(e eventsv1.Event) bool {
+			return e.Reason == "DevicesUnavailable" && e.Regarding.Name == "pinned" && strings.Contains(e.Note, "claim gpu: device taints not tolerated")
+		}), nil
 	})
 
 	if err := os.Remove(fault); err != nil {
