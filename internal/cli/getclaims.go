@@ -130,22 +130,17 @@ func (o *objectsOptions) runClaims(cmd *cobra.Command, names []string) error {
 			return err
 		}
 	}
-	var x *objects
-	var c *live.Client
-	if len(o.filenames) > 0 {
-		if x, err = o.readFiles(false); err != nil {
-			return err
-		}
-	} else {
-		if c, err = o.cluster.client(); err != nil {
-			return err
-		}
+	x, c, err := o.load(ctx, false, func(ctx context.Context, c *live.Client) (*objects, error) {
 		claims, err := c.Claims(ctx, namespace)
 		if err != nil {
-			return forbidden(err, live.ResourceClaims, namespace)
+			return nil, forbidden(err, live.ResourceClaims, namespace)
 		}
-		x = &objects{claims: claims}
+		x := &objects{claims: claims}
 		x.readPods(ctx, c, namespace)
+		return x, nil
+	})
+	if err != nil {
+		return err
 	}
 	x.printWarnings(o.Err)
 	filter := func(rows []claimRow) []claimRow {

@@ -97,20 +97,9 @@ func (o *objectsOptions) runDevices(cmd *cobra.Command, pools []string) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	var x *objects
-	var c *live.Client
-	var err error
-	if len(o.filenames) > 0 {
-		if x, err = o.readFiles(true); err != nil {
-			return err
-		}
-	} else {
-		if c, err = o.cluster.client(); err != nil {
-			return err
-		}
-		if x, err = readDevicesLive(ctx, c); err != nil {
-			return err
-		}
+	x, c, err := o.load(ctx, true, readDevicesLive)
+	if err != nil {
+		return err
 	}
 	x.printWarnings(o.Err)
 	wide := o.output == "wide"

@@ -95,6 +95,22 @@ type objects struct {
 	warnings []string
 }
 
+// load reads what a verb shows: the -f inputs (with their slices when
+// slicesToo), or the cluster through readLive. The client is nil with -f;
+// a watch follows the cluster through it.
+func (o *objectsOptions) load(ctx context.Context, slicesToo bool, readLive func(context.Context, *live.Client) (*objects, error)) (*objects, *live.Client, error) {
+	if len(o.filenames) > 0 {
+		x, err := o.readFiles(slicesToo)
+		return x, nil, err
+	}
+	c, err := o.cluster.client()
+	if err != nil {
+		return nil, nil, err
+	}
+	x, err := readLive(ctx, c)
+	return x, c, err
+}
+
 // readFiles reads -f inputs as the offline verbs do: a problem of the
 // input is an error of the command, with every problem printed.
 func (o *objectsOptions) readFiles(slicesToo bool) (*objects, error) {
