@@ -138,7 +138,7 @@ node-packages:
 # Rewrites internal/cli/testdata/*.golden from the current behaviour; review
 # the diff before committing it.
 golden:
-	$(GO) test ./internal/cli -run 'TestCommands|TestExamples' -update
+	$(GO) test ./internal/cli -run 'TestCommands|TestExamples|TestGetClaimsAndDevices' -update
 
 # Fuzz targets are discovered rather than listed so that a new Fuzz function
 # is fuzzed without touching this file. `go test -list` prints a package's
@@ -319,7 +319,7 @@ soak: scheduler
 
 # Rewrites e2e/testdata from the current behaviour; review the diff.
 e2e-golden:
-	$(GO) -C e2e test -count=1 -run TestLiveVerbs -update .
+	$(GO) -C e2e test -count=1 -run 'TestLiveVerbs|TestGetClaimsAndDevicesLive' -update .
 
 # get pools, describe node and the monitor on E2E_BENCH_NODES (default
 # 1,000) DGX H100 nodes' slices through the real apiserver.

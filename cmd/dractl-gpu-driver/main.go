@@ -29,6 +29,7 @@ func main() {
 	opts.AddFlags(fs)
 	_ = fs.Parse(os.Args[1:])
 	opts.Failpoint = os.Getenv("DRACTL_GPU_DRIVER_FAILPOINT")
+	opts.Kubeconfig = kubeconfig
 
 	if err := run(fs, opts, kubeconfig); err != nil {
 		fmt.Fprintln(os.Stderr, "dractl-gpu-driver:", err)

@@ -38,6 +38,9 @@ type Scheduler struct {
 	// configuration's (kube-scheduler's defaults are 50 and 100).
 	QPS   float32
 	Burst int32
+	// Address, when set, receives the address of the secure port, which
+	// serves /healthz and /metrics without authorization here.
+	Address *string
 }
 
 func (Scheduler) Name() string { return "dractl-scheduler" }
@@ -67,6 +70,9 @@ func (s Scheduler) Start(ctx context.Context, cp *ControlPlane) error {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
+	}
+	if s.Address != nil {
+		*s.Address = ln.Addr().String()
 	}
 	opts.SecureServing.Listener = ln
 	opts.SecureServing.BindPort = ln.Addr().(*net.TCPAddr).Port

@@ -14,7 +14,6 @@ import (
 	"github.com/spf13/cobra"
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	"sigs.k8s.io/yaml"
 
 	"github.com/dractl/dractl/pkg/allocator"
 	"github.com/dractl/dractl/pkg/live"
@@ -59,7 +58,7 @@ forbidden, bad kubeconfig), invalid input, or the command line is wrong.`,
   kubectl dra get pools dgx-h100-node`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 || (args[0] != "pools" && args[0] != "pool") {
-				return usageErrorf("get: expected \"pools\" [POOL...]")
+				return usageErrorf("get: expected pools [POOL...], claims [NAME...] or devices [POOL...]")
 			}
 			return nil
 		},
@@ -67,6 +66,7 @@ forbidden, bad kubeconfig), invalid input, or the command line is wrong.`,
 	}
 	o.cluster = addClusterFlags(cmd, live.DefaultTimeout)
 	cmd.Flags().StringVarP(&o.output, "output", "o", "", "output format: wide, json or yaml (default: a table)")
+	cmd.AddCommand(newGetClaimsCommand(g), newGetDevicesCommand(g))
 	return cmd
 }
 
@@ -259,21 +259,7 @@ func busiest(cs []counterRow) string {
 func writePoolRows(w io.Writer, rows []poolRow, output string) error {
 	switch output {
 	case "json", "yaml":
-		if rows == nil {
-			rows = []poolRow{}
-		}
-		b, err := yaml.Marshal(map[string]any{"pools": rows})
-		if err != nil {
-			return err
-		}
-		if output == "json" {
-			if b, err = yaml.YAMLToJSON(b); err != nil {
-				return err
-			}
-			b = append(b, '\n')
-		}
-		_, err = w.Write(b)
-		return err
+		return writeList(w, "pools", rows, output)
 	}
 	if len(rows) == 0 {
 		_, err := fmt.Fprintln(w, "No resource pools found.")

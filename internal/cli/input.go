@@ -31,6 +31,11 @@ type input struct {
 // the namespace of the object they name (explain pod/NAME), files or not.
 const namespaceNamesObject = "dractl.dev/namespace-names-object"
 
+// namespaceFilters annotates a verb whose -n, with -f, only selects which
+// of the objects read it lists (get claims): the others still count for
+// everything it shows, so the filter hides nothing.
+const namespaceFilters = "dractl.dev/namespace-filters"
+
 // addInputFlags registers the flags of the verbs that read manifests, and
 // refuses -n with -f for every one of them alike (see offlineNamespace).
 func (o *inputOptions) addInputFlags(cmd *cobra.Command) {
@@ -60,14 +65,18 @@ func (o *inputOptions) addInputFlags(cmd *cobra.Command) {
 // the namespace it names, "default" where it names none, as kubectl
 // create -f puts it without -n; -n as a filter would make allocate and
 // explain answer as though the claims of other namespaces held no device.
-// -n keeps its meaning where it names one object (explain pod/NAME -n NS)
-// and where a verb reads a cluster.
+// -n keeps its meaning where it names one object (explain pod/NAME -n NS),
+// where it only selects what is listed (get claims) and where a verb reads
+// a cluster.
 func (o *inputOptions) offlineNamespace(cmd *cobra.Command, args []string) error {
 	f := cmd.Flags().Lookup("namespace")
 	if len(o.filenames) == 0 || f == nil || !f.Changed {
 		return nil
 	}
 	if cmd.Annotations[namespaceNamesObject] != "" && len(args) > 0 {
+		return nil
+	}
+	if cmd.Annotations[namespaceFilters] != "" {
 		return nil
 	}
 	return usageErrorf("-n %s: not with -f: objects read from files keep their own namespace (\"default\" where they name none); -n names a cluster's namespace, or with explain pod/NAME the pod's", f.Value.String())

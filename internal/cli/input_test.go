@@ -112,11 +112,12 @@ func writeFile(t *testing.T, path, content string) {
 
 // TestNamespaceOffline: -n with -f is refused alike by every verb that
 // reads files, with or without a cluster to read otherwise, except where
-// it names the pod explain pod/NAME explains.
+// it names the pod explain pod/NAME explains or selects the claims get
+// claims lists (get-claims-namespace.golden).
 func TestNamespaceOffline(t *testing.T) {
 	in := filepath.Join("examples", "gpu-partitions")
 	var first string
-	for _, verb := range [][]string{{"validate"}, {"flatten"}, {"compact"}, {"allocate"}, {"explain"}, {"describe", "node", "my-node"}, {"get", "pools"}, {"simulate", "--workload", in}} {
+	for _, verb := range [][]string{{"validate"}, {"flatten"}, {"compact"}, {"allocate"}, {"explain"}, {"describe", "node", "my-node"}, {"get", "pools"}, {"get", "devices"}, {"simulate", "--workload", in}} {
 		args := append(append([]string{}, verb...), "-f", in, "--namespace", "ml")
 		r := run(t, "", args...)
 		if r.code != ExitUsage || r.stdout != "" || !strings.Contains(r.stderr, "-n ml: not with -f") {

@@ -39,7 +39,9 @@ checks every pool as the scheduler would. When a pool becomes invalid, or
 stays incomplete longer than --incomplete-grace, it records an
 events.k8s.io/v1 Event (reason PoolInvalid or PoolIncomplete) on the
 offending ResourceSlices, with their Node as the related object, and a
-PoolRecovered Event when the pool is whole again.
+PoolRecovered Event when the pool is whole again. Devices that get a
+NoSchedule or NoExecute taint (a driver's health taint, say) are a
+DeviceTainted Event on their slice, DeviceUntainted when it goes.
 
 It serves on --metrics-bind-address:
   /metrics  Prometheus metrics: dractl_pools{condition},

@@ -23,7 +23,9 @@
 //     for a RequestEditsProfile, per request (what a container gets
 //     together);
 //   - device health through the helper's health service, when the
-//     driver's Profile reports it.
+//     driver's Profile reports it, and as taints of the published devices
+//     (taints.go): an unhealthy device, and the partitions of an unhealthy
+//     GPU, NoSchedule (NoExecute on request) until it recovers.
 //
 // Pools that no node owns — network-attached devices, a multi-host block
 // with perDeviceNodeSelection, allNodes pools — are published from the

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -21,6 +22,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	"k8s.io/dynamic-resource-allocation/resourceslice"
 	"k8s.io/klog/v2"
 
 	"github.com/dractl/dractl/pkg/api"
@@ -51,8 +53,15 @@ type Options struct {
 	RegistrarDir, PluginDir string
 	Mixins                  MixinPolicy
 	// HealthInterval is how often device health is re-sent to the
-	// kubelet, which marks health unknown after 30 s without news.
+	// kubelet, which marks health unknown after 30 s without news, and
+	// read again for the devices' taints.
 	HealthInterval time.Duration
+	// HealthTaints says how a HealthProfile's health becomes taints of
+	// the published devices (see taints.go).
+	HealthTaints HealthTaints
+	// Metrics records what the driver does; nil records into metrics
+	// of its own that nobody serves.
+	Metrics *Metrics
 	// HelperOptions go to kubeletplugin.Start after the kit's own.
 	HelperOptions []kubeletplugin.Option
 }
@@ -60,9 +69,18 @@ type Options struct {
 // Driver is a kubelet plugin: the Kit behind kubeletplugin's gRPC
 // services, publishing through its resourceslice controller.
 type Driver struct {
-	kit    *Kit
-	opts   Options
-	helper *kubeletplugin.Helper
+	kit     *Kit
+	opts    Options
+	helper  *kubeletplugin.Helper
+	metrics *Metrics
+	cancel  context.CancelFunc
+
+	// healthMu guards what is published: the description, the health
+	// taints put on it and what the Profile last reported.
+	healthMu  sync.Mutex
+	desc      []*api.ResourceSlice
+	published *Published
+	health    healthState
 }
 
 var _ kubeletplugin.DRAPlugin = (*Driver)(nil)
@@ -81,12 +99,23 @@ func Start(ctx context.Context, opts Options, pool []*api.ResourceSlice) (*Drive
 	if opts.HealthInterval == 0 {
 		opts.HealthInterval = 10 * time.Second
 	}
+	if opts.Metrics == nil {
+		opts.Metrics = NewMetrics(opts.DriverName)
+	}
 	logger := klog.FromContext(ctx)
 	kit, err := New(opts.Config)
 	if err != nil {
 		return nil, err
 	}
-	d := &Driver{kit: kit, opts: opts}
+	opts.Metrics.kit.kit.Store(kit)
+	ctx, cancel := context.WithCancel(ctx)
+	d := &Driver{kit: kit, opts: opts, metrics: opts.Metrics, cancel: cancel, desc: pool}
+	ok := false
+	defer func() {
+		if !ok {
+			cancel()
+		}
+	}()
 
 	if opts.Mixins == PublishCompactIfAccepted {
 		accepts, err := ServerAcceptsMixins(opts.KubeClient.Discovery())
@@ -100,20 +129,24 @@ func Start(ctx context.Context, opts Options, pool []*api.ResourceSlice) (*Drive
 		}
 	}
 
-	published, err := d.build(ctx, pool)
-	if err != nil {
+	if err := d.publishLocked(ctx, pool, nil); err != nil {
 		return nil, err
 	}
-	kit.SetPublished(published)
+	hp, health := opts.Profile.(HealthProfile)
+	if health {
+		// A device found unhealthy at start is tainted from the first
+		// publish on, not one poll later.
+		if err := d.syncHealth(ctx, hp); err != nil {
+			logger.Error(err, "Device health at start; publishing without taints")
+		}
+	}
 	if _, err := kit.Reconcile(ctx); err != nil {
 		return nil, fmt.Errorf("reconcile: %w", err)
 	}
-
-	_, health := opts.Profile.(HealthProfile)
 	hopts := []kubeletplugin.Option{
 		kubeletplugin.DriverName(opts.DriverName),
 		kubeletplugin.NodeName(opts.NodeName),
-		kubeletplugin.KubeClient(opts.KubeClient),
+		kubeletplugin.KubeClient(meteredClient{opts.KubeClient, opts.Metrics}),
 		// The kit serializes per claim and reserves devices atomically,
 		// so claims of different pods are prepared in parallel.
 		kubeletplugin.Serialize(false),
@@ -138,11 +171,18 @@ func Start(ctx context.Context, opts Options, pool []*api.ResourceSlice) (*Drive
 	if err != nil {
 		return nil, fmt.Errorf("start kubelet plugin: %w", err)
 	}
+	d.healthMu.Lock()
 	d.helper = helper
-	if err := helper.PublishResources(ctx, published.Resources); err != nil {
+	err = helper.PublishResources(ctx, d.published.Resources)
+	d.healthMu.Unlock()
+	if err != nil {
 		d.Stop()
 		return nil, fmt.Errorf("publish: %w", err)
 	}
+	if health {
+		go d.watchTaints(ctx, hp)
+	}
+	ok = true
 	return d, nil
 }
 
@@ -177,8 +217,8 @@ const SocketMode fs.FileMode = 0o600
 // Node, where an operator looking at the node sees why its devices are
 // missing. The event is written before build returns (not through a
 // broadcaster that a failing Start would shut down with it queued).
-func (d *Driver) build(ctx context.Context, pool []*api.ResourceSlice) (*Published, error) {
-	published, err := Build(d.opts.DriverName, d.opts.NodeName, pool)
+func (d *Driver) build(ctx context.Context, pool []*api.ResourceSlice, taints taintSet) (*Published, error) {
+	published, err := build(d.opts.DriverName, d.opts.NodeName, pool, taints)
 	if err != nil {
 		now := metav1.Now()
 		ev := &corev1.Event{
@@ -208,11 +248,24 @@ func truncate(s string, n int) string {
 // Publish replaces the published pool. An invalid description is refused
 // and the previous pool stays published.
 func (d *Driver) Publish(ctx context.Context, pool []*api.ResourceSlice) error {
-	published, err := d.build(ctx, pool)
+	d.healthMu.Lock()
+	defer d.healthMu.Unlock()
+	return d.publishLocked(ctx, pool, d.health.taints)
+}
+
+// publishLocked publishes a description with taints, under healthMu.
+// Before the helper runs (at start) it only prepares what Start
+// publishes.
+func (d *Driver) publishLocked(ctx context.Context, pool []*api.ResourceSlice, taints taintSet) error {
+	published, err := d.build(ctx, pool, taints)
 	if err != nil {
 		return err
 	}
 	d.kit.SetPublished(published)
+	d.desc, d.published, d.health.taints = pool, published, taints
+	if d.helper == nil {
+		return nil
+	}
 	return d.helper.PublishResources(ctx, published.Resources)
 }
 
@@ -225,14 +278,18 @@ func (d *Driver) Helper() *kubeletplugin.Helper { return d.helper }
 // Stop unregisters from the kubelet and stops publishing. Published
 // slices stay; prepared claims stay prepared.
 func (d *Driver) Stop() {
+	d.cancel()
 	d.helper.Stop()
 }
 
 // PrepareResourceClaims implements kubeletplugin.DRAPlugin.
 func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourcev1.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
+	defer d.metrics.request(OperationPrepare)()
 	out := make(map[types.UID]kubeletplugin.PrepareResult, len(claims))
 	for _, c := range claims {
+		start := time.Now()
 		devices, err := d.kit.Prepare(ctx, c)
+		d.metrics.claimDone(OperationPrepare, start, err)
 		out[c.UID] = kubeletplugin.PrepareResult{Devices: devices, Err: err}
 	}
 	return out, nil
@@ -240,9 +297,13 @@ func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourcev1
 
 // UnprepareResourceClaims implements kubeletplugin.DRAPlugin.
 func (d *Driver) UnprepareResourceClaims(ctx context.Context, claims []kubeletplugin.NamespacedObject) (map[types.UID]error, error) {
+	defer d.metrics.request(OperationUnprepare)()
 	out := make(map[types.UID]error, len(claims))
 	for _, c := range claims {
-		out[c.UID] = d.kit.Unprepare(ctx, c.UID)
+		start := time.Now()
+		err := d.kit.Unprepare(ctx, c.UID)
+		d.metrics.claimDone(OperationUnprepare, start, err)
+		out[c.UID] = err
 	}
 	return out, nil
 }
@@ -250,6 +311,11 @@ func (d *Driver) UnprepareResourceClaims(ctx context.Context, claims []kubeletpl
 // HandleError implements kubeletplugin.DRAPlugin. Publishing errors are
 // recoverable (the controller retries); they are logged.
 func (d *Driver) HandleError(ctx context.Context, err error, msg string) {
+	// Failed writes are counted where they fail (meteredClient).
+	var dropped *resourceslice.DroppedFieldsError
+	if errors.As(err, &dropped) {
+		d.metrics.publishFailed(PublishFailureDroppedFields)
+	}
 	klog.FromContext(ctx).Error(err, msg, "recoverable", errors.Is(err, kubeletplugin.ErrRecoverable))
 }
 
@@ -288,13 +354,26 @@ func (d *Driver) healthReport(ctx context.Context, hp HealthProfile) (kubeletplu
 		return kubeletplugin.DeviceHealthReport{}, err
 	}
 	d.kit.mu.Lock()
-	keys := slices.SortedFunc(maps.Keys(d.kit.inv.consumes), func(a, b DeviceKey) int {
+	inv := d.kit.inv
+	d.kit.mu.Unlock()
+	keys := slices.SortedFunc(maps.Keys(inv.consumes), func(a, b DeviceKey) int {
 		if a.Pool != b.Pool {
 			return cmp.Compare(a.Pool, b.Pool)
 		}
 		return cmp.Compare(a.Device, b.Device)
 	})
-	d.kit.mu.Unlock()
+	// A GPU's partitions are as unhealthy as the GPU (see taints.go).
+	bad = maps.Clone(bad)
+	for _, k := range sortedKeys(bad) {
+		if !inv.known(k) {
+			continue
+		}
+		for _, child := range inv.children(k) {
+			if _, ok := bad[child]; !ok {
+				bad[child] = bad[k]
+			}
+		}
+	}
 	now := time.Now()
 	report := kubeletplugin.DeviceHealthReport{Devices: make([]kubeletplugin.DeviceHealth, 0, len(keys))}
 	for _, k := range keys {
@@ -324,6 +403,15 @@ type NodeConfig struct {
 	// Failpoint kills the process at that step of prepare or unprepare
 	// (PrepareFailpoints, UnprepareFailpoints); empty for none.
 	Failpoint string
+	NodeOptions
+}
+
+// NodeOptions are the Options a node driver's command line sets beyond
+// NodeConfig's.
+type NodeOptions struct {
+	HealthInterval time.Duration
+	HealthTaints   HealthTaints
+	Metrics        *Metrics
 }
 
 // StartNode starts a node driver from its command-line configuration:
@@ -346,7 +434,8 @@ func StartNode(ctx context.Context, cfg NodeConfig, cdiClass string, client kube
 		},
 		NodeName: cfg.NodeName, KubeClient: client,
 		RegistrarDir: cfg.RegistrarDir, PluginDir: cfg.PluginDir,
-		Mixins: mixins,
+		Mixins: mixins, HealthInterval: cfg.HealthInterval, HealthTaints: cfg.HealthTaints,
+		Metrics: cfg.Metrics,
 	}, pool)
 	if err != nil {
 		return nil, fmt.Errorf("start driver: %w", err)

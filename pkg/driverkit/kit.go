@@ -80,6 +80,9 @@ type Kit struct {
 	// what reserve added even if the published pool changed in between.
 	used     counterUse
 	claimUse map[types.UID]counterUse
+	// prepared are the claims prepared (PrepareCompleted), for the
+	// metrics.
+	prepared map[types.UID][]PreparedDevice
 }
 
 // counterSetKey names a published counter set.
@@ -121,6 +124,7 @@ func New(cfg Config) (*Kit, error) {
 	return &Kit{
 		cfg: cfg, profile: cfg.Profile, ckpt: ckpt, cdi: cdi,
 		inv: newInventory(), held: map[DeviceKey]types.UID{}, used: counterUse{}, claimUse: map[types.UID]counterUse{},
+		prepared: map[types.UID][]PreparedDevice{},
 	}, nil
 }
 
@@ -167,7 +171,7 @@ func (k *Kit) Prepare(ctx context.Context, claim *resourcev1.ResourceClaim) ([]k
 
 	rec, err := k.ckpt.Read(uid)
 	if err != nil {
-		return nil, err
+		return nil, because(ReasonCheckpoint, err)
 	}
 	if rec != nil && rec.State == PrepareCompleted {
 		// The kubelet asks again after it restarts, and a node that
@@ -176,7 +180,7 @@ func (k *Kit) Prepare(ctx context.Context, claim *resourcev1.ResourceClaim) ([]k
 		// there for the runtime to resolve them.
 		wrote, err := k.ensureSpec(rec)
 		if err != nil {
-			return nil, err
+			return nil, because(ReasonCDI, err)
 		}
 		if wrote {
 			klog.FromContext(ctx).Info("Wrote the CDI spec of a prepared claim again", "claim", klog.KRef(claim.Namespace, claim.Name), "uid", uid)
@@ -192,10 +196,10 @@ func (k *Kit) Prepare(ctx context.Context, claim *resourcev1.ResourceClaim) ([]k
 
 	devices, err := k.devicesOf(claim)
 	if err != nil {
-		return nil, err
+		return nil, because(ReasonNotAllocated, err)
 	}
 	if err := k.resolveConfigs(claim, devices); err != nil {
-		return nil, err
+		return nil, because(ReasonConfig, err)
 	}
 	rec = &ClaimRecord{UID: uid, Namespace: claim.Namespace, Name: claim.Name, State: PrepareStarted, Devices: devices}
 	if err := k.reserve(uid, devices, false); err != nil {
@@ -203,7 +207,7 @@ func (k *Kit) Prepare(ctx context.Context, claim *resourcev1.ResourceClaim) ([]k
 	}
 	if err := k.ckpt.Write(rec); err != nil {
 		k.release(uid)
-		return nil, fmt.Errorf("checkpoint claim %s: %w", uid, err)
+		return nil, because(ReasonCheckpoint, fmt.Errorf("checkpoint claim %s: %w", uid, err))
 	}
 	k.failpoint(AfterPrepareStarted)
 
@@ -217,29 +221,30 @@ func (k *Kit) Prepare(ctx context.Context, claim *resourcev1.ResourceClaim) ([]k
 		d := &rec.Devices[i]
 		p, err := k.profile.CreatePartition(ctx, uid, d.AllocatedDevice)
 		if err != nil {
-			return fail(fmt.Errorf("create partition for device %s/%s: %w", d.Pool, d.Device, err))
+			return fail(because(ReasonPartition, fmt.Errorf("create partition for device %s/%s: %w", d.Pool, d.Device, err)))
 		}
 		k.failpoint(AfterPartitionCreated)
 		d.Partition = &p
 		if err := k.ckpt.Write(rec); err != nil {
-			return fail(fmt.Errorf("checkpoint claim %s: %w", uid, err))
+			return fail(because(ReasonCheckpoint, fmt.Errorf("checkpoint claim %s: %w", uid, err)))
 		}
 		k.failpoint(AfterPartitionRecorded)
 	}
 
 	specDevices := k.cdiDevices(uid, rec.Devices)
 	if err := hostDeviceNodes(specDevices); err != nil {
-		return fail(fmt.Errorf("claim %s: %w", uid, err))
+		return fail(because(ReasonCDI, fmt.Errorf("claim %s: %w", uid, err)))
 	}
 	if err := k.cdi.write(uid, specDevices); err != nil {
-		return fail(err)
+		return fail(because(ReasonCDI, err))
 	}
 	k.failpoint(AfterCDIWritten)
 
 	rec.State = PrepareCompleted
 	if err := k.ckpt.Write(rec); err != nil {
-		return fail(fmt.Errorf("checkpoint claim %s: %w", uid, err))
+		return fail(because(ReasonCheckpoint, fmt.Errorf("checkpoint claim %s: %w", uid, err)))
 	}
+	k.markPrepared(rec)
 	k.failpoint(AfterPrepareCompleted)
 	klog.FromContext(ctx).V(2).Info("Prepared claim", "claim", klog.KRef(claim.Namespace, claim.Name), "uid", uid, "devices", len(rec.Devices))
 	return k.answer(rec), nil
@@ -309,11 +314,11 @@ func (k *Kit) Unprepare(ctx context.Context, uid types.UID) error {
 		// says belongs to the claim and keep the file for inspection.
 		klog.FromContext(ctx).Error(err, "Unpreparing a claim whose checkpoint is corrupt", "uid", uid)
 		if err := k.ckpt.Quarantine(corrupt.Path); err != nil {
-			return err
+			return because(ReasonCheckpoint, err)
 		}
 		return k.rollBack(ctx, &ClaimRecord{UID: uid, State: UnprepareStarted})
 	case err != nil:
-		return err
+		return because(ReasonCheckpoint, err)
 	case rec == nil:
 		return nil
 	case rec.State == PrepareStarted:
@@ -322,7 +327,7 @@ func (k *Kit) Unprepare(ctx context.Context, uid types.UID) error {
 	if rec.State != UnprepareStarted {
 		rec.State = UnprepareStarted
 		if err := k.ckpt.Write(rec); err != nil {
-			return fmt.Errorf("checkpoint claim %s: %w", uid, err)
+			return because(ReasonCheckpoint, fmt.Errorf("checkpoint claim %s: %w", uid, err))
 		}
 		k.failpoint(AfterUnprepareStarted)
 	}
@@ -339,24 +344,24 @@ func (k *Kit) Unprepare(ctx context.Context, uid types.UID) error {
 // a crash anywhere is repaired by running it again.
 func (k *Kit) rollBack(ctx context.Context, rec *ClaimRecord) error {
 	if err := k.cdi.remove(rec.UID); err != nil {
-		return err
+		return because(ReasonCDI, err)
 	}
 	k.failpoint(AfterCDIRemoved)
 	existing, err := k.profile.Partitions(ctx)
 	if err != nil {
-		return fmt.Errorf("list partitions: %w", err)
+		return because(ReasonPartition, fmt.Errorf("list partitions: %w", err))
 	}
 	for _, p := range existing {
 		if !k.ownedBy(p, rec) {
 			continue
 		}
 		if err := k.profile.DestroyPartition(ctx, p); err != nil {
-			return fmt.Errorf("destroy partition %s of device %s/%s: %w", p.ID, p.Pool, p.Device, err)
+			return because(ReasonPartition, fmt.Errorf("destroy partition %s of device %s/%s: %w", p.ID, p.Pool, p.Device, err))
 		}
 		k.failpoint(AfterPartitionDestroyed)
 	}
 	if err := k.ckpt.Delete(rec.UID); err != nil {
-		return fmt.Errorf("delete checkpoint of claim %s: %w", rec.UID, err)
+		return because(ReasonCheckpoint, fmt.Errorf("delete checkpoint of claim %s: %w", rec.UID, err))
 	}
 	k.release(rec.UID)
 	k.failpoint(AfterUnprepareDone)
@@ -470,10 +475,18 @@ func (k *Kit) holdersOf(set counterSetKey, counter string) []types.UID {
 	return out
 }
 
+// markPrepared records a claim as prepared.
+func (k *Kit) markPrepared(rec *ClaimRecord) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.prepared[rec.UID] = slices.Clone(rec.Devices)
+}
+
 // release frees the claim's devices and counters.
 func (k *Kit) release(uid types.UID) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	delete(k.prepared, uid)
 	for key, holder := range k.held {
 		if holder == uid {
 			delete(k.held, key)

@@ -3,6 +3,7 @@ package driverkit
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -63,7 +64,7 @@ func Build(driver, node string, desc []*api.ResourceSlice) (*Published, error) {
 	if node == "" {
 		return nil, errors.New("driverkit: Build needs the node's name; pools no node owns are BuildCentral's")
 	}
-	return build(driver, node, desc)
+	return build(driver, node, desc, nil)
 }
 
 // BuildCentral is Build for a control-plane component: every slice names
@@ -72,7 +73,7 @@ func Build(driver, node string, desc []*api.ResourceSlice) (*Published, error) {
 // is a node's (nodeName is for the node's own kubelet plugin). Validation
 // and flattening are Build's.
 func BuildCentral(driver string, desc []*api.ResourceSlice) (*Published, error) {
-	return build(driver, "", desc)
+	return build(driver, "", desc, nil)
 }
 
 // placement checks and defaults where a described slice's devices are
@@ -122,7 +123,10 @@ func poolPlacement(slices []*api.ResourceSlice) (*corev1.NodeSelector, bool, err
 	return first.Spec.NodeSelector.DeepCopy(), ptr.Deref(first.Spec.AllNodes, false), nil
 }
 
-func build(driver, node string, desc []*api.ResourceSlice) (*Published, error) {
+// build is Build and BuildCentral, with the kit's health taints added to
+// the devices they name (see taints.go) before anything is checked: a
+// taint counts against v1's per-slice limits.
+func build(driver, node string, desc []*api.ResourceSlice, taints taintSet) (*Published, error) {
 	var problems []string
 	report := func(where string, errs field.ErrorList) {
 		for _, e := range errs {
@@ -151,6 +155,12 @@ func build(driver, node string, desc []*api.ResourceSlice) (*Published, error) {
 		}
 		if s.Name == "" {
 			s.Name = fmt.Sprintf("%s-%d", s.Spec.Pool.Name, i)
+		}
+		for j := range s.Spec.Devices {
+			dev := &s.Spec.Devices[j]
+			if ts := taints[DeviceKey{s.Spec.Pool.Name, dev.Name}]; len(ts) > 0 {
+				dev.Taints = append(slices.Clip(dev.Taints), ts...)
+			}
 		}
 		d := pools[s.Spec.Pool.Name]
 		if d == nil {

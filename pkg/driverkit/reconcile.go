@@ -63,6 +63,7 @@ func (k *Kit) Reconcile(ctx context.Context) (*ReconcileReport, error) {
 		case PrepareCompleted:
 			completed[rec.UID] = rec
 			err = k.reserve(rec.UID, rec.Devices, true)
+			k.markPrepared(rec)
 			rep.Prepared = append(rep.Prepared, rec.UID)
 		case PrepareStarted:
 			err = k.rollBack(ctx, rec)

@@ -114,6 +114,14 @@ func TestAsKubelet(t *testing.T) {
 // driver's plugin directory. The driver stops with the test.
 func serveOverSockets(ctx context.Context, t *testing.T, e *env, client *fake.Clientset, healthInterval time.Duration) (reg, plugin string) {
 	t.Helper()
+	_, reg, plugin = startDriver(ctx, t, e, client, func(o *driverkit.Options) { o.HealthInterval = healthInterval })
+	return reg, plugin
+}
+
+// startDriver is serveOverSockets with options changed by with, and the
+// driver.
+func startDriver(ctx context.Context, t *testing.T, e *env, client *fake.Clientset, with func(*driverkit.Options)) (d *driverkit.Driver, reg, plugin string) {
+	t.Helper()
 	// Short directories: unix socket paths are limited to 107 bytes.
 	sockets, err := os.MkdirTemp("", "dk")
 	if err != nil {
@@ -126,14 +134,17 @@ func serveOverSockets(ctx context.Context, t *testing.T, e *env, client *fake.Cl
 	if err := os.Mkdir(reg, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	d, err := driverkit.Start(ctx, driverkit.Options{
+	opts := driverkit.Options{
 		Config:   driverkit.Config{DriverName: driver, Profile: e.gpus, StateDir: e.dir, CDIDir: filepath.Join(e.dir, "cdi"), CDIClass: "gpu"},
 		NodeName: node, KubeClient: client, RegistrarDir: reg, PluginDir: plugin,
-		HealthInterval: healthInterval,
-	}, e.gpus.Pool())
+	}
+	if with != nil {
+		with(&opts)
+	}
+	d, err = driverkit.Start(ctx, opts, e.gpus.Pool())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(d.Stop)
-	return reg, plugin
+	return d, reg, plugin
 }

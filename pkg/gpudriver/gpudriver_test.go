@@ -5,7 +5,9 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/dractl/dractl/pkg/driverkit"
 	"github.com/dractl/dractl/pkg/gpudriver"
 )
 
@@ -26,6 +28,11 @@ func TestFlags(t *testing.T) {
 		{[]string{"--node-name=n", "--nvml-dev-root=/run/nvidia/driver"}, "", "apply to --backend=nvml only"},
 		{[]string{"--node-name=n", "--backend=nvml", "--nvml-dev-root=/run/nvidia/driver"}, "nvml", ""},
 		{[]string{"--node-name=", "--backend=nvml"}, "", "--node-name (or $NODE_NAME) is required"},
+		{[]string{"--node-name=n", "--unhealthy-taint-effect=NoExecute"}, "mock", ""},
+		{[]string{"--node-name=n", "--unhealthy-taint-effect=PreferNoSchedule"}, "", "want NoSchedule or NoExecute"},
+		{[]string{"--node-name=n", "--health-interval=0s"}, "", "want a positive duration"},
+		{[]string{"--node-name=n", "--metrics-auth"}, "", "--metrics-auth needs --metrics-bind-address"},
+		{[]string{"--node-name=n", "--metrics-auth", "--metrics-bind-address=:9400"}, "mock", ""},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			var o gpudriver.Options
@@ -67,6 +74,31 @@ func TestHiddenFlag(t *testing.T) {
 	fs.SetOutput(io.Discard)
 	if err := fs.Parse([]string{"--nvml-mock=dgxh100"}); err != nil || o.NVMLMock != "dgxh100" {
 		t.Fatalf("--nvml-mock: %v %q", err, o.NVMLMock)
+	}
+}
+
+// TestHealthTaintFlags: the taint flags reach the kit's options.
+func TestHealthTaintFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want driverkit.HealthTaints
+	}{
+		{nil, driverkit.HealthTaints{Notices: true}},
+		{[]string{"--unhealthy-taint-effect=NoExecute"}, driverkit.HealthTaints{Evict: true, Notices: true}},
+		{[]string{"--health-taints=false", "--health-notice-taints=false"}, driverkit.HealthTaints{Disabled: true}},
+	} {
+		var o gpudriver.Options
+		fs := flag.NewFlagSet("dractl-gpu-driver", flag.ContinueOnError)
+		o.AddFlags(fs)
+		if err := fs.Parse(append([]string{"--node-name=n"}, tc.args...)); err != nil {
+			t.Fatal(err)
+		}
+		if err := o.Complete(fs); err != nil {
+			t.Fatal(err)
+		}
+		if o.Kit.HealthTaints != tc.want || o.Kit.HealthInterval != 10*time.Second {
+			t.Errorf("%v: %+v every %s, want %+v every 10s", tc.args, o.Kit.HealthTaints, o.Kit.HealthInterval, tc.want)
+		}
 	}
 }
 

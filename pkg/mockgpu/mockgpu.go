@@ -38,16 +38,28 @@ import (
 type GPUs struct {
 	mig.Node
 	// Dir holds one directory per GPU with its MIG devices, and
-	// "unhealthy/<gpu index>" files whose content marks a GPU unhealthy.
+	// "unhealthy/<gpu index or device>" and "notices/<...>" files (see
+	// Health and Notices).
 	Dir string
 
 	mu sync.Mutex // serializes create against create, as the GPU does
 }
 
 var (
-	_ driverkit.HealthProfile = (*GPUs)(nil)
+	_ driverkit.NoticeProfile = (*GPUs)(nil)
+	_ driverkit.LabelProfile  = (*GPUs)(nil)
 	_ driverkit.ConfigProfile = (*GPUs)(nil)
 )
+
+// PartitionProfile implements driverkit.LabelProfile: the MIG profile,
+// full for a whole GPU.
+func (g *GPUs) PartitionProfile(dev driverkit.AllocatedDevice) string {
+	part, ok := g.Model.PartitionByDevice(g.GPUs, dev.Device)
+	if !ok {
+		return "unknown"
+	}
+	return part.ProfileName()
+}
 
 // DecodeConfig implements driverkit.ConfigProfile: a gpuconfig.GpuConfig.
 func (g *GPUs) DecodeConfig(parameters runtime.RawExtension) (any, error) {
@@ -341,22 +353,54 @@ func (g *GPUs) ContainerEdits(claim types.UID, dev driverkit.AllocatedDevice, p 
 	return edits
 }
 
-// Health implements driverkit.HealthProfile: a GPU with a file
-// unhealthy/<index> in Dir is unhealthy with all its devices; the file's
-// content is the reason.
+// Health implements driverkit.HealthProfile: a file unhealthy/<name> in
+// Dir marks a device unhealthy, its content being the reason. A name that
+// is a GPU's index marks the GPU with all its devices; any other name is
+// taken as a device name (published or not: the kit refuses those it does
+// not publish). Names starting with "." or ending in ".tmp" are files
+// being written and are skipped. Removing the file makes the device
+// healthy again.
 func (g *GPUs) Health(context.Context) (map[driverkit.DeviceKey]string, error) {
+	return g.marked("unhealthy")
+}
+
+// Notices implements driverkit.NoticeProfile: files notices/<name> in Dir,
+// named as for Health, report an event that leaves the device healthy
+// (an application's fault, say).
+func (g *GPUs) Notices(context.Context) (map[driverkit.DeviceKey]string, error) {
+	return g.marked("notices")
+}
+
+// marked reads the devices the files of Dir/sub name, with their content.
+func (g *GPUs) marked(sub string) (map[driverkit.DeviceKey]string, error) {
 	out := map[driverkit.DeviceKey]string{}
-	for gpu := range g.GPUs {
-		data, err := os.ReadFile(filepath.Join(g.Dir, "unhealthy", strconv.Itoa(gpu)))
-		if errors.Is(err, fs.ErrNotExist) {
+	entries, err := os.ReadDir(filepath.Join(g.Dir, sub))
+	if errors.Is(err, fs.ErrNotExist) {
+		return out, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range entries {
+		name := e.Name()
+		if e.IsDir() || strings.HasPrefix(name, ".") || strings.HasSuffix(name, ".tmp") {
 			continue
+		}
+		data, err := os.ReadFile(filepath.Join(g.Dir, sub, name))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // removed since the listing
 		}
 		if err != nil {
 			return nil, err
 		}
-		for _, p := range g.Model.Partitions(gpu) {
-			out[driverkit.DeviceKey{Pool: g.Node.Node, Device: p.DeviceName()}] = strings.TrimSpace(string(data))
+		reason := strings.TrimSpace(string(data))
+		if gpu, err := strconv.Atoi(name); err == nil && gpu >= 0 && gpu < g.GPUs {
+			for _, p := range g.Model.Partitions(gpu) {
+				out[driverkit.DeviceKey{Pool: g.Node.Node, Device: p.DeviceName()}] = reason
+			}
+			continue
 		}
+		out[driverkit.DeviceKey{Pool: g.Node.Node, Device: name}] = reason
 	}
 	return out, nil
 }

@@ -34,6 +34,9 @@ type Config struct {
 	// Failpoint, for crash tests, kills the driver at that step of
 	// prepare or unprepare (see driverkit.PrepareFailpoints).
 	Failpoint string
+	// Node holds what every node driver shares beyond the above: health
+	// polling and taints, metrics.
+	Kit driverkit.NodeOptions
 }
 
 // Run starts the driver and serves until ctx is done.
@@ -48,6 +51,7 @@ func Run(ctx context.Context, cfg Config, client kubernetes.Interface) error {
 	d, err := driverkit.StartNode(ctx, driverkit.NodeConfig{
 		DriverName: cfg.DriverName, NodeName: cfg.NodeName, StateDir: cfg.StateDir, CDIDir: cfg.CDIDir,
 		RegistrarDir: cfg.RegistrarDir, PluginDir: cfg.PluginDir, CompactIfAccepted: cfg.CompactIfAccepted, Failpoint: cfg.Failpoint,
+		NodeOptions: cfg.Kit,
 	}, "gpu", client, gpus, gpus.Pool())
 	if err != nil {
 		return err

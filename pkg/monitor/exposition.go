@@ -27,6 +27,7 @@ const (
 	famCondition family = iota
 	famDevices
 	famAllocated
+	famTainted
 	famCapacity
 	famConsumed
 	famValidation
@@ -37,6 +38,7 @@ var families = [numFamilies]struct{ name, help string }{
 	famCondition:  {MetricPoolCondition, "1 for the pool's current condition."},
 	famDevices:    {MetricDevices, "Devices the pool's current generation publishes."},
 	famAllocated:  {MetricDevicesAllocated, "Devices of the pool held by allocated ResourceClaims (admin access not counted)."},
+	famTainted:    {MetricDevicesTainted, "Devices of the pool with a NoSchedule or NoExecute taint: the scheduler gives them only to claims tolerating it."},
 	famCapacity:   {MetricCounterCapacity, "Capacity of a shared counter."},
 	famConsumed:   {MetricCounterConsumed, "Amount of a shared counter consumed by allocated devices."},
 	famValidation: {MetricValidationErrors, "Problems of an invalid pool by reason (the field error type, e.g. FieldValueDuplicate)."},
@@ -72,6 +74,7 @@ func renderPool(s *poolStatus) *poolSeries {
 	line(famCondition, 1, "condition", string(s.condition), "driver", u.Driver, "pool", u.ID.Pool)
 	line(famDevices, float64(len(u.Devices)), "driver", u.Driver, "pool", u.ID.Pool)
 	line(famAllocated, float64(u.Allocated()), "driver", u.Driver, "pool", u.ID.Pool)
+	line(famTainted, float64(len(s.tainted)), "driver", u.Driver, "pool", u.ID.Pool)
 	for _, cs := range u.CounterSets {
 		for _, c := range cs.Counters {
 			line(famCapacity, c.Capacity.AsApproximateFloat64(), "counter", c.Name, "counter_set", cs.Name, "driver", u.Driver, "pool", u.ID.Pool)

@@ -14,6 +14,7 @@ const (
 	MetricPoolCondition    = "dractl_pool_condition"
 	MetricDevices          = "dractl_pool_devices"
 	MetricDevicesAllocated = "dractl_pool_devices_allocated"
+	MetricDevicesTainted   = "dractl_pool_devices_tainted"
 	MetricCounterCapacity  = "dractl_pool_counter_capacity"
 	MetricCounterConsumed  = "dractl_pool_counter_consumed"
 	MetricValidationErrors = "dractl_pool_validation_errors"
@@ -40,6 +41,11 @@ func newMetrics(m *Monitor) *metrics {
 		syncs:    prometheus.NewCounter(prometheus.CounterOpts{Name: MetricSyncs, Help: "Times the pools were recomputed."}),
 		lastSync: prometheus.NewGauge(prometheus.GaugeOpts{Name: MetricLastSync, Help: "When the pools were last recomputed."}),
 		events:   prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricEvents, Help: "Events emitted, by reason."}, []string{"reason"}),
+	}
+	// Every reason from the start: a rate over a series that appears with
+	// its first Event misses that Event.
+	for _, r := range []string{ReasonPoolInvalid, ReasonPoolIncomplete, ReasonPoolRecovered, ReasonPoolGenerationRegressed, ReasonDeviceTainted, ReasonDeviceUntainted} {
+		x.events.WithLabelValues(r)
 	}
 	x.registry.MustRegister(x.syncs, x.lastSync, x.events,
 		// go_gc_heap_live_bytes (the heap the last collection kept) sizes the

@@ -98,6 +98,8 @@ type poolStatus struct {
 	condition state.Condition
 	reason    string
 	series    *poolSeries // what /metrics serves for the pool
+	// tainted are the devices a taint keeps claims off (taints.go).
+	tainted map[string]deviceTaint
 }
 
 // tracked is what the monitor remembers of a pool between syncs.
@@ -111,6 +113,8 @@ type tracked struct {
 	reported string
 	// regressionReported: PoolGenerationRegressed was emitted.
 	regressionReported bool
+	// taints are the device taints reported (DeviceTainted).
+	taints map[string]deviceTaint
 }
 
 // New creates a monitor; nothing runs until Run. It fails when an
@@ -326,7 +330,7 @@ func (m *Monitor) sync() {
 		}
 		u := snap.Usage(p.ID)
 		c, why := u.Condition()
-		st := poolStatus{usage: u, condition: c, reason: why}
+		st := poolStatus{usage: u, condition: c, reason: why, tainted: taintedDevices(u)}
 		st.series = renderPool(&st)
 		statuses = append(statuses, st)
 	}

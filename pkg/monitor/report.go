@@ -64,7 +64,9 @@ func (m *Monitor) report(statuses []poolStatus) {
 		if relead {
 			t.reported = ""
 			t.regressionReported = false
+			t.taints = nil
 		}
+		m.reportTaints(s, t)
 		key := string(s.condition) + ": " + s.reason
 		switch {
 		case s.condition == state.PoolOK:

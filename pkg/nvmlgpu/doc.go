@@ -15,7 +15,10 @@
 // reconciliation at start never touches instances someone else made.
 //
 // XID critical errors from NVML's event set make a GPU and its devices
-// unhealthy through the kit's health service.
+// unhealthy through the kit's health service, and tainted on the
+// published slices; the XIDs of an application's fault (IgnoredXIDs)
+// leave it healthy and are notices for NoticeLifetime (informational
+// taints).
 //
 // The package needs cgo: go-nvml loads libnvidia-ml.so at run time.
 // Package nvmlmock runs it on NVIDIA's mock DGX servers.

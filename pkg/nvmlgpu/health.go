@@ -20,13 +20,31 @@ import (
 // timeout). NVIDIA's device plugin skips the same ones.
 var IgnoredXIDs = []uint64{13, 31, 43, 45, 68, 109}
 
-// health is what the XID watcher learnt: unhealthy GPUs by UUID.
+// NoticeLifetime is how long an ignored XID stays a notice of its GPU
+// (driverkit.NoticeProfile): a recent application fault, shown as an
+// informational taint, not a broken GPU.
+const NoticeLifetime = 10 * time.Minute
+
+// health is what the XID watcher learnt: unhealthy GPUs by UUID, and the
+// last ignored XID of each GPU with when it came.
 type health struct {
 	mu        sync.Mutex
 	unhealthy map[string]string
+	notices   map[string]notice
+	now       func() time.Time
 }
 
-func (h *health) init() { h.unhealthy = map[string]string{} }
+type notice struct {
+	reason string
+	at     time.Time
+}
+
+func (h *health) init() {
+	h.unhealthy, h.notices = map[string]string{}, map[string]notice{}
+	if h.now == nil {
+		h.now = time.Now
+	}
+}
 
 // WatchHealth listens to the GPUs' XID critical errors until ctx is done;
 // a GPU with one (not in IgnoredXIDs) is unhealthy from then on, with all
@@ -73,7 +91,7 @@ func (g *GPUs) WatchHealth(ctx context.Context) error {
 }
 
 func (g *GPUs) event(e nvml.EventData) {
-	if e.EventType != nvml.EventTypeXidCriticalError || slices.Contains(IgnoredXIDs, e.EventData) {
+	if e.EventType != nvml.EventTypeXidCriticalError {
 		return
 	}
 	uuid, ret := e.Device.GetUUID()
@@ -89,10 +107,15 @@ func (g *GPUs) event(e nvml.EventData) {
 		}
 	}
 	reason := fmt.Sprintf("XID %d", e.EventData)
-	g.log.Info("GPU is unhealthy", "uuid", uuid, "reason", reason)
 	g.health.mu.Lock()
+	defer g.health.mu.Unlock()
+	if slices.Contains(IgnoredXIDs, e.EventData) {
+		g.log.V(2).Info("Application XID on a GPU; it stays healthy", "uuid", uuid, "xid", e.EventData)
+		g.health.notices[uuid] = notice{reason: reason, at: g.health.now()}
+		return
+	}
+	g.log.Info("GPU is unhealthy", "uuid", uuid, "reason", reason)
 	g.health.unhealthy[uuid] = reason
-	g.health.mu.Unlock()
 }
 
 // Health implements driverkit.HealthProfile: every device of a GPU that
@@ -100,10 +123,36 @@ func (g *GPUs) event(e nvml.EventData) {
 func (g *GPUs) Health(context.Context) (map[driverkit.DeviceKey]string, error) {
 	g.health.mu.Lock()
 	defer g.health.mu.Unlock()
+	return g.devicesOf(func(uuid string) (string, bool) {
+		reason, bad := g.health.unhealthy[uuid]
+		return reason, bad
+	}), nil
+}
+
+// Notices implements driverkit.NoticeProfile: every device of a GPU that
+// reported an ignored XID (IgnoredXIDs) in the last NoticeLifetime, with
+// the last such XID.
+func (g *GPUs) Notices(context.Context) (map[driverkit.DeviceKey]string, error) {
+	g.health.mu.Lock()
+	defer g.health.mu.Unlock()
+	now := g.health.now()
+	for uuid, n := range g.health.notices {
+		if now.Sub(n.at) >= NoticeLifetime {
+			delete(g.health.notices, uuid)
+		}
+	}
+	return g.devicesOf(func(uuid string) (string, bool) {
+		n, ok := g.health.notices[uuid]
+		return n.reason, ok
+	}), nil
+}
+
+// devicesOf maps what of gets for a GPU's UUID to the GPU's devices.
+func (g *GPUs) devicesOf(of func(uuid string) (string, bool)) map[driverkit.DeviceKey]string {
 	out := map[driverkit.DeviceKey]string{}
 	for _, gp := range g.gpus {
-		reason, bad := g.health.unhealthy[gp.UUID]
-		if !bad {
+		reason, ok := of(gp.UUID)
+		if !ok {
 			continue
 		}
 		out[driverkit.DeviceKey{Pool: g.opts.Node, Device: mig.GPUDeviceName(gp.Index)}] = reason
@@ -113,5 +162,5 @@ func (g *GPUs) Health(context.Context) (map[driverkit.DeviceKey]string, error) {
 			}
 		}
 	}
-	return out, nil
+	return out
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 	cdispec "tags.cncf.io/container-device-interface/specs-go"
 
 	"github.com/dractl/dractl/pkg/api"
@@ -43,6 +44,8 @@ type Options struct {
 	// installs it. The runtime reads the nodes there; containers get
 	// them under /dev.
 	DevRoot string
+	// Clock dates the notices of ignored XIDs; the real clock when nil.
+	Clock clock.PassiveClock
 }
 
 // GPUs is the driverkit.Profile of a node's NVIDIA GPUs through NVML.
@@ -63,10 +66,24 @@ type GPUs struct {
 }
 
 var (
-	_ driverkit.HealthProfile       = (*GPUs)(nil)
+	_ driverkit.NoticeProfile       = (*GPUs)(nil)
+	_ driverkit.LabelProfile        = (*GPUs)(nil)
 	_ driverkit.ConfigProfile       = (*GPUs)(nil)
 	_ driverkit.RequestEditsProfile = (*GPUs)(nil)
 )
+
+// PartitionProfile implements driverkit.LabelProfile: the MIG profile,
+// full for a whole GPU.
+func (g *GPUs) PartitionProfile(dev driverkit.AllocatedDevice) string {
+	part, err := g.lookup(dev.Pool, dev.Device)
+	switch {
+	case err != nil:
+		return "unknown"
+	case part.profile == "":
+		return "full"
+	}
+	return part.profile
+}
 
 // DecodeConfig implements driverkit.ConfigProfile: a gpuconfig.GpuConfig.
 func (g *GPUs) DecodeConfig(parameters runtime.RawExtension) (any, error) {
@@ -107,6 +124,9 @@ func New(lib nvml.Interface, opts Options, log logr.Logger) (*GPUs, error) {
 			}
 			g.devices[p.DeviceName()] = part
 		}
+	}
+	if opts.Clock != nil {
+		g.health.now = opts.Clock.Now
 	}
 	g.health.init()
 	return g, nil

@@ -40,6 +40,9 @@ type Config struct {
 	// MockFailpoint, for crash tests, kills the driver at that change of
 	// the mock's instances (nvmlmock.Failpoints).
 	MockFailpoint string
+	// Node holds what every node driver shares beyond the above: health
+	// polling and taints, metrics.
+	Kit driverkit.NodeOptions
 }
 
 // MockInstances is the file in stateDir where Run keeps the instances of
@@ -97,6 +100,7 @@ func Run(ctx context.Context, cfg Config, client kubernetes.Interface) error {
 	d, err := driverkit.StartNode(ctx, driverkit.NodeConfig{
 		DriverName: cfg.DriverName, NodeName: cfg.NodeName, StateDir: cfg.StateDir, CDIDir: cfg.CDIDir,
 		RegistrarDir: cfg.RegistrarDir, PluginDir: cfg.PluginDir, CompactIfAccepted: cfg.CompactIfAccepted, Failpoint: cfg.Failpoint,
+		NodeOptions: cfg.Kit,
 	}, "gpu", client, gpus, gpus.Pool())
 	if err != nil {
 		return err

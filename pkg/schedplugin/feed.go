@@ -53,6 +53,8 @@ type feed struct {
 	// tracker is the framework's claim tracker (nil in tests that do not
 	// keep allocations in flight).
 	tracker fwk.ResourceClaimTracker
+	// expired counts an assumption sync dropped (nil: not counted).
+	expired func()
 }
 
 // Owners of the State's assumed allocations.
@@ -436,7 +438,12 @@ func (f *feed) sync(tr fwk.ResourceClaimTracker) {
 			continue
 		}
 		f.logger.V(5).Info("Assumed allocation neither in flight nor written, dropped", "claim", key, "owner", as.Owner)
-		freed = f.forgetLocked(key) || freed
+		if f.forgetLocked(key) {
+			freed = true
+			if f.expired != nil {
+				f.expired()
+			}
+		}
 	}
 }
 

@@ -108,6 +108,9 @@ func New(ctx context.Context, args runtime.Object, fh fwk.Handle, fts Features, 
 	pl := &Plugin{cfg: cfg, fts: fts, fh: fh, clientset: fh.ClientSet(), dra: dra, st: st,
 		feed: newFeed(st, waiting, logger), waiting: waiting, gate: newBindGate(cfg.bindingsInFlight)}
 	pl.feed.tracker = dra.ResourceClaims()
+	// Registered first: until then the metrics count nothing.
+	registerMetrics(fh.ProfileName(), st)
+	pl.feed.expired = assumptionsExpired.WithLabelValues(fh.ProfileName()).Inc
 	if err := pl.watch(logger); err != nil {
 		return nil, err
 	}
@@ -128,8 +131,9 @@ func (pl *Plugin) watch(logger klog.Logger) error {
 	sliceDeltas, classDeltas := informer.Slices(pl.st), informer.Classes(pl.st)
 	// New or changed slices and classes may offer devices that waiting
 	// pods lacked.
-	sliceDeltas.Then = roomMadeBy[*resourcev1.ResourceSlice](pl.waiting)
-	classDeltas.Then = roomMadeBy[*resourcev1.DeviceClass](pl.waiting)
+	profile := pl.fh.ProfileName()
+	sliceDeltas.Then = countDeltas(profile, "ResourceSlice", roomMadeBy[*resourcev1.ResourceSlice](pl.waiting))
+	classDeltas.Then = countDeltas(profile, "DeviceClass", roomMadeBy[*resourcev1.DeviceClass](pl.waiting))
 	sliceReg, err := informer.Watch(logger, inf.ResourceSlices().Informer(), sliceDeltas)
 	if err != nil {
 		return err
@@ -139,7 +143,8 @@ func (pl *Plugin) watch(logger klog.Logger) error {
 		return err
 	}
 	claimReg, err := informer.Watch(logger, inf.ResourceClaims().Informer(), informer.Deltas[*resourcev1.ResourceClaim]{
-		Kind: "ResourceClaim", Set: pl.feed.setClaim, Delete: pl.feed.deleteClaim})
+		Kind: "ResourceClaim", Set: pl.feed.setClaim, Delete: pl.feed.deleteClaim,
+		Then: countDeltas[*resourcev1.ResourceClaim](profile, "ResourceClaim", nil)})
 	if err != nil {
 		return err
 	}
@@ -148,11 +153,11 @@ func (pl *Plugin) watch(logger klog.Logger) error {
 		rules := informer.TaintRules(pl.st)
 		// Any change of a rule may untaint devices: a deleted rule, or
 		// one that selects others now.
-		rules.Then = func(d informer.Delta[*resourcev1.DeviceTaintRule]) {
+		rules.Then = countDeltas(profile, "DeviceTaintRule", func(d informer.Delta[*resourcev1.DeviceTaintRule]) {
 			if d.Err == nil {
 				pl.waiting.roomMade()
 			}
-		}
+		})
 		ruleReg, err := informer.Watch(logger, inf.DeviceTaintRules().Informer(), rules)
 		if err != nil {
 			return err

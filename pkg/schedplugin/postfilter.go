@@ -20,6 +20,9 @@ func (pl *Plugin) PostFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod
 	if err != nil || len(s.claims) == 0 && s.ext == nil {
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
+	if s.cycle != nil || s.ext != nil {
+		pl.countPending(pod, s, OutcomeUnschedulable, s.ext != nil)
+	}
 	if s.stale != nil {
 		if err := pl.deleteClaim(ctx, s.stale); err != nil {
 			return nil, asError(klog.FromContext(ctx), err)

@@ -88,6 +88,7 @@ func (pl *Plugin) PreBind(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, n
 		s.claims[i].claim = c
 		if pending {
 			s.written[j] = true
+			allocationOutcomes.WithLabelValues(pl.fh.ProfileName(), claimKind(pod, pc), OutcomeWritten).Inc()
 		}
 		if allocation != nil {
 			pl.feed.written(state.KeyOf(c), c.ResourceVersion)

@@ -142,6 +142,7 @@ func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 		s.ext = newExtendedState(ext, pod)
 	}
 	s.results = pl.resultsMap(len(nodes))
+	pl.countPending(pod, s, "", s.ext != nil)
 	return nil, nil
 }
 

@@ -89,6 +89,7 @@ func (pl *Plugin) Reserve(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, n
 		}
 		logger.V(5).Info("Reserved devices for extended resources", "pod", klog.KObj(pod), "resourceclaim", klog.KObj(v.claim), "node", nodeName)
 	}
+	pl.countPending(pod, s, OutcomeReserved, len(res) > len(s.pending))
 	return nil
 }
 
@@ -159,6 +160,7 @@ func (pl *Plugin) Unreserve(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 		if j < len(s.inFlight) && s.inFlight[j] {
 			land(i)
 			s.inFlight[j] = false
+			allocationOutcomes.WithLabelValues(pl.fh.ProfileName(), claimKind(pod, s.claims[i]), OutcomeUnreserved).Inc()
 		}
 	}
 	for i := range s.sharing {

@@ -185,6 +185,17 @@ func (s *State) AssumedBy(owner string) []ClaimKey {
 	return sortedKeys(s.assumedBy[owner])
 }
 
+// NumAssumed is how many claims have an assumed allocation.
+func (s *State) NumAssumed() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, owned := range s.assumedBy {
+		n += len(owned)
+	}
+	return n
+}
+
 // OnHold lists the claims whose assumed allocation is held until a
 // deadline (SetMaybeWritten), sorted.
 func (s *State) OnHold() []ClaimKey {
