@@ -129,7 +129,7 @@ func serveOverSockets(ctx context.Context, t *testing.T, e *env, client *fake.Cl
 	d, err := driverkit.Start(ctx, driverkit.Options{
 		Config:   driverkit.Config{DriverName: driver, Profile: e.gpus, StateDir: e.dir, CDIDir: filepath.Join(e.dir, "cdi"), CDIClass: "gpu"},
 		NodeName: node, KubeClient: client, RegistrarDir: reg, PluginDir: plugin,
-		HealthInterval: healthInterval,
+		HealthInterval: healthInterval, Server: fakeClientServer,
 	}, e.gpus.Pool())
 	if err != nil {
 		t.Fatal(err)
