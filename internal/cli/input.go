@@ -27,6 +27,9 @@ type input struct {
 	// kubeVersion is a live cluster's kube-apiserver minor, when dractl
 	// validates for it.
 	kubeVersion *validation.KubeVersion
+	// note says how a live cluster's objects are judged when not by its
+	// own minor's rules.
+	note string
 }
 
 // addInputFlags registers the flags of the verbs that read manifests.

@@ -3,6 +3,7 @@ package driverkit
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -234,6 +235,10 @@ func build(srv *Server, driver, node string, desc []*api.ResourceSlice) (*Publis
 				PartitionTypeAttribute: v1.Spec.PartitionTypeAttribute,
 			})
 			out.inventory.add(name, &v1.Spec)
+		}
+		if srv.separateCounterSetsRefused() && slices.ContainsFunc(flat, func(f *api.ResourceSlice) bool { return len(f.Spec.SharedCounters) > 0 }) {
+			problems = append(problems, fmt.Sprintf("pool %s: kube-apiserver %s takes counter sets only in the slice of the devices that consume them (KEP-4815 before 1.%d); the kit publishes them in slices of their own, as 1.%d and newer take them",
+				name, srv.Version, firstSeparateCounterSetsMinor, firstSeparateCounterSetsMinor))
 		}
 		out.Resources.Pools[name] = rp
 		out.Slices = append(out.Slices, flat...)

@@ -3,21 +3,15 @@ package driverkit
 import (
 	"encoding/json"
 	"fmt"
-	"slices"
 	"sort"
 	"strings"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/discovery"
 
+	"github.com/dractl/dractl/pkg/internal/resourceapi"
 	"github.com/dractl/dractl/pkg/validation"
 )
-
-// FirstResourceV1Minor is the first Kubernetes minor whose kube-apiserver
-// serves resource.k8s.io/v1, the API the kit publishes in.
-const FirstResourceV1Minor = 34
 
 // Server is what the kit knows of the kube-apiserver it publishes to,
 // read once when it starts (ReadServer).
@@ -56,15 +50,11 @@ func ReadServer(d discovery.DiscoveryInterface) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{Version: info.GitVersion, Minor: minor, Rules: minor.Nearest()}
-	noV1 := fmt.Errorf("kube-apiserver %s does not serve resourceslices in resource.k8s.io/v1 (Kubernetes 1.%d and newer do): a DRA driver publishes its devices there", info.GitVersion, FirstResourceV1Minor)
-	resources, err := d.ServerResourcesForGroupVersion("resource.k8s.io/v1")
-	switch {
-	case apierrors.IsNotFound(err):
-		return nil, noV1
-	case err != nil:
-		return nil, fmt.Errorf("discovering resource.k8s.io/v1 on kube-apiserver %s: %w", info.GitVersion, err)
-	case !slices.ContainsFunc(resources.APIResources, func(r metav1.APIResource) bool { return r.Name == "resourceslices" }):
-		return nil, noV1
+	if err := resourceapi.Require(d, "resourceslices"); err != nil {
+		if resourceapi.IsNotServed(err) {
+			return nil, fmt.Errorf("%w: a DRA driver publishes its devices there", err)
+		}
+		return nil, err
 	}
 	if s.schemas, err = resourceV1Schemas(d); err != nil {
 		return nil, fmt.Errorf("kube-apiserver %s: %w", info.GitVersion, err)
@@ -73,6 +63,18 @@ func ReadServer(d discovery.DiscoveryInterface) (*Server, error) {
 		return nil, fmt.Errorf("kube-apiserver %s: the OpenAPI v3 schema of resource.k8s.io/v1 has no %s", info.GitVersion, sliceSchema)
 	}
 	return s, nil
+}
+
+// firstSeparateCounterSetsMinor is the first minor whose kube-apiserver
+// takes counter sets in slices of their own (KEP-4815 "Limits"), as the
+// kit publishes them; 1.34's wants them in the slice of the devices that
+// consume them and refuses a device whose counter set is elsewhere.
+const firstSeparateCounterSetsMinor = 35
+
+// separateCounterSetsRefused reports whether the server refuses counter
+// sets published apart from their devices.
+func (s *Server) separateCounterSetsRefused() bool {
+	return s != nil && s.Minor.Minor < firstSeparateCounterSetsMinor
 }
 
 // rules is the minor a build judges by: the server's, or the newest

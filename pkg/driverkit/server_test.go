@@ -120,7 +120,7 @@ func TestBuildForServer(t *testing.T) {
 		}
 		return s
 	}
-	s136, s137, s138 := read("v1.36.3", 36, false), read("v1.37.2", 37, true), read("v1.38.0-beta.0", 38, true)
+	s134, s136, s137, s138 := read("v1.34.4", 34, false), read("v1.36.3", 36, false), read("v1.37.2", 37, true), read("v1.38.0-beta.0", 38, true)
 	slice := func(change func(*api.ResourceSlice)) []*api.ResourceSlice {
 		s := &api.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: "nics"}, Spec: api.ResourceSliceSpec{
 			Devices: []api.Device{{Name: "nic-0", Attributes: map[api.QualifiedName]api.DeviceAttribute{"model": {StringValue: ptr.To("x710")}}}}}}
@@ -140,6 +140,7 @@ func TestBuildForServer(t *testing.T) {
 		desc   []*api.ResourceSlice
 		want   string // "" when published
 	}{
+		{"plain, 1.34", s134, plain, ""},
 		{"plain, 1.36", s136, plain, ""},
 		{"plain, 1.38", s138, plain, ""},
 		{"two slashes, 1.37", s137, twoSlashes, ""},
@@ -200,6 +201,7 @@ func TestBuildForServer(t *testing.T) {
 		{"two terms, 1.37", s137, twoTerms, ""},
 		{"two terms, 1.38", s138, twoTerms, "spec.devices[0].nodeSelector.nodeSelectorTerms: Invalid value: \"2 terms\": must have exactly one node selector term"},
 		{"partitionTypeAttribute, 1.37", s137, partitionType, ""},
+		{"counter sets apart, 1.34", s134, partitionType, "pool rack-1: kube-apiserver v1.34.4 takes counter sets only in the slice of the devices that consume them (KEP-4815 before 1.35)"},
 		{"partitionTypeAttribute, 1.36", s136, partitionType, "spec.partitionTypeAttribute: Forbidden: kube-apiserver v1.36.3 does not know this field of resource.k8s.io/v1 and would drop it"},
 	} {
 		t.Run("central/"+tc.name, func(t *testing.T) {

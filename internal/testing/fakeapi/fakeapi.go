@@ -30,6 +30,9 @@ type Server struct {
 	Resources []string
 	// Schema is the OpenAPI v3 document of resource.k8s.io/v1.
 	Schema string
+	// Objects are served as JSON at their paths
+	// (/api/v1/nodes/node-1), for requests other than discovery.
+	Objects map[string]any
 }
 
 // AnyFields is a schema of resource.k8s.io/v1 whose ResourceSlice takes
@@ -60,6 +63,9 @@ func (s Server) Serve() *httptest.Server {
 		})
 	}
 	serveJSON("/version", s.Version)
+	for path, obj := range s.Objects {
+		serveJSON(path, obj)
+	}
 	if s.Resources != nil {
 		list := metav1.APIResourceList{TypeMeta: metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"}, GroupVersion: "resource.k8s.io/v1"}
 		for _, r := range s.Resources {
