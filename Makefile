@@ -7,7 +7,7 @@ FUZZTIME_SHORT ?= 500x
 FUZZTIME ?= 30s
 EXAMPLES := $(sort $(wildcard examples/*/))
 
-.PHONY: all build driver binsize test demo fmt-check vet tidy-check unit scheduler-test scheduler-1.38 scheduler-test-1.38 fuzz fuzz-short golden readme conformance conformance-test bench bench-schedperf chromium report-screenshot e2e e2e-golden bench-e2e scheduler schedperf manifests soak images
+.PHONY: all build driver binsize test demo fmt-check vet tidy-check unit scheduler-test scheduler-1.38 scheduler-test-1.38 fuzz fuzz-short golden readme conformance conformance-test bench bench-schedperf chromium report-screenshot e2e e2e-golden e2e-matrix bench-e2e scheduler schedperf manifests soak images
 
 all: build
 
@@ -305,6 +305,21 @@ soak: scheduler
 	SOAK=$(SOAK) SOAK_SEED=$(SOAK_SEED) SOAK_REPORT=$(CURDIR)/bin/soak-report.txt \
 		$(GO) -C e2e test -count=1 -run '^TestSoak$$' -timeout 3h . -args -scheduler ../bin/dractl-scheduler
 	@cat bin/soak-report.txt
+
+# The live verbs, the monitor, the control-plane publisher and the mock
+# GPU driver against kube-apiserver processes of every minor that serves
+# resource.k8s.io/v1, and against 1.34 with that API turned off
+# (e2e/matrix_test.go, build tag matrix). Each kube-apiserver is built once
+# into bin/kube-apiserver-<release> from a scratch module on the module
+# proxy's k8s.io/kubernetes (6 to 13 minutes each on 2 cores), etcd into
+# bin/etcd; later runs reuse them and take under 3 minutes (docs/versions.md).
+# Not in make test or CI: on a clean clone the four builds take about 40
+# minutes. MATRIX_RELEASES (comma-separated) picks releases other than
+# e2e/matrix.Releases.
+MATRIX_RELEASES ?=
+e2e-matrix:
+	$(GO) -C e2e run ./matrix/build -bin ../bin $(if $(MATRIX_RELEASES),-releases '$(MATRIX_RELEASES)')
+	$(GO) -C e2e test -tags matrix -count=1 -run '^TestMatrix$$' -timeout $(E2E_TIMEOUT) -v . $(if $(MATRIX_RELEASES),-args -matrix-releases '$(MATRIX_RELEASES)')
 
 # Rewrites e2e/testdata from the current behaviour; review the diff.
 e2e-golden:
