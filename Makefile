@@ -239,9 +239,12 @@ bench:
 # `images:`), built from the repository without a container engine
 # (internal/images): each binary with go build, the driver's with cgo and
 # the C library it loads libnvidia-ml with, written as OCI image-layout
-# tarballs bin/images/<repository>.tar. On a node: `ctr -n k8s.io images
-# import bin/images/dractl.tar`. IMAGE_TAG names them instead of the
-# chart's tag (dev); dractl's version is VERSION, as `make build` stamps it.
+# tarballs bin/images/<repository>.tar (the 1.38 scheduler's
+# bin/images/dractl-scheduler-1.38.tar, built with Go 1.27 from the module
+# proxy). On a node: `ctr -n k8s.io images import bin/images/dractl.tar`.
+# IMAGE_TAG names them instead of the chart's tags (dev; the 1.38
+# scheduler's IMAGE_TAG-1.38); dractl's version is VERSION, as `make build`
+# stamps it.
 IMAGE_TAG ?=
 images:
 	$(GO) run ./internal/images/build -out bin/images -tag '$(IMAGE_TAG)' -version '$(VERSION)' -go '$(GO)'
