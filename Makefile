@@ -315,7 +315,7 @@ soak: scheduler
 # (e2e/matrix_test.go, build tag matrix). Each kube-apiserver is built once
 # into bin/kube-apiserver-<release> from a scratch module on the module
 # proxy's k8s.io/kubernetes (6 to 13 minutes each on 2 cores), etcd into
-# bin/etcd; later runs reuse them and take under 3 minutes (docs/versions.md).
+# bin/etcd; later runs reuse them and take about 3 minutes (docs/versions.md).
 # Not in make test or CI: on a clean clone the four builds take about 40
 # minutes. MATRIX_RELEASES (comma-separated) picks releases other than
 # e2e/matrix.Releases.

@@ -169,18 +169,9 @@ func matrixWithoutV1(t *testing.T, c *matrix.Cluster) {
 		t.Logf("publisher: %v", err)
 	}
 
-	dir, err := os.MkdirTemp("", "mx")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
 	driverCtx, stopDriver := context.WithTimeout(ctx, time.Minute)
 	defer stopDriver()
-	err = mockgpu.Run(driverCtx, mockgpu.Config{
-		DriverName: mockgpu.DriverName, NodeName: "node-1", Model: "a100", GPUs: 2,
-		StateDir: filepath.Join(dir, "state"), CDIDir: filepath.Join(dir, "cdi"),
-		RegistrarDir: filepath.Join(dir, "reg"), PluginDir: filepath.Join(dir, "plugin"),
-	}, c.Client)
+	err = mockgpu.Run(driverCtx, matrixDriverConfig(t), c.Client)
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("the mock GPU driver without resource.k8s.io/v1: %v; want %q", err, want)
 	} else {
@@ -331,25 +322,10 @@ func matrixDriver(t *testing.T, c *matrix.Cluster) {
 		}
 	}
 
-	dir, err := os.MkdirTemp("", "mx") // unix socket paths must be short
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	for _, d := range []string{"reg", "plugin"} {
-		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
+	cfg := matrixDriverConfig(t)
 	driverCtx, stopDriver := context.WithCancel(ctx)
 	driverDone := make(chan error, 1)
-	go func() {
-		driverDone <- mockgpu.Run(driverCtx, mockgpu.Config{
-			DriverName: mockgpu.DriverName, NodeName: "node-1", Model: "a100", GPUs: 2,
-			StateDir: filepath.Join(dir, "state"), CDIDir: filepath.Join(dir, "cdi"),
-			RegistrarDir: filepath.Join(dir, "reg"), PluginDir: filepath.Join(dir, "plugin"),
-		}, c.Client)
-	}()
+	go func() { driverDone <- mockgpu.Run(driverCtx, cfg, c.Client) }()
 	if c.Minor < 35 {
 		want := "kube-apiserver " + c.Release + " takes counter sets only in the slice of the devices that consume them"
 		select {
@@ -386,6 +362,27 @@ func matrixDriver(t *testing.T, c *matrix.Cluster) {
 	r := dractl(t, c.Kubeconfig(t), "get", "pools", "node-1")
 	if r.code != 0 || !strings.Contains(r.out, "node-1") {
 		t.Errorf("get pools of the mock GPU driver at %s: exit %d\n%s%s", c.Release, r.code, r.out, r.err)
+	}
+}
+
+// matrixDriverConfig is the mock GPU driver of node-1 with two GPUs, its
+// directories in a temporary one of its own (under /tmp: unix socket
+// paths must be short).
+func matrixDriverConfig(t *testing.T) mockgpu.Config {
+	dir, err := os.MkdirTemp("", "mx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	for _, d := range []string{"reg", "plugin"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return mockgpu.Config{
+		DriverName: mockgpu.DriverName, NodeName: "node-1", Model: "a100", GPUs: 2,
+		StateDir: filepath.Join(dir, "state"), CDIDir: filepath.Join(dir, "cdi"),
+		RegistrarDir: filepath.Join(dir, "reg"), PluginDir: filepath.Join(dir, "plugin"),
 	}
 }
 
