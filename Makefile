@@ -7,7 +7,7 @@ FUZZTIME_SHORT ?= 500x
 FUZZTIME ?= 30s
 EXAMPLES := $(sort $(wildcard examples/*/))
 
-.PHONY: all build driver binsize test demo fmt-check vet tidy-check unit scheduler-test scheduler-1.38 scheduler-test-1.38 fuzz fuzz-short golden docs conformance conformance-test bench bench-schedperf chromium node-packages report-screenshot e2e e2e-golden bench-e2e scheduler schedperf manifests soak images
+.PHONY: all build driver binsize test demo fmt-check vet tidy-check unit scheduler-test scheduler-1.38 scheduler-test-1.38 fuzz fuzz-short golden docs conformance conformance-test bench bench-schedperf chromium node-packages report-screenshot e2e e2e-golden e2e-matrix bench-e2e scheduler schedperf manifests soak images
 
 all: build
 
@@ -250,9 +250,12 @@ bench:
 # `images:`), built from the repository without a container engine
 # (internal/images): each binary with go build, the driver's with cgo and
 # the C library it loads libnvidia-ml with, written as OCI image-layout
-# tarballs bin/images/<repository>.tar. On a node: `ctr -n k8s.io images
-# import bin/images/dractl.tar`. IMAGE_TAG names them instead of the
-# chart's tag (dev); dractl's version is VERSION, as `make build` stamps it.
+# tarballs bin/images/<repository>.tar (the 1.38 scheduler's
+# bin/images/dractl-scheduler-1.38.tar, built with Go 1.27 from the module
+# proxy). On a node: `ctr -n k8s.io images import bin/images/dractl.tar`.
+# IMAGE_TAG names them instead of the chart's tags (dev; the 1.38
+# scheduler's IMAGE_TAG-1.38); dractl's version is VERSION, as `make build`
+# stamps it.
 IMAGE_TAG ?=
 images:
 	$(GO) run ./internal/images/build -out bin/images -tag '$(IMAGE_TAG)' -version '$(VERSION)' -go '$(GO)'
@@ -316,6 +319,21 @@ soak: scheduler
 	SOAK=$(SOAK) SOAK_SEED=$(SOAK_SEED) SOAK_REPORT=$(CURDIR)/bin/soak-report.txt \
 		$(GO) -C e2e test -count=1 -run '^TestSoak$$' -timeout 3h . -args -scheduler ../bin/dractl-scheduler
 	@cat bin/soak-report.txt
+
+# The live verbs, the monitor, the control-plane publisher and the mock
+# GPU driver against kube-apiserver processes of every minor that serves
+# resource.k8s.io/v1, and against 1.34 with that API turned off
+# (e2e/matrix_test.go, build tag matrix). Each kube-apiserver is built once
+# into bin/kube-apiserver-<release> from a scratch module on the module
+# proxy's k8s.io/kubernetes (6 to 13 minutes each on 2 cores), etcd into
+# bin/etcd; later runs reuse them and take about 3 minutes (docs/versions.md).
+# Not in make test or CI: on a clean clone the four builds take about 40
+# minutes. MATRIX_RELEASES (comma-separated) picks releases other than
+# e2e/matrix.Releases.
+MATRIX_RELEASES ?=
+e2e-matrix:
+	$(GO) -C e2e run ./matrix/build -bin ../bin $(if $(MATRIX_RELEASES),-releases '$(MATRIX_RELEASES)')
+	$(GO) -C e2e test -tags matrix -count=1 -run '^TestMatrix$$' -timeout $(E2E_TIMEOUT) -v . $(if $(MATRIX_RELEASES),-args -matrix-releases '$(MATRIX_RELEASES)')
 
 # Rewrites e2e/testdata from the current behaviour; review the diff.
 e2e-golden:

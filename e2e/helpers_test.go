@@ -18,6 +18,8 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/dractl/dractl/e2e/framework"
 	"github.com/dractl/dractl/internal/cli"
@@ -133,8 +135,14 @@ func publish(t testing.TB, cp *framework.ControlPlane, dirs ...string) {
 // status.allocation, reserved for pod when given.
 func allocate(t testing.TB, cp *framework.ControlPlane, namespace, name, node string, pod *corev1.Pod) *resourcev1.ResourceClaim {
 	t.Helper()
-	ctx := cp.Context()
-	c, err := live.NewClient(cp.Config)
+	return allocateWith(t, cp.Context(), cp.Config, cp.Client, namespace, name, node, pod)
+}
+
+// allocateWith is allocate against any API server: its administrator's
+// configuration and clientset.
+func allocateWith(t testing.TB, ctx context.Context, cfg *rest.Config, client kubernetes.Interface, namespace, name, node string, pod *corev1.Pod) *resourcev1.ResourceClaim {
+	t.Helper()
+	c, err := live.NewClient(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +159,7 @@ func allocate(t testing.TB, cp *framework.ControlPlane, namespace, name, node st
 	if !ok {
 		t.Fatalf("no claim %s/%s", namespace, name)
 	}
-	n, err := cp.Client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	n, err := client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +172,7 @@ func allocate(t testing.TB, cp *framework.ControlPlane, namespace, name, node st
 	if pod != nil {
 		claim.Status.ReservedFor = []resourcev1.ResourceClaimConsumerReference{{Resource: "pods", Name: pod.Name, UID: pod.UID}}
 	}
-	claim, err = cp.Client.ResourceV1().ResourceClaims(namespace).UpdateStatus(ctx, claim, metav1.UpdateOptions{})
+	claim, err = client.ResourceV1().ResourceClaims(namespace).UpdateStatus(ctx, claim, metav1.UpdateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,15 +31,33 @@ const ChartDir = "deploy/helm/dractl"
 // chart's objects carry their own namespaces, so neither shows in them.
 var Release = common.ReleaseOptions{Name: "dractl", Namespace: "default", IsInstall: true, Revision: 1}
 
-// Render renders the chart under repo with values over its defaults and
-// returns each non-empty manifest by its path under templates/
-// ("monitor/10-rbac.yaml").
+// KubeVersion is the Kubernetes version the manifests under deploy/ are
+// rendered for: the scheduler module's kube-scheduler minor (the chart
+// runs the scheduler image of the cluster's minor; TestKubeVersion holds
+// this to scheduler/go.mod).
+const KubeVersion = "v1.37.0"
+
+// Render renders the chart under repo with values over its defaults for
+// a cluster of KubeVersion and returns each non-empty manifest by its
+// path under templates/ ("monitor/10-rbac.yaml").
 func Render(repo string, values map[string]any) (map[string]string, error) {
+	kv, err := common.ParseKubeVersion(KubeVersion)
+	if err != nil {
+		return nil, err
+	}
+	return RenderFor(repo, values, *kv)
+}
+
+// RenderFor is Render for a cluster of kubeVersion, as
+// `helm template --kube-version` renders.
+func RenderFor(repo string, values map[string]any, kubeVersion common.KubeVersion) (map[string]string, error) {
 	chrt, err := loader.Load(filepath.Join(repo, ChartDir))
 	if err != nil {
 		return nil, fmt.Errorf("loading the chart: %w", err)
 	}
-	vals, err := chartutil.ToRenderValues(chrt, values, Release, nil)
+	caps := common.DefaultCapabilities.Copy()
+	caps.KubeVersion = kubeVersion
+	vals, err := chartutil.ToRenderValues(chrt, values, Release, caps)
 	if err != nil {
 		return nil, fmt.Errorf("values: %w", err)
 	}
@@ -66,6 +84,9 @@ func Render(repo string, values map[string]any) (map[string]string, error) {
 func Lint(repo string, values map[string]any) []string {
 	l := action.NewLint()
 	l.Strict = true
+	if kv, err := common.ParseKubeVersion(KubeVersion); err == nil {
+		l.KubeVersion = kv
+	}
 	res := l.Run([]string{filepath.Join(repo, ChartDir)}, values)
 	var out []string
 	for _, m := range res.Messages {

@@ -314,6 +314,9 @@ func TestKubeVersion(t *testing.T) {
 	if want := fmt.Sprintf(">=1.%d.0-0 <1.%d.0-0", minor, minor+2); chrt.Metadata.KubeVersion != want {
 		t.Errorf("Chart.yaml kubeVersion %q, want %q for kube-scheduler 1.%d", chrt.Metadata.KubeVersion, want, minor)
 	}
+	if want := fmt.Sprintf("v1.%d.0", minor); KubeVersion != want {
+		t.Errorf("deploy/ is rendered for Kubernetes %s, want %s, the scheduler module's", KubeVersion, want)
+	}
 	for _, tc := range []struct {
 		version string
 		ok      bool
@@ -338,5 +341,56 @@ func TestKubeVersion(t *testing.T) {
 		if !tc.ok && (err == nil || !strings.Contains(err.Error(), "incompatible with Kubernetes")) {
 			t.Errorf("Kubernetes %s: err %v, want the chart refused", tc.version, err)
 		}
+	}
+}
+
+// TestSchedulerImagePerMinor: the chart runs the dractl-scheduler image
+// built for the cluster's Kubernetes minor, a provider's "38+" minor
+// included, and a render for a minor without one fails with the minors
+// the chart installs on.
+func TestSchedulerImagePerMinor(t *testing.T) {
+	const unsupported = "the chart installs on Kubernetes 1.37, 1.38"
+	noTag := map[string]any{"images": map[string]any{"scheduler": map[string]any{"minorTags": map[string]any{"1.38": nil}}}}
+	for _, tc := range []struct {
+		name    string
+		version common.KubeVersion
+		values  map[string]any
+		image   string // "" when the render fails with err
+		err     string
+	}{
+		{"1.37", common.KubeVersion{Version: "v1.37.2", Major: "1", Minor: "37"}, nil, "dractl-scheduler:dev", ""},
+		{"1.38", common.KubeVersion{Version: "v1.38.0", Major: "1", Minor: "38"}, nil, "dractl-scheduler:dev-1.38", ""},
+		{"1.38 of a provider", common.KubeVersion{Version: "v1.38.1-gke.1200", Major: "1", Minor: "38+"}, nil, "dractl-scheduler:dev-1.38", ""},
+		{"1.38 with a tag of its own", common.KubeVersion{Version: "v1.38.0", Major: "1", Minor: "38"},
+			map[string]any{"images": map[string]any{"scheduler": map[string]any{"repository": "registry.example/dractl-scheduler", "minorTags": map[string]any{"1.38": "v0.4.0-k8s1.38"}}}},
+			"registry.example/dractl-scheduler:v0.4.0-k8s1.38", ""},
+		{"1.36", common.KubeVersion{Version: "v1.36.5", Major: "1", Minor: "36"}, nil, "",
+			"dractl-scheduler: no image for Kubernetes 1.36 (v1.36.5); " + unsupported},
+		{"1.39", common.KubeVersion{Version: "v1.39.0", Major: "1", Minor: "39"}, nil, "",
+			"dractl-scheduler: no image for Kubernetes 1.39 (v1.39.0); " + unsupported},
+		{"1.38 without its tag", common.KubeVersion{Version: "v1.38.0", Major: "1", Minor: "38"}, noTag, "",
+			"images.scheduler.minorTags: no tag for Kubernetes 1.38"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := RenderFor(repo, tc.values, tc.version)
+			if tc.image == "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("render for %s: %v; want %q", tc.version.Version, err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var images []string
+			for _, line := range strings.Split(out["scheduler/deployment.yaml"], "\n") {
+				if img, ok := strings.CutPrefix(strings.TrimSpace(line), "image: "); ok {
+					images = append(images, img)
+				}
+			}
+			if !slices.Equal(images, []string{tc.image}) {
+				t.Errorf("scheduler images for %s: %v, want [%s]", tc.version.Version, images, tc.image)
+			}
+		})
 	}
 }

@@ -25,6 +25,9 @@ type input struct {
 	// kubeVersion is a live cluster's kube-apiserver minor, when dractl
 	// validates for it.
 	kubeVersion *validation.KubeVersion
+	// note says how a live cluster's objects are judged when not by its
+	// own minor's rules.
+	note string
 }
 
 // namespaceNamesObject annotates a verb whose -n, with arguments, names

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -217,14 +218,21 @@ func readLive(ctx context.Context, cluster *clusterOptions) (*input, error) {
 	for _, r := range objs.TaintRules {
 		add("DeviceTaintRule", r, r)
 	}
-	// The cluster's own kube-apiserver is the one to judge by; one whose
-	// minor dractl has no rules for gets every supported minor's verdict.
-	sv, err := c.ServerVersion()
+	// The cluster's own kube-apiserver is the one to judge by; one of a
+	// minor dractl has no rules for is judged by the nearest supported
+	// minor's, and told so; one whose minor cannot be read gets every
+	// supported minor's verdict.
+	info, err := c.ServerVersion()
 	if err != nil {
 		return nil, clusterError(err)
 	}
-	if v, err := validation.ParseKubeVersion(sv); err == nil {
-		in.kubeVersion = &v
+	if v, err := validation.ServerKubeVersion(info); err == nil {
+		nearest := v.Nearest()
+		in.kubeVersion = &nearest
+		if nearest != v {
+			in.note = fmt.Sprintf("note: kube-apiserver %s serves the API of %s, which dractl has no rules of; judged as %s, the nearest of %s",
+				info.GitVersion, v, nearest, validation.SupportedList())
+		}
 	}
 	return in, nil
 }

@@ -92,6 +92,9 @@ A cluster that cannot be read exits 2.`,
 			}
 			if liveFlag {
 				target = in.kubeVersion
+				if in.note != "" {
+					fmt.Fprintln(o.Err, in.note)
+				}
 			}
 			r := admit.ReviewFor(target, in.objects, in.decodeErrors)
 			if output != "" {

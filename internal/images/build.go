@@ -65,10 +65,14 @@ type Result struct {
 	Took time.Duration
 }
 
-// TarballName is the file an image's tarball is written to under
-// Options.Out.
-func TarballName(n Name) string {
-	return strings.ReplaceAll(n.Repository, "/", "_") + ".tar"
+// TarballName is the file the tarball of an image of minor ("" for the
+// one the tag names) is written to under Options.Out.
+func TarballName(n Name, minor string) string {
+	base := strings.ReplaceAll(n.Repository, "/", "_")
+	if minor != "" {
+		base += "-" + minor
+	}
+	return base + ".tar"
 }
 
 // Build builds the images of the table that the chart names and writes
@@ -107,12 +111,19 @@ func Build(ctx context.Context, opts Options) ([]Result, error) {
 		if len(opts.Only) > 0 && !slices.Contains(opts.Only, img.Key) {
 			continue
 		}
-		name := names[img.Key]
+		name, _ := names[img.Key].ForMinor(img.Minor)
 		if opts.Tag != "" {
 			name.Tag = opts.Tag
+			if img.Minor != "" {
+				name.Tag += "-" + img.Minor
+			}
 		}
 		start := time.Now()
-		res, err := buildImage(ctx, opts, img, name, filepath.Join(work, img.Key))
+		dir := img.Key
+		if img.Minor != "" {
+			dir += "-" + img.Minor
+		}
+		res, err := buildImage(ctx, opts, img, name, filepath.Join(work, dir))
 		if err != nil {
 			return results, fmt.Errorf("image %s (%s): %w", img.Key, name.Ref(), err)
 		}
@@ -122,18 +133,28 @@ func Build(ctx context.Context, opts Options) ([]Result, error) {
 	return results, nil
 }
 
-// checkTable holds the table and the chart's values to the same images.
+// checkTable holds the table and the chart's values to the same images,
+// those of each minor included.
 func checkTable(names map[string]Name) error {
 	var inTable []string
 	for _, img := range Images {
-		inTable = append(inTable, img.Key)
-		if _, ok := names[img.Key]; !ok {
+		inTable = append(inTable, img.Key+"@"+img.Minor)
+		name, ok := names[img.Key]
+		if !ok {
 			return fmt.Errorf("%s names no image %q, which internal/images builds", ValuesFile, img.Key)
 		}
+		if _, ok := name.ForMinor(img.Minor); !ok {
+			return fmt.Errorf("%s names no image %q for Kubernetes %s (images.%s.minorTags), which internal/images builds", ValuesFile, img.Key, img.Minor, img.Key)
+		}
 	}
-	for key := range names {
-		if !slices.Contains(inTable, key) {
+	for key, name := range names {
+		if !slices.Contains(inTable, key+"@") {
 			return fmt.Errorf("%s names image %q, which internal/images does not build", ValuesFile, key)
+		}
+		for minor := range name.MinorTags {
+			if !slices.Contains(inTable, key+"@"+minor) {
+				return fmt.Errorf("%s names image %q for Kubernetes %s, which internal/images does not build", ValuesFile, key, minor)
+			}
 		}
 	}
 	return nil
@@ -184,7 +205,7 @@ func buildImage(ctx context.Context, opts Options, img Image, name Name, work st
 	if err != nil {
 		return Result{}, err
 	}
-	tarball := filepath.Join(opts.Out, TarballName(name))
+	tarball := filepath.Join(opts.Out, TarballName(name, img.Minor))
 	if err := ociimage.WriteFile(tarball, name.Ref(), image); err != nil {
 		return Result{}, err
 	}
@@ -268,6 +289,11 @@ func goBuild(ctx context.Context, opts Options, b Binary, out string) error {
 	cmd := exec.CommandContext(ctx, opts.Go, args...)
 	cmd.Dir = filepath.Join(opts.Repo, b.Module)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED="+cgo, "GOOS="+ociimage.OS, "GOARCH="+ociimage.Architecture)
+	env := "CGO_ENABLED=" + cgo
+	if b.Toolchain != "" {
+		cmd.Env = append(cmd.Env, "GOTOOLCHAIN="+b.Toolchain)
+		env = "GOTOOLCHAIN=" + b.Toolchain + " " + env
+	}
 	if opts.Log != nil {
 		shown := make([]string, len(args))
 		for i, a := range args {
@@ -276,7 +302,7 @@ func goBuild(ctx context.Context, opts Options, b Binary, out string) error {
 				shown[i] = strconv.Quote(a)
 			}
 		}
-		fmt.Fprintf(opts.Log, "(cd %s && CGO_ENABLED=%s %s %s)\n", b.Module, cgo, opts.Go, strings.Join(shown, " "))
+		fmt.Fprintf(opts.Log, "(cd %s && %s %s %s)\n", b.Module, env, opts.Go, strings.Join(shown, " "))
 	}
 	if msg, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("go build %s: %w\n%s", b.Package, err, msg)

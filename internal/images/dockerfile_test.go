@@ -214,7 +214,7 @@ func goBuilds(t *testing.T, file string, s *stage) map[string]built {
 // library exactly when a binary uses cgo.
 func TestDockerfiles(t *testing.T) {
 	for _, img := range Images {
-		t.Run(img.Key, func(t *testing.T) {
+		t.Run(strings.TrimSuffix(img.Key+"-"+img.Minor, "-"), func(t *testing.T) {
 			stages := parseDockerfile(t, img.Dockerfile)
 			final := stages[len(stages)-1]
 			byName := map[string]*stage{}
@@ -243,6 +243,18 @@ func TestDockerfiles(t *testing.T) {
 					t.Errorf("%s: %s is built without -trimpath, which the image builder builds with", img.Dockerfile, src)
 				}
 				b.Path = dst
+				// A binary that needs a newer Go than the machine's is
+				// built on the golang image of that Go.
+				for _, want := range img.Binaries {
+					if want.Path != dst || want.Toolchain == "" {
+						continue
+					}
+					if goVersion, ok := strings.CutPrefix(s.base, "golang:"); ok && strings.HasPrefix(want.Toolchain, "go"+goVersion+".") {
+						b.Toolchain = want.Toolchain
+					} else {
+						t.Errorf("%s: %s is built FROM %s, the table builds it with %s", img.Dockerfile, dst, s.base, want.Toolchain)
+					}
+				}
 				got = append(got, b.Binary)
 			}
 			if diff := cmp.Diff(img.Binaries, got); diff != "" {

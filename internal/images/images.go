@@ -44,6 +44,10 @@ type Binary struct {
 	// Version stamps the build's version into internal/cli, which
 	// `dractl version` prints.
 	Version bool
+	// Toolchain is the Go toolchain it needs (GOTOOLCHAIN), when newer
+	// than the machine's: Kubernetes 1.38's modules need Go 1.27, which
+	// the module proxy serves (the Makefile's GOTOOLCHAIN_138).
+	Toolchain string
 }
 
 // Image is one image of the chart.
@@ -51,6 +55,10 @@ type Image struct {
 	// Key is the image's key under values.yaml's `images:`, whose
 	// repository and tag name it.
 	Key string
+	// Minor is the Kubernetes minor ("1.38") of an image the chart runs
+	// on that minor only, named by the key's minorTags; empty for the
+	// image its tag names.
+	Minor string
 	// Dockerfile builds the same image with Docker, from the repository
 	// root.
 	Dockerfile string
@@ -74,6 +82,14 @@ var Images = []Image{
 		Key:        "scheduler",
 		Dockerfile: "scheduler/Dockerfile",
 		Binaries:   []Binary{{Path: "/dractl-scheduler", Module: "scheduler", Package: "."}},
+		Entrypoint: []string{"/dractl-scheduler"},
+		User:       NonRoot,
+	},
+	{
+		Key:        "scheduler",
+		Minor:      "1.38",
+		Dockerfile: "scheduler/k8s138/Dockerfile",
+		Binaries:   []Binary{{Path: "/dractl-scheduler", Module: "scheduler/k8s138", Package: ".", Tags: "k8s138", Toolchain: "go1.27.3"}},
 		Entrypoint: []string{"/dractl-scheduler"},
 		User:       NonRoot,
 	},
@@ -102,6 +118,19 @@ const ValuesFile = "deploy/helm/dractl/values.yaml"
 type Name struct {
 	Repository string `json:"repository"`
 	Tag        string `json:"tag"`
+	// MinorTags are the tags of the key's images for other Kubernetes
+	// minors, by minor ("1.38").
+	MinorTags map[string]string `json:"minorTags,omitempty"`
+}
+
+// ForMinor is the name of the image of minor: the minor's tag, or the
+// name itself for the image its tag names ("").
+func (n Name) ForMinor(minor string) (Name, bool) {
+	if minor == "" {
+		return Name{Repository: n.Repository, Tag: n.Tag}, true
+	}
+	tag, ok := n.MinorTags[minor]
+	return Name{Repository: n.Repository, Tag: tag}, ok && tag != ""
 }
 
 // Ref is the reference the chart's pods name the image by.
@@ -133,7 +162,18 @@ func ChartNames(repo string) (map[string]Name, error) {
 		if repository == "" || tag == "" {
 			return nil, fmt.Errorf("%s: images.%s: want a repository and a tag, found %v", path, key, v)
 		}
-		names[key] = Name{Repository: repository, Tag: tag}
+		name := Name{Repository: repository, Tag: tag}
+		if mt, ok := m["minorTags"].(map[string]any); ok {
+			name.MinorTags = map[string]string{}
+			for minor, v := range mt {
+				t, _ := v.(string)
+				if t == "" {
+					return nil, fmt.Errorf("%s: images.%s.minorTags.%s: want a tag, found %v", path, key, minor, v)
+				}
+				name.MinorTags[minor] = t
+			}
+		}
+		names[key] = name
 	}
 	return names, nil
 }

@@ -22,8 +22,25 @@ func TestChartNames(t *testing.T) {
 	if err := checkTable(names); err != nil {
 		t.Error(err)
 	}
-	if got := names["driver"]; got != (Name{Repository: "dractl-gpu-driver", Tag: "dev"}) {
+	if got := names["driver"]; got.Ref() != "dractl-gpu-driver:dev" || got.MinorTags != nil {
 		t.Errorf("images.driver = %+v, want dractl-gpu-driver:dev", got)
+	}
+	if got, ok := names["scheduler"].ForMinor("1.38"); !ok || got.Ref() != "dractl-scheduler:dev-1.38" {
+		t.Errorf("images.scheduler for 1.38 = %+v, want dractl-scheduler:dev-1.38", got)
+	}
+	// The values without the 1.38 scheduler's tag, or with a tag of a
+	// minor the table builds no image of.
+	without, other := map[string]Name{}, map[string]Name{}
+	for k, v := range names {
+		without[k], other[k] = v, v
+	}
+	without["scheduler"] = Name{Repository: "dractl-scheduler", Tag: "dev"}
+	if err := checkTable(without); err == nil || !strings.Contains(err.Error(), `names no image "scheduler" for Kubernetes 1.38`) {
+		t.Errorf("values without the 1.38 scheduler: %v", err)
+	}
+	other["scheduler"] = Name{Repository: "dractl-scheduler", Tag: "dev", MinorTags: map[string]string{"1.38": "dev-1.38", "1.36": "dev-1.36"}}
+	if err := checkTable(other); err == nil || !strings.Contains(err.Error(), `names image "scheduler" for Kubernetes 1.36, which internal/images does not build`) {
+		t.Errorf("values with a 1.36 scheduler: %v", err)
 	}
 	missing := map[string]Name{}
 	for k, v := range names {

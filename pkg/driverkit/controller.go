@@ -30,6 +30,10 @@ type ControllerOptions struct {
 	// no longer described among them); the ResourceSlice controller's
 	// 30 s when zero.
 	SyncDelay time.Duration
+	// Server is the kube-apiserver the pools are published to;
+	// StartController reads it from KubeClient's discovery when nil
+	// (ReadServer).
+	Server *Server
 }
 
 // Controller publishes the pools of a driver that no node owns —
@@ -48,8 +52,10 @@ type Controller struct {
 	done      <-chan struct{}           // closed when the replica no longer competes
 }
 
-// StartController validates the pool description as BuildCentral does
-// (an invalid one is refused before competing for the Lease) and
+// StartController reads the kube-apiserver once (ReadServer, unless
+// opts.Server is given), validates the pool description as
+// BuildCentralFor does for it (an invalid one is refused before competing
+// for the Lease) and
 // publishes it whenever this replica leads, until ctx ends. Slices of
 // pools no longer described are deleted by the leader; slices of the
 // driver's nodes (nodeName set) are never touched.
@@ -57,7 +63,14 @@ func StartController(ctx context.Context, opts ControllerOptions, pool []*api.Re
 	if opts.DriverName == "" || opts.KubeClient == nil || opts.LeaderElection.Namespace == "" {
 		return nil, errors.New("driverkit: DriverName, KubeClient and LeaderElection.Namespace must be set")
 	}
-	published, err := BuildCentral(opts.DriverName, pool)
+	if opts.Server == nil {
+		var err error
+		if opts.Server, err = ReadServer(opts.KubeClient.Discovery()); err != nil {
+			return nil, err
+		}
+	}
+	logServer(klog.FromContext(ctx), opts.Server)
+	published, err := BuildCentralFor(opts.Server, opts.DriverName, pool)
 	if err != nil {
 		return nil, err
 	}
@@ -127,7 +140,7 @@ func (c *Controller) Leading() <-chan struct{} { return c.leading }
 // previous pools stay published; a replica not leading publishes the new
 // ones when it leads.
 func (c *Controller) Publish(pool []*api.ResourceSlice) error {
-	published, err := BuildCentral(c.opts.DriverName, pool)
+	published, err := BuildCentralFor(c.opts.Server, c.opts.DriverName, pool)
 	if err != nil {
 		return err
 	}

@@ -140,7 +140,7 @@ func TestControllerLeaderElection(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		le := le
 		le.Identity = identity
-		c, err := driverkit.StartController(ctx, driverkit.ControllerOptions{DriverName: tpuDriver, KubeClient: client, LeaderElection: le, SyncDelay: 50 * time.Millisecond}, tpuPool(t))
+		c, err := driverkit.StartController(ctx, driverkit.ControllerOptions{DriverName: tpuDriver, KubeClient: client, LeaderElection: le, SyncDelay: 50 * time.Millisecond, Server: fakeClientServer}, tpuPool(t))
 		if err != nil {
 			t.Fatal(err)
 		}

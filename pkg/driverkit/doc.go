@@ -6,7 +6,11 @@
 //   - publishing a pool described with dractl's API (mixins allowed):
 //     flattened, admission- and pool-validated, counter sets in slices of
 //     their own, refused as a whole (error to the driver, Event on the Node)
-//     when invalid;
+//     when invalid; admission is the node's kube-apiserver's, read once at
+//     start (ReadServer: the rules of its minor, the nearest supported
+//     minor's for one dractl has none of, and no field its schema of
+//     resource.k8s.io/v1 lacks), and a server without resource.k8s.io/v1
+//     is refused by name;
 //   - prepare and unprepare of partitionable devices with a two-phase,
 //     crash-safe checkpoint per claim (PrepareStarted → partitions created →
 //     CDI spec written → PrepareCompleted), idempotent in both directions,

@@ -26,6 +26,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/dractl/dractl/pkg/api"
+	"github.com/dractl/dractl/pkg/validation"
 )
 
 // MixinPolicy chooses the form slices are published in.
@@ -52,6 +53,9 @@ type Options struct {
 	// the DRA socket (/var/lib/kubelet/plugins/<driver> by default).
 	RegistrarDir, PluginDir string
 	Mixins                  MixinPolicy
+	// Server is the kube-apiserver the driver publishes to; Start reads it
+	// from KubeClient's discovery when nil (ReadServer).
+	Server *Server
 	// HealthInterval is how often device health is re-sent to the
 	// kubelet, which marks health unknown after 30 s without news, and
 	// read again for the devices' taints.
@@ -74,6 +78,7 @@ type Driver struct {
 	helper  *kubeletplugin.Helper
 	metrics *Metrics
 	cancel  context.CancelFunc
+	server  *Server
 
 	// healthMu guards what is published: the description, the health
 	// taints put on it and what the Profile last reported.
@@ -91,7 +96,10 @@ const EventReasonInvalidPool = "InvalidResourcePool"
 
 // Start publishes the pool, reconciles the checkpoints with the hardware
 // and only then registers with the kubelet, so that no prepare sees a
-// half-restored node. An invalid pool fails Start.
+// half-restored node. The pool is judged as the node's kube-apiserver
+// judges it (BuildFor), the server read once here (ReadServer) unless
+// opts.Server is given. An invalid pool fails Start, and so does a server
+// that does not serve resource.k8s.io/v1.
 func Start(ctx context.Context, opts Options, pool []*api.ResourceSlice) (*Driver, error) {
 	if opts.NodeName == "" || opts.KubeClient == nil {
 		return nil, errors.New("driverkit: NodeName and KubeClient must be set")
@@ -107,9 +115,16 @@ func Start(ctx context.Context, opts Options, pool []*api.ResourceSlice) (*Drive
 	if err != nil {
 		return nil, err
 	}
+	server := opts.Server
+	if server == nil {
+		if server, err = ReadServer(opts.KubeClient.Discovery()); err != nil {
+			return nil, err
+		}
+	}
+	logServer(logger, server)
 	opts.Metrics.kit.kit.Store(kit)
 	ctx, cancel := context.WithCancel(ctx)
-	d := &Driver{kit: kit, opts: opts, metrics: opts.Metrics, cancel: cancel, desc: pool}
+	d := &Driver{kit: kit, opts: opts, metrics: opts.Metrics, cancel: cancel, server: server, desc: pool}
 	ok := false
 	defer func() {
 		if !ok {
@@ -186,6 +201,17 @@ func Start(ctx context.Context, opts Options, pool []*api.ResourceSlice) (*Drive
 	return d, nil
 }
 
+// logServer says which rules the kit publishes by, and why when they are
+// not the server's own.
+func logServer(logger klog.Logger, s *Server) {
+	if s.Rules == s.Minor {
+		logger.Info("Publishing for kube-apiserver", "version", s.Version, "rules", s.Rules.String())
+		return
+	}
+	logger.Info("No rules of this kube-apiserver's minor; publishing by the nearest minor's, and refusing fields the server does not know",
+		"version", s.Version, "minor", s.Minor.String(), "rules", s.Rules.String(), "supported", validation.SupportedList())
+}
+
 // listenOwnerOnly creates a unix socket that only its owner may connect
 // to: whoever reaches the DRA socket prepares any claim's devices on this
 // node, and the kubelet, the one client, runs as root. A socket's mode
@@ -218,7 +244,7 @@ const SocketMode fs.FileMode = 0o600
 // missing. The event is written before build returns (not through a
 // broadcaster that a failing Start would shut down with it queued).
 func (d *Driver) build(ctx context.Context, pool []*api.ResourceSlice, taints taintSet) (*Published, error) {
-	published, err := build(d.opts.DriverName, d.opts.NodeName, pool, taints)
+	published, err := build(d.server, d.opts.DriverName, d.opts.NodeName, pool, taints)
 	if err != nil {
 		now := metav1.Now()
 		ev := &corev1.Event{

@@ -1,7 +1,6 @@
 package driverkit
 
 import (
-	"encoding/json"
 	"fmt"
 
 	"k8s.io/client-go/discovery"
@@ -19,29 +18,11 @@ const resourceSliceSpecSchema = "io.k8s.api.resource.v1.ResourceSliceSpec"
 // true; anything else — no resource.k8s.io/v1, no OpenAPI v3, no field —
 // means flat.
 func ServerAcceptsMixins(d discovery.DiscoveryInterface) (bool, error) {
-	paths, err := d.OpenAPIV3().Paths()
-	if err != nil {
-		return false, fmt.Errorf("OpenAPI v3 discovery: %w", err)
+	schemas, err := resourceV1Schemas(d)
+	if err != nil || schemas == nil {
+		return false, err
 	}
-	gv, ok := paths["apis/resource.k8s.io/v1"]
-	if !ok {
-		return false, nil
-	}
-	data, err := gv.Schema("application/json")
-	if err != nil {
-		return false, fmt.Errorf("OpenAPI v3 schema of resource.k8s.io/v1: %w", err)
-	}
-	var doc struct {
-		Components struct {
-			Schemas map[string]struct {
-				Properties map[string]json.RawMessage `json:"properties"`
-			} `json:"schemas"`
-		} `json:"components"`
-	}
-	if err := json.Unmarshal(data, &doc); err != nil {
-		return false, fmt.Errorf("OpenAPI v3 schema of resource.k8s.io/v1: %w", err)
-	}
-	spec, ok := doc.Components.Schemas[resourceSliceSpecSchema]
+	spec, ok := schemas[resourceSliceSpecSchema]
 	if !ok {
 		return false, fmt.Errorf("OpenAPI v3 schema of resource.k8s.io/v1 has no %s", resourceSliceSpecSchema)
 	}

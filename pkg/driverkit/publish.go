@@ -17,7 +17,6 @@ import (
 	"github.com/dractl/dractl/pkg/api"
 	"github.com/dractl/dractl/pkg/flatten"
 	"github.com/dractl/dractl/pkg/pool"
-	"github.com/dractl/dractl/pkg/validation"
 )
 
 // InvalidPoolError is a pool description the kit refused to publish. It
@@ -60,11 +59,23 @@ type Published struct {
 // validation (KEP-4815 "Validation"). Any problem refuses the whole
 // description: publishing part of a pool would make it incomplete or
 // invalid for the scheduler.
+//
+// Admission is the newest supported kube-apiserver minor's; BuildFor
+// judges as a given server does.
 func Build(driver, node string, desc []*api.ResourceSlice) (*Published, error) {
+	return BuildFor(nil, driver, node, desc)
+}
+
+// BuildFor is Build for the kube-apiserver srv (nil: the newest supported
+// minor): the slices are judged by the rules of srv.Rules, and a field of
+// a flattened slice that the server's schema lacks is refused, since it
+// would drop the field on write (an older server and a field added after
+// it: partitionTypeAttribute before 1.37, say).
+func BuildFor(srv *Server, driver, node string, desc []*api.ResourceSlice) (*Published, error) {
 	if node == "" {
 		return nil, errors.New("driverkit: Build needs the node's name; pools no node owns are BuildCentral's")
 	}
-	return build(driver, node, desc, nil)
+	return build(srv, driver, node, desc, nil)
 }
 
 // BuildCentral is Build for a control-plane component: every slice names
@@ -73,7 +84,13 @@ func Build(driver, node string, desc []*api.ResourceSlice) (*Published, error) {
 // is a node's (nodeName is for the node's own kubelet plugin). Validation
 // and flattening are Build's.
 func BuildCentral(driver string, desc []*api.ResourceSlice) (*Published, error) {
-	return build(driver, "", desc, nil)
+	return BuildCentralFor(nil, driver, desc)
+}
+
+// BuildCentralFor is BuildCentral for the kube-apiserver srv, as BuildFor
+// is Build for it.
+func BuildCentralFor(srv *Server, driver string, desc []*api.ResourceSlice) (*Published, error) {
+	return build(srv, driver, "", desc, nil)
 }
 
 // placement checks and defaults where a described slice's devices are
@@ -123,10 +140,11 @@ func poolPlacement(slices []*api.ResourceSlice) (*corev1.NodeSelector, bool, err
 	return first.Spec.NodeSelector.DeepCopy(), ptr.Deref(first.Spec.AllNodes, false), nil
 }
 
-// build is Build and BuildCentral, with the kit's health taints added to
+// build is BuildFor and BuildCentralFor, with the kit's health taints added to
 // the devices they name (see taints.go) before anything is checked: a
 // taint counts against v1's per-slice limits.
-func build(driver, node string, desc []*api.ResourceSlice, taints taintSet) (*Published, error) {
+func build(srv *Server, driver, node string, desc []*api.ResourceSlice, taints taintSet) (*Published, error) {
+	rules := srv.rules()
 	var problems []string
 	report := func(where string, errs field.ErrorList) {
 		for _, e := range errs {
@@ -176,7 +194,7 @@ func build(driver, node string, desc []*api.ResourceSlice, taints taintSet) (*Pu
 		d := pools[name]
 		for _, s := range d.slices {
 			s.Spec.Pool.Generation, s.Spec.Pool.ResourceSliceCount = 1, int64(len(d.slices))
-			report(fmt.Sprintf("pool %s slice %s", name, s.Name), validation.ResourceSlice(s))
+			report(fmt.Sprintf("pool %s slice %s", name, s.Name), rules.ResourceSlice(s))
 		}
 		var flat []*api.ResourceSlice
 		for _, s := range d.slices {
@@ -189,7 +207,7 @@ func build(driver, node string, desc []*api.ResourceSlice, taints taintSet) (*Pu
 		}
 		for _, f := range flat {
 			f.Spec.Pool.ResourceSliceCount = int64(len(flat))
-			report(fmt.Sprintf("pool %s slice %s (flattened)", name, f.Name), validation.ResourceSlice(f))
+			report(fmt.Sprintf("pool %s slice %s (flattened)", name, f.Name), rules.ResourceSlice(f))
 		}
 		for _, p := range pool.Assemble(flat) {
 			if err := p.Validate(); err != nil {
@@ -215,6 +233,10 @@ func build(driver, node string, desc []*api.ResourceSlice, taints taintSet) (*Pu
 				problems = append(problems, fmt.Sprintf("pool %s slice %s: %v", name, f.Name, err))
 				continue
 			}
+			if errs := srv.unknownFields(v1); len(errs) > 0 {
+				report(fmt.Sprintf("pool %s slice %s (flattened)", name, f.Name), errs)
+				continue
+			}
 			rp.Slices = append(rp.Slices, resourceslice.Slice{
 				Devices:                v1.Spec.Devices,
 				SharedCounters:         v1.Spec.SharedCounters,
@@ -222,6 +244,10 @@ func build(driver, node string, desc []*api.ResourceSlice, taints taintSet) (*Pu
 				PartitionTypeAttribute: v1.Spec.PartitionTypeAttribute,
 			})
 			out.inventory.add(name, &v1.Spec)
+		}
+		if srv.separateCounterSetsRefused() && slices.ContainsFunc(flat, func(f *api.ResourceSlice) bool { return len(f.Spec.SharedCounters) > 0 }) {
+			problems = append(problems, fmt.Sprintf("pool %s: kube-apiserver %s takes counter sets only in the slice of the devices that consume them (KEP-4815 before 1.%d); the kit publishes them in slices of their own, as 1.%d and newer take them",
+				name, srv.Version, firstSeparateCounterSetsMinor, firstSeparateCounterSetsMinor))
 		}
 		out.Resources.Pools[name] = rp
 		out.Slices = append(out.Slices, flat...)

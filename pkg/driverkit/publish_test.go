@@ -147,7 +147,7 @@ func TestStartRefusesInvalidPoolWithEvent(t *testing.T) {
 	defer cancel()
 	_, err := driverkit.Start(ctx, driverkit.Options{
 		Config:   driverkit.Config{DriverName: driver, Profile: e.gpus, StateDir: e.dir, CDIDir: filepath.Join(e.dir, "cdi")},
-		NodeName: node, KubeClient: client, RegistrarDir: t.TempDir(), PluginDir: t.TempDir(),
+		NodeName: node, KubeClient: client, RegistrarDir: t.TempDir(), PluginDir: t.TempDir(), Server: fakeClientServer,
 	}, pool)
 	if err == nil || !strings.Contains(err.Error(), "missing") {
 		t.Fatalf("start: %v", err)

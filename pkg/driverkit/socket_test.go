@@ -137,6 +137,7 @@ func startDriver(ctx context.Context, t *testing.T, e *env, client *fake.Clients
 	opts := driverkit.Options{
 		Config:   driverkit.Config{DriverName: driver, Profile: e.gpus, StateDir: e.dir, CDIDir: filepath.Join(e.dir, "cdi"), CDIClass: "gpu"},
 		NodeName: node, KubeClient: client, RegistrarDir: reg, PluginDir: plugin,
+		Server: fakeClientServer,
 	}
 	if with != nil {
 		with(&opts)

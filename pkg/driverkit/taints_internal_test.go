@@ -121,7 +121,7 @@ func TestTaintsPassAdmission(t *testing.T) {
 	reason := strings.Repeat("XID 79: the GPU has fallen off the bus; ", 5)
 	taints, _ := healthTaints(first.inventory, map[DeviceKey]string{{pool, mig.GPUDeviceName(3)}: reason},
 		map[DeviceKey]string{{pool, mig.GPUDeviceName(5)}: "XID 13"}, HealthTaints{Notices: true, Evict: true})
-	published, err := build(n.Driver, pool, desc, taints)
+	published, err := build(nil, n.Driver, pool, desc, taints)
 	if err != nil {
 		t.Fatal(err)
 	}

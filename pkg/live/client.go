@@ -6,16 +6,21 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	fieldsel "k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/pager"
+
+	"github.com/dractl/dractl/pkg/internal/resourceapi"
 )
 
 // DefaultPageSize is how many objects one list request asks for. A
@@ -79,14 +84,14 @@ func NewClient(cfg *rest.Config) (*Client, error) {
 	return &Client{cs: cs, host: cfg.Host}, nil
 }
 
-// ServerVersion is the kube-apiserver's gitVersion ("v1.37.2"), which the
-// live verbs judge objects by.
-func (c *Client) ServerVersion() (string, error) {
+// ServerVersion is what the kube-apiserver reports at /version; the live
+// verbs judge objects by its minor (validation.ServerKubeVersion).
+func (c *Client) ServerVersion() (*version.Info, error) {
 	info, err := c.cs.Discovery().ServerVersion()
 	if err != nil {
-		return "", fmt.Errorf("read the server version from %s: %w", c.host, err)
+		return nil, fmt.Errorf("read the server version from %s: %w", c.host, err)
 	}
-	return info.GitVersion, nil
+	return info, nil
 }
 
 // NewClientFor wraps an existing clientset (a fake one in unit tests of
@@ -156,6 +161,13 @@ func (c *Client) fail(verb, resource, name string, err error) error {
 	if err == nil {
 		return nil
 	}
+	// A list of a DRA resource that is not found: the server may not serve
+	// resource.k8s.io/v1 at all (older than 1.34), which discovery tells.
+	if plural, group, _ := strings.Cut(resource, "."); verb == "list" && group == resourceapi.Group && apierrors.IsNotFound(err) {
+		if nerr := resourceapi.Require(c.cs.Discovery(), plural); resourceapi.IsNotServed(nerr) {
+			err = nerr
+		}
+	}
 	return &Error{Verb: verb, Resource: resource, Name: name, Host: c.host, Err: err}
 }
 
@@ -216,8 +228,42 @@ func (c *Client) Slices(ctx context.Context, fieldSelector string) ([]*resourcev
 }
 
 // SlicesWith lists ResourceSlices as Slices does, decoding only the
-// fields asked for.
+// fields asked for. A server older than 1.37 has no spec.pool.name field
+// label and refuses a selector with it: the pool is then selected here,
+// from what the rest of the selector lists.
 func (c *Client) SlicesWith(ctx context.Context, fieldSelector string, fields SliceFields) ([]*resourcev1.ResourceSlice, error) {
+	out, err := c.slicesWith(ctx, fieldSelector, fields)
+	if !apierrors.IsBadRequest(err) || !strings.Contains(err.Error(), "field label not supported") {
+		return out, err
+	}
+	sel, perr := fieldsel.ParseSelector(fieldSelector)
+	if perr != nil {
+		return out, err
+	}
+	pool, byPool := sel.RequiresExactMatch(resourcev1.ResourceSliceSelectorPoolName)
+	if !byPool {
+		return out, err
+	}
+	rest, _ := sel.Transform(func(f, v string) (string, string, error) {
+		if f == resourcev1.ResourceSliceSelectorPoolName {
+			return "", "", nil
+		}
+		return f, v, nil
+	})
+	all, err := c.slicesWith(ctx, rest.String(), fields)
+	if err != nil {
+		return nil, err
+	}
+	out = all[:0]
+	for _, s := range all {
+		if s.Spec.Pool.Name == pool {
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
+
+func (c *Client) slicesWith(ctx context.Context, fieldSelector string, fields SliceFields) ([]*resourcev1.ResourceSlice, error) {
 	out, err := c.slicesParallel(ctx, fieldSelector, fields)
 	if !errors.Is(err, errNotProtobuf) && !expired(err) {
 		return out, c.fail("list", ResourceSlices, "", err)
@@ -256,15 +302,66 @@ func (c *Client) ClaimTemplates(ctx context.Context, namespace string) ([]*resou
 }
 
 // TaintRules lists DeviceTaintRules. A cluster that does not serve them
-// (the DRADeviceTaintRules feature is off) has none.
+// in resource.k8s.io/v1 has none there: one without the feature has none
+// at all, but a server older than 1.37 serves them in an alpha or beta
+// version of the group only, which dractl does not read, and when it
+// holds some, reading on would show their devices untainted, so that is
+// an error naming the version (taintRulesElsewhere).
 func (c *Client) TaintRules(ctx context.Context) ([]*resourcev1.DeviceTaintRule, error) {
 	api := c.cs.ResourceV1().DeviceTaintRules()
 	out, err := list[resourcev1.DeviceTaintRule](ctx, c, DeviceTaintRules, "",
 		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return api.List(ctx, o) })
-	if apierrors.IsNotFound(err) {
-		return nil, nil
+	if resourceapi.IsNotServed(err) {
+		return nil, c.taintRulesElsewhere(ctx)
 	}
 	return out, err
+}
+
+// taintRulesElsewhere fails when the server holds DeviceTaintRules in a
+// version of resource.k8s.io other than v1.
+func (c *Client) taintRulesElsewhere(ctx context.Context) error {
+	lists := []struct {
+		version string
+		list    func(context.Context, metav1.ListOptions) (int, error)
+	}{
+		{"v1beta2", func(ctx context.Context, o metav1.ListOptions) (int, error) {
+			l, err := c.cs.ResourceV1beta2().DeviceTaintRules().List(ctx, o)
+			if err != nil {
+				return 0, err
+			}
+			return len(l.Items), nil
+		}},
+		{"v1alpha3", func(ctx context.Context, o metav1.ListOptions) (int, error) {
+			l, err := c.cs.ResourceV1alpha3().DeviceTaintRules().List(ctx, o)
+			if err != nil {
+				return 0, err
+			}
+			return len(l.Items), nil
+		}},
+	}
+	for _, l := range lists {
+		served, err := resourceapi.ServedIn(c.cs.Discovery(), l.version, "devicetaintrules")
+		if err != nil {
+			return c.fail("list", DeviceTaintRules, "", err)
+		}
+		if !served {
+			continue
+		}
+		n, err := l.list(ctx, metav1.ListOptions{Limit: 1})
+		if err != nil {
+			return c.fail("list", DeviceTaintRules, "", fmt.Errorf("in %s/%s: %w", resourceapi.Group, l.version, err))
+		}
+		if n > 0 {
+			server := "the server"
+			if info, err := c.cs.Discovery().ServerVersion(); err == nil {
+				server = "kube-apiserver " + info.GitVersion
+			}
+			return c.fail("list", DeviceTaintRules, "", fmt.Errorf(
+				"%s holds DeviceTaintRules in %s/%s, which dractl does not read (it reads %s/v1, where Kubernetes 1.37 and newer serve them): the devices they taint would be shown untainted",
+				server, resourceapi.Group, l.version, resourceapi.Group))
+		}
+	}
+	return nil
 }
 
 // Nodes lists Nodes.

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	resourcev1 "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	resourceinformers "k8s.io/client-go/informers/resource/v1"
 	"k8s.io/client-go/kubernetes"
@@ -30,6 +31,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/dractl/dractl/pkg/internal/resourceapi"
 	"github.com/dractl/dractl/pkg/live"
 	"github.com/dractl/dractl/pkg/live/informer"
 	"github.com/dractl/dractl/pkg/pool"
@@ -214,15 +216,39 @@ func (m *Monitor) Run(ctx context.Context) error {
 		defer b.Shutdown()
 		m.recorder = b.NewRecorder(clientgoscheme.Scheme, Component)
 	}
+	// A server that does not serve resource.k8s.io/v1 (older than 1.34)
+	// answers the informers' lists with NotFound, again and again: Run
+	// ends with an error naming the API instead, the first of the
+	// resources it reads that is not served (the same whichever informer
+	// fails first).
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	notServed := func(ctx context.Context, r *cache.Reflector, err error) {
+		if apierrors.IsNotFound(err) {
+			for _, resource := range []string{"resourceslices", "resourceclaims"} {
+				if nerr := resourceapi.Require(m.opts.Client.Discovery(), resource); resourceapi.IsNotServed(nerr) {
+					cancel(nerr)
+					return
+				}
+			}
+		}
+		cache.DefaultWatchErrorHandler(ctx, r, err)
+	}
 	// Every return below comes once ctx has ended, which stops the
 	// informers; Run returns when they have.
 	var informers sync.WaitGroup
 	defer informers.Wait()
 	for _, inf := range []cache.SharedIndexInformer{m.slices, m.claims} {
+		if err := inf.SetWatchErrorHandlerWithContext(notServed); err != nil {
+			return err
+		}
 		informers.Go(func() { inf.RunWithContext(ctx) })
 	}
 	for name, inf := range map[string]cache.SharedIndexInformer{"ResourceSlices": m.slices, "ResourceClaims": m.claims} {
 		if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+			if err := context.Cause(ctx); resourceapi.IsNotServed(err) {
+				return err
+			}
 			return fmt.Errorf("informer for %s did not sync: %w", name, ctx.Err())
 		}
 	}

@@ -2,21 +2,16 @@ package nvmlgpu_test
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
-	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes/fake"
-	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/dractl/dractl/internal/testing/fakeapi"
 	"github.com/dractl/dractl/pkg/nvmlgpu"
 )
 
@@ -35,15 +30,8 @@ func TestRunPublishesTheMockServer(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	client := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node, UID: "node-uid"}})
-	// The fake clientset does not generate names as an API server does.
-	var generated atomic.Int64
-	client.PrependReactor("create", "resourceslices", func(action k8stesting.Action) (bool, runtime.Object, error) {
-		if s := action.(k8stesting.CreateAction).GetObject().(*resourcev1.ResourceSlice); s.Name == "" {
-			s.Name = fmt.Sprintf("%s%d", s.GenerateName, generated.Add(1))
-		}
-		return false, nil, nil
-	})
+	client := fakeapi.NewClientset(fakeapi.Default, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node, UID: "node-uid"}})
+	defer client.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {

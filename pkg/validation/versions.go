@@ -8,6 +8,7 @@ import (
 
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apimachinery/pkg/version"
 
 	"github.com/dractl/dractl/pkg/api"
 )
@@ -42,6 +43,19 @@ func SupportedList() string {
 // kube-apiserver reports its gitVersion ("v1.38.0-beta.0", "v1.37.2+k3s1").
 // Minors dractl has no rules for are an error naming the supported ones.
 func ParseKubeVersion(s string) (KubeVersion, error) {
+	v, err := ParseKubeMinor(s)
+	if err != nil {
+		return KubeVersion{}, err
+	}
+	if !v.Supported() {
+		return KubeVersion{}, fmt.Errorf("kube-apiserver %s: dractl validates for %s", v, SupportedList())
+	}
+	return v, nil
+}
+
+// ParseKubeMinor reads any Kubernetes 1.x minor the way ParseKubeVersion
+// does, whether dractl has rules for it or not.
+func ParseKubeMinor(s string) (KubeVersion, error) {
 	t := strings.TrimPrefix(strings.TrimSpace(s), "v")
 	major, rest, ok := strings.Cut(t, ".")
 	minorText := rest
@@ -52,11 +66,39 @@ func ParseKubeVersion(s string) (KubeVersion, error) {
 	if !ok || major != "1" || err != nil {
 		return KubeVersion{}, fmt.Errorf("expected a Kubernetes version such as %s, found %q", Newest(), s)
 	}
-	v := KubeVersion{minor}
-	if !slices.Contains(supported, v) {
-		return KubeVersion{}, fmt.Errorf("kube-apiserver %s: dractl validates for %s", v, SupportedList())
+	return KubeVersion{minor}, nil
+}
+
+// Supported reports whether dractl has the rules of kube-apiserver v.
+func (v KubeVersion) Supported() bool { return slices.Contains(supported, v) }
+
+// Nearest is the supported minor whose rules are nearest to v's: v itself
+// when supported, the oldest supported for an older minor, the newest for
+// a newer one.
+func (v KubeVersion) Nearest() KubeVersion {
+	switch {
+	case v.Minor < supported[0].Minor:
+		return supported[0]
+	case v.Minor > Newest().Minor:
+		return Newest()
 	}
-	return v, nil
+	return v
+}
+
+// ServerKubeVersion is the minor whose API a kube-apiserver serves, from
+// what it reports at /version: its emulation version when it reports one
+// (1.31 and newer; a server run with --emulated-version serves the API of
+// that minor), its gitVersion otherwise. A build without a version stamp
+// (v0.0.0-master) reports its minor only as the emulation version.
+func ServerKubeVersion(info *version.Info) (KubeVersion, error) {
+	if info.EmulationMajor != "" || info.EmulationMinor != "" {
+		v, err := ParseKubeMinor(info.EmulationMajor + "." + info.EmulationMinor)
+		if err != nil {
+			return KubeVersion{}, fmt.Errorf("kube-apiserver %s: emulation version: %w", info.GitVersion, err)
+		}
+		return v, nil
+	}
+	return ParseKubeMinor(info.GitVersion)
 }
 
 // A versionRule is a rule of kube-apiserver's resource.k8s.io validation

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/utils/ptr"
 
 	"github.com/dractl/dractl/pkg/api"
@@ -227,6 +228,60 @@ func TestParseKubeVersion(t *testing.T) {
 		}
 		if err != nil || got != tc.want {
 			t.Errorf("ParseKubeVersion(%q) = %v, %v; want %v", tc.in, got, err, tc.want)
+		}
+	}
+}
+
+// TestKubeMinors: any 1.x minor is read, and the rules nearest to one
+// dractl has none of are the oldest supported minor's for an older server
+// and the newest's for a newer one.
+func TestKubeMinors(t *testing.T) {
+	for _, tc := range []struct {
+		in             string
+		minor, nearest int
+		supported      bool
+	}{
+		{"v1.33.5", 33, 37, false},
+		{"v1.36.3", 36, 37, false},
+		{"1.37", 37, 37, true},
+		{"v1.38.0-beta.0", 38, 38, true},
+		{"v1.39.0", 39, 38, false},
+	} {
+		v, err := ParseKubeMinor(tc.in)
+		if err != nil || v.Minor != tc.minor || v.Supported() != tc.supported || v.Nearest().Minor != tc.nearest {
+			t.Errorf("ParseKubeMinor(%q) = %v, %v (supported %v, nearest %v); want 1.%d (supported %v, nearest 1.%d)",
+				tc.in, v, err, v.Supported(), v.Nearest(), tc.minor, tc.supported, tc.nearest)
+		}
+	}
+	if _, err := ParseKubeMinor("v2.0.0"); err == nil {
+		t.Error("ParseKubeMinor(v2.0.0) succeeded")
+	}
+}
+
+// TestServerKubeVersion: a server's API is its emulation version's, and
+// its gitVersion's when it reports none (older than 1.31).
+func TestServerKubeVersion(t *testing.T) {
+	for _, tc := range []struct {
+		info version.Info
+		want int
+		err  string
+	}{
+		{info: version.Info{GitVersion: "v1.37.2", EmulationMajor: "1", EmulationMinor: "37"}, want: 37},
+		{info: version.Info{GitVersion: "v1.38.0-beta.0", EmulationMajor: "1", EmulationMinor: "37"}, want: 37},
+		{info: version.Info{GitVersion: "v0.0.0-master+$Format:%H$", EmulationMajor: "1", EmulationMinor: "37"}, want: 37},
+		{info: version.Info{GitVersion: "v1.30.14"}, want: 30},
+		{info: version.Info{GitVersion: "v0.0.0-master+$Format:%H$"}, err: `expected a Kubernetes version such as 1.38, found "v0.0.0-master+$Format:%H$"`},
+		{info: version.Info{GitVersion: "v1.37.2", EmulationMajor: "1", EmulationMinor: "x"}, err: "kube-apiserver v1.37.2: emulation version: expected"},
+	} {
+		v, err := ServerKubeVersion(&tc.info)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("ServerKubeVersion(%+v) = %v, %v; want error %q", tc.info, v, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || v.Minor != tc.want {
+			t.Errorf("ServerKubeVersion(%+v) = %v, %v; want 1.%d", tc.info, v, err, tc.want)
 		}
 	}
 }

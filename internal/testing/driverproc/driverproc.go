@@ -15,7 +15,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -27,9 +26,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/fake"
-	k8stesting "k8s.io/client-go/testing"
 	drapbv1 "k8s.io/kubelet/pkg/apis/dra/v1"
+
+	"github.com/dractl/dractl/internal/testing/fakeapi"
 )
 
 // Child is what a child driver process is given: the driver's own
@@ -58,18 +57,11 @@ func Main[C any](m *testing.M, env string, run func(context.Context, C, kubernet
 	for i := range cfg.Claims {
 		objs = append(objs, &cfg.Claims[i])
 	}
-	client := fake.NewClientset(objs...)
-	// The fake clientset does not generate names as an API server does.
-	var generated atomic.Int64
-	client.PrependReactor("create", "resourceslices", func(action k8stesting.Action) (bool, runtime.Object, error) {
-		if s := action.(k8stesting.CreateAction).GetObject().(*resourcev1.ResourceSlice); s.Name == "" {
-			s.Name = fmt.Sprintf("%s%d", s.GenerateName, generated.Add(1))
-		}
-		return false, nil, nil
-	})
+	client := fakeapi.NewClientset(fakeapi.Default, objs...)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	err := run(ctx, cfg.Driver, client)
 	stop()
+	client.Close()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

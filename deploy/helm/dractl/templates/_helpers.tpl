@@ -5,6 +5,30 @@
 {{ $img.repository }}:{{ $img.tag }}
 {{- end -}}
 
+{{/* The dractl-scheduler image of the cluster's Kubernetes minor
+(.Capabilities.KubeVersion; a provider's "37+" is 37): dractl-scheduler
+is built for each minor below (kube-scheduler of that minor, which its
+version-skew policy lets run against its own minor's kube-apiserver and
+the next's only), and any other minor fails the render with the list.
+Chart.yaml's kubeVersion is the same range. */}}
+{{- define "dractl.schedulerImage" -}}
+{{- $supported := list "1.37" "1.38" -}}
+{{- $kv := .Capabilities.KubeVersion -}}
+{{- $minor := printf "%s.%s" $kv.Major (trimSuffix "+" $kv.Minor) -}}
+{{- if not (has $minor $supported) -}}
+{{- fail (printf "dractl-scheduler: no image for Kubernetes %s (%s); the chart installs on Kubernetes %s" $minor $kv.Version (join ", " $supported)) -}}
+{{- end -}}
+{{- $img := .Values.images.scheduler -}}
+{{- $tag := $img.tag -}}
+{{- if ne $minor "1.37" -}}
+{{- $tag = index ($img.minorTags | default dict) $minor | default "" -}}
+{{- if not $tag -}}
+{{- fail (printf "images.scheduler.minorTags: no tag for Kubernetes %s" $minor) -}}
+{{- end -}}
+{{- end -}}
+{{ $img.repository }}:{{ $tag }}
+{{- end -}}
+
 {{/* The scheduler's KubeSchedulerConfiguration. */}}
 {{- define "dractl.schedulerConfig" -}}
 {{- if .Values.scheduler.config -}}
