@@ -30,11 +30,8 @@ func (DaemonSetController) Start(ctx context.Context, cp *ControlPlane) error {
 	if err != nil {
 		return fmt.Errorf("creating the controller: %w", err)
 	}
-	factory.Start(ctx.Done())
-	for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
-		if !ok {
-			return fmt.Errorf("informer for %v did not sync", typ)
-		}
+	if err := startInformers(ctx, factory); err != nil {
+		return err
 	}
 	go ctrl.Run(ctx, 2)
 	return nil

@@ -82,6 +82,18 @@ func (cp *ControlPlane) controllerClientsets(name string) (write, read kubernete
 	return write, read, informers.NewSharedInformerFactory(read, 0), nil
 }
 
+// startInformers starts a factory's informers and waits until each has
+// synced, as a controller does before its workers start.
+func startInformers(ctx context.Context, factory informers.SharedInformerFactory) error {
+	factory.Start(ctx.Done())
+	for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			return fmt.Errorf("informer for %v did not sync", typ)
+		}
+	}
+	return nil
+}
+
 // untilFound polls get until the object it reads exists.
 func untilFound(ctx context.Context, get func(context.Context) error) error {
 	return wait.PollUntilContextTimeout(ctx, 50e6, wait.ForeverTestTimeout, true, func(ctx context.Context) (bool, error) {
