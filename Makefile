@@ -269,7 +269,7 @@ images:
 # long and several GiB more memory, and the code under test is raced in
 # `make unit`.
 E2E_TIMEOUT ?= 60m
-e2e: node-packages
+e2e: node-packages images
 	$(GO) -C e2e vet ./...
 	$(GO) -C e2e test -count=1 -timeout $(E2E_TIMEOUT) ./...
 

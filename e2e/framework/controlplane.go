@@ -118,6 +118,11 @@ type ControlPlane struct {
 	// of kube-apiserver (a FaultProxy), whose certificate is componentCA.
 	componentHost string
 	componentCA   []byte
+	// servingCA verifies kube-apiserver's serving certificate, which it
+	// presents at its address (127.0.0.1) to clients in pods; Config's
+	// CA is its loopback certificate's, presented only to clients asking
+	// for apiserver-loopback-client by name.
+	servingCA []byte
 	// adminToken authenticates the administrator with a static token,
 	// which, unlike the test server's loopback token, outlives a restart
 	// of kube-apiserver.
@@ -215,6 +220,15 @@ func (cp *ControlPlane) startAPIServer() error {
 	if err != nil {
 		return err
 	}
+	// Self-signed (MaybeDefaultWithSelfSignedCerts): the file holds the
+	// certificate and its CA.
+	cert := server.ServerOpts.SecureServing.ServerCert
+	servingCA, err := os.ReadFile(filepath.Join(cert.CertDirectory, cert.PairName+".crt"))
+	if err != nil {
+		server.TearDownFn()
+		return fmt.Errorf("reading kube-apiserver's serving certificate: %w", err)
+	}
+	cp.servingCA = servingCA
 	cfg := rest.CopyConfig(server.ClientConfig)
 	cfg.BearerToken = cp.adminToken
 	client, err := kubernetes.NewForConfig(cfg)

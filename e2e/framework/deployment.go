@@ -35,11 +35,8 @@ func (DeploymentControllers) Start(ctx context.Context, cp *ControlPlane) error 
 		return fmt.Errorf("creating the deployment controller: %w", err)
 	}
 	rsc := replicaset.NewReplicaSetController(ctx, factory.Apps().V1().ReplicaSets(), factory.Core().V1().Pods(), rsClient, replicaset.BurstReplicas)
-	factory.Start(ctx.Done())
-	for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
-		if !ok {
-			return fmt.Errorf("informer for %v did not sync", typ)
-		}
+	if err := startInformers(ctx, factory); err != nil {
+		return err
 	}
 	go dc.Run(ctx, 5)
 	go rsc.Run(ctx, 5)

@@ -185,11 +185,8 @@ func (k *Kubelet) Start(ctx context.Context, cp *ControlPlane) error {
 	}); err != nil {
 		return err
 	}
-	factory.Start(ctx.Done())
-	for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
-		if !ok {
-			return fmt.Errorf("informer for %v did not sync", typ)
-		}
+	if err := startInformers(ctx, factory); err != nil {
+		return err
 	}
 
 	// The API server is the kubelet's only pod source here, and it has

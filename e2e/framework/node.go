@@ -55,10 +55,11 @@ import (
 //   - images: PauseImage (the sandbox), BusyboxImage and Images, built
 //     from files and imported at the first boot, never pulled.
 //
-// Drivers run beside it as the test starts them (a DaemonSet's pod would
-// be started by the kubelet): they register through RegistrationDir and
-// serve in PluginDir, write CDI specs into CDIDir, and are part of the
-// node for Reboot once Adopt is called with their process ID.
+// Drivers run beside it as the test starts them, or as a DaemonSet's pods
+// on it (the chart's, with these directories as its values): they
+// register through RegistrationDir and serve in PluginDir, write CDI
+// specs into CDIDir, and a process a test started is part of the node for
+// Reboot once Adopt is called with its process ID.
 //
 // Start it with ControlPlane.Start (it is a Component) or
 // Options.Components; it returns once the Node is Ready, having removed

@@ -41,11 +41,8 @@ func (c ResourceClaimController) Start(ctx context.Context, cp *ControlPlane) er
 	if err != nil {
 		return fmt.Errorf("creating the controller: %w", err)
 	}
-	factory.Start(ctx.Done())
-	for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
-		if !ok {
-			return fmt.Errorf("informer for %v did not sync", typ)
-		}
+	if err := startInformers(ctx, factory); err != nil {
+		return err
 	}
 	workers := c.Workers
 	if workers == 0 {

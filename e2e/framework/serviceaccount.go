@@ -42,7 +42,8 @@ func (ServiceAccountController) Start(ctx context.Context, cp *ControlPlane) err
 }
 
 // RootCAPublisher is kube-controller-manager's root-ca-cert-publisher: it
-// puts the cluster's CA (kube-apiserver's) into every namespace's
+// puts the cluster's CA (the one of kube-apiserver's serving certificate,
+// which in-cluster clients verify at its address) into every namespace's
 // kube-root-ca.crt ConfigMap, which every pod's ServiceAccount token
 // volume projects, so that a kubelet can mount it. Node starts it once per
 // control plane; Start returns once default/kube-root-ca.crt exists.
@@ -55,7 +56,7 @@ func (RootCAPublisher) Start(ctx context.Context, cp *ControlPlane) error {
 	if err != nil {
 		return err
 	}
-	ctrl, err := rootcacertpublisher.NewPublisher(factory.Core().V1().ConfigMaps(), factory.Core().V1().Namespaces(), client, cp.Config.CAData)
+	ctrl, err := rootcacertpublisher.NewPublisher(factory.Core().V1().ConfigMaps(), factory.Core().V1().Namespaces(), client, cp.servingCA)
 	if err != nil {
 		return fmt.Errorf("creating the controller: %w", err)
 	}
@@ -79,6 +80,18 @@ func (cp *ControlPlane) controllerClientsets(name string) (write, read kubernete
 		return nil, nil, nil, err
 	}
 	return write, read, informers.NewSharedInformerFactory(read, 0), nil
+}
+
+// startInformers starts a factory's informers and waits until each has
+// synced, as a controller does before its workers start.
+func startInformers(ctx context.Context, factory informers.SharedInformerFactory) error {
+	factory.Start(ctx.Done())
+	for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			return fmt.Errorf("informer for %v did not sync", typ)
+		}
+	}
+	return nil
 }
 
 // untilFound polls get until the object it reads exists.

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -287,5 +288,181 @@ func TestRBACHasNoWildcards(t *testing.T) {
 	}
 	if rules == 0 {
 		t.Fatal("no rules rendered")
+	}
+}
+
+// podTemplates are the pod templates of the Deployments and DaemonSets
+// rendered, by "Kind name".
+func podTemplates(objs []*unstructured.Unstructured) map[string]map[string]any {
+	out := map[string]map[string]any{}
+	for _, o := range objs {
+		if o.GetKind() != "Deployment" && o.GetKind() != "DaemonSet" {
+			continue
+		}
+		spec, _, _ := unstructured.NestedMap(o.Object, "spec", "template", "spec")
+		out[o.GetKind()+" "+o.GetName()] = spec
+	}
+	return out
+}
+
+// containerOf is the one container of a pod template.
+func containerOf(t *testing.T, name string, spec map[string]any) map[string]any {
+	t.Helper()
+	cs, _, _ := unstructured.NestedSlice(spec, "containers")
+	if len(cs) != 1 {
+		t.Fatalf("%s: %d containers", name, len(cs))
+	}
+	return cs[0].(map[string]any)
+}
+
+func envOf(c map[string]any) map[string]string {
+	env := map[string]string{}
+	list, _, _ := unstructured.NestedSlice(c, "env")
+	for _, e := range list {
+		m := e.(map[string]any)
+		v, _ := m["value"].(string)
+		env[m["name"].(string)] = v
+	}
+	return env
+}
+
+// mounts are a container's volume mounts, path → volume, and the pod's
+// hostPath volumes, volume → host path and type.
+func mounts(c, spec map[string]any) (byPath map[string]string, hostPaths map[string][2]string) {
+	byPath, hostPaths = map[string]string{}, map[string][2]string{}
+	ms, _, _ := unstructured.NestedSlice(c, "volumeMounts")
+	for _, m := range ms {
+		mm := m.(map[string]any)
+		byPath[mm["mountPath"].(string)] = mm["name"].(string)
+	}
+	vs, _, _ := unstructured.NestedSlice(spec, "volumes")
+	for _, v := range vs {
+		vm := v.(map[string]any)
+		if hp, ok := vm["hostPath"].(map[string]any); ok {
+			typ, _ := hp["type"].(string)
+			hostPaths[vm["name"].(string)] = [2]string{hp["path"].(string), typ}
+		}
+	}
+	return byPath, hostPaths
+}
+
+// TestNodeValues: the values for where the chart's pods run (hostNetwork,
+// apiServer, the scheduler's port, the driver's node directories) change
+// exactly what they name, and their defaults render none of it: every
+// pod on the cluster's network, in-cluster clients at the kubernetes
+// Service, the driver's directories the kubelet's and the runtime's
+// defaults, each mounted at its path on the node.
+func TestNodeValues(t *testing.T) {
+	node := map[string]any{
+		"hostNetwork": true,
+		"apiServer":   map[string]any{"host": "198.51.100.7", "port": 6443},
+		"scheduler":   map[string]any{"securePort": 20259},
+		"driver": map[string]any{"kubeletRootDir": "/srv/node/kubelet", "cdiDir": "/srv/node/run/cdi", "stateDir": "/srv/node/dractl",
+			"nvml": map[string]any{"library": "/run/nvidia/driver/usr/lib64/libnvidia-ml.so.1"}},
+		"publisher": map[string]any{"enabled": true, "driverName": "nic.acme.test", "pools": "kind: ResourceSlice\n"},
+	}
+	dirs := map[string]string{"kubelet": "/var/lib/kubelet", "cdi": "/var/run/cdi", "state": "/var/lib/dractl-gpu-driver"}
+	for _, tc := range []struct {
+		name   string
+		values map[string]any
+		// apiServer is KUBERNETES_SERVICE_HOST:PORT, "" for none.
+		host, apiServer string
+		schedPort       int64
+		dirs            map[string]string
+	}{
+		{name: "defaults", values: map[string]any{"publisher": node["publisher"]}, schedPort: 10259, dirs: dirs},
+		{name: "one node's", values: node, host: "true", apiServer: "198.51.100.7:6443", schedPort: 20259,
+			dirs: map[string]string{"kubelet": "/srv/node/kubelet", "cdi": "/srv/node/run/cdi", "state": "/srv/node/dractl"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pods := podTemplates(objects(t, tc.values))
+			if len(pods) != 5 {
+				t.Fatalf("pod templates %v, want the scheduler's, the monitor's, two drivers' and the publisher's", slices.Sorted(maps.Keys(pods)))
+			}
+			for name, spec := range pods {
+				if hn, _ := spec["hostNetwork"].(bool); fmt.Sprint(hn) != map[string]string{"": "false", "true": "true"}[tc.host] {
+					t.Errorf("%s: hostNetwork %v", name, spec["hostNetwork"])
+				}
+				env := envOf(containerOf(t, name, spec))
+				got := ""
+				if h, ok := env["KUBERNETES_SERVICE_HOST"]; ok {
+					got = h + ":" + env["KUBERNETES_SERVICE_PORT"]
+				}
+				if got != tc.apiServer {
+					t.Errorf("%s: kube-apiserver at %q, want %q", name, got, tc.apiServer)
+				}
+			}
+			sched := containerOf(t, "scheduler", pods["Deployment dractl-scheduler"])
+			a, _, _ := unstructured.NestedStringSlice(sched, "args")
+			ports, _, _ := unstructured.NestedSlice(sched, "ports")
+			// Decoded as JSON: numbers are float64.
+			port := int64(ports[0].(map[string]any)["containerPort"].(float64))
+			flag := slices.ContainsFunc(a, func(s string) bool { return strings.HasPrefix(s, "--secure-port") })
+			if port != tc.schedPort || flag != (tc.schedPort != 10259) || (flag && !slices.Contains(a, fmt.Sprintf("--secure-port=%d", tc.schedPort))) {
+				t.Errorf("scheduler: port %d, args %q; want %d", port, a, tc.schedPort)
+			}
+			root := tc.dirs["kubelet"]
+			for _, ds := range []string{"DaemonSet dractl-gpu-driver", "DaemonSet dractl-gpu-driver-nvml"} {
+				spec := pods[ds]
+				c := containerOf(t, ds, spec)
+				byPath, hostPaths := mounts(c, spec)
+				for path, vol := range map[string]string{root + "/plugins_registry": "plugins-registry", root + "/plugins": "plugins", tc.dirs["cdi"]: "cdi", tc.dirs["state"]: "state"} {
+					if byPath[path] != vol || hostPaths[vol] != [2]string{path, "DirectoryOrCreate"} {
+						t.Errorf("%s: volume %s mounted at %v from %v, want %s at its path on the node", ds, vol, byPath, hostPaths[vol], path)
+					}
+				}
+				args, _, _ := unstructured.NestedStringSlice(c, "args")
+				want := []string{"--state-dir=" + tc.dirs["state"], "--cdi-dir=" + tc.dirs["cdi"]}
+				if root != dirs["kubelet"] {
+					want = append(want, "--registrar-dir="+root+"/plugins_registry", "--plugin-dir="+root+"/plugins/gpu.dractl.dev")
+				}
+				for _, w := range want {
+					if !slices.Contains(args, w) {
+						t.Errorf("%s: args %q lack %s", ds, args, w)
+					}
+				}
+				if n := len(slices.DeleteFunc(slices.Clone(args), func(s string) bool {
+					return !strings.HasPrefix(s, "--registrar-dir") && !strings.HasPrefix(s, "--plugin-dir")
+				})); root == dirs["kubelet"] && n != 0 {
+					t.Errorf("%s: args %q name the kubelet's default directories", ds, args)
+				}
+			}
+		})
+	}
+	if _, err := Render(repo, map[string]any{"apiServer": map[string]any{"host": "198.51.100.7", "port": 0}}); err == nil || !strings.Contains(err.Error(), "apiServer.port") {
+		t.Errorf("apiServer.host without a port: err %v", err)
+	}
+}
+
+// TestNVMLLibraryAlone: the NVML driver's LD_LIBRARY_PATH is a directory
+// holding only the host's NVML library, mounted as a file
+// (driver.nvml.library): no other file of the host's is on the image
+// loader's path, so the image's C library, not the host's, is loaded.
+func TestNVMLLibraryAlone(t *testing.T) {
+	for _, lib := range []string{"/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1", "/run/nvidia/driver/usr/lib64/libnvidia-ml.so.1"} {
+		var values map[string]any
+		if !strings.HasPrefix(lib, "/usr/lib/x86_64-linux-gnu/") {
+			values = map[string]any{"driver": map[string]any{"nvml": map[string]any{"library": lib}}}
+		}
+		spec := podTemplates(objects(t, values))["DaemonSet dractl-gpu-driver-nvml"]
+		c := containerOf(t, "nvml", spec)
+		dir := envOf(c)["LD_LIBRARY_PATH"]
+		if dir == "" || strings.Contains(dir, ":") {
+			t.Fatalf("LD_LIBRARY_PATH %q, want one directory", dir)
+		}
+		byPath, hostPaths := mounts(c, spec)
+		var under []string
+		for path := range byPath {
+			if path == dir || strings.HasPrefix(path, dir+"/") || strings.HasPrefix(dir, path+"/") {
+				under = append(under, path)
+			}
+		}
+		want := dir + "/libnvidia-ml.so.1"
+		if !slices.Equal(under, []string{want}) {
+			t.Fatalf("mounts on LD_LIBRARY_PATH %s: %q, want %s alone", dir, under, want)
+		}
+		if got := hostPaths[byPath[want]]; got != [2]string{lib, "File"} {
+			t.Errorf("%s comes from %v, want the file %s", want, got, lib)
+		}
 	}
 }

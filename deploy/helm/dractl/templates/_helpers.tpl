@@ -106,3 +106,70 @@ affinity:
           matchLabels:
             {{- toYaml . | nindent 12 }}
 {{- end -}}
+
+{{/* The pod spec's line putting a pod on its node's network
+(hostNetwork), or nothing: include "dractl.hostNetwork" . */}}
+{{- define "dractl.hostNetwork" -}}
+{{- if .Values.hostNetwork -}}
+hostNetwork: true
+{{- end -}}
+{{- end -}}
+
+{{/* A container's environment entries naming kube-apiserver's address
+(apiServer), or nothing: the in-cluster client configuration reads
+these two variables, which the kubelet otherwise sets to the kubernetes
+Service's. */}}
+{{- define "dractl.apiServerEnv" -}}
+{{- if .Values.apiServer.host -}}
+{{- if not .Values.apiServer.port -}}
+{{- fail "apiServer.host is set, apiServer.port is not" -}}
+{{- end -}}
+- name: KUBERNETES_SERVICE_HOST
+  value: {{ .Values.apiServer.host | quote }}
+- name: KUBERNETES_SERVICE_PORT
+  value: {{ .Values.apiServer.port | quote }}
+{{- end -}}
+{{- end -}}
+
+{{/* The driver's flags naming the kubelet's plugin directories under
+driver.kubeletRootDir, or nothing where that is the kubelet's default,
+which is the driver's too. */}}
+{{- define "dractl.kubeletDirArgs" -}}
+{{- if ne .Values.driver.kubeletRootDir "/var/lib/kubelet" -}}
+- --registrar-dir={{ .Values.driver.kubeletRootDir }}/plugins_registry
+- --plugin-dir={{ .Values.driver.kubeletRootDir }}/plugins/gpu.dractl.dev
+{{- end -}}
+{{- end -}}
+
+{{/* The volume mounts of a driver's node directories (driver.*Dir), each
+at its host path. */}}
+{{- define "dractl.driverMounts" -}}
+- name: plugins-registry
+  mountPath: {{ .Values.driver.kubeletRootDir }}/plugins_registry
+- name: plugins
+  mountPath: {{ .Values.driver.kubeletRootDir }}/plugins
+- name: cdi
+  mountPath: {{ .Values.driver.cdiDir }}
+- name: state
+  mountPath: {{ .Values.driver.stateDir }}
+{{- end -}}
+
+{{/* The volumes of a driver's node directories. */}}
+{{- define "dractl.driverVolumes" -}}
+- name: plugins-registry
+  hostPath:
+    path: {{ .Values.driver.kubeletRootDir }}/plugins_registry
+    type: DirectoryOrCreate
+- name: plugins
+  hostPath:
+    path: {{ .Values.driver.kubeletRootDir }}/plugins
+    type: DirectoryOrCreate
+- name: cdi
+  hostPath:
+    path: {{ .Values.driver.cdiDir }}
+    type: DirectoryOrCreate
+- name: state
+  hostPath:
+    path: {{ .Values.driver.stateDir }}
+    type: DirectoryOrCreate
+{{- end -}}
