@@ -85,7 +85,7 @@ type gpuNode struct {
 // newGPUNode is a real node (framework.Node) with the driver's
 // credentials and manifests; the driver is started with start. The node
 // stops at the end of t.
-func newGPUNode(t *testing.T, cp *framework.ControlPlane, name string) *gpuNode {
+func newGPUNode(t testing.TB, cp *framework.ControlPlane, name string) *gpuNode {
 	t.Helper()
 	node := &framework.Node{NodeName: name}
 	cp.Start(node)
@@ -114,7 +114,7 @@ func newFakeGPUNode(t *testing.T, cp *framework.ControlPlane, name string) *gpuN
 	return n
 }
 
-func (n *gpuNode) setUp(t *testing.T, cp *framework.ControlPlane, name string) {
+func (n *gpuNode) setUp(t testing.TB, cp *framework.ControlPlane, name string) {
 	t.Helper()
 	n.cp, n.name, n.bin, n.logDir = cp, name, buildDriver(t), t.TempDir()
 	n.backend = []string{"--gpu-model", gpuModel, fmt.Sprintf("--gpus=%d", gpuCount)}
