@@ -95,11 +95,7 @@ type startupSample struct {
 // (images and code paths warm). Each pod is deleted and its claim
 // released before the next is created, so that no pod waits for another.
 func BenchmarkPodStartup(b *testing.B) {
-	cp := startScheduling(b)
-	n := newGPUNode(b, cp, "gpu-node")
-	n.start(b, "")
-	n.published(b)
-	n.registered(b)
+	cp, n, _ := startGPUNode(b)
 	createTemplate(b, cp, "startup-mig", resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{request("gpu", migClass1g, 1)}})
 	createTemplate(b, cp, "startup-gpu", resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{request("gpu", wholeGPUClass, 1)}})
 
