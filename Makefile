@@ -7,7 +7,7 @@ FUZZTIME_SHORT ?= 500x
 FUZZTIME ?= 30s
 EXAMPLES := $(sort $(wildcard examples/*/))
 
-.PHONY: all build driver binsize test demo fmt-check vet tidy-check unit scheduler-test scheduler-1.38 scheduler-test-1.38 fuzz fuzz-short golden docs conformance conformance-test bench bench-schedperf chromium node-packages report-screenshot e2e e2e-golden e2e-matrix bench-e2e scheduler schedperf manifests soak images
+.PHONY: all build driver binsize test demo fmt-check vet tidy-check unit scheduler-test scheduler-1.38 scheduler-test-1.38 fuzz fuzz-short golden docs conformance conformance-test bench bench-schedperf chromium node-packages report-screenshot e2e e2e-golden e2e-matrix bench-e2e bench-startup scheduler schedperf manifests soak images
 
 all: build
 
@@ -272,6 +272,17 @@ E2E_TIMEOUT ?= 60m
 e2e: node-packages images
 	$(GO) -C e2e vet ./...
 	$(GO) -C e2e test -count=1 -timeout $(E2E_TIMEOUT) ./...
+
+# Pod start-up on a real node (e2e/startup_test.go): creation to Running
+# and to the container's first output line, p50/p99, for a pod with a MIG
+# device made at prepare, one with a whole GPU and one without claims,
+# under dractl's and stock kube-scheduler's profiles, taking turns;
+# STARTUP_PODS pods per cell (about 5 s each here, deletion and release
+# included). Rewrites its section of docs/performance.md and prints it.
+STARTUP_PODS ?= 100
+bench-startup: node-packages
+	$(GO) -C e2e test -count=1 -run '^$$' -bench '^BenchmarkPodStartup$$' -benchtime 1x -timeout 4h . \
+		-args -startup-pods $(STARTUP_PODS) -startup-docs ../docs/performance.md
 
 # kube-scheduler's own DRA test cases (scheduler_perf of k8s.io/kubernetes,
 # test/integration/scheduler_perf/dra, the integration-test workloads),

@@ -85,7 +85,7 @@ type gpuNode struct {
 // newGPUNode is a real node (framework.Node) with the driver's
 // credentials and manifests; the driver is started with start. The node
 // stops at the end of t.
-func newGPUNode(t *testing.T, cp *framework.ControlPlane, name string) *gpuNode {
+func newGPUNode(t testing.TB, cp *framework.ControlPlane, name string) *gpuNode {
 	t.Helper()
 	node := &framework.Node{NodeName: name}
 	cp.Start(node)
@@ -93,6 +93,20 @@ func newGPUNode(t *testing.T, cp *framework.ControlPlane, name string) *gpuNode 
 	n := &gpuNode{node: node, kubelet: node, stateDir: filepath.Join(node.Dir(), "var-lib-dractl-gpu-driver"), cdiDir: node.CDIDir()}
 	n.setUp(t, cp, name)
 	return n
+}
+
+// startGPUNode starts a control plane with dractl-scheduler
+// (startScheduling) and one real node, gpu-node, whose driver has
+// published its pool and registered with the kubelet; it returns the
+// pool's slices' resource versions by name.
+func startGPUNode(t testing.TB) (*framework.ControlPlane, *gpuNode, map[string]string) {
+	t.Helper()
+	cp := startScheduling(t)
+	n := newGPUNode(t, cp, "gpu-node")
+	n.start(t, "")
+	published := n.published(t)
+	n.registered(t)
+	return cp, n, published
 }
 
 // newFakeGPUNode is a Node with framework.Kubelet, the kubelet's DRA
@@ -114,7 +128,7 @@ func newFakeGPUNode(t *testing.T, cp *framework.ControlPlane, name string) *gpuN
 	return n
 }
 
-func (n *gpuNode) setUp(t *testing.T, cp *framework.ControlPlane, name string) {
+func (n *gpuNode) setUp(t testing.TB, cp *framework.ControlPlane, name string) {
 	t.Helper()
 	n.cp, n.name, n.bin, n.logDir = cp, name, buildDriver(t), t.TempDir()
 	n.backend = []string{"--gpu-model", gpuModel, fmt.Sprintf("--gpus=%d", gpuCount)}
@@ -757,11 +771,7 @@ func containerIDs(t testing.TB, cp *framework.ControlPlane, name string) map[str
 // specs go away) and the resourceclaim controller release them, while the
 // published slices stay as they were.
 func TestKubeletPreparesMIGClaims(t *testing.T) {
-	cp := startScheduling(t)
-	n := newGPUNode(t, cp, "gpu-node")
-	n.start(t, "")
-	slicesBefore := n.published(t)
-	n.registered(t)
+	cp, n, slicesBefore := startGPUNode(t)
 	createTemplate(t, cp, "mig-3g", resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{request("gpu", migClass3g, 1)}})
 	createTemplate(t, cp, "two-1g", resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{request("gpu", migClass1g, 2)}})
 
@@ -813,11 +823,7 @@ func TestKubeletPreparesMIGClaims(t *testing.T) {
 // of it, not even the sandbox; once the instances are gone, the
 // kubelet's retry prepares the claim and the pod runs with its device.
 func TestKubeletFailedPrepare(t *testing.T) {
-	cp := startScheduling(t)
-	n := newGPUNode(t, cp, "gpu-node")
-	n.start(t, "")
-	n.published(t)
-	n.registered(t)
+	cp, n, _ := startGPUNode(t)
 	createTemplate(t, cp, "mig-3g", resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{request("gpu", migClass3g, 1)}})
 
 	gpus, ctx := n.gpus(t), cp.Context()
@@ -930,11 +936,7 @@ func (n *gpuNode) preparesLogged(t testing.TB) int {
 // node, and no container of the pod, not even its sandbox), until a
 // driver restart makes them again and the kubelet's retry prepares it.
 func TestNodeRestarts(t *testing.T) {
-	cp := startScheduling(t)
-	n := newGPUNode(t, cp, "gpu-node")
-	n.start(t, "")
-	n.published(t)
-	n.registered(t)
+	cp, n, _ := startGPUNode(t)
 	createTemplate(t, cp, "mig-2g", resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{request("gpu", migClass2g, 1)}})
 	createPod(t, cp, devicePod("first", dractlProfile, n.name, []string{"mig-2g"}, "c"))
 	first := running(t, cp, "first")

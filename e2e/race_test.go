@@ -162,7 +162,7 @@ func BenchmarkRace(b *testing.B) {
 	table := raceTable(rows, aboveFloor, migAgainstPlain(runs), spreads)
 	fmt.Println(table)
 	if *raceDocs != "" {
-		if err := replaceSection(*raceDocs, table); err != nil {
+		if err := replaceSection(*raceDocs, raceBegin, raceEnd, table); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -870,16 +870,17 @@ func raceTable(rows, aboveFloor, againstPlain, spreads []string) string {
 	return b.String()
 }
 
-// replaceSection puts section into the Markdown file in place of the
-// previous one (between the race markers), or appends it.
-func replaceSection(path, section string) error {
+// replaceSection puts section, which begins with the marker begin and
+// ends with end and a newline, into the Markdown file in place of the
+// previous one (between the same markers), or appends it.
+func replaceSection(path, begin, end, section string) error {
 	data, err := os.ReadFile(path)
 	if err != nil && !os.IsNotExist(err) {
 		return err
 	}
 	s := string(data)
-	if i, j := strings.Index(s, raceBegin), strings.Index(s, raceEnd); i >= 0 && j > i {
-		s = s[:i] + section + s[j+len(raceEnd)+1:]
+	if i, j := strings.Index(s, begin), strings.Index(s, end); i >= 0 && j > i {
+		s = s[:i] + section + s[j+len(end)+1:]
 	} else {
 		if s != "" && !strings.HasSuffix(s, "\n\n") {
 			s += "\n"

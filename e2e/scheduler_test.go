@@ -50,7 +50,7 @@ const (
 // controller and dractl-scheduler (stock and dractl profiles, in place of
 // kube-scheduler), which runs as the ServiceAccount of deploy/scheduler
 // with exactly its RBAC.
-func startScheduling(t *testing.T) *framework.ControlPlane {
+func startScheduling(t testing.TB) *framework.ControlPlane {
 	t.Helper()
 	return startSchedulingWith(t, nil, twoProfiles)
 }
@@ -58,7 +58,7 @@ func startScheduling(t *testing.T) *framework.ControlPlane {
 // startSchedulingWith is startScheduling with feature gates set (for
 // kube-scheduler too, which runs in this process) and the scheduler
 // configuration in configFile.
-func startSchedulingWith(t *testing.T, gates map[string]bool, configFile string) *framework.ControlPlane {
+func startSchedulingWith(t testing.TB, gates map[string]bool, configFile string) *framework.ControlPlane {
 	t.Helper()
 	cp := framework.StartControlPlane(t, framework.Options{FeatureGates: gates, Components: []framework.Component{framework.ResourceClaimController{}}})
 	// The account first: it creates kube-system if the API server has
