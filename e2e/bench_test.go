@@ -48,7 +48,7 @@ func publishDGX(b testing.TB, cp *framework.ControlPlane, n int) {
 	}
 	var flat []*resourcev1.ResourceSlice
 	for _, s := range decode.Group(objs).Slices {
-		v1, err := api.ToV1(s)
+		v1, err := api.ToUpstream(s)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -110,7 +110,7 @@ func publish(t testing.TB, cp *framework.ControlPlane, dirs ...string) {
 		}
 	}
 	for _, s := range set.Slices {
-		v1, err := api.ToV1(s)
+		v1, err := api.ToUpstream(s)
 		if err != nil {
 			t.Fatal(err)
 		}

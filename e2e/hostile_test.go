@@ -160,7 +160,7 @@ func startChurn(t *testing.T, ctx context.Context, client kubernetes.Interface) 
 	// longest strings; 64 devices with the most taints and consumed
 	// counters; the most counter sets.
 	for shape, s := range testgen.WorstCaseFlat(testgen.StringAttributes) {
-		v1, err := api.ToV1(s)
+		v1, err := api.ToUpstream(s)
 		if err != nil {
 			t.Fatal(err)
 		}

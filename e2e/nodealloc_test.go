@@ -54,7 +54,7 @@ func TestNodeAllocatableResources(t *testing.T) {
 			b = b.Device(at.Device(at.Name("cpuset", i)).NodeResource(corev1.ResourceCPU,
 				resourcev1.NodeAllocatableResource{Mapping: &resourcev1.NodeAllocatableMapping{DeviceMultiplier: &sixteen}}))
 		}
-		v, err := api.ToV1(b.Obj())
+		v, err := api.ToUpstream(b.Obj())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -269,7 +269,7 @@ func populate(b *testing.B, cp *framework.ControlPlane, client kubernetes.Interf
 			n.Node = node
 			n.GPUsPerSlice = 0
 			for _, s := range n.Slices(examplegen.Flat) {
-				v, err := api.ToV1(s)
+				v, err := api.ToUpstream(s)
 				if err != nil {
 					b.Fatal(err)
 				}

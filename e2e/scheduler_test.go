@@ -133,7 +133,7 @@ func untaintAll(t testing.TB, cp *framework.ControlPlane) {
 func createSlices(t testing.TB, cp *framework.ControlPlane, ss ...*api.ResourceSlice) {
 	t.Helper()
 	for _, s := range ss {
-		v, err := api.ToV1(s)
+		v, err := api.ToUpstream(s)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -392,7 +392,7 @@ func TestSchedulerBindsTemplatePods(t *testing.T) {
 func TestExtendedResourceClaim(t *testing.T) {
 	cp := startScheduling(t)
 	createNodes(t, cp, "node-1", "node-2")
-	createSlices(t, cp, api.FromV1(plainSlice("node-1", 1, devNames(4)...)))
+	createSlices(t, cp, api.FromUpstream(plainSlice("node-1", 1, devNames(4)...)))
 	c := &resourcev1.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: "plain"}, Spec: resourcev1.DeviceClassSpec{
 		Selectors:            []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{Expression: "device.driver == '" + plainDriver + "'"}}},
 		ExtendedResourceName: ptr.To("example.com/plain")}}

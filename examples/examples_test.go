@@ -328,7 +328,7 @@ func TestDGXFlattensToV1(t *testing.T) {
 		if errs := validation.ResourceSlice(f); len(errs) > 0 {
 			t.Errorf("flattened %s: %v", f.Name, summary(errs))
 		}
-		if _, err := api.ToV1(f); err != nil {
+		if _, err := api.ToUpstream(f); err != nil {
 			t.Errorf("flattened %s does not convert to v1: %v", f.Name, err)
 		}
 		devices += len(f.Spec.Devices)

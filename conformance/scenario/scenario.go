@@ -33,7 +33,7 @@ type Scenario struct {
 func (s *Scenario) V1Slices() ([]*resourcev1.ResourceSlice, error) {
 	out := make([]*resourcev1.ResourceSlice, 0, len(s.Slices))
 	for _, sl := range s.Slices {
-		v, err := api.ToV1(sl)
+		v, err := api.ToUpstream(sl)
 		if err != nil {
 			return nil, fmt.Errorf("slice %s: %w", sl.Name, err)
 		}

@@ -105,7 +105,7 @@ func (o *flattenOptions) run() error {
 				fmt.Fprintf(o.Err, "%s: %s: flattened %s: %s\n", severity, admit.Where(obj), p.Name, admit.OneLine(e.Error()))
 				warned = true
 			}
-			v1, err := api.ToV1(p)
+			v1, err := api.ToUpstream(p)
 			if err != nil {
 				return nil, err
 			}

@@ -204,7 +204,7 @@ func readLive(ctx context.Context, cluster *clusterOptions) (*input, error) {
 		})
 	}
 	for _, s := range objs.Slices {
-		add(api.KindSlice, s, api.FromV1(s))
+		add(api.KindSlice, s, api.FromUpstream(s))
 	}
 	for _, c := range objs.Classes {
 		add("DeviceClass", c, c)

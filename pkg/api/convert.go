@@ -141,27 +141,27 @@ func specFromV1(s *resourcev1.ResourceSliceSpec) ResourceSliceSpec {
 	return out
 }
 
-// FromV1 converts an upstream ResourceSlice. The result shares no memory
+// FromUpstream converts an upstream ResourceSlice. The result shares no memory
 // with in.
-func FromV1(in *resourcev1.ResourceSlice) *ResourceSlice {
-	return FromV1Shared(in.DeepCopy())
+func FromUpstream(in *resourcev1.ResourceSlice) *ResourceSlice {
+	return FromUpstreamShared(in.DeepCopy())
 }
 
-// FromV1Shared converts an upstream ResourceSlice without copying what it
+// FromUpstreamShared converts an upstream ResourceSlice without copying what it
 // holds: the result shares every map, pointer and leaf slice with in; only
 // the device and counter set lists are new, to hold this package's types.
 // in must not be modified while the result is in use, which is the
 // contract of the objects an informer hands out.
-func FromV1Shared(in *resourcev1.ResourceSlice) *ResourceSlice {
+func FromUpstreamShared(in *resourcev1.ResourceSlice) *ResourceSlice {
 	out := &ResourceSlice{TypeMeta: in.TypeMeta, ObjectMeta: in.ObjectMeta, Spec: specFromV1(&in.Spec)}
 	out.APIVersion, out.Kind = APIVersion, KindSlice
 	return out
 }
 
-// ToV1 flattens the slice's mixins and converts it to the upstream type,
+// ToUpstream flattens the slice's mixins and converts it to the upstream type,
 // which is what a kube-apiserver without KEP-5234 accepts. It fails only
 // when an include names an unknown mixin.
-func ToV1(in *ResourceSlice) (*resourcev1.ResourceSlice, error) {
+func ToUpstream(in *ResourceSlice) (*resourcev1.ResourceSlice, error) {
 	flat, err := Flatten(in)
 	if err != nil {
 		return nil, err

@@ -16,38 +16,38 @@ import (
 func TestFromV1ToV1IsFlatten(t *testing.T) {
 	for seed := range uint64(500) {
 		s := testgen.Slice(rng(seed), testgen.Options{})
-		v, err := api.ToV1(s)
+		v, err := api.ToUpstream(s)
 		if err != nil {
-			t.Fatalf("seed %d: ToV1: %v", seed, err)
+			t.Fatalf("seed %d: ToUpstream: %v", seed, err)
 		}
 		flat, err := api.Flatten(s)
 		if err != nil {
 			t.Fatal(err)
 		}
 		flat.APIVersion, flat.Kind = api.APIVersion, api.KindSlice
-		if back := api.FromV1(v); !equality.Semantic.DeepEqual(back, flat) {
+		if back := api.FromUpstream(v); !equality.Semantic.DeepEqual(back, flat) {
 			a, _ := json.Marshal(back)
 			b, _ := json.Marshal(flat)
-			t.Fatalf("seed %d: FromV1(ToV1(x)) != Flatten(x)\n got %s\nwant %s", seed, a, b)
+			t.Fatalf("seed %d: FromUpstream(ToUpstream(x)) != Flatten(x)\n got %s\nwant %s", seed, a, b)
 		}
 	}
 }
 
-// Random v1 slices: ToV1 of flat testgen slices, so every v1 field the
+// Random v1 slices: ToUpstream of flat testgen slices, so every v1 field the
 // generator knows is populated.
 func TestToV1FromV1RoundTrip(t *testing.T) {
 	for seed := range uint64(500) {
-		v, err := api.ToV1(testgen.Slice(rng(seed), testgen.Options{Mixins: testgen.MixinsNever}))
+		v, err := api.ToUpstream(testgen.Slice(rng(seed), testgen.Options{Mixins: testgen.MixinsNever}))
 		if err != nil {
 			t.Fatal(err)
 		}
 		orig := v.DeepCopy()
-		back, err := api.ToV1(api.FromV1(v))
+		back, err := api.ToUpstream(api.FromUpstream(v))
 		if err != nil {
 			t.Fatalf("seed %d: %v", seed, err)
 		}
 		if !equality.Semantic.DeepEqual(back, v) {
-			t.Fatalf("seed %d: ToV1(FromV1(v)) != v", seed)
+			t.Fatalf("seed %d: ToUpstream(FromUpstream(v)) != v", seed)
 		}
 		// Encodings are compared too: Semantic equality would hide a
 		// quantity that changed its format on the way.
@@ -56,11 +56,11 @@ func TestToV1FromV1RoundTrip(t *testing.T) {
 		if string(a) != string(b) {
 			t.Fatalf("seed %d: encodings differ\n got %s\nwant %s", seed, a, b)
 		}
-		// FromV1 must not alias v: mutating the converted slice leaves v alone.
-		c := api.FromV1(v)
+		// FromUpstream must not alias v: mutating the converted slice leaves v alone.
+		c := api.FromUpstream(v)
 		mutate(c)
 		if !equality.Semantic.DeepEqual(v, orig) {
-			t.Fatalf("seed %d: mutating FromV1(v) changed v", seed)
+			t.Fatalf("seed %d: mutating FromUpstream(v) changed v", seed)
 		}
 	}
 }
@@ -213,7 +213,7 @@ func mutate(s *api.ResourceSlice) int {
 	return n
 }
 
-// Unknown includes fail Flatten and ToV1 with the include's full field
+// Unknown includes fail Flatten and ToUpstream with the include's full field
 // path, as admission reports it.
 func TestUnknownMixinErrorPath(t *testing.T) {
 	base := func() *api.ResourceSlice {
@@ -254,8 +254,8 @@ func TestUnknownMixinErrorPath(t *testing.T) {
 			if err == nil || !strings.HasPrefix(err.Error(), tc.prefix+":") {
 				t.Fatalf("Flatten error %v, want prefix %q", err, tc.prefix)
 			}
-			if _, err2 := api.ToV1(s); err2 == nil || err2.Error() != err.Error() {
-				t.Fatalf("ToV1 error %v, want %v", err2, err)
+			if _, err2 := api.ToUpstream(s); err2 == nil || err2.Error() != err.Error() {
+				t.Fatalf("ToUpstream error %v, want %v", err2, err)
 			}
 			// The view reports the include itself, relative to the object.
 			ix := api.NewMixinIndex(&s.Spec)
@@ -276,22 +276,22 @@ func TestUnknownMixinErrorPath(t *testing.T) {
 	}
 }
 
-// v1 consumers see no trace of mixins after ToV1.
+// v1 consumers see no trace of mixins after ToUpstream.
 func TestToV1HasNoMixinFields(t *testing.T) {
 	for seed := range uint64(100) {
-		v, err := api.ToV1(testgen.Slice(rng(seed), testgen.Options{Mixins: testgen.MixinsAlways}))
+		v, err := api.ToUpstream(testgen.Slice(rng(seed), testgen.Options{Mixins: testgen.MixinsAlways}))
 		if err != nil {
 			t.Fatal(err)
 		}
 		b, _ := json.Marshal(v)
 		if strings.Contains(string(b), `"includes"`) || strings.Contains(string(b), `"mixins"`) {
-			t.Fatalf("seed %d: ToV1 output mentions mixins: %s", seed, b)
+			t.Fatalf("seed %d: ToUpstream output mentions mixins: %s", seed, b)
 		}
 		var strict resourcev1.ResourceSlice
 		dec := json.NewDecoder(strings.NewReader(string(b)))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&strict); err != nil {
-			t.Fatalf("seed %d: ToV1 output is not a v1 ResourceSlice: %v", seed, err)
+			t.Fatalf("seed %d: ToUpstream output is not a v1 ResourceSlice: %v", seed, err)
 		}
 	}
 }

@@ -24,12 +24,12 @@ import (
 	kjson "sigs.k8s.io/json"
 )
 
-// ToV1 converts a v1beta1 or v1beta2 ResourceSlice, DeviceClass,
+// UpgradeToV1 converts a v1beta1 or v1beta2 ResourceSlice, DeviceClass,
 // ResourceClaim or ResourceClaimTemplate, or a v1beta2 or v1alpha3 DeviceTaintRule, to
 // its v1 type. obj is not
 // modified. The result has apiVersion resource.k8s.io/v1 and its kind set.
 // Any other type is an error.
-func ToV1(obj runtime.Object) (runtime.Object, error) {
+func UpgradeToV1(obj runtime.Object) (runtime.Object, error) {
 	var out runtime.Object
 	var err error
 	switch in := obj.(type) {

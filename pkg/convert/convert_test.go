@@ -220,12 +220,12 @@ spec:
 				t.Fatal(err)
 			}
 			before, _ := yaml.Marshal(tc.in)
-			got, err := ToV1(tc.in)
+			got, err := UpgradeToV1(tc.in)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if after, _ := yaml.Marshal(tc.in); string(after) != string(before) {
-				t.Errorf("ToV1 modified its input")
+				t.Errorf("UpgradeToV1 modified its input")
 			}
 			if !equality.Semantic.DeepEqual(got, tc.want) {
 				g, _ := yaml.Marshal(got)
@@ -237,8 +237,8 @@ spec:
 }
 
 func TestToV1RejectsOtherTypes(t *testing.T) {
-	if _, err := ToV1(&resourcev1.ResourceSlice{}); err == nil {
-		t.Error("ToV1 accepted a v1 object")
+	if _, err := UpgradeToV1(&resourcev1.ResourceSlice{}); err == nil {
+		t.Error("UpgradeToV1 accepted a v1 object")
 	}
 }
 

@@ -874,12 +874,12 @@ func (u *unit) decode(fast bool) (Object, []*Error) {
 	o := v.Interface().(apiObject)
 	o.GetObjectKind().SetGroupVersionKind(schema.FromAPIVersionAndKind(k.apiVersion, k.kind))
 	if k.older {
-		v1, err := convert.ToV1(o.(kruntime.Object))
+		v1, err := convert.UpgradeToV1(o.(kruntime.Object))
 		if err != nil {
 			return Object{}, []*Error{{Source: u.src, Kind: k.kind, Name: u.name, Detail: err.Error()}}
 		}
 		if s, ok := v1.(*resourcev1.ResourceSlice); ok {
-			o = api.FromV1(s)
+			o = api.FromUpstream(s)
 		} else {
 			o = v1.(apiObject)
 		}

@@ -228,7 +228,7 @@ func build(srv *Server, driver, node string, desc []*api.ResourceSlice, taints t
 			}
 		}
 		for _, f := range flat {
-			v1, err := api.ToV1(f)
+			v1, err := api.ToUpstream(f)
 			if err != nil {
 				problems = append(problems, fmt.Sprintf("pool %s slice %s: %v", name, f.Name, err))
 				continue

@@ -40,8 +40,8 @@ func TestBuildFlattensTheMixinForm(t *testing.T) {
 		if s.UsesMixins() {
 			t.Errorf("slice %d still uses mixins", i)
 		}
-		want, _ := api.ToV1(flat[i])
-		got, _ := api.ToV1(s)
+		want, _ := api.ToUpstream(flat[i])
+		got, _ := api.ToUpstream(s)
 		if !equalJSON(t, got.Spec.Devices, want.Spec.Devices) || !equalJSON(t, got.Spec.SharedCounters, want.Spec.SharedCounters) {
 			t.Errorf("slice %d differs from examples/a100-mig-flat", i)
 		}

@@ -23,7 +23,7 @@ func dgxSlices(b *testing.B, n int) [][]byte {
 	for i := range n {
 		node := fmt.Sprintf("dgx-%04d", i)
 		for _, s := range decode.Group(objs).Slices {
-			v1, err := api.ToV1(s)
+			v1, err := api.ToUpstream(s)
 			if err != nil {
 				b.Fatal(err)
 			}

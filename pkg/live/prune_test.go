@@ -25,7 +25,7 @@ func TestPoolFieldsDropOnlyAttributesAndManagedFields(t *testing.T) {
 	dec := newPoolDecoder()
 	for seed := range uint64(300) {
 		r := rand.New(rand.NewPCG(seed, 1))
-		s, err := api.ToV1(testgen.Slice(r, testgen.Options{}))
+		s, err := api.ToUpstream(testgen.Slice(r, testgen.Options{}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -160,7 +160,7 @@ func TestSharerKeepsEverySliceEqual(t *testing.T) {
 	shared := 0
 	for seed := range uint64(300) {
 		r := rand.New(rand.NewPCG(seed%50, 1)) // every slice comes up six times
-		s, err := api.ToV1(testgen.Slice(r, testgen.Options{}))
+		s, err := api.ToUpstream(testgen.Slice(r, testgen.Options{}))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -31,7 +31,7 @@ func BenchmarkSchedulingCycle(b *testing.B) {
 				node := examplegen.DGXH100Node
 				node.Node = at.Name("node", n)
 				for _, s := range node.Slices(examplegen.Flat) {
-					v, err := api.ToV1(s)
+					v, err := api.ToUpstream(s)
 					if err != nil {
 						b.Fatal(err)
 					}

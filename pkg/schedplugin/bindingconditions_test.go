@@ -23,7 +23,7 @@ import (
 // "failed".
 func attachedGPU(t *testing.T) []runtime.Object {
 	t.Helper()
-	v, err := api.ToV1(at.Slice("node-1-devices").Driver(driver).Pool("node-1").Node("node-1").Count(1).
+	v, err := api.ToUpstream(at.Slice("node-1-devices").Driver(driver).Pool("node-1").Node("node-1").Count(1).
 		Device(at.Device("gpu-0").BindingConditions("attached")).Obj())
 	must(t, err)
 	v.UID = types.UID("uid-" + v.Name)

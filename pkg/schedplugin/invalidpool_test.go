@@ -28,7 +28,7 @@ func TestInvalidPoolInPodStatus(t *testing.T) {
 	}{{
 		name: "consumes a counter set nobody publishes",
 		slice: func(t *testing.T) runtime.Object {
-			v, err := api.ToV1(at.Slice("node-1-devices").Driver(driver).Pool("node-1").Node("node-1").Count(1).
+			v, err := api.ToUpstream(at.Slice("node-1-devices").Driver(driver).Pool("node-1").Node("node-1").Count(1).
 				Device(at.Device("gpu-0").Consumes("gpu-0-counters", "memory", "40Gi")).Obj())
 			must(t, err)
 			return v
@@ -37,7 +37,7 @@ func TestInvalidPoolInPodStatus(t *testing.T) {
 	}, {
 		name: "served with spec.mixins, which this build cannot read",
 		slice: func(t *testing.T) runtime.Object {
-			v, err := api.ToV1(at.Slice("node-1-devices").Driver(driver).Pool("node-1").Node("node-1").Count(1).
+			v, err := api.ToUpstream(at.Slice("node-1-devices").Driver(driver).Pool("node-1").Node("node-1").Count(1).
 				Device(at.Device("gpu-0")).Obj())
 			must(t, err)
 			v.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "driver", Operation: metav1.ManagedFieldsOperationApply, FieldsType: "FieldsV1",

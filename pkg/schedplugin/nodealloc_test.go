@@ -61,7 +61,7 @@ func cpuObjects(t *testing.T) []runtime.Object {
 	b = b.Device(at.Device("nic").Str("kind", "nic").Multi().
 		NodeResource(v1.ResourceMemory, resourcev1.NodeAllocatableResource{Overhead: &resourcev1.NodeAllocatableOverhead{
 			PerPod: ptr.To(resource.MustParse("100Mi")), PerContainer: ptr.To(resource.MustParse("10Mi"))}}))
-	v, err := api.ToV1(b.Obj())
+	v, err := api.ToUpstream(b.Obj())
 	must(t, err)
 	v.UID = "uid-node-1-cpus"
 	return []runtime.Object{v,

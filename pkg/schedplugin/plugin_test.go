@@ -42,7 +42,7 @@ func gpuObjects(t *testing.T) []runtime.Object {
 			at.Device("gpu-0-part-0").Consumes("gpu-0-counters", "memory", "20Gi"),
 			at.Device("gpu-0-part-1").Consumes("gpu-0-counters", "memory", "20Gi")).Obj(),
 	} {
-		v, err := api.ToV1(s)
+		v, err := api.ToUpstream(s)
 		must(t, err)
 		v.UID = types.UID("uid-" + v.Name)
 		out = append(out, v)

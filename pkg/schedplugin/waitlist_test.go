@@ -163,7 +163,7 @@ func TestNewSliceActivatesPod(t *testing.T) {
 	if _, node, statuses := schedule(t, c, podA, node2, node1); node != "node-1" {
 		t.Fatalf("pod-a not placed: %v", statuses)
 	}
-	s, err := api.ToV1(at.Slice("node-2-devices").Driver(driver).Pool("node-2").Node("node-2").Device(at.Device("gpu-0")).Obj())
+	s, err := api.ToUpstream(at.Slice("node-2-devices").Driver(driver).Pool("node-2").Node("node-2").Device(at.Device("gpu-0")).Obj())
 	must(t, err)
 	_, err = c.client.ResourceV1().ResourceSlices().Create(context.Background(), s, metav1.CreateOptions{})
 	must(t, err)

@@ -297,13 +297,13 @@ func (e *ConflictError) Error() string {
 }
 
 // SetSlice adds or replaces a resource.k8s.io/v1 ResourceSlice, by name.
-// The State reads the object in place (api.FromV1Shared): it must not be
+// The State reads the object in place (api.FromUpstreamShared): it must not be
 // modified afterwards, as informer objects are not.
 func (s *State) SetSlice(obj *resourcev1.ResourceSlice) error {
 	if obj == nil || obj.Name == "" {
 		return fmt.Errorf("ResourceSlice: name is required")
 	}
-	return s.setSlice(api.FromV1Shared(obj), api.UnreadFields(obj.ManagedFields))
+	return s.setSlice(api.FromUpstreamShared(obj), api.UnreadFields(obj.ManagedFields))
 }
 
 // SetMixinSlice adds or replaces a ResourceSlice that may use KEP-5234

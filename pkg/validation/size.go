@@ -32,7 +32,7 @@ const SizeWarningBytes = EtcdMaxObjectBytes / 10 * 9
 // CounterSet), includes as repeated strings, each field with a one-byte
 // tag.
 func StoredSize(s *api.ResourceSlice) int {
-	v1, err := api.ToV1(plain(s))
+	v1, err := api.ToUpstream(plain(s))
 	if err != nil {
 		return 0
 	}

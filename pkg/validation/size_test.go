@@ -54,7 +54,7 @@ func TestWorstCaseSizes(t *testing.T) {
 				// there is one.
 				var obj any = s
 				if !s.UsesMixins() {
-					v1, err := api.ToV1(s)
+					v1, err := api.ToUpstream(s)
 					if err != nil {
 						t.Fatal(err)
 					}

@@ -305,7 +305,7 @@ func stateMemory(b *strings.Builder, nodes int) {
 			n.Node = fmt.Sprintf("dgx-%04d", i)
 			names = append(names, n.Node)
 			for _, s := range n.Slices(examplegen.Flat) {
-				v, err := api.ToV1(s)
+				v, err := api.ToUpstream(s)
 				if err != nil {
 					fail(err)
 				}
@@ -360,7 +360,7 @@ overlay. Live heap after garbage collection:
 | the State on top of them (indexes, tables, results) | %.1f MiB | %.0f KiB |
 | total | %.1f MiB | %.0f KiB |
 
-The State shares the objects' maps (api.FromV1Shared) instead of copying
+The State shares the objects' maps (api.FromUpstreamShared) instead of copying
 them; what it adds is its indexes: %.0f %% of the objects' own size.
 `, nodes, nodes, len(v1), devices, fitted,
 		mib(objects), kib(objects)/float64(nodes), mib(held), kib(held)/float64(nodes), mib(objects+held), kib(objects+held)/float64(nodes),

@@ -287,7 +287,7 @@ func writeRegression(dir string, sc *scenario.Scenario, node, sig string, opts d
 		header = append(header, "detail: "+oneLine(r.Detail, 2000))
 	}
 	header = append(header,
-		"Slices are written as dractl reads them (mixins kept); upstream gets api.ToV1.",
+		"Slices are written as dractl reads them (mixins kept); upstream gets api.ToUpstream.",
 		"Claims with status.allocation are already allocated; the others are allocated together, in file order.",
 		"replay: go -C conformance run ./cmd/conformance -replay "+path)
 	if err := os.MkdirAll(dir, 0o755); err != nil {

@@ -121,7 +121,7 @@ func newAllocator(ctx context.Context, f internal.Features, allocated internal.A
 	// it.
 	in := make([]*api.ResourceSlice, len(slices))
 	for i, s := range slices {
-		in[i] = api.FromV1(s)
+		in[i] = api.FromUpstream(s)
 	}
 	a, err := allocator.New(allocator.Input{Pools: pool.Assemble(in), Classes: list, Allocated: stateClaims(allocated)},
 		allocator.Options{Features: gateSet(f), Compiler: compiler, NewShareID: func() types.UID { return "fixed" }})

@@ -126,7 +126,7 @@ func TestLargestSlicesCostLittleBeyondThemselves(t *testing.T) {
 		for i := range objects {
 			// A fresh worst case each: objects decoded from the wire share
 			// no strings with each other.
-			o, err := api.ToV1(testgen.WorstCaseFlat(testgen.StringAttributes)["devices"])
+			o, err := api.ToUpstream(testgen.WorstCaseFlat(testgen.StringAttributes)["devices"])
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -96,7 +96,7 @@ func TestDeltasLogEveryRefusal(t *testing.T) {
 func TestSlicesAndClassesApply(t *testing.T) {
 	st := state.New(state.Options{})
 	logger, lines := logLines()
-	s, err := api.ToV1(at.Slice("s").Driver("gpu.example.com").Pool("node-1").Node("node-1").Device(at.Device("gpu-0")).Obj())
+	s, err := api.ToUpstream(at.Slice("s").Driver("gpu.example.com").Pool("node-1").Node("node-1").Device(at.Device("gpu-0")).Obj())
 	if err != nil {
 		t.Fatal(err)
 	}
