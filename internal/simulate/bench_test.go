@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/dractl/dractl/pkg/allocator"
-	"github.com/dractl/dractl/pkg/workload"
 )
 
 // BenchmarkSimulate1000DGX runs 100,000 claim events (arrivals and
@@ -95,13 +94,13 @@ func BenchmarkPacking500DGX(b *testing.B) {
 // CPU seconds of the search, the nodes needed and the runs it took.
 func BenchmarkNodesNeeded24Streams(b *testing.B) {
 	set := migWorkload(0, 60, 20*time.Second, 30*time.Minute)
-	base := set.Registered[0].(*workload.Workload)
-	set.Registered = nil
+	base := set.Workloads[0]
+	set.Workloads = nil
 	for seed := range int64(24) {
 		w := *base
 		w.Name = fmt.Sprintf("tenant-%02d", seed)
 		w.Spec.Seed = seed
-		set.Registered = append(set.Registered, &w)
+		set.Workloads = append(set.Workloads, &w)
 	}
 	s := mustStream(b, set)
 	c := dgxCluster(1)

@@ -65,7 +65,7 @@ func migWorkload(seed int64, pods int32, interarrival, lifetime time.Duration) *
 		})
 		w.Spec.Mix = append(w.Spec.Mix, workload.MixEntry{Name: name, Weight: p.weight, ResourceClaimTemplates: []string{name}})
 	}
-	set.Registered = []any{w}
+	set.Workloads = []*workload.Workload{w}
 	return set
 }
 

@@ -70,7 +70,7 @@ func NewStream(set *decode.Set) (*Stream, error) {
 		b.templates[types.NamespacedName{Namespace: t.Namespace, Name: t.Name}] = t
 	}
 	s := &Stream{}
-	for _, w := range decode.ObjectsOf[*workload.Workload](set) {
+	for _, w := range set.Workloads {
 		s.Pods = append(s.Pods, b.generate(w)...)
 		s.Name = join(s.Name, "Workload "+w.Namespace+"/"+w.Name)
 	}

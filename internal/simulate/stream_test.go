@@ -13,7 +13,6 @@ import (
 
 	"github.com/dractl/dractl/pkg/allocator"
 	"github.com/dractl/dractl/pkg/podclaims"
-	"github.com/dractl/dractl/pkg/workload"
 )
 
 func TestGeneratedStream(t *testing.T) {
@@ -92,7 +91,7 @@ func TestClassify(t *testing.T) {
 // read from a file keeps its spec.priority.
 func TestPriority(t *testing.T) {
 	set := migWorkload(1, 200, time.Second, 0)
-	w := set.Registered[0].(*workload.Workload)
+	w := set.Workloads[0]
 	w.Spec.Mix[0].Priority = 7
 	prio := int32(-3)
 	set.Pods = append(set.Pods, &corev1.Pod{

@@ -1,7 +1,6 @@
 package decode
 
 import (
-	"reflect"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -10,13 +9,15 @@ import (
 	resourcehelper "k8s.io/component-helpers/resource"
 
 	"github.com/dractl/dractl/pkg/api"
+	"github.com/dractl/dractl/pkg/workload"
 )
 
 // The defaults below are those kube-apiserver 1.37 applies: to
 // resource.k8s.io/v1 objects, the +default markers of the v1 types (only
 // DeviceToleration.operator has one) and the hand-written defaulters of
 // pkg/apis/resource/v1 (ExactDeviceRequest, DeviceSubRequest,
-// DeviceTaint); to Nodes and Pods, those a verb reads (see defaultNode).
+// DeviceTaint); to Nodes and Pods, those a verb reads (see defaultNode);
+// to Workloads, pkg/workload's.
 // Every function is idempotent.
 
 // SetDefaults applies API-server defaults to one of the object types that
@@ -35,12 +36,10 @@ func SetDefaults(obj any) bool {
 		defaultNode(o)
 	case *corev1.Pod:
 		defaultPod(o)
+	case *workload.Workload:
+		workload.SetDefaults(o)
 	default:
-		def, ok := defaulters[reflect.TypeOf(obj)]
-		if !ok {
-			return false
-		}
-		def(obj)
+		return false
 	}
 	return true
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/dractl/dractl/pkg/api"
+	"github.com/dractl/dractl/pkg/workload"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	resourcev1alpha3 "k8s.io/api/resource/v1alpha3"
@@ -57,54 +58,8 @@ var kinds = []kindInfo{
 	{v1alpha3, "DeviceTaintRule", false, reflect.TypeFor[resourcev1alpha3.DeviceTaintRule](), true, false},
 	{"v1", "Node", false, reflect.TypeFor[corev1.Node](), false, false},
 	{"v1", "Pod", true, reflect.TypeFor[corev1.Pod](), false, false},
-}
-
-// builtinKinds is how many of kinds are the Kubernetes kinds; those after
-// them were registered.
-var builtinKinds = len(kinds)
-
-// Kind is a kind of object beyond the Kubernetes kinds above, which a
-// package of dractl's own defines (pkg/workload) and adds with Register,
-// so that it is read as strictly as they are without this package
-// depending on it.
-type Kind struct {
-	APIVersion string
-	Kind       string
-	Namespaced bool
-	// Type is the struct type; objects decode into a new *Type, which
-	// must embed metav1.TypeMeta and metav1.ObjectMeta.
-	Type reflect.Type
-	// Default applies the kind's defaults to an object of it; nil for
-	// none. It must be idempotent, as SetDefaults is.
-	Default func(obj any)
-}
-
-// defaulters are the registered kinds' Default functions by type.
-var defaulters = map[reflect.Type]func(any){}
-
-// Register adds a kind to the kinds every decode reads strictly. It is
-// meant for package initialisation: the table is read without a lock, so
-// a call after decoding has started is a data race. Registering a kind
-// twice panics, as a duplicate registration is a programming error.
-func Register(k Kind) {
-	if lookupKind(k.APIVersion, k.Kind) != nil {
-		panic("decode: kind " + k.APIVersion + "/" + k.Kind + " registered twice")
-	}
-	kinds = append(kinds, kindInfo{apiVersion: k.APIVersion, kind: k.Kind, namespaced: k.Namespaced, typ: k.Type})
-	if k.Default != nil {
-		defaulters[reflect.PointerTo(k.Type)] = k.Default
-	}
-}
-
-// registered reports whether obj is of a kind added with Register.
-func registered(obj any) bool {
-	t := reflect.TypeOf(obj)
-	for _, k := range kinds[builtinKinds:] {
-		if reflect.PointerTo(k.typ) == t {
-			return true
-		}
-	}
-	return false
+	// dractl's own kind: what dractl simulate reads (pkg/workload).
+	{workload.APIVersion, workload.Kind, true, reflect.TypeFor[workload.Workload](), false, false},
 }
 
 func lookupKind(apiVersion, kind string) *kindInfo {

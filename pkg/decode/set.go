@@ -2,6 +2,7 @@ package decode
 
 import (
 	"github.com/dractl/dractl/pkg/api"
+	"github.com/dractl/dractl/pkg/workload"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 )
@@ -15,9 +16,7 @@ type Set struct {
 	TaintRules     []*resourcev1.DeviceTaintRule
 	Nodes          []*corev1.Node
 	Pods           []*corev1.Pod
-	// Registered are the objects of kinds added with Register, in input
-	// order; ObjectsOf picks one kind out.
-	Registered []any
+	Workloads      []*workload.Workload
 	// Sources maps each object pointer above to where it was read.
 	Sources map[any]Source
 }
@@ -42,11 +41,10 @@ func Group(objs []Object) *Set {
 			s.Nodes = append(s.Nodes, v)
 		case *corev1.Pod:
 			s.Pods = append(s.Pods, v)
+		case *workload.Workload:
+			s.Workloads = append(s.Workloads, v)
 		default:
-			if !registered(v) {
-				continue
-			}
-			s.Registered = append(s.Registered, v)
+			continue
 		}
 		s.Sources[o.Obj] = o.Source
 	}
@@ -57,16 +55,4 @@ func Group(objs []Object) *Set {
 func (s *Set) Source(obj any) (Source, bool) {
 	src, ok := s.Sources[obj]
 	return src, ok
-}
-
-// ObjectsOf returns the objects of type T among s.Registered, in input
-// order.
-func ObjectsOf[T any](s *Set) []T {
-	var out []T
-	for _, o := range s.Registered {
-		if t, ok := o.(T); ok {
-			out = append(out, t)
-		}
-	}
-	return out
 }
