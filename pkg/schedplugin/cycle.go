@@ -47,6 +47,15 @@ type cycleState struct {
 	// mark is the waitlist's mark, read before snap was taken.
 	mark uint64
 
+	// mu guards what Filter writes per node: results, unavailable,
+	// rejected, invalid, waiting, nodeStatuses and the variant maps of
+	// ext. Filter runs on many nodes in parallel goroutines, and again
+	// during preemption's dry runs, which PostFilter starts in parallel
+	// on clones that share this state (Clone); Score, PostFilter and
+	// Reserve read those fields and take mu for that reason. The fields
+	// above mu are set in PreFilter, before any Filter, and only read
+	// afterwards; the ones Reserve sets below are the binding cycle's,
+	// one goroutine at a time, and need no lock.
 	mu sync.Mutex
 	// results are the allocations per node, one per pending claim.
 	results map[string][]*resourcev1.AllocationResult

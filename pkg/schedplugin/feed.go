@@ -30,6 +30,9 @@ type feed struct {
 	waiting *waitlist
 	logger  klog.Logger
 
+	// mu guards every field below and orders the State's writes: the
+	// informer's handlers, Reserve, Unreserve and PreBind all change
+	// claims or assumptions, and each reads the State before writing it.
 	mu sync.Mutex
 	// foreignClaims returns the claims ("namespace/name") that pods of
 	// other scheduling profiles reference: of the pending claims, the only

@@ -34,6 +34,8 @@ type bindGate struct {
 	staleAfter time.Duration
 	now        func() time.Time
 
+	// mu guards inFlight, freed and waiters: the scheduling cycle adds,
+	// binding cycles (one goroutine per pod) remove.
 	mu sync.Mutex
 	// inFlight are the pods that passed Reserve, with when they did.
 	inFlight map[types.UID]time.Time

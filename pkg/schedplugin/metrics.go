@@ -66,7 +66,10 @@ var (
 	memoizedDesc    = metrics.NewDesc(MetricMemoizedAnswers, "Answers of a node to a cycle, remembered from an earlier cycle (hit) or computed by the allocator (miss).", []string{"profile", "result"}, nil, metrics.ALPHA, "")
 	assumptionsDesc = metrics.NewDesc(MetricAssumptions, "Allocations the plugin's State holds assumed: in flight, or written and not yet seen.", []string{"profile"}, nil, metrics.ALPHA, "")
 
-	states       = &stateCollector{states: map[string]*state.State{}}
+	states = &stateCollector{states: map[string]*state.State{}}
+	// registerOnce: the metrics are process-wide (legacyregistry) while
+	// a plugin is made per profile and again after a restart in the
+	// process; registering twice panics.
 	registerOnce sync.Once
 )
 
@@ -87,6 +90,7 @@ func registerMetrics(profile string, st *state.State) {
 // stateCollector reads what the profiles' States count when scraped.
 type stateCollector struct {
 	metrics.BaseStableCollector
+	// mu guards states: plugins register while a scrape reads.
 	mu     sync.Mutex
 	states map[string]*state.State
 }

@@ -39,6 +39,8 @@ const whyMappedShared = "node allocatable resource claim %s has a mapped device 
 // their containers' requests, kept from Reserve until the scheduler's
 // cache holds the pod with its statuses (or the pod is gone).
 type footprints struct {
+	// mu guards nodes: Reserve adds, the pod informer's handler forgets,
+	// and Filter reads on many goroutines.
 	mu    sync.Mutex
 	nodes map[string]map[types.UID]nodealloc.Amounts
 }

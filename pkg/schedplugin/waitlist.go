@@ -30,6 +30,10 @@ type waitlist struct {
 	// still in its scheduling cycle when the cycle ends.
 	activate func(map[string]*v1.Pod)
 
+	// mu guards mark and pods together: a rejection is recorded against
+	// the mark it read, and a change bumps the mark and activates the
+	// pods that saw an older one, so neither may interleave with the
+	// other.
 	mu sync.Mutex
 	// mark counts the State changes that may have made room.
 	mark uint64
