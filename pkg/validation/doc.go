@@ -63,30 +63,33 @@
 //
 // # Slices with mixins
 //
-// A slice that uses mixins (api.ResourceSlice.UsesMixins) follows KEP-5234,
-// KEP-5234 "Limits", which replaces per-object limits by slice-wide ones:
+// A slice that uses mixins (api.ResourceSlice.UsesMixins) follows KEP-5234
+// "Limits", which replaces per-object limits by slice-wide ones. The
+// limits are named here and valued only in limits.go:
 //
-//	                               plain slice        with mixins
-//	devices                        128 (64 advanced)  128
-//	counter sets                   8                  32
-//	counters per counter set       32                 - (256 across sets and counter set mixins)
-//	counters per consumption       32                 - (2048 consumed across consumptions and their mixins)
-//	consumptions per device        2                  4
-//	taints per device              16                 4
-//	attributes+capacities / device 32                 32 on the flattened device, 4096 across devices and device mixins
+//	                          plain slice                                    with mixins
+//	devices                   MaxDevices (MaxDevicesWithAdvancedFeatures)    MixinMaxDevices
+//	counter sets              MaxCounterSets                                 MixinMaxCounterSets
+//	counters per counter set  MaxCountersPerCounterSet                       - (MixinMaxCountersPerSlice across sets and counter set mixins)
+//	counters per consumption  MaxCountersPerConsumption                      - (MixinMaxConsumedCountersPerSlice across consumptions and their mixins)
+//	consumptions per device   MaxConsumptionsPerDevice                       MixinMaxConsumptionsPerDevice
+//	taints per device         MaxTaintsPerDevice                             MixinMaxTaintsPerDevice
+//	attributes+capacities     MaxAttributesAndCapacitiesPerDevice per device MixinMaxAttributesAndCapacitiesPerDevice on the flattened device, MixinMaxAttributesAndCapacitiesPerSlice across devices and device mixins
 //
-// The "advanced features" limit of 64 devices does not apply with mixins:
-// the slice-wide totals bound the object size it protected. Totals count
-// entries where they are written (the size of the object), the per-device
-// 32 counts the flattened device. Every include must name a mixin of its
-// kind in the same slice (field.NotFound at includes[j]); includes per
-// device and counter set are at most 8, per consumption 4. Counters of a
-// counter set or consumption may come entirely from mixins: "counters is
-// required" applies to the flattened object. Mixin names are DNS labels,
-// unique per kind; counter mixins must have counters. A device mixin's
-// capacity may carry a requestPolicy, but a device that does not allow
-// multiple allocations must not receive one through an include.
+// The "advanced features" device limit does not apply with mixins: the
+// slice-wide totals bound the object size it protected. Totals count
+// entries where they are written (the size of the object); the per-device
+// limit counts the flattened device. Every include must name a mixin of
+// its kind in the same slice (field.NotFound at includes[j]); includes are
+// at most MaxDeviceIncludes per device, MaxCounterSetIncludes per counter
+// set and MaxConsumptionIncludes per consumption. Counters of a counter
+// set or consumption may come entirely from mixins: "counters is required"
+// applies to the flattened object. Mixin names are DNS labels, unique per
+// kind; counter mixins must have counters. A device mixin's capacity may
+// carry a requestPolicy, but a device that does not allow multiple
+// allocations must not receive one through an include.
 //
-// Warnings apply to slices with mixins as well, except that 2048 consumed
-// counters is a KEP-5234 limit there and stays an error.
+// Warnings apply to slices with mixins as well, except that
+// MaxConsumedCountersPerSlice is a KEP-5234 limit there and stays an
+// error.
 package validation
