@@ -34,13 +34,13 @@ const (
 	AfterUnprepareStarted   Failpoint = "unprepare-started"   // UnprepareStarted written
 	AfterCDIRemoved         Failpoint = "cdi-removed"         // the CDI spec is gone
 	AfterPartitionDestroyed Failpoint = "partition-destroyed" // a partition is gone
-	AfterUnprepareDone      Failpoint = "checkpoint-deleted"  // the claim's checkpoint is gone
+	AfterCheckpointDeleted  Failpoint = "checkpoint-deleted"  // the claim's checkpoint is gone
 )
 
 // PrepareFailpoints and UnprepareFailpoints list the steps in order.
 var (
 	PrepareFailpoints   = []Failpoint{AfterPrepareStarted, AfterPartitionCreated, AfterPartitionRecorded, AfterCDIWritten, AfterPrepareCompleted}
-	UnprepareFailpoints = []Failpoint{AfterUnprepareStarted, AfterCDIRemoved, AfterPartitionDestroyed, AfterUnprepareDone}
+	UnprepareFailpoints = []Failpoint{AfterUnprepareStarted, AfterCDIRemoved, AfterPartitionDestroyed, AfterCheckpointDeleted}
 )
 
 // Config configures a Kit.
@@ -364,7 +364,7 @@ func (k *Kit) rollBack(ctx context.Context, rec *ClaimRecord) error {
 		return because(ReasonCheckpoint, fmt.Errorf("delete checkpoint of claim %s: %w", rec.UID, err))
 	}
 	k.release(rec.UID)
-	k.failpoint(AfterUnprepareDone)
+	k.failpoint(AfterCheckpointDeleted)
 	return nil
 }
 
