@@ -23,6 +23,7 @@ import (
 	"github.com/dractl/dractl/pkg/mig"
 	"github.com/dractl/dractl/pkg/nvmlgpu"
 	"github.com/dractl/dractl/pkg/nvmlgpu/nvmlmock"
+	"github.com/dractl/dractl/pkg/validation"
 )
 
 // TestXIDBecomesTaints runs the kit's driver on the NVML profile of a mock
@@ -68,6 +69,8 @@ func TestXIDBecomesTaints(t *testing.T) {
 		Config:   driverkit.Config{DriverName: driver, Profile: gpus, StateDir: filepath.Join(dir, "state"), CDIDir: filepath.Join(dir, "cdi"), CDIClass: "gpu"},
 		NodeName: node, KubeClient: client, RegistrarDir: filepath.Join(sockets, "reg"), PluginDir: filepath.Join(sockets, "plugin"),
 		HealthInterval: 20 * time.Millisecond, HealthTaints: driverkit.HealthTaints{Notices: true},
+		// The fake clientset reports no version a server has.
+		Server: &driverkit.Server{Version: "v1.37.2", Minor: validation.KubeVersion{Minor: 37}, Rules: validation.KubeVersion{Minor: 37}},
 	}, gpus.Pool())
 	if err != nil {
 		t.Fatal(err)

@@ -59,8 +59,8 @@ type GPUs struct {
 
 	// mu serializes creating and destroying instances, and guards the
 	// record: a record is written before the NVML call it announces.
-	mu    sync.Mutex
-	state *state
+	mu      sync.Mutex
+	records *instanceRecords
 
 	health health
 }
@@ -109,7 +109,7 @@ func New(lib nvml.Interface, opts Options, log logr.Logger) (*GPUs, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &GPUs{lib: lib, gpus: gpus, opts: opts, log: log, state: st, devices: map[string]partition{}}
+	g := &GPUs{lib: lib, gpus: gpus, opts: opts, log: log, records: st, devices: map[string]partition{}}
 	g.node = mig.Node{Driver: opts.Driver, Node: opts.Node, DriverVersion: driverVersion, CUDADriverVersion: cudaVersion, Discovered: make([]mig.GPU, len(gpus))}
 	for i, gp := range gpus {
 		g.node.Discovered[i] = gp.GPU
@@ -166,7 +166,7 @@ func (g *GPUs) CreatePartition(_ context.Context, claim types.UID, dev driverkit
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if in := g.state.find(claim, dev.Device); in != nil {
+	if in := g.records.find(claim, dev.Device); in != nil {
 		if live, err := g.live(in); err != nil {
 			return driverkit.Partition{}, err
 		} else if live && (in.Whole || in.CI != nil && in.UUID != "") {
@@ -177,7 +177,7 @@ func (g *GPUs) CreatePartition(_ context.Context, claim types.UID, dev driverkit
 			return driverkit.Partition{}, err
 		}
 	}
-	for _, other := range g.state.onGPU(part.gpu.UUID) {
+	for _, other := range g.records.onGPU(part.gpu.UUID) {
 		if other.Whole || part.whole() {
 			return driverkit.Partition{}, fmt.Errorf("insufficient resources on GPU %d: %s is prepared for claim %s", part.gpu.Index, other.Device, other.Claim)
 		}
@@ -192,14 +192,14 @@ func (g *GPUs) CreatePartition(_ context.Context, claim types.UID, dev driverkit
 			}
 		}
 		in.Whole, in.UUID = true, part.gpu.UUID
-		if err := g.state.add(in); err != nil {
+		if err := g.records.add(in); err != nil {
 			return driverkit.Partition{}, err
 		}
 		return in.partition(), nil
 	}
 	info := part.gpu.profiles[part.profile]
 	in.Profile, in.ProfileID, in.Start, in.Size, in.ComputeSlices = part.profile, info.Id, part.start, part.size, ciSlices
-	if err := g.state.add(in); err != nil {
+	if err := g.records.add(in); err != nil {
 		return driverkit.Partition{}, err
 	}
 	if err := g.create(part, in, info); err != nil {
@@ -248,7 +248,7 @@ func (g *GPUs) create(part partition, in *instance, info nvml.GpuInstanceProfile
 	if in.CapMinors, err = capMinors(g.opts.MigMinors, part.gpu.minor, giInfo.Id, ciID); err != nil {
 		return err
 	}
-	return g.state.save()
+	return g.records.save()
 }
 
 func computeInstanceID(ci nvml.ComputeInstance) (uint32, nvml.Return) {
@@ -428,7 +428,7 @@ func (g *GPUs) destroy(in *instance) error {
 			}
 		}
 	}
-	return g.state.remove(in)
+	return g.records.remove(in)
 }
 
 // destroyGI destroys a GPU instance's compute instances, then it: NVML
@@ -459,7 +459,7 @@ func destroyGI(gi nvml.GpuInstance) error {
 func (g *GPUs) DestroyPartition(_ context.Context, p driverkit.Partition) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	in := g.state.find(p.Claim, p.Device)
+	in := g.records.find(p.Claim, p.Device)
 	if in == nil {
 		return nil
 	}
@@ -475,7 +475,7 @@ func (g *GPUs) Partitions(context.Context) ([]driverkit.Partition, error) {
 	defer g.mu.Unlock()
 	var out []driverkit.Partition
 	var gone []*instance
-	for _, in := range g.state.instances {
+	for _, in := range g.records.instances {
 		live, err := g.live(in)
 		if err != nil {
 			return nil, err
@@ -488,7 +488,7 @@ func (g *GPUs) Partitions(context.Context) ([]driverkit.Partition, error) {
 	}
 	for _, in := range gone {
 		g.log.Info("Forgetting a recorded partition NVML no longer has", "device", in.Device, "claim", in.Claim, "gpu", in.GPUUUID)
-		if err := g.state.remove(in); err != nil {
+		if err := g.records.remove(in); err != nil {
 			return nil, err
 		}
 	}
@@ -509,7 +509,7 @@ func (g *GPUs) ContainerEdits(claim types.UID, dev driverkit.AllocatedDevice, p 
 		return cdispec.ContainerEdits{}
 	}
 	g.mu.Lock()
-	in := g.state.find(claim, dev.Device)
+	in := g.records.find(claim, dev.Device)
 	var minors []int
 	var ciSlices uint32
 	if in != nil {

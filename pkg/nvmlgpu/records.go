@@ -61,14 +61,14 @@ type stateFile struct {
 
 const stateVersion = 1
 
-// state keeps the records in memory and on disk; callers serialize.
-type state struct {
+// instanceRecords keeps the records of the instances the driver made in memory and on disk; callers serialize.
+type instanceRecords struct {
 	path      string
 	instances []*instance
 }
 
-func loadState(path string) (*state, error) {
-	s := &state{path: path}
+func loadState(path string) (*instanceRecords, error) {
+	s := &instanceRecords{path: path}
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return s, nil
@@ -87,7 +87,7 @@ func loadState(path string) (*state, error) {
 	return s, nil
 }
 
-func (s *state) save() error {
+func (s *instanceRecords) save() error {
 	data, err := json.MarshalIndent(stateFile{Version: stateVersion, Instances: s.instances}, "", "  ")
 	if err != nil {
 		return err
@@ -95,7 +95,7 @@ func (s *state) save() error {
 	return driverkit.WriteFileAtomic(s.path, data)
 }
 
-func (s *state) find(claim types.UID, device string) *instance {
+func (s *instanceRecords) find(claim types.UID, device string) *instance {
 	for _, in := range s.instances {
 		if in.Claim == claim && in.Device == device {
 			return in
@@ -104,17 +104,17 @@ func (s *state) find(claim types.UID, device string) *instance {
 	return nil
 }
 
-func (s *state) add(in *instance) error {
+func (s *instanceRecords) add(in *instance) error {
 	s.instances = append(s.instances, in)
 	return s.save()
 }
 
-func (s *state) remove(in *instance) error {
+func (s *instanceRecords) remove(in *instance) error {
 	s.instances = slices.DeleteFunc(s.instances, func(x *instance) bool { return x == in })
 	return s.save()
 }
 
-func (s *state) onGPU(uuid string) []*instance {
+func (s *instanceRecords) onGPU(uuid string) []*instance {
 	var out []*instance
 	for _, in := range s.instances {
 		if in.GPUUUID == uuid {
