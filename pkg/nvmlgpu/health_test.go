@@ -15,15 +15,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	testingclock "k8s.io/utils/clock/testing"
 
+	"github.com/dractl/dractl/internal/testing/fakeapi"
 	"github.com/dractl/dractl/pkg/driverkit"
 	"github.com/dractl/dractl/pkg/mig"
 	"github.com/dractl/dractl/pkg/nvmlgpu"
 	"github.com/dractl/dractl/pkg/nvmlgpu/nvmlmock"
-	"github.com/dractl/dractl/pkg/validation"
 )
 
 // TestXIDBecomesTaints runs the kit's driver on the NVML profile of a mock
@@ -47,7 +46,8 @@ func TestXIDBecomesTaints(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	client := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node, UID: "node-uid"}})
+	client := fakeapi.NewClientset(fakeapi.Default, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node, UID: "node-uid"}})
+	defer client.Close()
 	var n atomic.Int64
 	client.PrependReactor("create", "*", func(action k8stesting.Action) (bool, runtime.Object, error) {
 		if obj, ok := action.(k8stesting.CreateAction).GetObject().(metav1.Object); ok && obj.GetName() == "" {
@@ -69,8 +69,6 @@ func TestXIDBecomesTaints(t *testing.T) {
 		Config:   driverkit.Config{DriverName: driver, Profile: gpus, StateDir: filepath.Join(dir, "state"), CDIDir: filepath.Join(dir, "cdi"), CDIClass: "gpu"},
 		NodeName: node, KubeClient: client, RegistrarDir: filepath.Join(sockets, "reg"), PluginDir: filepath.Join(sockets, "plugin"),
 		HealthInterval: 20 * time.Millisecond, HealthTaints: driverkit.HealthTaints{Notices: true},
-		// The fake clientset reports no version a server has.
-		Server: &driverkit.Server{Version: "v1.37.2", Minor: validation.KubeVersion{Minor: 37}, Rules: validation.KubeVersion{Minor: 37}},
 	}, gpus.Pool())
 	if err != nil {
 		t.Fatal(err)
