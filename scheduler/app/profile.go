@@ -7,6 +7,8 @@ import (
 	"runtime/pprof"
 	"sync"
 	"syscall"
+
+	"k8s.io/component-base/cli"
 )
 
 // ProfileEnv names the environment variable that turns on CPU profiling
@@ -87,4 +89,18 @@ func (p *phaseProfile) endLocked() {
 	pprof.StopCPUProfile()
 	p.f.Close()
 	p.f = nil
+}
+
+// Main runs dractl-scheduler, the profile ProfileEnv asks for around it,
+// and returns its exit code: the whole program, which each minor's module
+// wraps in its own main package.
+func Main() int {
+	stop, err := StartProfiling()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	code := cli.Run(NewCommand())
+	stop()
+	return code
 }

@@ -46,10 +46,7 @@ replace (
 	k8s.io/streaming => k8s.io/streaming v0.38.0-beta.0
 )
 
-require (
-	github.com/dractl/dractl/scheduler v0.0.0-00010101000000-000000000000
-	k8s.io/component-base v0.38.0-beta.0
-)
+require github.com/dractl/dractl/scheduler v0.0.0-00010101000000-000000000000
 
 require (
 	cel.dev/cel-go v0.33.2 // indirect
@@ -137,6 +134,7 @@ require (
 	k8s.io/apiserver v0.38.0-beta.0 // indirect
 	k8s.io/client-go v0.38.0-beta.0 // indirect
 	k8s.io/cloud-provider v0.0.0 // indirect
+	k8s.io/component-base v0.38.0-beta.0 // indirect
 	k8s.io/component-helpers v0.38.0-beta.0 // indirect
 	k8s.io/controller-manager v0.38.0-beta.0 // indirect
 	k8s.io/csi-translation-lib v0.0.0 // indirect

@@ -4,21 +4,9 @@
 package main
 
 import (
-	"fmt"
 	"os"
-
-	"k8s.io/component-base/cli"
 
 	"github.com/dractl/dractl/scheduler/app"
 )
 
-func main() {
-	stop, err := app.StartProfiling()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := cli.Run(app.NewCommand())
-	stop()
-	os.Exit(code)
-}
+func main() { os.Exit(app.Main()) }
