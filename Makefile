@@ -42,7 +42,7 @@ driver:
 # a tree of packages, or code that makes the linker keep every method,
 # shows here.
 # The GPU driver's 46 MB (38 MB before) are its /metrics behind delegated
-# authentication and authorization (pkg/delegatedauth), which links
+# authentication and authorization (pkg/ops/delegatedauth), which links
 # k8s.io/apiserver's server options as kube-scheduler's endpoint does.
 # The packages refused are ones such a change brought in before: kubectl's
 # cli-runtime (with kustomize), and x/net/trace (its html/template).
@@ -80,8 +80,8 @@ scheduler-1.38:
 # The plugin's, the scheduler command's and the CEL environment's tests
 # compiled against kube-scheduler 1.38.
 scheduler-test-1.38: scheduler-1.38
-	GOTOOLCHAIN=$(GOTOOLCHAIN_138) $(GO) -C scheduler/k8s138 vet -tags k8s138 . github.com/dractl/dractl/pkg/schedplugin github.com/dractl/dractl/pkg/cel github.com/dractl/dractl/scheduler/app
-	GOTOOLCHAIN=$(GOTOOLCHAIN_138) $(GO) -C scheduler/k8s138 test -tags k8s138 -count=1 github.com/dractl/dractl/pkg/schedplugin github.com/dractl/dractl/pkg/cel github.com/dractl/dractl/scheduler/app
+	GOTOOLCHAIN=$(GOTOOLCHAIN_138) $(GO) -C scheduler/k8s138 vet -tags k8s138 . github.com/dractl/dractl/pkg/scheduler/schedplugin github.com/dractl/dractl/pkg/core/cel github.com/dractl/dractl/scheduler/app
+	GOTOOLCHAIN=$(GOTOOLCHAIN_138) $(GO) -C scheduler/k8s138 test -tags k8s138 -count=1 github.com/dractl/dractl/pkg/scheduler/schedplugin github.com/dractl/dractl/pkg/core/cel github.com/dractl/dractl/scheduler/app
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -232,7 +232,7 @@ report-screenshot: build chromium
 # conformance/ module (its own go.mod, so the main module never depends on
 # upstream's allocator) generates N seeded scenarios and compares outcomes
 # and first-fit devices; disagreements are shrunk into
-# pkg/allocator/testdata/regressions/. Last line: "N passed, M failed".
+# pkg/core/allocator/testdata/regressions/. Last line: "N passed, M failed".
 N ?= 2000
 SEED ?= 1
 conformance: conformance-test

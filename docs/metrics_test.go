@@ -15,9 +15,9 @@ import (
 // metricSources are where each component of metrics.md declares its
 // metric names: string constants whose names start with "Metric".
 var metricSources = map[string]string{
-	"driver":    "pkg/driverkit/metrics.go",
-	"scheduler": "pkg/schedplugin/metrics.go",
-	"monitor":   "pkg/monitor/metrics.go",
+	"driver":    "pkg/driver/driverkit/metrics.go",
+	"scheduler": "pkg/scheduler/schedplugin/metrics.go",
+	"monitor":   "pkg/ops/monitor/metrics.go",
 }
 
 // TestMetricsTable: metrics.md names every metric the components declare,

@@ -16,8 +16,8 @@ import (
 
 	"github.com/dractl/dractl/e2e/framework"
 	"github.com/dractl/dractl/internal/testing/testgen"
-	"github.com/dractl/dractl/pkg/api"
-	"github.com/dractl/dractl/pkg/decode"
+	"github.com/dractl/dractl/pkg/core/api"
+	"github.com/dractl/dractl/pkg/core/decode"
 )
 
 // What `dractl flatten` prints is accepted by a real kube-apiserver 1.37,

@@ -18,8 +18,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/dractl/dractl/e2e/framework"
-	"github.com/dractl/dractl/pkg/driverkit"
-	"github.com/dractl/dractl/pkg/monitor"
+	"github.com/dractl/dractl/pkg/driver/driverkit"
+	"github.com/dractl/dractl/pkg/ops/monitor"
 )
 
 // gpuOf is the GPU index of a device of the mock driver ("gpu-1-mig-…").

@@ -23,10 +23,10 @@ import (
 
 	"github.com/dractl/dractl/e2e/framework"
 	"github.com/dractl/dractl/internal/cli"
-	"github.com/dractl/dractl/pkg/api"
-	"github.com/dractl/dractl/pkg/decode"
-	"github.com/dractl/dractl/pkg/live"
-	"github.com/dractl/dractl/pkg/state"
+	"github.com/dractl/dractl/pkg/core/api"
+	"github.com/dractl/dractl/pkg/core/decode"
+	"github.com/dractl/dractl/pkg/core/state"
+	"github.com/dractl/dractl/pkg/ops/live"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden from the current output")

@@ -17,8 +17,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/dractl/dractl/internal/testing/testgen"
-	"github.com/dractl/dractl/pkg/api"
-	"github.com/dractl/dractl/pkg/monitor"
+	"github.com/dractl/dractl/pkg/core/api"
+	"github.com/dractl/dractl/pkg/ops/monitor"
 )
 
 // The hostile publisher of TestHostileSlices.

@@ -27,9 +27,9 @@ import (
 	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
 
 	"github.com/dractl/dractl/e2e/framework"
-	"github.com/dractl/dractl/pkg/driverkit"
-	migtables "github.com/dractl/dractl/pkg/mig"
-	"github.com/dractl/dractl/pkg/mockgpu"
+	"github.com/dractl/dractl/pkg/driver/driverkit"
+	"github.com/dractl/dractl/pkg/driver/gpu"
+	migtables "github.com/dractl/dractl/pkg/driver/mig"
 )
 
 // The GPU node of these tests: dractl-gpu-driver, the binary built from
@@ -39,7 +39,7 @@ import (
 // pod has), registered with the kubelet through the plugin manager's
 // registration directory.
 const (
-	gpuDriver    = mockgpu.DriverName
+	gpuDriver    = gpu.DriverName
 	gpuModel     = "a100"
 	gpuCount     = 2
 	driverRBAC   = "../deploy/driver/rbac.yaml"
@@ -321,9 +321,9 @@ func (n *gpuNode) published(t testing.TB) map[string]string {
 
 // gpus are the node's simulated GPUs, read from their directory, not
 // from the driver.
-func (n *gpuNode) gpus(t testing.TB) *mockgpu.GPUs {
+func (n *gpuNode) gpus(t testing.TB) *gpu.GPUs {
 	t.Helper()
-	gpus, err := mockgpu.New(gpuDriver, n.name, gpuModel, gpuCount, filepath.Join(n.stateDir, "gpus"))
+	gpus, err := gpu.New(gpuDriver, n.name, gpuModel, gpuCount, filepath.Join(n.stateDir, "gpus"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -426,7 +426,7 @@ func (n *gpuNode) checkPrepared(t testing.TB, pods ...*corev1.Pod) {
 		for _, ctr := range pod.Spec.Containers {
 			seen := n.checkContainer(t, pod, ctr.Name, c)
 			for _, r := range results {
-				prefix := mockgpu.EnvPrefix(r.Device)
+				prefix := gpu.EnvPrefix(r.Device)
 				if seen.env[prefix+"UUID"] != partitionOf(parts, r.Device).ID || seen.env[prefix+"CLAIM"] != string(c.UID) {
 					t.Errorf("container %s/%s sees device %s as %s of claim %s, the node has %+v", pod.Name, ctr.Name, r.Device,
 						seen.env[prefix+"UUID"], seen.env[prefix+"CLAIM"], partitionOf(parts, r.Device))

@@ -19,7 +19,7 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
 	"github.com/dractl/dractl/e2e/framework"
-	"github.com/dractl/dractl/pkg/admit"
+	"github.com/dractl/dractl/pkg/ops/admit"
 )
 
 // kubeVersionInputs are the files TestKubeVersionVerdicts judges: the

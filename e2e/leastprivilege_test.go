@@ -25,7 +25,7 @@ import (
 
 	"github.com/dractl/dractl/e2e/framework"
 	"github.com/dractl/dractl/e2e/helmchart"
-	"github.com/dractl/dractl/pkg/monitor"
+	"github.com/dractl/dractl/pkg/ops/monitor"
 )
 
 // A deploy/ component: who it is and the chart template that holds its

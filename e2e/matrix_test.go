@@ -22,10 +22,10 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/dractl/dractl/e2e/matrix"
-	"github.com/dractl/dractl/pkg/api"
-	"github.com/dractl/dractl/pkg/driverkit"
-	"github.com/dractl/dractl/pkg/mockgpu"
-	"github.com/dractl/dractl/pkg/monitor"
+	"github.com/dractl/dractl/pkg/core/api"
+	"github.com/dractl/dractl/pkg/driver/driverkit"
+	"github.com/dractl/dractl/pkg/driver/gpu"
+	"github.com/dractl/dractl/pkg/ops/monitor"
 )
 
 var matrixReleases = flag.String("matrix-releases", strings.Join(matrix.Releases, ","), "the kube-apiserver releases TestMatrix runs against, comma-separated")
@@ -171,7 +171,7 @@ func matrixWithoutV1(t *testing.T, c *matrix.Cluster) {
 
 	driverCtx, stopDriver := context.WithTimeout(ctx, time.Minute)
 	defer stopDriver()
-	err = mockgpu.Run(driverCtx, matrixDriverConfig(t), c.Client)
+	err = gpu.Run(driverCtx, matrixDriverConfig(t), c.Client)
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("the mock GPU driver without resource.k8s.io/v1: %v; want %q", err, want)
 	} else {
@@ -310,7 +310,7 @@ func matrixDriver(t *testing.T, c *matrix.Cluster) {
 	if srv.Minor.Minor != c.Minor || srv.Rules.Minor != max(c.Minor, 37) {
 		t.Errorf("ReadServer: minor %s, rules %s; want 1.%d, 1.%d", srv.Minor, srv.Rules, c.Minor, max(c.Minor, 37))
 	}
-	_, err = driverkit.BuildFor(srv, mockgpu.DriverName, "node-2", newerFieldsPool())
+	_, err = driverkit.BuildFor(srv, gpu.DriverName, "node-2", newerFieldsPool())
 	switch {
 	case c.Minor >= 37 && err != nil:
 		t.Errorf("a pool with the fields of 1.37, at %s: %v", c.Release, err)
@@ -325,7 +325,7 @@ func matrixDriver(t *testing.T, c *matrix.Cluster) {
 	cfg := matrixDriverConfig(t)
 	driverCtx, stopDriver := context.WithCancel(ctx)
 	driverDone := make(chan error, 1)
-	go func() { driverDone <- mockgpu.Run(driverCtx, cfg, c.Client) }()
+	go func() { driverDone <- gpu.Run(driverCtx, cfg, c.Client) }()
 	if c.Minor < 35 {
 		want := "kube-apiserver " + c.Release + " takes counter sets only in the slice of the devices that consume them"
 		select {
@@ -353,7 +353,7 @@ func matrixDriver(t *testing.T, c *matrix.Cluster) {
 			return false, fmt.Errorf("the driver stopped: %v", err)
 		default:
 		}
-		list, err := c.Client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: "spec.driver=" + mockgpu.DriverName})
+		list, err := c.Client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: "spec.driver=" + gpu.DriverName})
 		if err != nil || len(list.Items) == 0 {
 			return false, err
 		}
@@ -368,7 +368,7 @@ func matrixDriver(t *testing.T, c *matrix.Cluster) {
 // matrixDriverConfig is the mock GPU driver of node-1 with two GPUs, its
 // directories in a temporary one of its own (under /tmp: unix socket
 // paths must be short).
-func matrixDriverConfig(t *testing.T) mockgpu.Config {
+func matrixDriverConfig(t *testing.T) gpu.Config {
 	dir, err := os.MkdirTemp("", "mx")
 	if err != nil {
 		t.Fatal(err)
@@ -379,8 +379,8 @@ func matrixDriverConfig(t *testing.T) mockgpu.Config {
 			t.Fatal(err)
 		}
 	}
-	return mockgpu.Config{
-		DriverName: mockgpu.DriverName, NodeName: "node-1", Model: "a100", GPUs: 2,
+	return gpu.Config{
+		DriverName: gpu.DriverName, NodeName: "node-1", Model: "a100", GPUs: 2,
 		StateDir: filepath.Join(dir, "state"), CDIDir: filepath.Join(dir, "cdi"),
 		RegistrarDir: filepath.Join(dir, "reg"), PluginDir: filepath.Join(dir, "plugin"),
 	}
@@ -394,7 +394,7 @@ func newerFieldsPool() []*api.ResourceSlice {
 		{ObjectMeta: metav1.ObjectMeta{Name: "counters"}, Spec: api.ResourceSliceSpec{
 			SharedCounters: []api.CounterSet{{Name: "gpu-0", Counters: map[string]api.Counter{"memory": {Value: resourceQuantity("40Gi")}}}}}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "devices"}, Spec: api.ResourceSliceSpec{
-			PartitionTypeAttribute: ptr.To[api.FullyQualifiedName](mockgpu.DriverName + "/profile"),
+			PartitionTypeAttribute: ptr.To[api.FullyQualifiedName](gpu.DriverName + "/profile"),
 			Devices: []api.Device{{Name: "gpu-0-1g",
 				Attributes:       map[api.QualifiedName]api.DeviceAttribute{"profile": {StringValue: ptr.To("1g.10gb")}},
 				Capacity:         map[api.QualifiedName]api.DeviceCapacity{"memory": {Value: resourceQuantity("10Gi")}},

@@ -12,8 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/dractl/dractl/e2e/framework"
-	"github.com/dractl/dractl/pkg/gpuconfig"
-	"github.com/dractl/dractl/pkg/mockgpu"
+	"github.com/dractl/dractl/pkg/driver/gpu"
 )
 
 // mockServers are go-nvml's mock DGX servers that dractl-gpu-driver's
@@ -59,7 +58,7 @@ func (n *gpuNode) nvmlRecord(t testing.TB) [][2]string {
 }
 
 func gpuConfig(params string) runtime.RawExtension {
-	return runtime.RawExtension{Raw: []byte(`{"apiVersion":"` + gpuconfig.APIVersion + `","kind":"` + gpuconfig.Kind + `",` + params + `}`)}
+	return runtime.RawExtension{Raw: []byte(`{"apiVersion":"` + gpu.APIVersion + `","kind":"` + gpu.Kind + `",` + params + `}`)}
 }
 
 // TestNVMLDriverOnMockDGX runs dractl-gpu-driver --backend=nvml on each of
@@ -118,7 +117,7 @@ func TestNVMLDriverOnMockDGX(t *testing.T) {
 				t.Errorf("the container sees NVIDIA_VISIBLE_DEVICES=%s, want the driver's MIG devices %v", got, uuids)
 			}
 			for _, r := range results {
-				p := mockgpu.EnvPrefix(r.Device)
+				p := gpu.EnvPrefix(r.Device)
 				if seen.env[p+"TIMESLICE_INTERVAL"] != "Short" || !strings.HasPrefix(seen.env[p+"COMPUTE_INSTANCE_PROFILE"], "1c.") {
 					t.Errorf("the container sees %v for %s, want the claim's time slice and compute instance profile", seen.env, r.Device)
 				}

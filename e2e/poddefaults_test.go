@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/dractl/dractl/e2e/framework"
-	"github.com/dractl/dractl/pkg/decode"
+	"github.com/dractl/dractl/pkg/core/decode"
 )
 
 // TestPodDefaultsAsStored: a pod file read by dractl is the pod

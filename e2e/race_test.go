@@ -39,8 +39,8 @@ import (
 
 	"github.com/dractl/dractl/e2e/framework"
 	"github.com/dractl/dractl/internal/testing/examplegen"
-	"github.com/dractl/dractl/pkg/api"
-	migtables "github.com/dractl/dractl/pkg/mig"
+	"github.com/dractl/dractl/pkg/core/api"
+	migtables "github.com/dractl/dractl/pkg/driver/mig"
 	schedapp "github.com/dractl/dractl/scheduler/app"
 )
 

@@ -22,8 +22,8 @@ import (
 
 	"github.com/dractl/dractl/e2e/framework"
 	"github.com/dractl/dractl/internal/testing/examplegen"
-	"github.com/dractl/dractl/pkg/api"
-	"github.com/dractl/dractl/pkg/schedplugin"
+	"github.com/dractl/dractl/pkg/core/api"
+	"github.com/dractl/dractl/pkg/scheduler/schedplugin"
 )
 
 // The scheduler's configurations and RBAC, as deployed. No kube-scheduler

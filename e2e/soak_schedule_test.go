@@ -14,7 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/dractl/dractl/e2e/framework"
-	"github.com/dractl/dractl/pkg/driverkit"
+	"github.com/dractl/dractl/pkg/driver/driverkit"
 )
 
 // A soak is a history of events, work and faults, drawn from a seed. The

@@ -28,8 +28,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/dractl/dractl/e2e/framework"
-	"github.com/dractl/dractl/pkg/driverkit"
-	"github.com/dractl/dractl/pkg/monitor"
+	"github.com/dractl/dractl/pkg/driver/driverkit"
+	"github.com/dractl/dractl/pkg/ops/monitor"
 )
 
 // TestSoak runs the whole live system under a seeded random history of
@@ -901,7 +901,7 @@ func (s *soak) invariants(snap *framework.Snapshot, exact bool) ([]string, error
 // Only problems among the stock profile's claims are taken out: a device
 // or counter set over-used with a claim of dractl's profile among its
 // holders stays a failure, since dractl's plugin keeps an allocation of
-// unknown outcome in flight until its write shows (pkg/schedplugin's
+// unknown outcome in flight until its write shows (pkg/scheduler/schedplugin's
 // feed) and keeps a reservation once PreBind wrote it (Unreserve).
 func (s *soak) dropStockWeakness(snap *framework.Snapshot, problems []string) []string {
 	stock := map[string]bool{}

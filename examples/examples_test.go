@@ -18,11 +18,11 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/dractl/dractl/internal/testing/examplegen"
-	"github.com/dractl/dractl/pkg/api"
-	"github.com/dractl/dractl/pkg/cel"
-	"github.com/dractl/dractl/pkg/decode"
-	"github.com/dractl/dractl/pkg/pool"
-	"github.com/dractl/dractl/pkg/validation"
+	"github.com/dractl/dractl/pkg/core/api"
+	"github.com/dractl/dractl/pkg/core/cel"
+	"github.com/dractl/dractl/pkg/core/decode"
+	"github.com/dractl/dractl/pkg/core/pool"
+	"github.com/dractl/dractl/pkg/core/validation"
 )
 
 // want is what one example directory must contain.

@@ -1,9 +1,9 @@
 // Command dractl-gpu-driver is a partitionable GPU driver: a DRA kubelet
 // plugin that publishes MIG GPUs with counter sets and creates the
 // allocated MIG device at prepare time, on simulated GPUs (--backend=mock,
-// pkg/mig tables) or on the node's NVIDIA GPUs through NVML
+// pkg/driver/mig tables) or on the node's NVIDIA GPUs through NVML
 // (--backend=nvml). See deploy/driver/ for its DaemonSets and
-// pkg/gpudriver for its flags.
+// flags.go for its flags; metrics.go serves its metrics.
 package main
 
 import (
@@ -16,12 +16,11 @@ import (
 
 	"k8s.io/klog/v2"
 
-	"github.com/dractl/dractl/pkg/driverkit"
-	"github.com/dractl/dractl/pkg/gpudriver"
+	"github.com/dractl/dractl/pkg/driver/driverkit"
 )
 
 func main() {
-	var opts gpudriver.Options
+	var opts Options
 	var kubeconfig string
 	fs := flag.NewFlagSet(os.Args[0], flag.ExitOnError)
 	klog.InitFlags(fs)
@@ -37,7 +36,7 @@ func main() {
 	}
 }
 
-func run(fs *flag.FlagSet, opts gpudriver.Options, kubeconfig string) error {
+func run(fs *flag.FlagSet, opts Options, kubeconfig string) error {
 	if err := opts.Complete(fs); err != nil {
 		return err
 	}
@@ -47,5 +46,5 @@ func run(fs *flag.FlagSet, opts gpudriver.Options, kubeconfig string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	return gpudriver.Run(ctx, opts, client)
+	return Run(ctx, opts, client)
 }

@@ -20,9 +20,9 @@ import (
 
 	"k8s.io/klog/v2"
 
-	"github.com/dractl/dractl/pkg/api"
-	"github.com/dractl/dractl/pkg/decode"
-	"github.com/dractl/dractl/pkg/driverkit"
+	"github.com/dractl/dractl/pkg/core/api"
+	"github.com/dractl/dractl/pkg/core/decode"
+	"github.com/dractl/dractl/pkg/driver/driverkit"
 )
 
 type options struct {

@@ -14,8 +14,8 @@ import (
 	"github.com/dractl/dractl/conformance/dractlrun"
 	"github.com/dractl/dractl/conformance/scenario"
 	"github.com/dractl/dractl/conformance/upstream"
-	"github.com/dractl/dractl/pkg/api"
-	"github.com/dractl/dractl/pkg/state"
+	"github.com/dractl/dractl/pkg/core/api"
+	"github.com/dractl/dractl/pkg/core/state"
 )
 
 // Side is one column group of the table: an upstream variant, or dractl

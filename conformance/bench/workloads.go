@@ -12,8 +12,8 @@ import (
 
 	"github.com/dractl/dractl/conformance/gen"
 	"github.com/dractl/dractl/conformance/scenario"
-	"github.com/dractl/dractl/pkg/api"
-	"github.com/dractl/dractl/pkg/mig"
+	"github.com/dractl/dractl/pkg/core/api"
+	"github.com/dractl/dractl/pkg/driver/mig"
 )
 
 // Workload is one benchmark row: a cluster state and the claims of one

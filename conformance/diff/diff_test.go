@@ -30,12 +30,12 @@ func TestGenerateReproducibleAndRoundTrip(t *testing.T) {
 	}
 }
 
-// regressions is the one directory of stored scenarios; pkg/allocator
+// regressions is the one directory of stored scenarios; pkg/core/allocator
 // replays them too, without upstream.
 const regressions = "../../pkg/allocator/testdata/regressions"
 
 // TestRegressions replays every stored disagreement. Each file fails until
-// pkg/allocator (or this harness) is fixed; its header says what upstream
+// pkg/core/allocator (or this harness) is fixed; its header says what upstream
 // expects.
 func TestRegressions(t *testing.T) {
 	files, _ := filepath.Glob(regressions + "/*.yaml")

@@ -1,7 +1,7 @@
 //go:build !noallocator
 
 // Package dractlrun runs dractl on a scenario the way the scheduler does:
-// the scenario's objects are fed to a pkg/state State as deltas, and each
+// the scenario's objects are fed to a pkg/core/state State as deltas, and each
 // node is one Allocate of a Cycle on its snapshot.
 package dractlrun
 
@@ -16,15 +16,15 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/dractl/dractl/conformance/scenario"
-	"github.com/dractl/dractl/pkg/allocator"
-	"github.com/dractl/dractl/pkg/state"
+	"github.com/dractl/dractl/pkg/core/allocator"
+	"github.com/dractl/dractl/pkg/core/state"
 )
 
-// SharedCompiler compiles selectors with pkg/cel's process-wide compiler
+// SharedCompiler compiles selectors with pkg/core/cel's process-wide compiler
 // and cache, as kube-scheduler shares its CEL cache across cycles.
 var SharedCompiler = allocator.SharedCompiler()
 
-// Available reports whether pkg/allocator was compiled in.
+// Available reports whether pkg/core/allocator was compiled in.
 const Available = true
 
 // Prepared is the State of one scenario and its snapshot.

@@ -12,7 +12,7 @@ import (
 	"github.com/dractl/dractl/conformance/scenario"
 )
 
-// Available reports whether pkg/allocator was compiled in.
+// Available reports whether pkg/core/allocator was compiled in.
 const Available = false
 
 type Prepared struct{}

@@ -18,8 +18,8 @@ import (
 
 	"github.com/dractl/dractl/conformance/scenario"
 	"github.com/dractl/dractl/conformance/upstream"
-	"github.com/dractl/dractl/pkg/api"
-	"github.com/dractl/dractl/pkg/mig"
+	"github.com/dractl/dractl/pkg/core/api"
+	"github.com/dractl/dractl/pkg/driver/mig"
 )
 
 type generator struct {

@@ -5,8 +5,8 @@ import (
 
 	"k8s.io/utils/ptr"
 
-	"github.com/dractl/dractl/pkg/api"
-	"github.com/dractl/dractl/pkg/mig"
+	"github.com/dractl/dractl/pkg/core/api"
+	"github.com/dractl/dractl/pkg/driver/mig"
 )
 
 // Profiles are the MIG profiles of an H100 80GB, smallest first: 18

@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
-	"github.com/dractl/dractl/pkg/api"
+	"github.com/dractl/dractl/pkg/core/api"
 )
 
 // Drivers used by the generator and the benchmarks.

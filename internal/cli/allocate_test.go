@@ -10,7 +10,7 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/dractl/dractl/pkg/decode"
+	"github.com/dractl/dractl/pkg/core/decode"
 )
 
 func tpuInputs(claims ...string) []string {

@@ -14,8 +14,8 @@ import (
 	sigsjson "sigs.k8s.io/json"
 
 	"github.com/dractl/dractl/internal/testing/examplegen"
-	"github.com/dractl/dractl/pkg/api"
-	"github.com/dractl/dractl/pkg/decode"
+	"github.com/dractl/dractl/pkg/core/api"
+	"github.com/dractl/dractl/pkg/core/decode"
 )
 
 // TestCommands runs command lines in-process and compares stdout, stderr

@@ -6,16 +6,16 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/dractl/dractl/pkg/admit"
-	"github.com/dractl/dractl/pkg/api"
-	"github.com/dractl/dractl/pkg/compact"
-	"github.com/dractl/dractl/pkg/decode"
+	"github.com/dractl/dractl/pkg/core/api"
+	"github.com/dractl/dractl/pkg/core/decode"
+	"github.com/dractl/dractl/pkg/core/reshape"
+	"github.com/dractl/dractl/pkg/ops/admit"
 )
 
 type compactOptions struct {
 	*inputOptions
 	output string
-	opts   compact.Options
+	opts   reshape.Options
 	repack bool
 }
 
@@ -65,12 +65,12 @@ stderr and left out of the output; the exit code is then 1.`,
 	addOutputFlag(cmd, &o.output)
 	addKubeVersionFlag(cmd, &o.kubeVersion)
 	f := cmd.Flags()
-	f.IntVar(&o.opts.MaxDeviceMixins, "max-device-mixins", 0, fmt.Sprintf("at most this many device mixins per slice (0: the KEP-5234 limit, %d)", compact.MaxDeviceMixins))
-	f.IntVar(&o.opts.MaxConsumptionMixins, "max-consumption-mixins", 0, fmt.Sprintf("at most this many device counter consumption mixins per slice (0: %d)", compact.MaxConsumptionMixins))
-	f.IntVar(&o.opts.MaxCounterSetMixins, "max-counter-set-mixins", 0, fmt.Sprintf("at most this many counter set mixins per slice (0: %d)", compact.MaxCounterSetMixins))
-	f.IntVar(&o.opts.MaxDeviceIncludes, "max-device-includes", 0, fmt.Sprintf("at most this many includes per device (0: %d)", compact.MaxDeviceIncludes))
-	f.IntVar(&o.opts.MaxConsumptionIncludes, "max-consumption-includes", 0, fmt.Sprintf("at most this many includes per counter consumption (0: %d)", compact.MaxConsumptionIncludes))
-	f.IntVar(&o.opts.MaxCounterSetIncludes, "max-counter-set-includes", 0, fmt.Sprintf("at most this many includes per counter set (0: %d)", compact.MaxCounterSetIncludes))
+	f.IntVar(&o.opts.MaxDeviceMixins, "max-device-mixins", 0, fmt.Sprintf("at most this many device mixins per slice (0: the KEP-5234 limit, %d)", reshape.MaxDeviceMixins))
+	f.IntVar(&o.opts.MaxConsumptionMixins, "max-consumption-mixins", 0, fmt.Sprintf("at most this many device counter consumption mixins per slice (0: %d)", reshape.MaxConsumptionMixins))
+	f.IntVar(&o.opts.MaxCounterSetMixins, "max-counter-set-mixins", 0, fmt.Sprintf("at most this many counter set mixins per slice (0: %d)", reshape.MaxCounterSetMixins))
+	f.IntVar(&o.opts.MaxDeviceIncludes, "max-device-includes", 0, fmt.Sprintf("at most this many includes per device (0: %d)", reshape.MaxDeviceIncludes))
+	f.IntVar(&o.opts.MaxConsumptionIncludes, "max-consumption-includes", 0, fmt.Sprintf("at most this many includes per counter consumption (0: %d)", reshape.MaxConsumptionIncludes))
+	f.IntVar(&o.opts.MaxCounterSetIncludes, "max-counter-set-includes", 0, fmt.Sprintf("at most this many includes per counter set (0: %d)", reshape.MaxCounterSetIncludes))
 	f.BoolVar(&o.repack, "repack", false, "let the slices of a complete pool exchange devices and counter sets, using fewer slices where that is smaller")
 	f.BoolVar(&o.opts.SkipDevices, "skip-devices", false, "leave device attributes and capacities flat")
 	f.BoolVar(&o.opts.SkipConsumptions, "skip-consumptions", false, "leave device counter consumptions flat")
@@ -117,7 +117,7 @@ func (o *compactOptions) run() error {
 			}
 			done[key] = true
 			pool := poolOf(admitted, key)
-			c, st, err := compact.Pool(pool, o.opts)
+			c, st, err := reshape.CompactPool(pool, o.opts)
 			if err != nil {
 				return nil, err
 			}
@@ -133,7 +133,7 @@ func (o *compactOptions) run() error {
 			}
 			return out, nil
 		}
-		c, st, err := compact.Compact(s, o.opts)
+		c, st, err := reshape.Compact(s, o.opts)
 		if err != nil {
 			return nil, err
 		}

@@ -13,11 +13,11 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/fields"
 
-	"github.com/dractl/dractl/pkg/allocator"
-	"github.com/dractl/dractl/pkg/live"
-	"github.com/dractl/dractl/pkg/pool"
-	"github.com/dractl/dractl/pkg/render"
-	"github.com/dractl/dractl/pkg/state"
+	"github.com/dractl/dractl/pkg/core/allocator"
+	"github.com/dractl/dractl/pkg/core/pool"
+	"github.com/dractl/dractl/pkg/core/state"
+	"github.com/dractl/dractl/pkg/ops/live"
+	"github.com/dractl/dractl/pkg/ops/render"
 )
 
 type describeOptions struct {

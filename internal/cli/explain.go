@@ -10,10 +10,10 @@ import (
 	"github.com/spf13/cobra"
 	resourcev1 "k8s.io/api/resource/v1"
 
-	"github.com/dractl/dractl/pkg/admit"
-	"github.com/dractl/dractl/pkg/allocator"
-	"github.com/dractl/dractl/pkg/live"
-	"github.com/dractl/dractl/pkg/podclaims"
+	"github.com/dractl/dractl/pkg/core/allocator"
+	"github.com/dractl/dractl/pkg/core/podclaims"
+	"github.com/dractl/dractl/pkg/ops/admit"
+	"github.com/dractl/dractl/pkg/ops/live"
 )
 
 type explainOptions struct {

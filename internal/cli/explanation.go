@@ -8,7 +8,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/dractl/dractl/pkg/allocator"
+	"github.com/dractl/dractl/pkg/core/allocator"
 )
 
 // writeExplanation renders why claims did not fit on one node as a table:

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dractl/dractl/pkg/allocator"
+	"github.com/dractl/dractl/pkg/core/allocator"
 )
 
 // TestTaintsAreCounted: a rule that taints a whole pool is a count per

@@ -7,7 +7,7 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/component-base/featuregate"
 
-	"github.com/dractl/dractl/pkg/features"
+	"github.com/dractl/dractl/pkg/core/features"
 )
 
 // specOf is a gate's component-base spec: on by default (dractl enables
@@ -39,7 +39,7 @@ func newFeatureGate() featuregate.MutableFeatureGate {
 			deps[featuregate.Feature(g)] = append(deps[featuregate.Feature(g)], featuregate.Feature(d))
 		}
 	}
-	// Both only fail on a programming error in pkg/features' tables,
+	// Both only fail on a programming error in pkg/core/features' tables,
 	// which every test run would show.
 	if err := fg.Add(specs); err != nil {
 		panic(err)

@@ -5,10 +5,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/dractl/dractl/pkg/admit"
-	"github.com/dractl/dractl/pkg/api"
-	"github.com/dractl/dractl/pkg/decode"
-	"github.com/dractl/dractl/pkg/flatten"
+	"github.com/dractl/dractl/pkg/core/api"
+	"github.com/dractl/dractl/pkg/core/decode"
+	"github.com/dractl/dractl/pkg/core/reshape"
+	"github.com/dractl/dractl/pkg/ops/admit"
 )
 
 type flattenOptions struct {
@@ -80,26 +80,26 @@ func (o *flattenOptions) run() error {
 	}
 	// The pool's resourceSliceCount counts the pieces of all its slices,
 	// so every admitted slice is split before the first is printed.
-	var counts map[flatten.PoolKey]int64
+	var counts map[reshape.PoolKey]int64
 	out, failed := in.rewriteSlices(o.Err, v, func(obj *decode.Object, s *api.ResourceSlice, admitted []*api.ResourceSlice) ([]any, error) {
 		if counts == nil {
 			pieces := make([][]*api.ResourceSlice, len(admitted))
 			for i, a := range admitted {
 				// An include that names no mixin fails admission, so
 				// admitted slices flatten.
-				pieces[i], _ = flatten.ForV1(a)
+				pieces[i], _ = reshape.ForV1(a)
 			}
-			counts = flatten.Count(admitted, pieces)
+			counts = reshape.Count(admitted, pieces)
 		}
-		pieces, err := flatten.ForV1(s)
+		pieces, err := reshape.ForV1(s)
 		if err != nil {
 			return nil, err
 		}
 		objs := make([]any, 0, len(pieces))
 		for _, p := range pieces {
-			p.Spec.Pool.ResourceSliceCount = counts[flatten.KeyOf(s)]
+			p.Spec.Pool.ResourceSliceCount = counts[reshape.KeyOf(s)]
 			// Validated in dractl's model because that is what
-			// pkg/validation takes; without mixins the two are the same
+			// pkg/core/validation takes; without mixins the two are the same
 			// object.
 			for _, e := range v.ResourceSlice(p) {
 				fmt.Fprintf(o.Err, "%s: %s: flattened %s: %s\n", severity, admit.Where(obj), p.Name, admit.OneLine(e.Error()))

@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
 
-	"github.com/dractl/dractl/pkg/live"
+	"github.com/dractl/dractl/pkg/ops/live"
 )
 
 func newGetClaimsCommand(g *inputOptions) *cobra.Command {

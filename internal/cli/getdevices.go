@@ -13,10 +13,10 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
 
-	"github.com/dractl/dractl/pkg/api"
-	"github.com/dractl/dractl/pkg/driverkit"
-	"github.com/dractl/dractl/pkg/live"
-	"github.com/dractl/dractl/pkg/state"
+	"github.com/dractl/dractl/pkg/core/api"
+	"github.com/dractl/dractl/pkg/core/state"
+	"github.com/dractl/dractl/pkg/driver/driverkit"
+	"github.com/dractl/dractl/pkg/ops/live"
 )
 
 func newGetDevicesCommand(g *inputOptions) *cobra.Command {

@@ -23,10 +23,10 @@ import (
 	"k8s.io/client-go/tools/pager"
 	"sigs.k8s.io/yaml"
 
-	"github.com/dractl/dractl/pkg/admit"
-	"github.com/dractl/dractl/pkg/decode"
-	"github.com/dractl/dractl/pkg/live"
-	"github.com/dractl/dractl/pkg/state"
+	"github.com/dractl/dractl/pkg/core/decode"
+	"github.com/dractl/dractl/pkg/core/state"
+	"github.com/dractl/dractl/pkg/ops/admit"
+	"github.com/dractl/dractl/pkg/ops/live"
 )
 
 // What get claims and get devices share: where the objects come from

@@ -11,10 +11,10 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/api/resource"
 
-	"github.com/dractl/dractl/pkg/admit"
-	"github.com/dractl/dractl/pkg/api"
-	"github.com/dractl/dractl/pkg/decode"
-	"github.com/dractl/dractl/pkg/validation"
+	"github.com/dractl/dractl/pkg/core/api"
+	"github.com/dractl/dractl/pkg/core/decode"
+	"github.com/dractl/dractl/pkg/core/validation"
+	"github.com/dractl/dractl/pkg/ops/admit"
 )
 
 // input is everything read from the -f arguments: the objects that decoded

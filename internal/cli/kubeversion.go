@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/dractl/dractl/pkg/validation"
+	"github.com/dractl/dractl/pkg/core/validation"
 )
 
 // addKubeVersionFlag registers --kube-version on a verb that judges input

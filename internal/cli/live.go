@@ -14,10 +14,10 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/dractl/dractl/pkg/api"
-	"github.com/dractl/dractl/pkg/decode"
-	"github.com/dractl/dractl/pkg/live"
-	"github.com/dractl/dractl/pkg/validation"
+	"github.com/dractl/dractl/pkg/core/api"
+	"github.com/dractl/dractl/pkg/core/decode"
+	"github.com/dractl/dractl/pkg/core/validation"
+	"github.com/dractl/dractl/pkg/ops/live"
 )
 
 // clusterOptions are kubectl's connection flags (--kubeconfig, --context,

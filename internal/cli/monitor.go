@@ -14,8 +14,8 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/dractl/dractl/pkg/delegatedauth"
-	"github.com/dractl/dractl/pkg/monitor"
+	"github.com/dractl/dractl/pkg/ops/delegatedauth"
+	"github.com/dractl/dractl/pkg/ops/monitor"
 )
 
 type monitorOptions struct {

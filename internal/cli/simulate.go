@@ -13,10 +13,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/dractl/dractl/internal/simulate"
-	"github.com/dractl/dractl/pkg/admit"
-	"github.com/dractl/dractl/pkg/allocator"
-	"github.com/dractl/dractl/pkg/decode"
-	"github.com/dractl/dractl/pkg/state"
+	"github.com/dractl/dractl/pkg/core/allocator"
+	"github.com/dractl/dractl/pkg/core/decode"
+	"github.com/dractl/dractl/pkg/core/state"
+	"github.com/dractl/dractl/pkg/ops/admit"
 )
 
 type simulateOptions struct {

@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/dractl/dractl/pkg/live"
+	"github.com/dractl/dractl/pkg/ops/live"
 )
 
 func newSnapshotCommand(g *inputOptions) *cobra.Command {

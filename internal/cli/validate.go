@@ -9,8 +9,8 @@ import (
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
 
-	"github.com/dractl/dractl/pkg/admit"
-	"github.com/dractl/dractl/pkg/live"
+	"github.com/dractl/dractl/pkg/ops/admit"
+	"github.com/dractl/dractl/pkg/ops/live"
 )
 
 func newValidateCommand(o *inputOptions) *cobra.Command {

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dractl/dractl/pkg/allocator"
+	"github.com/dractl/dractl/pkg/core/allocator"
 )
 
 // BenchmarkSimulate1000DGX runs 100,000 claim events (arrivals and

@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dractl/dractl/pkg/allocator"
-	"github.com/dractl/dractl/pkg/render"
+	"github.com/dractl/dractl/pkg/core/allocator"
+	"github.com/dractl/dractl/pkg/ops/render"
 )
 
 // chromium finds headless Chromium. The report test needs a real browser:

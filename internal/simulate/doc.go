@@ -10,12 +10,12 @@
 // for a bound on its p99 wait (NodesNeeded), and which nodes of a cluster
 // could go with their claims placed elsewhere (ScaleDown).
 //
-// Every placement goes through pkg/state: a snapshot per pod, a cycle per
+// Every placement goes through pkg/core/state: a snapshot per pod, a cycle per
 // node, the chosen allocation fed back as a claim, a departure as a claim
 // deleted. Nodes that share no pool cannot affect each other, so each
 // group of nodes that do (an island) has a State of its own: a placement
 // snapshots one node's pools, not the whole cluster's (see island).
 //
 // Reports come as text, JSON and a self-contained HTML page whose pictures
-// are pkg/render's, the same as `dractl describe` draws.
+// are pkg/ops/render's, the same as `dractl describe` draws.
 package simulate

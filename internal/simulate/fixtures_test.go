@@ -11,10 +11,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/dractl/dractl/internal/testing/examplegen"
-	"github.com/dractl/dractl/pkg/decode"
-	"github.com/dractl/dractl/pkg/mig"
-	"github.com/dractl/dractl/pkg/state"
-	"github.com/dractl/dractl/pkg/workload"
+	"github.com/dractl/dractl/pkg/core/decode"
+	"github.com/dractl/dractl/pkg/core/state"
+	"github.com/dractl/dractl/pkg/core/workload"
+	"github.com/dractl/dractl/pkg/driver/mig"
 )
 
 // dgxCluster is n DGX H100 nodes (8 GPUs each, mixin form).

@@ -7,8 +7,8 @@ import (
 	"io"
 	"math"
 
-	"github.com/dractl/dractl/pkg/render"
-	"github.com/dractl/dractl/pkg/state"
+	"github.com/dractl/dractl/pkg/core/state"
+	"github.com/dractl/dractl/pkg/ops/render"
 )
 
 // HTMLOptions tune the HTML report.

@@ -6,10 +6,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/dractl/dractl/pkg/api"
-	"github.com/dractl/dractl/pkg/pool"
-	"github.com/dractl/dractl/pkg/render"
-	"github.com/dractl/dractl/pkg/state"
+	"github.com/dractl/dractl/pkg/core/api"
+	"github.com/dractl/dractl/pkg/core/pool"
+	"github.com/dractl/dractl/pkg/core/state"
+	"github.com/dractl/dractl/pkg/ops/render"
 )
 
 // meter sums counters over the cluster by family. An island's sums are

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dractl/dractl/pkg/allocator"
-	"github.com/dractl/dractl/pkg/render"
-	"github.com/dractl/dractl/pkg/state"
+	"github.com/dractl/dractl/pkg/core/allocator"
+	"github.com/dractl/dractl/pkg/core/state"
+	"github.com/dractl/dractl/pkg/ops/render"
 )
 
 // TestMeterAgreesWithUsage checks the meter's sums, read from pool models

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dractl/dractl/pkg/allocator"
-	"github.com/dractl/dractl/pkg/decode"
+	"github.com/dractl/dractl/pkg/core/allocator"
+	"github.com/dractl/dractl/pkg/core/decode"
 )
 
 // exampleDGX reads examples/dgx-h100-mixins: its node as a template, its

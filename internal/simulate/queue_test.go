@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dractl/dractl/pkg/allocator"
-	"github.com/dractl/dractl/pkg/state"
+	"github.com/dractl/dractl/pkg/core/allocator"
+	"github.com/dractl/dractl/pkg/core/state"
 )
 
 func TestBackoff(t *testing.T) {

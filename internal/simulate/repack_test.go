@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dractl/dractl/pkg/allocator"
+	"github.com/dractl/dractl/pkg/core/allocator"
 )
 
 // TestRepackOfAnOnlineBestFitRun: with nobody leaving, a best-fit run

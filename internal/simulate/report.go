@@ -10,7 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/dractl/dractl/pkg/state"
+	"github.com/dractl/dractl/pkg/core/state"
 )
 
 // Report is the strategies of one simulation, side by side.

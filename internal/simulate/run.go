@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/dractl/dractl/pkg/allocator"
-	"github.com/dractl/dractl/pkg/state"
+	"github.com/dractl/dractl/pkg/core/allocator"
+	"github.com/dractl/dractl/pkg/core/state"
 )
 
 // Options tune one run.

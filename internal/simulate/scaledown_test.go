@@ -8,8 +8,8 @@ import (
 
 	resourcev1 "k8s.io/api/resource/v1"
 
-	"github.com/dractl/dractl/pkg/allocator"
-	"github.com/dractl/dractl/pkg/state"
+	"github.com/dractl/dractl/pkg/core/allocator"
+	"github.com/dractl/dractl/pkg/core/state"
 )
 
 // loaded is n DGX H100 nodes with perNode 1g.10gb claims allocated on each.

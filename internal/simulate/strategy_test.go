@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dractl/dractl/pkg/allocator"
-	"github.com/dractl/dractl/pkg/mig"
+	"github.com/dractl/dractl/pkg/core/allocator"
+	"github.com/dractl/dractl/pkg/driver/mig"
 )
 
 // TestBestFitOnASaturatedNode pins down what best-fit does on the

@@ -15,9 +15,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
 
-	"github.com/dractl/dractl/pkg/decode"
-	"github.com/dractl/dractl/pkg/podclaims"
-	"github.com/dractl/dractl/pkg/workload"
+	"github.com/dractl/dractl/pkg/core/decode"
+	"github.com/dractl/dractl/pkg/core/podclaims"
+	"github.com/dractl/dractl/pkg/core/workload"
 )
 
 // Pod is one arrival: claims that are allocated together, on one node, as

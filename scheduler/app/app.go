@@ -13,8 +13,8 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
 
-	"github.com/dractl/dractl/pkg/schedplugin"
-	"github.com/dractl/dractl/pkg/state"
+	"github.com/dractl/dractl/pkg/core/state"
+	"github.com/dractl/dractl/pkg/scheduler/schedplugin"
 )
 
 // NewCommand returns kube-scheduler's command with dractl's plugin

@@ -13,7 +13,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/names"
 
-	"github.com/dractl/dractl/pkg/schedplugin"
+	"github.com/dractl/dractl/pkg/scheduler/schedplugin"
 )
 
 // effectivePlugins builds the scheduler kube-scheduler's own code builds

@@ -13,7 +13,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
-	"github.com/dractl/dractl/pkg/schedplugin"
+	"github.com/dractl/dractl/pkg/scheduler/schedplugin"
 )
 
 func TestCheckSkew(t *testing.T) {

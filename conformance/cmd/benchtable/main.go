@@ -26,10 +26,10 @@ import (
 	"github.com/dractl/dractl/internal/testing/clusterbench"
 	"github.com/dractl/dractl/internal/testing/examplegen"
 	"github.com/dractl/dractl/internal/testing/packing"
-	"github.com/dractl/dractl/pkg/api"
-	"github.com/dractl/dractl/pkg/decode"
-	"github.com/dractl/dractl/pkg/pool"
-	"github.com/dractl/dractl/pkg/state"
+	"github.com/dractl/dractl/pkg/core/api"
+	"github.com/dractl/dractl/pkg/core/decode"
+	"github.com/dractl/dractl/pkg/core/pool"
+	"github.com/dractl/dractl/pkg/core/state"
 )
 
 // keepMarker ends the generated part of the file; what follows it is
@@ -369,7 +369,7 @@ them; what it adds is its indexes: %.0f %% of the objects' own size.
 }
 
 // formMemory reports what 100 nodes of the DGX H100 example hold once
-// decoded (pkg/decode) and assembled into pools (pkg/pool), in flat and in
+// decoded (pkg/core/decode) and assembled into pools (pkg/core/pool), in flat and in
 // mixin form: mixins are resolved lazily, never flattened, so the decoded
 // mixin form must stay smaller.
 func formMemory(b *strings.Builder) {

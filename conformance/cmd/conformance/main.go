@@ -45,7 +45,7 @@ func main() {
 
 	opts := diff.Options{Timeout: *timeout, NoDractl: !dractlrun.Available}
 	if opts.NoDractl {
-		fmt.Println("pkg/allocator not compiled in (-tags noallocator): verifying upstream only")
+		fmt.Println("pkg/core/allocator not compiled in (-tags noallocator): verifying upstream only")
 	}
 	ctx := context.Background()
 	began := time.Now()
@@ -272,7 +272,7 @@ func writeRegression(dir string, sc *scenario.Scenario, node, sig string, opts d
 		"expected (upstream): " + r.Upstream.String(),
 		"dractl: " + r.Dractl.String(),
 	}
-	// Machine-readable expectation for pkg/allocator's regression test:
+	// Machine-readable expectation for pkg/core/allocator's regression test:
 	// "expect: <fit|unfit|fatal>" and, for fit, the devices per claim as
 	// scenario.DescribeResults renders them.
 	header = append(header, "expect-node: "+node, "expect: "+string(r.Upstream.Kind))

@@ -23,10 +23,10 @@ import (
 	"k8s.io/dynamic-resource-allocation/structured/internal/allocatortesting"
 	"k8s.io/klog/v2"
 
-	"github.com/dractl/dractl/pkg/allocator"
-	"github.com/dractl/dractl/pkg/api"
-	"github.com/dractl/dractl/pkg/features"
-	"github.com/dractl/dractl/pkg/pool"
+	"github.com/dractl/dractl/pkg/core/allocator"
+	"github.com/dractl/dractl/pkg/core/api"
+	"github.com/dractl/dractl/pkg/core/features"
+	"github.com/dractl/dractl/pkg/core/pool"
 )
 
 // channel names dractl in the suite's per-variant expectations; none of
@@ -116,7 +116,7 @@ func newAllocator(ctx context.Context, f internal.Features, allocated internal.A
 		return nil, err
 	}
 	// The suite gives slices of different pools the same name, which a
-	// cluster (and so pkg/state, which keys slices by name) never holds:
+	// cluster (and so pkg/core/state, which keys slices by name) never holds:
 	// the pools are assembled from the list as upstream's allocator takes
 	// it.
 	in := make([]*api.ResourceSlice, len(slices))

@@ -6,8 +6,8 @@ import (
 	"runtime"
 
 	"github.com/dractl/dractl/internal/testing/examplegen"
-	"github.com/dractl/dractl/pkg/api"
-	"github.com/dractl/dractl/pkg/decode"
+	"github.com/dractl/dractl/pkg/core/api"
+	"github.com/dractl/dractl/pkg/core/decode"
 )
 
 // Manifest returns the ResourceSlices of nodes DGX H100 nodes (8 GPUs, 152

@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/dractl/dractl/internal/testing/examplegen"
-	"github.com/dractl/dractl/pkg/decode"
-	"github.com/dractl/dractl/pkg/pool"
-	"github.com/dractl/dractl/pkg/validation"
+	"github.com/dractl/dractl/pkg/core/decode"
+	"github.com/dractl/dractl/pkg/core/pool"
+	"github.com/dractl/dractl/pkg/core/validation"
 )
 
 // pipeline is what `dractl validate` does with a cluster's slices.

@@ -4,8 +4,8 @@ import (
 	"testing"
 
 	"github.com/dractl/dractl/internal/testing/examplegen"
-	"github.com/dractl/dractl/pkg/decode"
-	"github.com/dractl/dractl/pkg/validation"
+	"github.com/dractl/dractl/pkg/core/decode"
+	"github.com/dractl/dractl/pkg/core/validation"
 )
 
 // BenchmarkStages times decoding and admission validation of 1,000 nodes

@@ -6,7 +6,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/dractl/dractl/pkg/api"
+	"github.com/dractl/dractl/pkg/core/api"
 )
 
 // TPUTopology is one allocatable group of TPUs: the hosts whose chips it

@@ -15,8 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/dractl/dractl/internal/testing/examplegen"
-	"github.com/dractl/dractl/pkg/allocator"
-	"github.com/dractl/dractl/pkg/pool"
+	"github.com/dractl/dractl/pkg/core/allocator"
+	"github.com/dractl/dractl/pkg/core/pool"
 )
 
 // MIGStream is a seeded stream of single-request MIG claims, small

@@ -6,7 +6,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
 
-	"github.com/dractl/dractl/pkg/api"
+	"github.com/dractl/dractl/pkg/core/api"
 )
 
 // MixinPool128 is a node's pool in mixin form at KEP-5234's limits where

@@ -3,12 +3,12 @@ package testgen
 import (
 	"fmt"
 
-	"github.com/dractl/dractl/pkg/api"
+	"github.com/dractl/dractl/pkg/core/api"
 )
 
 // ReferenceFlatten is a deliberately naive, eager statement of the
 // KEP-5234 precedence rules (KEP-5234 "Proposal"), written independently
-// of pkg/api so that tests have an oracle to hold api.Flatten and the lazy
+// of pkg/core/api so that tests have an oracle to hold api.Flatten and the lazy
 // views against: start empty, copy each included mixin in listed order
 // (later ones overwrite), then copy the object's own entries over all of
 // them. Values are shared with s, not copied; callers only compare.

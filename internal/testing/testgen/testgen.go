@@ -1,5 +1,5 @@
 // Package testgen builds random but valid-looking ResourceSlices for
-// property and fuzz tests. Realistic MIG slices come from pkg/mig,
+// property and fuzz tests. Realistic MIG slices come from pkg/driver/mig,
 // the one place that holds the MIG profile tables.
 //
 // Every generator takes a *rand.Rand so that a failing seed reproduces the
@@ -26,8 +26,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/dractl/dractl/pkg/api"
-	"github.com/dractl/dractl/pkg/validation"
+	"github.com/dractl/dractl/pkg/core/api"
+	"github.com/dractl/dractl/pkg/core/validation"
 )
 
 // MixinMode says whether generated slices use KEP-5234 mixins.

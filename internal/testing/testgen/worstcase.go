@@ -8,12 +8,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
 
-	"github.com/dractl/dractl/pkg/api"
-	"github.com/dractl/dractl/pkg/validation"
+	"github.com/dractl/dractl/pkg/core/api"
+	"github.com/dractl/dractl/pkg/core/validation"
 )
 
 // The largest ResourceSlices that admission allows, built from the limits
-// in pkg/validation: every count at its limit and every bounded string at
+// in pkg/core/validation: every count at its limit and every bounded string at
 // its longest. Fields that no per-slice limit bounds (labels,
 // annotations, node selectors, quantities) are left small: only the
 // request body bounds them, and StoredSize's warning is there for them.

@@ -41,7 +41,7 @@ import (
 	"k8s.io/kubernetes/test/utils/client-go/ktesting"
 	"sigs.k8s.io/yaml"
 
-	"github.com/dractl/dractl/pkg/schedplugin"
+	"github.com/dractl/dractl/pkg/scheduler/schedplugin"
 	"github.com/dractl/dractl/scheduler/app"
 
 	perf "schedperf/perf"

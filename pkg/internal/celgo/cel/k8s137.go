@@ -3,8 +3,8 @@
 // Package cel is cel-go's cel package as the Kubernetes minor being
 // built links it: github.com/google/cel-go up to 1.37, cel.dev/cel-go
 // (the module's new path) from 1.38, whose k8s.io/apiserver CEL libraries
-// pkg/cel shares types with. It holds the names pkg/cel uses, so that one
-// pkg/cel builds at every minor (docs/versions.md).
+// pkg/core/cel shares types with. It holds the names pkg/core/cel uses, so that one
+// pkg/core/cel builds at every minor (docs/versions.md).
 package cel
 
 import up "github.com/google/cel-go/cel"

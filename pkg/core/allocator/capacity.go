@@ -1,0 +1,290 @@
+package allocator
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/dractl/dractl/pkg/core/api"
+)
+
+// Consumable capacity (the ResourceSlice API reference,
+// "DeviceCapacity.requestPolicy"; KEP-5075). Every
+// capacity of a device is consumed by every allocation: what the request
+// asks for rounded up to the policy, or the policy default, or, when
+// neither, the whole capacity. A device fits when each consumed amount obeys
+// the policy and, added to what is consumed already, stays within the
+// capacity. Upstream applies this to every device, shared or not, and only
+// with DRAConsumableCapacity on. frac selects the DRAFractionalCapacityRange
+// arithmetic: ranges with fractional bounds are rounded in milli units.
+
+var errNotRepresentable = errors.New("capacity request cannot be represented in the device's range arithmetic")
+
+type capMap = map[api.QualifiedName]resource.Quantity
+
+// capacityFits reports whether req fits caps on top of the two consumed
+// maps (either may be nil).
+func capacityFits(req *resourcev1.CapacityRequirements, caps map[api.QualifiedName]api.DeviceCapacity, used1, used2 capMap, frac bool) (bool, error) {
+	if req != nil {
+		for name, q := range req.Requests {
+			if _, ok := caps[name]; !ok {
+				return false, nil
+			}
+			if !api.QuantityInRange(q) {
+				// Rounding it to the device's policy would compute with as
+				// many digits as its exponent (api.QuantityInRange).
+				return false, fmt.Errorf("capacity %q: %w: request magnitude beyond %g", name, errNotRepresentable, api.MaxQuantity)
+			}
+		}
+	}
+	// Every consumed amount is computed (and may fail) before any is
+	// checked. A device has few capacities; they stay on the stack.
+	var names [8]api.QualifiedName
+	var amounts [8]resource.Quantity
+	if len(caps) > len(names) {
+		return capacityFitsMany(req, caps, used1, used2, frac)
+	}
+	n := 0
+	for name, c := range caps {
+		q, err := consumedOne(req, name, c, frac)
+		if err != nil {
+			return false, err
+		}
+		names[n], amounts[n] = name, q
+		n++
+	}
+	for i := range n {
+		if !fitsOne(names[i], amounts[i], caps[names[i]], used1, used2, frac) {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// capacityFitsMany is capacityFits for devices with many capacities.
+func capacityFitsMany(req *resourcev1.CapacityRequirements, caps map[api.QualifiedName]api.DeviceCapacity, used1, used2 capMap, frac bool) (bool, error) {
+	consumed, err := consumption(req, caps, frac)
+	if err != nil {
+		return false, err
+	}
+	for name, c := range caps {
+		if !fitsOne(name, consumed[name], c, used1, used2, frac) {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// fitsOne: the amount obeys the capacity's policy and, added to what is
+// consumed already, stays within the capacity.
+func fitsOne(name api.QualifiedName, q resource.Quantity, c api.DeviceCapacity, used1, used2 capMap, frac bool) bool {
+	if violatesPolicy(q, c.RequestPolicy, frac) {
+		return false
+	}
+	total := q.DeepCopy()
+	if u, ok := used1[name]; ok {
+		total.Add(u)
+	}
+	if u, ok := used2[name]; ok {
+		total.Add(u)
+	}
+	return total.Cmp(c.Value) <= 0
+}
+
+// consumption is what one allocation of the device consumes of each of its
+// capacities.
+func consumption(req *resourcev1.CapacityRequirements, caps map[api.QualifiedName]api.DeviceCapacity, frac bool) (capMap, error) {
+	out := make(capMap, len(caps))
+	for name, c := range caps {
+		q, err := consumedOne(req, name, c, frac)
+		if err != nil {
+			return nil, err
+		}
+		out[name] = q
+	}
+	return out, nil
+}
+
+// consumedOne is what one allocation consumes of one capacity.
+func consumedOne(req *resourcev1.CapacityRequirements, name api.QualifiedName, c api.DeviceCapacity, frac bool) (resource.Quantity, error) {
+	var asked *resource.Quantity
+	if req != nil {
+		if q, ok := req.Requests[name]; ok {
+			asked = &q
+		}
+	}
+	q, err := consumedAmount(asked, c, frac)
+	if err != nil {
+		return resource.Quantity{}, fmt.Errorf("capacity %q: %w", name, err)
+	}
+	if q.Sign() < 0 {
+		return resource.Quantity{}, fmt.Errorf("capacity %q: capacity value is negative", name)
+	}
+	return q, nil
+}
+
+func consumedAmount(asked *resource.Quantity, c api.DeviceCapacity, frac bool) (resource.Quantity, error) {
+	p := c.RequestPolicy
+	if asked == nil {
+		if p != nil && p.Default != nil {
+			return p.Default.DeepCopy(), nil
+		}
+		return c.Value.DeepCopy(), nil
+	}
+	switch {
+	case p == nil:
+		return asked.DeepCopy(), nil
+	case p.ValidRange != nil && p.ValidRange.Min != nil:
+		return roundUpRange(*asked, p.ValidRange, frac)
+	case p.ValidValues != nil:
+		for _, v := range p.ValidValues {
+			if asked.Cmp(v) <= 0 {
+				return v.DeepCopy(), nil
+			}
+		}
+	}
+	return asked.DeepCopy(), nil
+}
+
+// roundUpRange raises a request below min to min and otherwise rounds it up
+// to min plus a whole number of steps. With fractional ranges the step
+// arithmetic runs in milli units when every bound is representable there.
+func roundUpRange(asked resource.Quantity, r *resourcev1.CapacityRequestPolicyRange, frac bool) (resource.Quantity, error) {
+	if asked.Cmp(*r.Min) < 0 {
+		return r.Min.DeepCopy(), nil
+	}
+	if r.Step == nil {
+		return asked, nil
+	}
+	if useMilli(r, frac) {
+		req, err := exactMilli(asked)
+		if err != nil {
+			return resource.Quantity{}, fmt.Errorf("%w: request %s is not a representable milli value", errNotRepresentable, asked.String())
+		}
+		step, lo := r.Step.MilliValue(), r.Min.MilliValue()
+		n := ceilDiv(req-lo, step)
+		if n > (math.MaxInt64-lo)/step {
+			return resource.Quantity{}, fmt.Errorf("%w: rounding request %s up passes the milli-value range", errNotRepresentable, asked.String())
+		}
+		v := lo + step*n
+		if v%1000 == 0 {
+			return *resource.NewQuantity(v/1000, r.Step.Format), nil
+		}
+		return *resource.NewMilliQuantity(v, r.Step.Format), nil
+	}
+	if asked.CmpInt64(math.MaxInt64) > 0 {
+		return resource.Quantity{}, fmt.Errorf("%w: request %s exceeds MaxInt64", errNotRepresentable, asked.String())
+	}
+	step, lo := r.Step.Value(), r.Min.Value()
+	n := ceilDiv(asked.Value()-lo, step)
+	if lo >= 0 && n > (math.MaxInt64-lo)/step {
+		return resource.Quantity{}, fmt.Errorf("%w: rounding request %s up passes MaxInt64", errNotRepresentable, asked.String())
+	}
+	return *resource.NewQuantity(lo+step*n, r.Step.Format), nil
+}
+
+func ceilDiv(a, b int64) int64 {
+	n := a / b
+	if a%b != 0 {
+		n++
+	}
+	return n
+}
+
+func violatesPolicy(q resource.Quantity, p *resourcev1.CapacityRequestPolicy, frac bool) bool {
+	if p == nil {
+		return false
+	}
+	if p.Default != nil && q.Cmp(*p.Default) == 0 {
+		return false
+	}
+	switch {
+	case p.ValidRange != nil:
+		r := p.ValidRange
+		if r.Max != nil && q.Cmp(*r.Max) > 0 {
+			return true
+		}
+		if r.Step != nil {
+			var v, step, lo int64
+			if useMilli(r, frac) {
+				var err error
+				if v, err = exactMilli(q); err != nil {
+					return true
+				}
+				step, lo = r.Step.MilliValue(), r.Min.MilliValue()
+			} else {
+				v, step, lo = q.Value(), r.Step.Value(), r.Min.Value()
+			}
+			if step == 0 || (v-lo)%step != 0 {
+				return true
+			}
+		}
+	case len(p.ValidValues) > 0:
+		for _, v := range p.ValidValues {
+			if q.Cmp(v) == 0 {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
+
+func useMilli(r *resourcev1.CapacityRequestPolicyRange, frac bool) bool {
+	if !frac {
+		return false
+	}
+	for _, q := range []*resource.Quantity{r.Min, r.Max, r.Step} {
+		if q == nil {
+			continue
+		}
+		if _, err := exactMilli(*q); err != nil {
+			return false
+		}
+	}
+	if r.Step != nil && r.Step.MilliValue() < 1 {
+		return false
+	}
+	return true
+}
+
+func exactMilli(q resource.Quantity) (int64, error) {
+	m := q.MilliValue()
+	if q.Cmp(*resource.NewMilliQuantity(m, q.Format)) != 0 {
+		return 0, errors.New("value must be representable in milli units")
+	}
+	return m, nil
+}
+
+func addCap(dst capMap, src capMap) capMap {
+	if dst == nil {
+		dst = capMap{}
+	}
+	for n, q := range src {
+		cur := dst[n]
+		cur.Add(q)
+		dst[n] = cur
+	}
+	return dst
+}
+
+func subCap(dst capMap, src capMap) {
+	for n, q := range src {
+		if cur, ok := dst[n]; ok {
+			cur.Sub(q)
+			dst[n] = cur
+		}
+	}
+}
+
+func capEmpty(m capMap) bool {
+	for _, q := range m {
+		if !q.IsZero() {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,266 @@
+package schedplugin
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	v1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/dynamic-resource-allocation/resourceclaim"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/dractl/dractl/pkg/core/state"
+	"github.com/dractl/dractl/pkg/core/state/informer"
+	"github.com/dractl/dractl/pkg/internal/claimlock"
+)
+
+// Name is the plugin's name in a KubeSchedulerConfiguration.
+const Name = "DractlDynamicResources"
+
+// Plugin is dractl's DRA scheduler plugin. Make one with NewFactory.
+type Plugin struct {
+	cfg       config
+	fts       Features
+	fh        fwk.Handle
+	clientset kubernetes.Interface
+	dra       fwk.SharedDRAManager
+	st        *state.State
+	feed      *feed
+	// waiting are the pods the State turned away (see waitlist).
+	waiting *waitlist
+	// synced reports whether the State has seen every object the
+	// informers listed at start.
+	synced []cache.InformerSynced
+	// claimsListed reports whether the claim informer has listed every
+	// claim (see PreEnqueue).
+	claimsListed cache.InformerSynced
+	// podsByClaimName indexes the scheduler's pods by the claims they
+	// reference (see podsOfClaim).
+	podsByClaimName  cache.Indexer
+	podsByClaimIndex string
+	// resultMaps holds cycles' results maps for reuse (see resultsMap).
+	resultMaps sync.Pool
+	// gate paces the cycles to the binding cycles (nil: no bound).
+	gate *bindGate
+	// footprints are the node resources of placed pods the scheduler's
+	// cache does not count yet (see nodealloc.go).
+	footprints footprints
+	// extendedClaimOf finds the extended-resource claim an earlier
+	// attempt created for a pod (nil: DRAExtendedResource is off).
+	extendedClaimOf func(*v1.Pod) *resourcev1.ResourceClaim
+	// writing takes PreBind's writes of one claim in turn (see bindClaim).
+	writing claimlock.Locks
+}
+
+var (
+	_ fwk.PreEnqueuePlugin         = &Plugin{}
+	_ fwk.PreFilterPlugin          = &Plugin{}
+	_ fwk.FilterPlugin             = &Plugin{}
+	_ fwk.PostFilterPlugin         = &Plugin{}
+	_ fwk.PodGroupPostFilterPlugin = &Plugin{}
+	_ fwk.PreScorePlugin           = &Plugin{}
+	_ fwk.ScorePlugin              = &Plugin{}
+	_ fwk.ReservePlugin            = &Plugin{}
+	_ fwk.PreBindPlugin            = &Plugin{}
+	_ fwk.EnqueueExtensions        = &Plugin{}
+	_ fwk.SignPlugin               = &Plugin{}
+)
+
+// Factory has the signature of kube-scheduler's PluginFactory
+// (k8s.io/kubernetes/pkg/scheduler/framework/runtime), which out-of-tree
+// plugins register with app.WithPlugin.
+type Factory = func(ctx context.Context, args runtime.Object, fh fwk.Handle) (fwk.Plugin, error)
+
+// NewFactory returns the plugin's factory. fts are the feature gates the
+// scheduler runs with (see FeaturesFrom); stateOpts configure the State
+// every instance allocates from, except for its feature set, which is
+// fts.Allocation.
+func NewFactory(fts Features, stateOpts state.Options) Factory {
+	return func(ctx context.Context, args runtime.Object, fh fwk.Handle) (fwk.Plugin, error) {
+		return New(ctx, args, fh, fts, stateOpts)
+	}
+}
+
+// New makes a plugin for one scheduling profile: its own State, fed by
+// the profile's shared informers, allocating with fts.Allocation.
+func New(ctx context.Context, args runtime.Object, fh fwk.Handle, fts Features, stateOpts state.Options) (*Plugin, error) {
+	cfg, err := decodeArgs(args)
+	if err != nil {
+		return nil, err
+	}
+	dra := fh.SharedDRAManager()
+	if dra == nil {
+		return nil, fmt.Errorf("%s needs the scheduler's DRA manager: enable the DynamicResourceAllocation feature", Name)
+	}
+	logger := klog.LoggerWithName(klog.FromContext(ctx), Name)
+	stateOpts.Features = fts.Allocation
+	// Every cycle asks every node, and most nodes did not change since
+	// the last one.
+	stateOpts.MemoizeNodes = true
+	st := state.New(stateOpts)
+	// The framework's PodActivator is set after the plugins are made.
+	waiting := newWaitlist(func(pods map[string]*v1.Pod) { fh.Activate(logger, pods) })
+	pl := &Plugin{cfg: cfg, fts: fts, fh: fh, clientset: fh.ClientSet(), dra: dra, st: st,
+		feed: newFeed(st, waiting, logger), waiting: waiting, gate: newBindGate(cfg.bindingsInFlight)}
+	pl.feed.tracker = dra.ResourceClaims()
+	// Registered first: until then the metrics count nothing.
+	registerMetrics(fh.ProfileName(), st)
+	pl.feed.expired = assumptionsExpired.WithLabelValues(fh.ProfileName()).Inc
+	if err := pl.watch(logger); err != nil {
+		return nil, err
+	}
+	if fts.NodeAllocatableResources {
+		if err := pl.watchPodsGone(); err != nil {
+			return nil, err
+		}
+	}
+	return pl, nil
+}
+
+// watch feeds the State from the scheduler's informers. DeviceTaintRules,
+// when that feature is on, go to the State, which applies them to the
+// slices (pkg/core/state, taintrules.go) as it does for every other user of a
+// State.
+func (pl *Plugin) watch(logger klog.Logger) error {
+	inf := pl.fh.SharedInformerFactory().Resource().V1()
+	sliceDeltas, classDeltas := informer.Slices(pl.st), informer.Classes(pl.st)
+	// New or changed slices and classes may offer devices that waiting
+	// pods lacked.
+	profile := pl.fh.ProfileName()
+	sliceDeltas.Then = countDeltas(profile, "ResourceSlice", roomMadeBy[*resourcev1.ResourceSlice](pl.waiting))
+	classDeltas.Then = countDeltas(profile, "DeviceClass", roomMadeBy[*resourcev1.DeviceClass](pl.waiting))
+	sliceReg, err := informer.Watch(logger, inf.ResourceSlices().Informer(), sliceDeltas)
+	if err != nil {
+		return err
+	}
+	classReg, err := informer.Watch(logger, inf.DeviceClasses().Informer(), classDeltas)
+	if err != nil {
+		return err
+	}
+	claimReg, err := informer.Watch(logger, inf.ResourceClaims().Informer(), informer.Deltas[*resourcev1.ResourceClaim]{
+		Kind: "ResourceClaim", Set: pl.feed.setClaim, Delete: pl.feed.deleteClaim,
+		Then: countDeltas[*resourcev1.ResourceClaim](profile, "ResourceClaim", nil)})
+	if err != nil {
+		return err
+	}
+	pl.synced = []cache.InformerSynced{sliceReg.HasSynced, classReg.HasSynced, claimReg.HasSynced}
+	if pl.fts.DeviceTaintRules {
+		rules := informer.TaintRules(pl.st)
+		// Any change of a rule may untaint devices: a deleted rule, or
+		// one that selects others now.
+		rules.Then = countDeltas(profile, "DeviceTaintRule", func(d informer.Delta[*resourcev1.DeviceTaintRule]) {
+			if d.Err == nil {
+				pl.waiting.roomMade()
+			}
+		})
+		ruleReg, err := informer.Watch(logger, inf.DeviceTaintRules().Informer(), rules)
+		if err != nil {
+			return err
+		}
+		pl.synced = append(pl.synced, ruleReg.HasSynced)
+	}
+	pl.claimsListed = inf.ResourceClaims().Informer().HasSynced
+	if err := pl.indexClaimNames(); err != nil {
+		return err
+	}
+	if pl.fts.ExtendedResource {
+		if err := pl.indexExtendedClaims(); err != nil {
+			return err
+		}
+	}
+	return pl.indexForeignClaims()
+}
+
+// roomMadeBy tells the waiting pods when the State took an added or
+// changed object.
+func roomMadeBy[T any](waiting *waitlist) func(informer.Delta[T]) {
+	return func(d informer.Delta[T]) {
+		if !d.Deleted && d.Err == nil {
+			waiting.roomMade()
+		}
+	}
+}
+
+// indexClaimNames indexes the scheduler's pods by the claims they
+// reference (see claimKeys); a generated claim whose name the pod's status
+// does not carry yet is known by its controlling pod instead.
+func (pl *Plugin) indexClaimNames() error {
+	name := Name + "/pods-by-claim-name-" + pl.fh.ProfileName()
+	pods := pl.fh.SharedInformerFactory().Core().V1().Pods().Informer()
+	err := pods.AddIndexers(cache.Indexers{name: func(obj any) ([]string, error) {
+		pod, ok := obj.(*v1.Pod)
+		if !ok {
+			return nil, nil
+		}
+		return claimKeys(pod), nil
+	}})
+	if err != nil {
+		return fmt.Errorf("index pods by claim name: %w", err)
+	}
+	pl.podsByClaimName, pl.podsByClaimIndex = pods.GetIndexer(), name
+	return nil
+}
+
+// indexForeignClaims indexes the scheduler's pods by the claims that pods
+// of other profiles reference, which another DRA plugin of the scheduler
+// may be allocating (see feed.sync). The informer updates its index before
+// it notifies the scheduling queue, so a pod is indexed before another
+// profile can schedule it. Pods of every phase but the terminal ones,
+// which the scheduler does not watch, stay indexed: a bound pod's claim
+// may reach the State after the pod's binding does.
+func (pl *Plugin) indexForeignClaims() error {
+	profile := pl.fh.ProfileName()
+	name := Name + "/claims-of-pods-not-in-" + profile
+	pods := pl.fh.SharedInformerFactory().Core().V1().Pods().Informer()
+	err := pods.AddIndexers(cache.Indexers{name: func(obj any) ([]string, error) {
+		pod, ok := obj.(*v1.Pod)
+		if !ok || pod.Spec.SchedulerName == profile {
+			return nil, nil
+		}
+		return claimKeys(pod), nil
+	}})
+	if err != nil {
+		return fmt.Errorf("index pods by claim: %w", err)
+	}
+	indexer := pods.GetIndexer()
+	pl.feed.foreignClaims = func() []string { return indexer.ListIndexFuncValues(name) }
+	return nil
+}
+
+// claimKeys are the claims ("namespace/name") the pod references; a
+// template's claim is known once the pod's status names it.
+func claimKeys(pod *v1.Pod) []string {
+	if len(pod.Spec.ResourceClaims) == 0 {
+		return nil
+	}
+	keys := make([]string, 0, len(pod.Spec.ResourceClaims))
+	for i := range pod.Spec.ResourceClaims {
+		if claim, _, err := resourceclaim.Name(pod, &pod.Spec.ResourceClaims[i]); err == nil && claim != nil {
+			keys = append(keys, pod.Namespace+"/"+*claim)
+		}
+	}
+	return keys
+}
+
+// Name implements fwk.Plugin.
+func (pl *Plugin) Name() string { return Name }
+
+// waitForSync blocks the first scheduling cycles until the State has
+// seen what the informers listed, so that no device held by an existing
+// allocation looks free.
+func (pl *Plugin) waitForSync(ctx context.Context) error {
+	for _, s := range pl.synced {
+		if !s() {
+			if !cache.WaitForCacheSync(ctx.Done(), pl.synced...) {
+				return fmt.Errorf("allocation state not synced: %w", context.Cause(ctx))
+			}
+			return nil
+		}
+	}
+	return nil
+}
