@@ -15,8 +15,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/dractl/dractl/e2e/framework"
-	at "github.com/dractl/dractl/pkg/core/allocator/allocatortest"
 	"github.com/dractl/dractl/pkg/core/api"
+	at "github.com/dractl/dractl/pkg/core/coretest"
 )
 
 // cpuDriver publishes CPU sets: devices that stand for 16 of their node's

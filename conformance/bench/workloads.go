@@ -13,6 +13,7 @@ import (
 	"github.com/dractl/dractl/conformance/gen"
 	"github.com/dractl/dractl/conformance/scenario"
 	"github.com/dractl/dractl/pkg/core/api"
+	"github.com/dractl/dractl/pkg/core/coretest"
 	"github.com/dractl/dractl/pkg/driver/mig"
 )
 
@@ -36,22 +37,20 @@ type Workload struct {
 
 func classes() []*resourcev1.DeviceClass {
 	return []*resourcev1.DeviceClass{
-		gen.Class("mig", gen.DriverIs(gen.GPUDriver)+" && "+gen.AttrIs(gen.GPUDriver, "type", "mig")),
-		gen.Class("gpu", gen.DriverIs(gen.GPUDriver)),
-		gen.Class("plain", gen.DriverIs(gen.PlainDriver)),
-		gen.Class("tpu", gen.DriverIs(gen.TPUDriver)),
+		coretest.Class("mig", gen.DriverIs(gen.GPUDriver)+" && "+gen.AttrIs(gen.GPUDriver, "type", "mig")),
+		coretest.Class("gpu", gen.DriverIs(gen.GPUDriver)),
+		coretest.Class("plain", gen.DriverIs(gen.PlainDriver)),
+		coretest.Class("tpu", gen.DriverIs(gen.TPUDriver)),
 	}
 }
 
 // allocated returns a claim holding the given devices of one pool.
 func allocated(name, driver, pool string, devices ...string) *resourcev1.ResourceClaim {
-	c := gen.Claim(name, gen.Exact("r", "any", int64(len(devices))))
-	c.Status.Allocation = &resourcev1.AllocationResult{}
+	var results []resourcev1.DeviceRequestAllocationResult
 	for _, d := range devices {
-		c.Status.Allocation.Devices.Results = append(c.Status.Allocation.Devices.Results, resourcev1.DeviceRequestAllocationResult{
-			Request: "r", Driver: driver, Pool: pool, Device: d,
-		})
+		results = append(results, coretest.Result("r", driver, pool, d))
 	}
+	c := coretest.Claim(name).Request(coretest.Request("r", "any").Count(int64(len(devices)))).Allocated(results...).Obj()
 	c.Status.ReservedFor = []resourcev1.ResourceClaimConsumerReference{{Resource: "pods", Name: "p-" + name, UID: types.UID("uid-p-" + name)}}
 	return c
 }

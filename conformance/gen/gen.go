@@ -19,6 +19,7 @@ import (
 	"github.com/dractl/dractl/conformance/scenario"
 	"github.com/dractl/dractl/conformance/upstream"
 	"github.com/dractl/dractl/pkg/core/api"
+	"github.com/dractl/dractl/pkg/core/coretest"
 	"github.com/dractl/dractl/pkg/driver/mig"
 )
 
@@ -366,16 +367,16 @@ func (g *generator) perturb() {
 
 func (g *generator) classes() {
 	g.s.Classes = []*resourcev1.DeviceClass{
-		Class("gpu", DriverIs(GPUDriver)),
-		Class("gpu-full", DriverIs(GPUDriver), AttrIs(GPUDriver, "type", "gpu")),
-		Class("mig", DriverIs(GPUDriver)+" && "+AttrIs(GPUDriver, "type", "mig")),
-		Class("acc", DriverIs(AccDriver)),
-		Class("nic", DriverIs(NICDriver)),
-		Class("tpu", DriverIs(TPUDriver)),
-		Class("plain", DriverIs(PlainDriver)),
-		Class("any"),
+		coretest.Class("gpu", DriverIs(GPUDriver)),
+		coretest.Class("gpu-full", DriverIs(GPUDriver), AttrIs(GPUDriver, "type", "gpu")),
+		coretest.Class("mig", DriverIs(GPUDriver)+" && "+AttrIs(GPUDriver, "type", "mig")),
+		coretest.Class("acc", DriverIs(AccDriver)),
+		coretest.Class("nic", DriverIs(NICDriver)),
+		coretest.Class("tpu", DriverIs(TPUDriver)),
+		coretest.Class("plain", DriverIs(PlainDriver)),
+		coretest.Class("any"),
 		// Fails at run time on devices without the attribute: fatal.
-		Class("broken", `device.attributes["plain.example.com"].nosuch == "x"`),
+		coretest.Class("broken", `device.attributes["plain.example.com"].nosuch == "x"`),
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/dractl/dractl/pkg/core/api"
+	"github.com/dractl/dractl/pkg/core/coretest"
 )
 
 // Drivers used by the generator and the benchmarks.
@@ -49,15 +50,6 @@ func Node(name string, labels map[string]string) *corev1.Node {
 	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: l, UID: types.UID("uid-" + name)}}
 }
 
-// Class returns a DeviceClass with the given CEL selectors.
-func Class(name string, selectors ...string) *resourcev1.DeviceClass {
-	c := &resourcev1.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: name}}
-	for _, s := range selectors {
-		c.Spec.Selectors = append(c.Spec.Selectors, resourcev1.DeviceSelector{CEL: &resourcev1.CELDeviceSelector{Expression: s}})
-	}
-	return c
-}
-
 // DriverIs is the CEL selector for a driver.
 func DriverIs(d string) string { return fmt.Sprintf("device.driver == %q", d) }
 
@@ -78,13 +70,13 @@ func Slice(name, driver, pool string, count int64) *api.ResourceSlice {
 	}
 }
 
-// Claim returns a claim with the given requests (no constraints).
+// Claim returns a claim with the given requests (no constraints), typed
+// as the generator's scenarios store it.
 func Claim(name string, reqs ...resourcev1.DeviceRequest) *resourcev1.ResourceClaim {
-	return &resourcev1.ResourceClaim{
-		TypeMeta:   metav1.TypeMeta{APIVersion: api.APIVersion, Kind: "ResourceClaim"},
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID("uid-" + name)},
-		Spec:       resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: reqs}},
-	}
+	c := coretest.Claim(name).Obj()
+	c.TypeMeta = metav1.TypeMeta{APIVersion: api.APIVersion, Kind: "ResourceClaim"}
+	c.Spec.Devices.Requests = reqs
+	return c
 }
 
 // Exact returns a request for count devices of class with selectors.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/dractl/dractl/conformance/gen"
 	"github.com/dractl/dractl/conformance/scenario"
+	"github.com/dractl/dractl/pkg/core/coretest"
 )
 
 func result(devs ...[2]string) *resourcev1.AllocationResult {
@@ -27,7 +28,7 @@ func TestVerifierRejects(t *testing.T) {
 	other := gen.Node("node-1", nil)
 	sc := &scenario.Scenario{
 		Nodes:   nil,
-		Classes: []*resourcev1.DeviceClass{gen.Class("gpu", gen.DriverIs(gen.GPUDriver)), gen.Class("mig", gen.AttrIs(gen.GPUDriver, "type", "mig"))},
+		Classes: []*resourcev1.DeviceClass{coretest.Class("gpu", gen.DriverIs(gen.GPUDriver)), coretest.Class("mig", gen.AttrIs(gen.GPUDriver, "type", "mig"))},
 		Slices:  gen.MIGPool("node-0", 2, gen.Profiles, 2, true),
 	}
 	_ = sc.Nodes

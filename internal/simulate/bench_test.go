@@ -4,11 +4,11 @@ import (
 	"context"
 	"fmt"
 	"runtime"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/dractl/dractl/pkg/core/allocator"
+	"github.com/dractl/dractl/pkg/core/coretest"
 )
 
 // BenchmarkSimulate1000DGX runs 100,000 claim events (arrivals and
@@ -25,7 +25,7 @@ func BenchmarkSimulate1000DGX(b *testing.B) {
 	for _, strategy := range []allocator.Strategy{allocator.FirstFit, allocator.BestFit} {
 		b.Run(strategyName(strategy), func(b *testing.B) {
 			for b.Loop() {
-				cpu0 := cpuTime()
+				cpu0 := coretest.CPUTime()
 				res, err := Run(context.Background(), c, s, Options{Strategy: strategy, MaxEvents: 100_000})
 				if err != nil {
 					b.Fatal(err)
@@ -33,7 +33,7 @@ func BenchmarkSimulate1000DGX(b *testing.B) {
 				if res.Events != 100_000 {
 					b.Fatalf("%d events, want 100000", res.Events)
 				}
-				b.ReportMetric(float64(cpuTime()-cpu0)/1e9, "cpu-s")
+				b.ReportMetric(float64(coretest.CPUTime()-cpu0)/1e9, "cpu-s")
 				runtime.GC()
 				var ms runtime.MemStats
 				runtime.ReadMemStats(&ms)
@@ -45,16 +45,6 @@ func BenchmarkSimulate1000DGX(b *testing.B) {
 			}
 		})
 	}
-}
-
-// cpuTime is the process's CPU time: on a shared machine it says more
-// about the work done than the wall time does.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkPacking500DGX is the packing claim at cluster scale: the MIG
@@ -111,7 +101,7 @@ func BenchmarkNodesNeeded24Streams(b *testing.B) {
 	for _, strategy := range []allocator.Strategy{allocator.FirstFit, allocator.BestFit} {
 		b.Run(strategyName(strategy), func(b *testing.B) {
 			for b.Loop() {
-				cpu0 := cpuTime()
+				cpu0 := coretest.CPUTime()
 				plan, err := NodesNeeded(context.Background(), &Cluster{Classes: c.Classes}, tmpl, s, PlanOptions{MaxWait: 5 * time.Minute, Run: Options{Strategy: strategy, Samples: 20}})
 				if err != nil {
 					b.Fatal(err)
@@ -119,7 +109,7 @@ func BenchmarkNodesNeeded24Streams(b *testing.B) {
 				if !plan.Found {
 					b.Fatalf("no answer within %d nodes", plan.Nodes)
 				}
-				b.ReportMetric(float64(cpuTime()-cpu0)/1e9, "cpu-s")
+				b.ReportMetric(float64(coretest.CPUTime()-cpu0)/1e9, "cpu-s")
 				b.ReportMetric(float64(plan.Nodes), "nodes")
 				b.ReportMetric(float64(len(plan.Curve)), "runs")
 			}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/dractl/dractl/pkg/core/allocator"
+	"github.com/dractl/dractl/pkg/core/coretest"
 	"github.com/dractl/dractl/pkg/ops/render"
 )
 
@@ -92,8 +93,8 @@ func TestHTMLReportInChromium(t *testing.T) {
 	dir := t.TempDir()
 	report := filepath.Join(dir, "report.html")
 	check := filepath.Join(dir, "check.html")
-	must(t, os.WriteFile(report, page.Bytes(), 0o644))
-	must(t, os.WriteFile(check, bytes.Replace(page.Bytes(), []byte("</body>"), []byte(checkScript+"</body>"), 1), 0o644))
+	coretest.Must(t, os.WriteFile(report, page.Bytes(), 0o644))
+	coretest.Must(t, os.WriteFile(check, bytes.Replace(page.Bytes(), []byte("</body>"), []byte(checkScript+"</body>"), 1), 0o644))
 
 	dom := runChromium(t, "--dump-dom", "file://"+check)
 	m := regexp.MustCompile(`data-check="([^"]*)"`).FindSubmatch(dom)
@@ -105,7 +106,7 @@ func TestHTMLReportInChromium(t *testing.T) {
 		Width, Height float64
 		Shapes        int
 	}
-	must(t, json.Unmarshal([]byte(html.UnescapeString(string(m[1]))), &svgs))
+	coretest.Must(t, json.Unmarshal([]byte(html.UnescapeString(string(m[1]))), &svgs))
 	count := map[string]int{}
 	for i, svg := range svgs {
 		count[svg.Class]++
@@ -126,10 +127,10 @@ func TestHTMLReportInChromium(t *testing.T) {
 	shot := filepath.Join(dir, "report.png")
 	runChromium(t, "--screenshot="+shot, "--window-size=1300,4000", "--hide-scrollbars", "file://"+report)
 	f, err := os.Open(shot)
-	must(t, err)
+	coretest.Must(t, err)
 	defer f.Close()
 	img, err := png.Decode(f)
-	must(t, err)
+	coretest.Must(t, err)
 	lines := hexColors(render.SeriesColors())
 	claims := hexColors(render.ClaimColors())
 	var ink, lineInk, claimInk int
@@ -169,9 +170,9 @@ func TestPlanReportInChromium(t *testing.T) {
 		rep.Plans = append(rep.Plans, plan)
 	}
 	var page bytes.Buffer
-	must(t, rep.WriteHTML(&page))
+	coretest.Must(t, rep.WriteHTML(&page))
 	check := filepath.Join(t.TempDir(), "check.html")
-	must(t, os.WriteFile(check, bytes.Replace(page.Bytes(), []byte("</body>"), []byte(checkScript+"</body>"), 1), 0o644))
+	coretest.Must(t, os.WriteFile(check, bytes.Replace(page.Bytes(), []byte("</body>"), []byte(checkScript+"</body>"), 1), 0o644))
 	m := regexp.MustCompile(`data-check="([^"]*)"`).FindSubmatch(runChromium(t, "--dump-dom", "file://"+check))
 	if m == nil {
 		t.Fatal("the check script did not run")
@@ -181,7 +182,7 @@ func TestPlanReportInChromium(t *testing.T) {
 		Width, Height float64
 		Shapes        int
 	}
-	must(t, json.Unmarshal([]byte(html.UnescapeString(string(m[1]))), &svgs))
+	coretest.Must(t, json.Unmarshal([]byte(html.UnescapeString(string(m[1]))), &svgs))
 	// One polyline per strategy and one for the bound.
 	if len(svgs) != 1 || svgs[0].Width < 100 || svgs[0].Height < 50 || svgs[0].Shapes < len(rep.Plans)+1 {
 		t.Errorf("the nodes-needed curve is laid out as %+v", svgs)

@@ -82,10 +82,3 @@ func mustStream(t testing.TB, set *decode.Set) *Stream {
 func fixedShareIDs() state.Options {
 	return state.Options{NewShareID: func() types.UID { return "share" }}
 }
-
-func must(t testing.TB, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}

@@ -13,6 +13,7 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 
 	"github.com/dractl/dractl/pkg/core/allocator"
+	"github.com/dractl/dractl/pkg/core/coretest"
 	"github.com/dractl/dractl/pkg/core/state"
 )
 
@@ -81,13 +82,13 @@ func fromScratch(t *testing.T, c *Cluster, claims []*resourcev1.ResourceClaim) *
 	t.Helper()
 	st := state.New(fixedShareIDs())
 	for _, s := range c.Slices {
-		must(t, st.SetMixinSlice(s))
+		coretest.Must(t, st.SetMixinSlice(s))
 	}
 	for _, dc := range c.Classes {
-		must(t, st.SetClass(dc))
+		coretest.Must(t, st.SetClass(dc))
 	}
 	for _, cl := range claims {
-		must(t, st.SetClaim(cl))
+		coretest.Must(t, st.SetClaim(cl))
 	}
 	return st.Snapshot()
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dractl/dractl/pkg/core/allocator"
+	"github.com/dractl/dractl/pkg/core/coretest"
 	"github.com/dractl/dractl/pkg/core/state"
 )
 
@@ -167,10 +168,10 @@ func twinRun(t *testing.T, c *Cluster, s *Stream, strategy allocator.Strategy) (
 	t.Helper()
 	full := state.New(fixedShareIDs())
 	for _, sl := range c.Slices {
-		must(t, full.SetMixinSlice(sl))
+		coretest.Must(t, full.SetMixinSlice(sl))
 	}
 	for _, dc := range c.Classes {
-		must(t, full.SetClass(dc))
+		coretest.Must(t, full.SetClass(dc))
 	}
 	node := make([]int32, len(s.Pods))
 	at := make([]time.Duration, len(s.Pods))
@@ -232,7 +233,7 @@ func twinRun(t *testing.T, c *Cluster, s *Stream, strategy allocator.Strategy) (
 			for k, cl := range pod.Claims {
 				cp := *cl
 				cp.Status.Allocation = res[k]
-				must(t, full.SetClaim(&cp))
+				coretest.Must(t, full.SetClaim(&cp))
 			}
 			node[p.pod], at[p.pod] = int32(ni), now
 			if pod.Lifetime > 0 {
@@ -303,7 +304,7 @@ func twinRun(t *testing.T, c *Cluster, s *Stream, strategy allocator.Strategy) (
 			l := leaving[0]
 			leaving = leaving[1:]
 			for _, cl := range s.Pods[l.pod].Claims {
-				must(t, full.DeleteClaim(cl.Namespace, cl.Name))
+				coretest.Must(t, full.DeleteClaim(cl.Namespace, cl.Name))
 			}
 			move(l.at, func(*twinPod) bool { return true })
 			continue

@@ -9,6 +9,7 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 
 	"github.com/dractl/dractl/pkg/core/allocator"
+	"github.com/dractl/dractl/pkg/core/coretest"
 	"github.com/dractl/dractl/pkg/core/state"
 )
 
@@ -18,10 +19,10 @@ func loaded(t *testing.T, n, perNode int) *Cluster {
 	c := dgxCluster(n)
 	full := state.New(fixedShareIDs())
 	for _, s := range c.Slices {
-		must(t, full.SetMixinSlice(s))
+		coretest.Must(t, full.SetMixinSlice(s))
 	}
 	for _, dc := range c.Classes {
-		must(t, full.SetClass(dc))
+		coretest.Must(t, full.SetClass(dc))
 	}
 	tmpl := mustStream(t, migWorkload(1, 50, 1, 0))
 	var claim *resourcev1.ResourceClaim
@@ -40,7 +41,7 @@ func loaded(t *testing.T, n, perNode int) *Cluster {
 				t.Fatal(err)
 			}
 			cl.Status.Allocation = res[0]
-			must(t, full.SetClaim(cl))
+			coretest.Must(t, full.SetClaim(cl))
 			c.Allocated = append(c.Allocated, cl)
 		}
 	}
@@ -73,11 +74,11 @@ func TestScaleDown(t *testing.T) {
 			st := state.New(fixedShareIDs())
 			for _, s := range c.Slices {
 				if !gone[*s.Spec.NodeName] {
-					must(t, st.SetMixinSlice(s))
+					coretest.Must(t, st.SetMixinSlice(s))
 				}
 			}
 			for _, dc := range c.Classes {
-				must(t, st.SetClass(dc))
+				coretest.Must(t, st.SetClass(dc))
 			}
 			to := map[string]string{}
 			for _, rm := range rms {
@@ -92,7 +93,7 @@ func TestScaleDown(t *testing.T) {
 			}
 			for _, cl := range c.Allocated {
 				if _, moves := to[cl.Namespace+"/"+cl.Name]; !moves {
-					must(t, st.SetClaim(cl))
+					coretest.Must(t, st.SetClaim(cl))
 				}
 			}
 			for _, cl := range c.Allocated {
@@ -113,9 +114,9 @@ func TestScaleDown(t *testing.T) {
 				if errors.As(err, &unfit) {
 					t.Fatalf("%s: claim %s does not fit on %s", name, cp.Name, node)
 				}
-				must(t, err)
+				coretest.Must(t, err)
 				cp.Status.Allocation = res[0]
-				must(t, st.SetClaim(cp))
+				coretest.Must(t, st.SetClaim(cp))
 			}
 		}
 	}

@@ -3,11 +3,10 @@ package clusterbench
 import (
 	"fmt"
 	"runtime"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/dractl/dractl/internal/testing/examplegen"
+	"github.com/dractl/dractl/pkg/core/coretest"
 	"github.com/dractl/dractl/pkg/core/decode"
 	"github.com/dractl/dractl/pkg/core/pool"
 	"github.com/dractl/dractl/pkg/core/validation"
@@ -59,13 +58,13 @@ func BenchmarkCluster(b *testing.B) {
 				b.ResetTimer()
 				b.SetBytes(int64(len(data)))
 				b.ReportMetric(float64(devices), "devices")
-				cpu0 := cpuTime()
+				cpu0 := coretest.CPUTime()
 				for b.Loop() {
 					pipeline(b, data)
 				}
 				// On a shared machine the CPU time per operation varies far
 				// less than the wall time.
-				b.ReportMetric(float64(cpuTime()-cpu0)/1e9/float64(b.N), "cpu-s/op")
+				b.ReportMetric(float64(coretest.CPUTime()-cpu0)/1e9/float64(b.N), "cpu-s/op")
 			})
 		}
 	}
@@ -107,13 +106,4 @@ func TestMixinFormUsesLessMemory(t *testing.T) {
 		t.Errorf("decoded mixin form holds %d bytes, flat form %d: mixins should be smaller", live[examplegen.Mixins], live[examplegen.Flat])
 	}
 	t.Logf("live heap for 20 nodes: flat %d KiB, mixins %d KiB", live[examplegen.Flat]>>10, live[examplegen.Mixins]>>10)
-}
-
-// cpuTime is the user and system CPU time of the process so far.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -7,8 +7,8 @@ import (
 
 	resourcev1 "k8s.io/api/resource/v1"
 
-	at "github.com/dractl/dractl/pkg/core/allocator/allocatortest"
 	"github.com/dractl/dractl/pkg/core/api"
+	at "github.com/dractl/dractl/pkg/core/coretest"
 )
 
 // A quantity like 1e100000000 parses, but comparing or adding it to an

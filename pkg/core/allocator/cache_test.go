@@ -11,7 +11,7 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	at "github.com/dractl/dractl/pkg/core/allocator/allocatortest"
+	at "github.com/dractl/dractl/pkg/core/coretest"
 	"github.com/dractl/dractl/pkg/core/features"
 	"github.com/dractl/dractl/pkg/core/pool"
 )

@@ -7,8 +7,8 @@ import (
 
 	resourcev1 "k8s.io/api/resource/v1"
 
-	at "github.com/dractl/dractl/pkg/core/allocator/allocatortest"
 	"github.com/dractl/dractl/pkg/core/api"
+	at "github.com/dractl/dractl/pkg/core/coretest"
 	"github.com/dractl/dractl/pkg/core/pool"
 )
 

@@ -12,8 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/dractl/dractl/pkg/core/allocator/allocatortest"
 	"github.com/dractl/dractl/pkg/core/api"
+	"github.com/dractl/dractl/pkg/core/coretest"
 	"github.com/dractl/dractl/pkg/core/pool"
 	migtable "github.com/dractl/dractl/pkg/driver/mig"
 )
@@ -56,9 +56,9 @@ func devices(r *resourcev1.AllocationResult) []string {
 }
 
 var (
-	gpuClass = allocatortest.Class("gpu", `device.driver == "gpu.example.com"`)
-	migClass = allocatortest.Class("mig", `device.driver == "gpu.example.com" && device.attributes["gpu.example.com"].type == "mig"`)
-	anyClass = allocatortest.Class("any")
+	gpuClass = coretest.Class("gpu", `device.driver == "gpu.example.com"`)
+	migClass = coretest.Class("mig", `device.driver == "gpu.example.com" && device.attributes["gpu.example.com"].type == "mig"`)
+	anyClass = coretest.Class("any")
 )
 
 // gpuNode adds the slices of one node with n H100s (pkg/driver/mig's table), each
@@ -66,13 +66,13 @@ var (
 // devices (KEP-4815's MIG example), smallest profile first.
 func gpuNode(node string, n int) []*api.ResourceSlice {
 	m := &migtable.H100
-	cs := allocatortest.Slice(node + "-counters").Driver(gpuDriver).Pool(node).Count(2).Node(node)
-	ds := allocatortest.Slice(node + "-devices").Driver(gpuDriver).Pool(node).Count(2).Node(node)
+	cs := coretest.Slice(node + "-counters").Driver(gpuDriver).Pool(node).Count(2).Node(node)
+	ds := coretest.Slice(node + "-devices").Driver(gpuDriver).Pool(node).Count(2).Node(node)
 	for g := 0; g < n; g++ {
 		set := fmt.Sprintf("gpu-%d-counters", g)
 		cs.Counters(set, counterKV(m.SharedCounters())...)
 		parent := fmt.Sprintf("%s-gpu-%d", node, g)
-		ds.Device(allocatortest.Device(fmt.Sprintf("gpu-%d", g)).Str("type", "gpu").Str("parentUUID", parent).
+		ds.Device(coretest.Device(fmt.Sprintf("gpu-%d", g)).Str("type", "gpu").Str("parentUUID", parent).
 			Str("profile", "full").Consumes(set, counterKV(m.SharedCounters())...))
 		for _, p := range m.SmallestFirst() {
 			for _, start := range p.Placements {
@@ -80,7 +80,7 @@ func gpuNode(node string, n int) []*api.ResourceSlice {
 				for s := start; s < start+p.MemorySlices; s++ {
 					c[migtable.MemorySliceCounter(s)] = api.Counter{Value: resource.MustParse("1")}
 				}
-				ds.Device(allocatortest.Device(fmt.Sprintf("gpu-%d-mig-%s-%d", g, p.Name, start)).Str("type", "mig").
+				ds.Device(coretest.Device(fmt.Sprintf("gpu-%d-mig-%s-%d", g, p.Name, start)).Str("type", "mig").
 					Str("parentUUID", parent).Str("profile", p.Name).Int("placement", int64(start)).Consumes(set, counterKV(c)...))
 			}
 		}
@@ -102,11 +102,11 @@ func counterKV(c map[string]api.Counter) []string {
 func fullGPUsAllocated(node string, k int) *resourcev1.ResourceClaim {
 	var rs []resourcev1.DeviceRequestAllocationResult
 	for g := 0; g < k; g++ {
-		rs = append(rs, allocatortest.Result("r", gpuDriver, node, fmt.Sprintf("gpu-%d", g)))
+		rs = append(rs, coretest.Result("r", gpuDriver, node, fmt.Sprintf("gpu-%d", g)))
 	}
-	return allocatortest.Claim("busy-" + node).Allocated(rs...).Obj()
+	return coretest.Claim("busy-" + node).Allocated(rs...).Obj()
 }
 
-func mig(name, profile string) *allocatortest.RequestBuilder {
-	return allocatortest.Request(name, "mig").Selector(fmt.Sprintf(`device.attributes["gpu.example.com"].profile == %q`, profile))
+func mig(name, profile string) *coretest.RequestBuilder {
+	return coretest.Request(name, "mig").Selector(fmt.Sprintf(`device.attributes["gpu.example.com"].profile == %q`, profile))
 }

@@ -4,19 +4,10 @@ import (
 	"bytes"
 	"fmt"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
-)
 
-// cpuTime is the user+system CPU time of the process so far.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
+	"github.com/dractl/dractl/pkg/core/coretest"
+)
 
 // profiles are the partitions of one GPU: name, count, memory, compute
 // slices. Each GPU gives 1+7+3+2+1+1+2+1+1 = 19 devices, so a node with 8
@@ -112,7 +103,7 @@ func BenchmarkDecodeLargeCluster(b *testing.B) {
 		b.Run(in.name, func(b *testing.B) {
 			b.SetBytes(int64(len(in.data)))
 			b.ReportAllocs()
-			cpu0 := cpuTime()
+			cpu0 := coretest.CPUTime()
 			for b.Loop() {
 				objs, err := Bytes("cluster."+in.name, in.data)
 				if err != nil || len(objs) != 1000 {
@@ -121,7 +112,7 @@ func BenchmarkDecodeLargeCluster(b *testing.B) {
 			}
 			// On a shared machine wall time says little; CPU time spent by
 			// the process (all workers, GC included) is comparable.
-			b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
+			b.ReportMetric(float64(coretest.CPUTime()-cpu0)/float64(b.N), "cpu-ns/op")
 			b.ReportMetric(float64(devices), "devices/op")
 		})
 	}

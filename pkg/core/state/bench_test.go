@@ -6,7 +6,7 @@ import (
 
 	resourcev1 "k8s.io/api/resource/v1"
 
-	at "github.com/dractl/dractl/pkg/core/allocator/allocatortest"
+	at "github.com/dractl/dractl/pkg/core/coretest"
 	"github.com/dractl/dractl/pkg/core/state"
 )
 
@@ -15,7 +15,7 @@ import (
 func churn(b *testing.B) (*state.State, func(i int)) {
 	st := cluster(b, 1000)
 	c, released := allocatedOn("churn", "node-3", "part-3"), pending("churn")
-	must(b, st.SetClaim(released))
+	at.Must(b, st.SetClaim(released))
 	return st, func(i int) {
 		x := c
 		if i%2 == 1 {

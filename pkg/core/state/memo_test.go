@@ -11,7 +11,7 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 
 	"github.com/dractl/dractl/pkg/core/allocator"
-	at "github.com/dractl/dractl/pkg/core/allocator/allocatortest"
+	at "github.com/dractl/dractl/pkg/core/coretest"
 	"github.com/dractl/dractl/pkg/core/state"
 )
 
@@ -40,7 +40,7 @@ func TestMemoAnswersAsFromScratch(t *testing.T) {
 			op, _ := w.delta(st, o)
 			if _, ok := o.slices["shared-d"]; ok && w.r.Intn(2) == 0 {
 				// A pool every node sees turns remembering off: keep it rare.
-				must(t, st.DeleteSlice("shared-d"))
+				at.Must(t, st.DeleteSlice("shared-d"))
 				delete(o.slices, "shared-d")
 			}
 			got, want := st.Snapshot(), o.fromScratch(t).Snapshot()
@@ -88,7 +88,7 @@ func TestMemoForgetsWhatChanged(t *testing.T) {
 	}
 	device := func(res []*resourcev1.AllocationResult, err error) string {
 		t.Helper()
-		must(t, err)
+		at.Must(t, err)
 		return res[0].Devices.Results[0].Device
 	}
 	step := func(what string, hit bool, f func()) {
@@ -107,35 +107,35 @@ func TestMemoForgetsWhatChanged(t *testing.T) {
 		}
 	})
 	step("a claim holds a device", false, func() {
-		must(t, st.SetClaim(allocated("x", "part-0")))
+		at.Must(t, st.SetClaim(allocated("x", "part-0")))
 		if got := device(ask(node, pending("c"))); got != "part-1" {
 			t.Errorf("allocated %s, want part-1", got)
 		}
 	})
 	// A binding's usual end: the allocation is written as it was assumed.
-	must(t, st.SetClaim(pending("z")))
-	must(t, st.Assume(allocated("z", "part-1")))
+	at.Must(t, st.SetClaim(pending("z")))
+	at.Must(t, st.Assume(allocated("z", "part-1")))
 	step("an allocation assumed", false, func() { device(ask(node, pending("c1"))) })
 	step("the assumed allocation written as assumed", true, func() {
-		must(t, st.SetClaim(allocated("z", "part-1")))
+		at.Must(t, st.SetClaim(allocated("z", "part-1")))
 		if got := device(ask(node, pending("c2"))); got != "part-2" {
 			t.Errorf("allocated %s, want part-2", got)
 		}
 	})
-	must(t, st.SetClaim(pending("w")))
-	must(t, st.Assume(allocated("w", "part-2")))
+	at.Must(t, st.SetClaim(pending("w")))
+	at.Must(t, st.Assume(allocated("w", "part-2")))
 	device(ask(node, pending("c3")))
 	step("an allocation written otherwise than assumed", false, func() {
-		must(t, st.SetClaim(allocated("w", "part-3")))
+		at.Must(t, st.SetClaim(allocated("w", "part-3")))
 		if got := device(ask(node, pending("c4"))); got != "part-2" {
 			t.Errorf("allocated %s, want part-2", got)
 		}
 	})
-	must(t, st.DeleteClaim("default", "z"))
-	must(t, st.DeleteClaim("default", "w"))
+	at.Must(t, st.DeleteClaim("default", "z"))
+	at.Must(t, st.DeleteClaim("default", "w"))
 	step("a new copy of the Node", false, func() { device(ask(node.DeepCopy(), pending("d"))) })
 	step("a class changed", false, func() {
-		must(t, st.SetClass(at.Class("gpu", `device.driver == "`+driver+`" && true`)))
+		at.Must(t, st.SetClass(at.Class("gpu", `device.driver == "`+driver+`" && true`)))
 		device(ask(node, pending("e")))
 	})
 	step("another spec", false, func() {
@@ -144,7 +144,7 @@ func TestMemoForgetsWhatChanged(t *testing.T) {
 	})
 	// Fill the GPU: the explanation of a remembered failure names the
 	// claim asked about.
-	must(t, st.SetClaim(allocated("y", "part-1", "part-2", "part-3")))
+	at.Must(t, st.SetClaim(allocated("y", "part-1", "part-2", "part-3")))
 	step("unfit", false, func() { _, _ = ask(node, pending("g")) })
 	step("unfit again", true, func() {
 		_, err := ask(node, pending("h"))

@@ -7,7 +7,7 @@ import (
 
 	resourcev1 "k8s.io/api/resource/v1"
 
-	at "github.com/dractl/dractl/pkg/core/allocator/allocatortest"
+	at "github.com/dractl/dractl/pkg/core/coretest"
 	"github.com/dractl/dractl/pkg/core/features"
 	"github.com/dractl/dractl/pkg/core/pool"
 	"github.com/dractl/dractl/pkg/core/state"
@@ -20,10 +20,10 @@ import (
 // in the same slice.
 func mixinGPU(st *state.State, t *testing.T) {
 	t.Helper()
-	must(t, st.SetMixinSlice(at.Slice("counters").Driver(driver).Pool("node-1").Node("node-1").Count(2).
+	at.Must(t, st.SetMixinSlice(at.Slice("counters").Driver(driver).Pool("node-1").Node("node-1").Count(2).
 		Counters("gpu-0", "memory", "40Gi").
 		CounterSetMixin("a100", "memory", "40Gi").CounterSetWithIncludes("gpu-1", []string{"a100"}).Obj()))
-	must(t, st.SetMixinSlice(at.Slice("devices").Driver(driver).Pool("node-1").Node("node-1").Count(2).
+	at.Must(t, st.SetMixinSlice(at.Slice("devices").Driver(driver).Pool("node-1").Node("node-1").Count(2).
 		DeviceMixin("common", "model", "a100").ConsumptionMixin("half", "memory", "20Gi").
 		Device(
 			at.Device("gpu-0").Consumes("gpu-0", "memory", "40Gi"),
@@ -33,7 +33,7 @@ func mixinGPU(st *state.State, t *testing.T) {
 			at.Device("gpu-1").Consumes("gpu-1", "memory", "40Gi"),
 			at.Device("gpu-1-half").Consumes("gpu-1", "memory", "20Gi"),
 		).Obj()))
-	must(t, st.SetClass(at.Class("gpu", `device.driver == "`+driver+`"`)))
+	at.Must(t, st.SetClass(at.Class("gpu", `device.driver == "`+driver+`"`)))
 }
 
 // With DRAResourceSliceMixins off the State, and so every reader of it
@@ -68,7 +68,7 @@ func TestMixinsGate(t *testing.T) {
 			}
 			// A request for all devices gets exactly the devices seen.
 			claim := at.Claim("all").Request(at.Request("gpu", "gpu").All()).Obj()
-			must(t, st.SetClaim(claim))
+			at.Must(t, st.SetClaim(claim))
 			res, err := st.Snapshot().Cycle([]*resourcev1.ResourceClaim{claim}, state.CycleOptions{}).Allocate(context.Background(), at.Node("node-1"))
 			if len(tc.seen) > 1 {
 				// Overlapping partitions cannot all be allocated together.
@@ -77,7 +77,7 @@ func TestMixinsGate(t *testing.T) {
 				}
 				return
 			}
-			must(t, err)
+			at.Must(t, err)
 			var got []string
 			for _, r := range res[0].Devices.Results {
 				got = append(got, r.Device)

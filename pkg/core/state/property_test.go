@@ -16,8 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/dractl/dractl/pkg/core/allocator"
-	at "github.com/dractl/dractl/pkg/core/allocator/allocatortest"
 	"github.com/dractl/dractl/pkg/core/api"
+	at "github.com/dractl/dractl/pkg/core/coretest"
 	"github.com/dractl/dractl/pkg/core/pool"
 	"github.com/dractl/dractl/pkg/core/state"
 )
@@ -124,21 +124,21 @@ func (o *objects) fromScratch(t *testing.T) *state.State {
 	t.Helper()
 	st := state.New(options())
 	for _, s := range o.slices {
-		must(t, st.SetMixinSlice(s))
+		at.Must(t, st.SetMixinSlice(s))
 	}
 	for _, c := range o.classes {
-		must(t, st.SetClass(c))
+		at.Must(t, st.SetClass(c))
 	}
 	for _, c := range o.observed {
-		must(t, st.SetClaim(c))
+		at.Must(t, st.SetClaim(c))
 	}
 	for k, a := range o.assumed {
-		must(t, st.AssumeBy(a.Claim, a.Owner))
+		at.Must(t, st.AssumeBy(a.Claim, a.Owner))
 		switch {
 		case !a.HoldUntil.IsZero():
-			must(t, st.SetMaybeWritten(k.Namespace, k.Name, a.Written, a.HoldUntil))
+			at.Must(t, st.SetMaybeWritten(k.Namespace, k.Name, a.Written, a.HoldUntil))
 		case a.Written != "":
-			must(t, st.SetWritten(k.Namespace, k.Name, a.Written))
+			at.Must(t, st.SetWritten(k.Namespace, k.Name, a.Written))
 		}
 	}
 	return st
@@ -352,7 +352,7 @@ func (o *objects) compareWithAllocator(t *testing.T, w *world, snap *state.Snaps
 		opts := options()
 		a, err := allocator.New(allocator.Input{Pools: pool.Assemble(sl), Classes: classes, Allocated: held},
 			allocator.Options{Strategy: strategy, NewShareID: opts.NewShareID})
-		must(t, err)
+		at.Must(t, err)
 		for _, n := range w.nodes {
 			if strategy == allocator.FirstFit {
 				g, gerr := snap.NodePools(n)

@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/dractl/dractl/pkg/core/allocator"
-	at "github.com/dractl/dractl/pkg/core/allocator/allocatortest"
+	at "github.com/dractl/dractl/pkg/core/coretest"
 	"github.com/dractl/dractl/pkg/core/features"
 	"github.com/dractl/dractl/pkg/core/pool"
 	"github.com/dractl/dractl/pkg/core/state"
@@ -22,14 +22,14 @@ const driver = "gpu.example.com"
 // four 10Gi partitions consuming it.
 func partitioned(st *state.State, t *testing.T) {
 	t.Helper()
-	must(t, st.SetMixinSlice(at.Slice("counters").Driver(driver).Pool("node-1").Node("node-1").Count(2).
+	at.Must(t, st.SetMixinSlice(at.Slice("counters").Driver(driver).Pool("node-1").Node("node-1").Count(2).
 		Counters("gpu-0", "memory", "40Gi").Obj()))
 	devs := []*at.DeviceBuilder{at.Device("gpu-0").Consumes("gpu-0", "memory", "40Gi")}
 	for i := range 4 {
 		devs = append(devs, at.Device(at.Name("part", i)).Consumes("gpu-0", "memory", "10Gi"))
 	}
-	must(t, st.SetMixinSlice(at.Slice("devices").Driver(driver).Pool("node-1").Node("node-1").Count(2).Device(devs...).Obj()))
-	must(t, st.SetClass(at.Class("gpu", `device.driver == "`+driver+`"`)))
+	at.Must(t, st.SetMixinSlice(at.Slice("devices").Driver(driver).Pool("node-1").Node("node-1").Count(2).Device(devs...).Obj()))
+	at.Must(t, st.SetClass(at.Class("gpu", `device.driver == "`+driver+`"`)))
 }
 
 func allocated(name string, devices ...string) *resourcev1.ResourceClaim {
@@ -47,12 +47,12 @@ func pending(name string) *resourcev1.ResourceClaim {
 func TestCycleAllocatesAroundHeldDevices(t *testing.T) {
 	st := state.New(state.Options{})
 	partitioned(st, t)
-	must(t, st.SetClaim(allocated("a", "part-0")))
+	at.Must(t, st.SetClaim(allocated("a", "part-0")))
 	claim := pending("b")
-	must(t, st.SetClaim(claim))
+	at.Must(t, st.SetClaim(claim))
 	snap := st.Snapshot()
 	res, err := snap.Cycle([]*resourcev1.ResourceClaim{claim}, state.CycleOptions{}).Allocate(context.Background(), at.Node("node-1"))
-	must(t, err)
+	at.Must(t, err)
 	if got := res[0].Devices.Results[0].Device; got != "part-1" {
 		t.Fatalf("allocated %s, want part-1 (gpu-0 is blocked by part-0, part-0 is held)", got)
 	}
@@ -81,7 +81,7 @@ func TestSnapshotIsImmutable(t *testing.T) {
 	if st.Snapshot() != before {
 		t.Fatal("a snapshot without deltas in between should be reused")
 	}
-	must(t, st.SetClaim(allocated("a", "gpu-0")))
+	at.Must(t, st.SetClaim(allocated("a", "gpu-0")))
 	after := st.Snapshot()
 	if after == before || after.Version() <= before.Version() {
 		t.Fatal("a delta must produce a new snapshot with a higher version")
@@ -99,28 +99,28 @@ func TestAssumeAndForget(t *testing.T) {
 	st := state.New(state.Options{})
 	partitioned(st, t)
 	claim := pending("b")
-	must(t, st.SetClaim(claim))
+	at.Must(t, st.SetClaim(claim))
 	withAlloc := allocated("b", "part-2")
-	must(t, st.Assume(withAlloc))
+	at.Must(t, st.Assume(withAlloc))
 	snap := st.Snapshot()
 	if !snap.Assumed(state.KeyOf(claim)) {
 		t.Fatal("claim b should be assumed")
 	}
 	// The informer still reports b without allocation: the assumption stands.
-	must(t, st.SetClaim(claim))
+	at.Must(t, st.SetClaim(claim))
 	if c, _ := st.Snapshot().Claim(state.KeyOf(claim)); c.Status.Allocation == nil {
 		t.Fatal("observing b unallocated dropped the assumption")
 	}
 	// A second claim cannot take part-2 while it is assumed for b.
-	must(t, st.SetClaim(pending("c")))
+	at.Must(t, st.SetClaim(pending("c")))
 	var conflict *state.ConflictError
 	if err := st.Assume(allocated("c", "part-2")); !errors.As(err, &conflict) || !conflict.HolderAssumed {
 		t.Fatalf("assume c on part-2: got %v, want a conflict with b's assumed allocation", err)
 	}
-	must(t, st.Forget("default", "b"))
-	must(t, st.Assume(allocated("c", "part-2")))
+	at.Must(t, st.Forget("default", "b"))
+	at.Must(t, st.Assume(allocated("c", "part-2")))
 	// The API catches up with c: the observed allocation replaces the assumed one.
-	must(t, st.SetClaim(allocated("c", "part-2")))
+	at.Must(t, st.SetClaim(allocated("c", "part-2")))
 	if st.Snapshot().Assumed(state.ClaimKey{Namespace: "default", Name: "c"}) {
 		t.Error("c is still assumed after the API reported its allocation")
 	}
@@ -135,9 +135,9 @@ func TestCreated(t *testing.T) {
 	key := state.ClaimKey{Namespace: "default", Name: "b"}
 	placeholder := pending("b")
 	placeholder.UID = "placeholder"
-	must(t, st.SetClaim(placeholder))
-	must(t, st.AssumeBy(allocated("b", "part-2"), "self"))
-	must(t, st.SetWritten("default", "b", "3"))
+	at.Must(t, st.SetClaim(placeholder))
+	at.Must(t, st.AssumeBy(allocated("b", "part-2"), "self"))
+	at.Must(t, st.SetWritten("default", "b", "3"))
 	created := pending("b")
 	created.UID, created.ResourceVersion = "real", "4"
 	if err := st.Created(allocated("b", "part-2")); err == nil {
@@ -146,7 +146,7 @@ func TestCreated(t *testing.T) {
 	if err := st.Created(pending("c")); err == nil {
 		t.Error("Created took a claim without an assumption")
 	}
-	must(t, st.Created(created))
+	at.Must(t, st.Created(created))
 	a, ok := st.Assumption(key)
 	if !ok || a.Claim.UID != "real" || a.Claim.Status.Allocation == nil || a.Owner != "self" || a.Written != "3" {
 		t.Fatalf("assumption after Created: %+v (%v), want the created claim with the allocation, owner and write", a, ok)
@@ -154,7 +154,7 @@ func TestCreated(t *testing.T) {
 	if st.Observed(key) != created {
 		t.Errorf("observed %v, want the created claim", st.Observed(key))
 	}
-	must(t, st.SetClaim(pending("c")))
+	at.Must(t, st.SetClaim(pending("c")))
 	var conflict *state.ConflictError
 	if err := st.Assume(allocated("c", "part-2")); !errors.As(err, &conflict) || conflict.Holder != key {
 		t.Fatalf("assume c on part-2: got %v, want a conflict with b", err)
@@ -170,10 +170,10 @@ func TestAssumptionRecords(t *testing.T) {
 	key := state.ClaimKey{Namespace: "default", Name: "b"}
 	b := pending("b")
 	b.ResourceVersion = "5"
-	must(t, st.SetClaim(b))
-	must(t, st.AssumeBy(allocated("b", "part-2"), "self"))
+	at.Must(t, st.SetClaim(b))
+	at.Must(t, st.AssumeBy(allocated("b", "part-2"), "self"))
 	snap := st.Snapshot()
-	must(t, st.SetMaybeWritten("default", "b", "5", time.Unix(60, 0)))
+	at.Must(t, st.SetMaybeWritten("default", "b", "5", time.Unix(60, 0)))
 	if st.Snapshot() != snap {
 		t.Error("recording a write made a new snapshot")
 	}
@@ -192,14 +192,14 @@ func TestAssumptionRecords(t *testing.T) {
 	// what is known of it; the observed claim is the new one.
 	b6 := b.DeepCopy()
 	b6.ResourceVersion = "6"
-	must(t, st.SetClaim(b6))
+	at.Must(t, st.SetClaim(b6))
 	want("5", time.Unix(60, 0))
 	if st.Observed(key) != b6 {
 		t.Errorf("observed b: %v, want version 6", st.Observed(key))
 	}
-	must(t, st.SetWritten("default", "b", "7"))
+	at.Must(t, st.SetWritten("default", "b", "7"))
 	want("7", time.Unix(60, 0))
-	must(t, st.Forget("default", "b"))
+	at.Must(t, st.Forget("default", "b"))
 	if a, ok := st.Assumption(key); ok {
 		t.Errorf("forgotten assumption still known: %+v", a)
 	}
@@ -207,17 +207,17 @@ func TestAssumptionRecords(t *testing.T) {
 		t.Errorf("after Forget: assumed by self %v, on hold %v, want none", got, held)
 	}
 	// An observed allocation and a deletion end assumptions as Forget does.
-	must(t, st.AssumeBy(allocated("b", "part-2"), "other"))
-	must(t, st.SetClaim(allocated("b", "part-2")))
+	at.Must(t, st.AssumeBy(allocated("b", "part-2"), "other"))
+	at.Must(t, st.SetClaim(allocated("b", "part-2")))
 	if got := st.AssumedBy("other"); len(got) != 0 {
 		t.Errorf("assumed by other after the API showed the allocation: %v", got)
 	}
-	must(t, st.SetClaim(pending("c")))
-	must(t, st.AssumeBy(allocated("c", "part-3"), "other"))
+	at.Must(t, st.SetClaim(pending("c")))
+	at.Must(t, st.AssumeBy(allocated("c", "part-3"), "other"))
 	if got := st.AssumedBy("other"); len(got) != 1 || got[0].Name != "c" {
 		t.Errorf("assumed by other: %v, want [default/c]", got)
 	}
-	must(t, st.DeleteClaim("default", "c"))
+	at.Must(t, st.DeleteClaim("default", "c"))
 	if got := st.AssumedBy("other"); len(got) != 0 || st.Observed(state.ClaimKey{Namespace: "default", Name: "c"}) != nil {
 		t.Errorf("deleted claim c still known: assumed by other %v", got)
 	}
@@ -226,9 +226,9 @@ func TestAssumptionRecords(t *testing.T) {
 func TestBadDeltasChangeNothing(t *testing.T) {
 	st := state.New(state.Options{})
 	partitioned(st, t)
-	must(t, st.SetClaim(allocated("a", "part-0")))
-	must(t, st.SetClaim(pending("c")))
-	must(t, st.Assume(allocated("c", "part-2")))
+	at.Must(t, st.SetClaim(allocated("a", "part-0")))
+	at.Must(t, st.SetClaim(pending("c")))
+	at.Must(t, st.Assume(allocated("c", "part-2")))
 	before := st.Snapshot()
 	var nf *state.NotFoundError
 	var conflict *state.ConflictError
@@ -274,7 +274,7 @@ func TestBadDeltasChangeNothing(t *testing.T) {
 func TestUnfitExplains(t *testing.T) {
 	st := state.New(state.Options{})
 	partitioned(st, t)
-	must(t, st.SetClaim(allocated("a", "gpu-0")))
+	at.Must(t, st.SetClaim(allocated("a", "gpu-0")))
 	claim := pending("b")
 	_, err := st.Snapshot().Cycle([]*resourcev1.ResourceClaim{claim}, state.CycleOptions{Strategy: allocator.BestFit}).
 		Allocate(context.Background(), at.Node("node-1"))
@@ -297,13 +297,13 @@ func TestPoolCondition(t *testing.T) {
 		inUse int
 	}{{
 		name:  "complete and valid",
-		setup: func(st *state.State) { partitioned(st, t); must(t, st.SetClaim(allocated("a", "part-0", "part-1"))) },
+		setup: func(st *state.State) { partitioned(st, t); at.Must(t, st.SetClaim(allocated("a", "part-0", "part-1"))) },
 		want:  state.PoolOK,
 		inUse: 2,
 	}, {
 		name: "one slice of two",
 		setup: func(st *state.State) {
-			must(t, st.SetMixinSlice(at.Slice("counters").Driver(driver).Pool("node-1").Node("node-1").Count(2).
+			at.Must(t, st.SetMixinSlice(at.Slice("counters").Driver(driver).Pool("node-1").Node("node-1").Count(2).
 				Counters("gpu-0", "memory", "40Gi").Obj()))
 		},
 		want: state.PoolIncomplete,
@@ -311,7 +311,7 @@ func TestPoolCondition(t *testing.T) {
 	}, {
 		name: "consumes a counter set nobody publishes",
 		setup: func(st *state.State) {
-			must(t, st.SetMixinSlice(at.Slice("devices").Driver(driver).Pool("node-1").Node("node-1").Count(1).
+			at.Must(t, st.SetMixinSlice(at.Slice("devices").Driver(driver).Pool("node-1").Node("node-1").Count(1).
 				Device(at.Device("part-0").Consumes("gpu-9", "memory", "10Gi")).Obj()))
 		},
 		want: state.PoolInvalid,
@@ -346,7 +346,7 @@ func TestFeatureGatesReachTheAllocator(t *testing.T) {
 		st := state.New(state.Options{Features: tc.gates})
 		partitioned(st, t)
 		claim := pending("b")
-		must(t, st.SetClaim(claim))
+		at.Must(t, st.SetClaim(claim))
 		_, err := st.Snapshot().Cycle([]*resourcev1.ResourceClaim{claim}, state.CycleOptions{}).Allocate(context.Background(), at.Node("node-1"))
 		if fit := err == nil; fit != tc.fit || (!fit && !allocator.IsUnfit(err)) {
 			t.Errorf("gates %s: err %v, want fit=%v", tc.gates, err, tc.fit)
@@ -357,10 +357,10 @@ func TestFeatureGatesReachTheAllocator(t *testing.T) {
 func TestNodePools(t *testing.T) {
 	st := state.New(state.Options{})
 	partitioned(st, t)
-	must(t, st.SetMixinSlice(at.Slice("other").Driver(driver).Pool("node-2").Node("node-2").Device(at.Device("gpu-9")).Obj()))
+	at.Must(t, st.SetMixinSlice(at.Slice("other").Driver(driver).Pool("node-2").Node("node-2").Device(at.Device("gpu-9")).Obj()))
 	for node, want := range map[string]string{"node-1": driver + "/node-1", "node-2": driver + "/node-2", "node-3": ""} {
 		ids, err := st.Snapshot().NodePools(at.Node(node))
-		must(t, err)
+		at.Must(t, err)
 		got := ""
 		for _, id := range ids {
 			got += id.String()

@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/dractl/dractl/pkg/core/allocator"
+	"github.com/dractl/dractl/pkg/core/coretest"
 	"github.com/dractl/dractl/pkg/core/state"
 )
 
@@ -82,16 +83,16 @@ func TestTaintRules(t *testing.T) {
 		}
 	}
 	before := st.Stats().PoolBuilds
-	must(t, st.SetTaintRule(gpu0))
+	coretest.Must(t, st.SetTaintRule(gpu0))
 	if n := st.Stats().PoolBuilds - before; n != 1 {
 		t.Errorf("%d pools rebuilt for a rule of one pool, want 1", n)
 	}
 	probe("node-1/gpu-1")
 	moved := gpu0.DeepCopy()
 	moved.Spec.DeviceSelector.Device = ptr.To("gpu-1")
-	must(t, st.SetTaintRule(moved))
+	coretest.Must(t, st.SetTaintRule(moved))
 	probe("node-1/gpu-0")
-	must(t, st.DeleteTaintRule("gpu-0"))
+	coretest.Must(t, st.DeleteTaintRule("gpu-0"))
 	probe("node-1/gpu-0", "node-1/gpu-1")
 	var nf *state.NotFoundError
 	if err := st.DeleteTaintRule("gpu-0"); !errors.As(err, &nf) {
@@ -108,12 +109,12 @@ func allocatableOn(t *testing.T, st *state.State, node *corev1.Node) []string {
 	var probes []*resourcev1.ResourceClaim
 	defer func() {
 		for _, c := range probes {
-			must(t, st.DeleteClaim(c.Namespace, c.Name))
+			coretest.Must(t, st.DeleteClaim(c.Namespace, c.Name))
 		}
 	}()
 	for i := 0; ; i++ {
 		claim := gpuClaim("probe-" + string(rune('a'+i)))
-		must(t, st.SetClaim(claim))
+		coretest.Must(t, st.SetClaim(claim))
 		probes = append(probes, claim)
 		res, err := st.Snapshot().Cycle([]*resourcev1.ResourceClaim{claim}, state.CycleOptions{}).Allocate(context.Background(), node)
 		var unfit *allocator.UnfitError
@@ -121,9 +122,9 @@ func allocatableOn(t *testing.T, st *state.State, node *corev1.Node) []string {
 			slices.Sort(out)
 			return out
 		}
-		must(t, err)
+		coretest.Must(t, err)
 		out = append(out, devices(res[0])...)
-		must(t, st.Assume(withAllocation(claim, res[0])))
+		coretest.Must(t, st.Assume(withAllocation(claim, res[0])))
 	}
 }
 
@@ -147,34 +148,34 @@ func TestTaintRulesAgainstRebuild(t *testing.T) {
 	rules := map[string]*resourcev1.DeviceTaintRule{}
 	given := map[string]*resourcev1.ResourceSlice{}
 	st := state.New(state.Options{})
-	must(t, st.SetClass(gpuClass))
+	coretest.Must(t, st.SetClass(gpuClass))
 	for step := range 200 {
 		switch op := rng.IntN(4); {
 		case op == 0 && len(rules) > 0:
 			name := slices.Sorted(maps.Keys(rules))[rng.IntN(len(rules))]
 			delete(rules, name)
-			must(t, st.DeleteTaintRule(name))
+			coretest.Must(t, st.DeleteTaintRule(name))
 		case op <= 1:
 			name := "rule-" + string(rune('a'+rng.IntN(4)))
 			r := taintRule(name, selectors[rng.IntN(len(selectors))], effects[rng.IntN(len(effects))])
 			rules[name] = r
-			must(t, st.SetTaintRule(r))
+			coretest.Must(t, st.SetTaintRule(r))
 		case op == 2 && len(given) > 0:
 			name := slices.Sorted(maps.Keys(given))[rng.IntN(len(given))]
 			delete(given, name)
-			must(t, st.DeleteSlice(name))
+			coretest.Must(t, st.DeleteSlice(name))
 		default:
 			_, s := gpuNode(nodes[rng.IntN(len(nodes))])
 			given[s.Name] = s
-			must(t, st.SetSlice(s))
+			coretest.Must(t, st.SetSlice(s))
 		}
 		fresh := state.New(state.Options{})
-		must(t, fresh.SetClass(gpuClass))
+		coretest.Must(t, fresh.SetClass(gpuClass))
 		for _, name := range slices.Sorted(maps.Keys(rules)) {
-			must(t, fresh.SetTaintRule(rules[name]))
+			coretest.Must(t, fresh.SetTaintRule(rules[name]))
 		}
 		for _, name := range slices.Sorted(maps.Keys(given)) {
-			must(t, fresh.SetSlice(given[name]))
+			coretest.Must(t, fresh.SetSlice(given[name]))
 		}
 		for _, n := range nodes {
 			node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}}

@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	at "github.com/dractl/dractl/pkg/core/allocator/allocatortest"
+	at "github.com/dractl/dractl/pkg/core/coretest"
 	"github.com/dractl/dractl/pkg/core/pool"
 	"github.com/dractl/dractl/pkg/core/state"
 )
@@ -26,25 +26,18 @@ import (
 func cluster(t testing.TB, n int) *state.State {
 	t.Helper()
 	st := state.New(options())
-	must(t, st.SetClass(at.Class("gpu", `device.driver == "`+driver+`"`)))
+	at.Must(t, st.SetClass(at.Class("gpu", `device.driver == "`+driver+`"`)))
 	for i := range n {
 		node := at.Name("node", i)
-		must(t, st.SetMixinSlice(at.Slice(node+"-counters").Driver(driver).Pool(node).Node(node).Count(2).
+		at.Must(t, st.SetMixinSlice(at.Slice(node+"-counters").Driver(driver).Pool(node).Node(node).Count(2).
 			Counters("gpu-0", "memory", "40Gi").Obj()))
 		devs := []*at.DeviceBuilder{at.Device("gpu-0").Consumes("gpu-0", "memory", "40Gi")}
 		for j := range 4 {
 			devs = append(devs, at.Device(at.Name("part", j)).Consumes("gpu-0", "memory", "10Gi"))
 		}
-		must(t, st.SetMixinSlice(at.Slice(node+"-devices").Driver(driver).Pool(node).Node(node).Count(2).Device(devs...).Obj()))
+		at.Must(t, st.SetMixinSlice(at.Slice(node+"-devices").Driver(driver).Pool(node).Node(node).Count(2).Device(devs...).Obj()))
 	}
 	return st
-}
-
-func must(t testing.TB, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 func allocatedOn(name, node string, devices ...string) *resourcev1.ResourceClaim {
@@ -60,7 +53,7 @@ func allocatedOn(name, node string, devices ...string) *resourcev1.ResourceClaim
 func TestDeltasTouchOnlyTheirPool(t *testing.T) {
 	st := cluster(t, 200)
 	before := st.Stats()
-	must(t, st.SetClaim(allocatedOn("a", "node-7", "part-0")))
+	at.Must(t, st.SetClaim(allocatedOn("a", "node-7", "part-0")))
 	after := st.Stats()
 	if d := after.PoolBuilds - before.PoolBuilds; d != 0 {
 		t.Errorf("a claim allocation rebuilt %d pools, want 0", d)
@@ -68,12 +61,12 @@ func TestDeltasTouchOnlyTheirPool(t *testing.T) {
 	if d := after.HeldUpdates - before.HeldUpdates; d != 1 {
 		t.Errorf("a claim allocation on one pool updated %d overlays, want 1", d)
 	}
-	must(t, st.SetClaim(pending("b")))
+	at.Must(t, st.SetClaim(pending("b")))
 	if d := st.Stats().HeldUpdates - after.HeldUpdates; d != 0 {
 		t.Errorf("a pending claim updated %d overlays, want 0", d)
 	}
 	before = st.Stats()
-	must(t, st.SetMixinSlice(at.Slice("node-9-devices").Driver(driver).Pool("node-9").Node("node-9").Count(2).
+	at.Must(t, st.SetMixinSlice(at.Slice("node-9-devices").Driver(driver).Pool("node-9").Node("node-9").Count(2).
 		Device(at.Device("gpu-0").Consumes("gpu-0", "memory", "40Gi")).Obj()))
 	if d := st.Stats().PoolBuilds - before.PoolBuilds; d != 1 {
 		t.Errorf("a slice update rebuilt %d pools, want 1", d)
@@ -98,7 +91,7 @@ func TestCycleWorkDoesNotGrowWithCluster(t *testing.T) {
 		claims := []*resourcev1.ResourceClaim{pending("p")}
 		// Warm: the node's table is built once, as it stays.
 		_, err := st.Snapshot().Cycle(claims, state.CycleOptions{}).Allocate(context.Background(), node)
-		must(t, err)
+		at.Must(t, err)
 		i := 0
 		allocs[n] = leastAllocs(func() {
 			i++
@@ -106,7 +99,7 @@ func TestCycleWorkDoesNotGrowWithCluster(t *testing.T) {
 			if i%2 == 0 {
 				c = pending("churn")
 			}
-			must(t, st.SetClaim(c))
+			at.Must(t, st.SetClaim(c))
 			if _, err := st.Snapshot().Cycle(claims, state.CycleOptions{}).Allocate(context.Background(), node); err != nil {
 				t.Fatal(err)
 			}
@@ -128,7 +121,7 @@ func TestDeltaBytesDoNotGrowWithCluster(t *testing.T) {
 	for _, n := range []int{100, 1000} {
 		st := cluster(t, n)
 		c, released := allocatedOn("churn", "node-3", "part-3"), pending("churn")
-		must(t, st.SetClaim(released))
+		at.Must(t, st.SetClaim(released))
 		i := 0
 		bytes[n] = leastBytes(func() {
 			i++
@@ -136,7 +129,7 @@ func TestDeltaBytesDoNotGrowWithCluster(t *testing.T) {
 			if i%2 == 0 {
 				x = released
 			}
-			must(t, st.SetClaim(x))
+			at.Must(t, st.SetClaim(x))
 			st.Snapshot()
 		})
 	}
@@ -151,7 +144,7 @@ func TestDeltaBytesDoNotGrowWithCluster(t *testing.T) {
 // miss. A snapshot whose pools map is emptied still allocates on the node.
 func TestFilterReadsNoPoolsMap(t *testing.T) {
 	st := cluster(t, 100)
-	must(t, st.SetClaim(allocatedOn("a", "node-3", "part-0")))
+	at.Must(t, st.SetClaim(allocatedOn("a", "node-3", "part-0")))
 	snap := st.Snapshot()
 	claims := []*resourcev1.ResourceClaim{pending("p")}
 	want := outcomeOf(snap.Cycle(claims, state.CycleOptions{}).Allocate(context.Background(), at.Node("node-3")))
@@ -181,7 +174,7 @@ func TestOldSnapshotsKeepTheirPools(t *testing.T) {
 		if i >= 4 {
 			c = pending(fmt.Sprint("c-", i%4))
 		}
-		must(t, st.SetClaim(c))
+		at.Must(t, st.SetClaim(c))
 	}
 	if distinct := len(slices.Compact(slices.Sorted(slices.Values(want)))); distinct < 4 {
 		t.Fatalf("the deltas changed node-3's answer %d times, want at least 4 different answers", distinct)
@@ -258,7 +251,7 @@ func TestV1SliceIsNotCopied(t *testing.T) {
 				Capacity:   map[resourcev1.QualifiedName]resourcev1.DeviceCapacity{"memory": {Value: resource.MustParse("1Gi")}}}}},
 	}
 	st := state.New(options())
-	must(t, st.SetSlice(v1))
+	at.Must(t, st.SetSlice(v1))
 	got := st.Snapshot().Slices()[0].Spec.Devices[0]
 	if reflect.ValueOf(got.Attributes).Pointer() != reflect.ValueOf(v1.Spec.Devices[0].Attributes).Pointer() ||
 		reflect.ValueOf(got.Capacity).Pointer() != reflect.ValueOf(v1.Spec.Devices[0].Capacity).Pointer() {
@@ -281,7 +274,7 @@ func TestFilterAllocatesAFewBlocks(t *testing.T) {
 	cyc := st.Snapshot().Cycle(claims, state.CycleOptions{})
 	node := at.Node("node-3")
 	_, err := cyc.Allocate(context.Background(), node)
-	must(t, err)
+	at.Must(t, err)
 	n := leastAllocs(func() {
 		if _, err := cyc.Allocate(context.Background(), node); err != nil {
 			t.Fatal(err)

@@ -18,7 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
 
-	at "github.com/dractl/dractl/pkg/core/allocator/allocatortest"
+	at "github.com/dractl/dractl/pkg/core/coretest"
 	"github.com/dractl/dractl/pkg/driver/driverkit"
 	"github.com/dractl/dractl/pkg/driver/gpu"
 	"github.com/dractl/dractl/pkg/driver/mig"

@@ -12,7 +12,7 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 
 	"github.com/dractl/dractl/internal/testing/driverproc"
-	at "github.com/dractl/dractl/pkg/core/allocator/allocatortest"
+	at "github.com/dractl/dractl/pkg/core/coretest"
 	"github.com/dractl/dractl/pkg/driver/driverkit"
 	"github.com/dractl/dractl/pkg/driver/gpu"
 	"github.com/dractl/dractl/pkg/driver/mig"

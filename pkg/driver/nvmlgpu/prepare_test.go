@@ -20,7 +20,7 @@ import (
 	"sigs.k8s.io/yaml"
 	cdispec "tags.cncf.io/container-device-interface/specs-go"
 
-	at "github.com/dractl/dractl/pkg/core/allocator/allocatortest"
+	at "github.com/dractl/dractl/pkg/core/coretest"
 	"github.com/dractl/dractl/pkg/driver/driverkit"
 	"github.com/dractl/dractl/pkg/driver/mig"
 	"github.com/dractl/dractl/pkg/driver/nvmlgpu"

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	at "github.com/dractl/dractl/pkg/core/allocator/allocatortest"
+	at "github.com/dractl/dractl/pkg/core/coretest"
 	"github.com/dractl/dractl/pkg/core/features"
 	"github.com/dractl/dractl/pkg/core/pool"
 	"github.com/dractl/dractl/pkg/core/state"
@@ -17,11 +17,11 @@ import (
 // slice, field path and reason.
 func TestPoolTextNamesLeftOutDevices(t *testing.T) {
 	st := state.New(state.Options{Features: features.All().With(features.ResourceSliceMixins, false)})
-	must(t, st.SetMixinSlice(at.Slice("devices").Driver("d.example.com").Pool("p").Node("n").Count(1).
+	at.Must(t, st.SetMixinSlice(at.Slice("devices").Driver("d.example.com").Pool("p").Node("n").Count(1).
 		DeviceMixin("common", "model", "x").
 		Device(at.Device("plain"), at.Device("mixed").Includes("common")).Obj()))
 	var text bytes.Buffer
-	must(t, render.PoolText(&text, st.Snapshot().Usage(pool.ID{Driver: "d.example.com", Pool: "p"}), render.Options{}))
+	at.Must(t, render.PoolText(&text, st.Snapshot().Usage(pool.ID{Driver: "d.example.com", Pool: "p"}), render.Options{}))
 	for _, want := range []string{
 		"Devices:  1:",
 		"Left out: ResourceSlice devices: spec.devices[1].includes: Forbidden: DRAResourceSliceMixins is disabled",

@@ -14,6 +14,7 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/dractl/dractl/pkg/core/coretest"
 	"github.com/dractl/dractl/pkg/core/decode"
 	"github.com/dractl/dractl/pkg/core/pool"
 	"github.com/dractl/dractl/pkg/core/state"
@@ -60,10 +61,10 @@ func example(t *testing.T, dir, node string, exprs ...string) *state.Snapshot {
 	set := decode.Group(objs)
 	st := state.New(state.Options{})
 	for _, s := range set.Slices {
-		must(t, st.SetMixinSlice(s))
+		coretest.Must(t, st.SetMixinSlice(s))
 	}
 	for _, c := range set.Classes {
-		must(t, st.SetClass(c))
+		coretest.Must(t, st.SetClass(c))
 	}
 	class := set.Classes[len(set.Classes)-1].Name
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node, Labels: map[string]string{"kubernetes.io/hostname": node}}}
@@ -77,18 +78,11 @@ func example(t *testing.T, dir, node string, exprs ...string) *state.Snapshot {
 			}}}},
 		}
 		res, err := st.Snapshot().Cycle([]*resourcev1.ResourceClaim{c}, state.CycleOptions{}).Allocate(context.Background(), n)
-		must(t, err)
+		coretest.Must(t, err)
 		c.Status.Allocation = res[0]
-		must(t, st.SetClaim(c))
+		coretest.Must(t, st.SetClaim(c))
 	}
 	return st.Snapshot()
-}
-
-func must(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 func profile(p string) string { return "device.attributes['gpu.nvidia.com'].profile == '" + p + "'" }
@@ -120,9 +114,9 @@ func TestPictures(t *testing.T) {
 				t.Fatalf("no pool %s", tc.pool)
 			}
 			var text, svg bytes.Buffer
-			must(t, render.PoolText(&text, u, render.Options{}))
+			coretest.Must(t, render.PoolText(&text, u, render.Options{}))
 			golden(t, tc.name+".txt", text.Bytes())
-			must(t, render.PoolSVG(&svg, u, render.Options{}))
+			coretest.Must(t, render.PoolSVG(&svg, u, render.Options{}))
 			golden(t, tc.name+".svg", svg.Bytes())
 			if strings.Contains(text.String(), "\x1b") {
 				t.Error("plain text has escape sequences")
@@ -178,7 +172,7 @@ func TestKEPDiagram(t *testing.T) {
 		}
 	}
 	var b bytes.Buffer
-	must(t, render.Text(&b, g, render.Options{Color: true}))
+	coretest.Must(t, render.Text(&b, g, render.Options{Color: true}))
 	if !strings.Contains(b.String(), "\x1b[30;48;5;") || !strings.Contains(b.String(), "\x1b[2m") {
 		t.Error("colour output lacks held (claim colour) or blocked (dim) cells")
 	}

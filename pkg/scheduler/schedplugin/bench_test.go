@@ -12,8 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/dractl/dractl/internal/testing/examplegen"
-	at "github.com/dractl/dractl/pkg/core/allocator/allocatortest"
 	"github.com/dractl/dractl/pkg/core/api"
+	at "github.com/dractl/dractl/pkg/core/coretest"
 )
 
 // BenchmarkSchedulingCycle measures what the plugin costs kube-scheduler

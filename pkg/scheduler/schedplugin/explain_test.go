@@ -8,7 +8,7 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 
 	"github.com/dractl/dractl/pkg/core/allocator"
-	at "github.com/dractl/dractl/pkg/core/allocator/allocatortest"
+	at "github.com/dractl/dractl/pkg/core/coretest"
 	"github.com/dractl/dractl/pkg/core/state"
 )
 

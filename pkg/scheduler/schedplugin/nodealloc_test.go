@@ -13,8 +13,8 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/utils/ptr"
 
-	at "github.com/dractl/dractl/pkg/core/allocator/allocatortest"
 	"github.com/dractl/dractl/pkg/core/api"
+	at "github.com/dractl/dractl/pkg/core/coretest"
 )
 
 // resources is a node's resource counts as the framework reports them.

@@ -18,7 +18,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/utils/ptr"
 
-	at "github.com/dractl/dractl/pkg/core/allocator/allocatortest"
+	at "github.com/dractl/dractl/pkg/core/coretest"
 )
 
 // podGroup is the PodGroup "pg" whose claim "gpu" is the ResourceClaim

@@ -11,8 +11,8 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
 
-	at "github.com/dractl/dractl/pkg/core/allocator/allocatortest"
 	"github.com/dractl/dractl/pkg/core/api"
+	at "github.com/dractl/dractl/pkg/core/coretest"
 	"github.com/dractl/dractl/pkg/core/state"
 	"github.com/dractl/dractl/pkg/core/state/informer"
 )

@@ -1,6 +1,8 @@
-// Package allocatortest has fluent builders for allocator inputs: slices,
-// devices, classes, claims and nodes.
-package allocatortest
+// Package coretest is the core side's one package of test builders:
+// fluent builders of slices, devices, classes, claims (allocated ones
+// too) and nodes, and the small helpers every test of the core, and of the
+// sides built on it, would otherwise write again (Must, CPUTime).
+package coretest
 
 import (
 	"fmt"
