@@ -12,7 +12,7 @@ import (
 // TestViewsAgreeWithFlattenOnExamples holds the lazy views against Flatten
 // for every device and counter set of every example, as read from disk.
 func TestViewsAgreeWithFlattenOnExamples(t *testing.T) {
-	dirs, err := filepath.Glob(filepath.Join("..", "..", "examples", "*"))
+	dirs, err := filepath.Glob(filepath.Join("..", "..", "..", "examples", "*"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,7 +29,7 @@ func TestLimitsDefinedOnce(t *testing.T) {
 	for name, v := range intConsts(t, "limits.go") {
 		values[v] = append(values[v], name)
 	}
-	root, err := filepath.Abs(filepath.Join("..", ".."))
+	root, err := filepath.Abs(filepath.Join("..", "..", ".."))
 	if err != nil {
 		t.Fatal(err)
 	}

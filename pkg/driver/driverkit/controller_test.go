@@ -29,7 +29,7 @@ const tpuDriver = "tpu.google.com"
 // one pool, perDeviceNodeSelection, devices spanning hosts.
 func tpuPool(t testing.TB) []*api.ResourceSlice {
 	t.Helper()
-	objs, err := decode.Paths([]string{"../../examples/tpu-multihost/resourceslices.yaml"}, nil)
+	objs, err := decode.Paths([]string{"../../../examples/tpu-multihost/resourceslices.yaml"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,7 @@ import (
 // dgxSlices encodes the flattened slices of n DGX H100 nodes as the API
 // server sends them.
 func dgxSlices(b *testing.B, n int) [][]byte {
-	objs, err := decode.Paths([]string{filepath.Join("..", "..", "examples", "dgx-h100-mixins", "resourceslices.yaml")}, nil)
+	objs, err := decode.Paths([]string{filepath.Join("..", "..", "..", "examples", "dgx-h100-mixins", "resourceslices.yaml")}, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -54,7 +54,7 @@ func golden(t *testing.T, name string, got []byte) {
 // through snapshots and cycles as a scheduler would.
 func example(t *testing.T, dir, node string, exprs ...string) *state.Snapshot {
 	t.Helper()
-	objs, err := decode.Paths([]string{filepath.Join("..", "..", "examples", dir)}, nil)
+	objs, err := decode.Paths([]string{filepath.Join("..", "..", "..", "examples", dir)}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
