@@ -12,6 +12,11 @@ import (
 // pool's slices do not change. Columns are allocated when an expression or
 // attribute first meets the pool, so memory follows what was asked.
 type resultCache struct {
+	// mu guards the three column maps, not the columns: a column is an
+	// array of atomics that whoever computes a cell first fills, so
+	// readers of a cell take no lock. One lock for the three maps, since
+	// each is written only when an expression or attribute first meets
+	// the pool.
 	mu sync.Mutex
 	// sel is keyed by the compiled expression (of the Cache), whose
 	// pointer hashes faster than its text, every Allocate call.

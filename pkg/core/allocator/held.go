@@ -23,6 +23,10 @@ type PoolState struct {
 	older   []heldOnce
 }
 
+// heldOnce is one generation's held part, derived on first use: once
+// guards h. A once per generation, not per PoolState, because a node that
+// sees an older generation (a rollout in progress) must not pay for the
+// current one.
 type heldOnce struct {
 	once sync.Once
 	h    heldGen // in place: a new PoolState comes with every claim delta

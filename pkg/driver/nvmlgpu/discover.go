@@ -14,8 +14,8 @@ import (
 	"github.com/dractl/dractl/pkg/driver/mig"
 )
 
-// gpu is one GPU as NVML reports it.
-type gpu struct {
+// nvmlGPU is one GPU as NVML reports it.
+type nvmlGPU struct {
 	mig.GPU
 	dev   nvml.Device
 	minor int
@@ -25,7 +25,7 @@ type gpu struct {
 
 // partition is what a published device stands for on its GPU.
 type partition struct {
-	gpu *gpu
+	gpu *nvmlGPU
 	// profile is empty for the whole GPU.
 	profile     string
 	start, size uint32
@@ -41,7 +41,7 @@ func nvmlError(what string, ret nvml.Return) error {
 // discover reads the node's GPUs from NVML: identity, memory, MIG mode and,
 // for GPUs with MIG on, every GPU instance profile and its placements. No
 // table is consulted: what NVML says is what is published.
-func discover(lib nvml.Interface, log logr.Logger) (driverVersion, cudaVersion string, gpus []*gpu, err error) {
+func discover(lib nvml.Interface, log logr.Logger) (driverVersion, cudaVersion string, gpus []*nvmlGPU, err error) {
 	v, ret := lib.SystemGetDriverVersion()
 	if ret != nvml.SUCCESS {
 		return "", "", nil, nvmlError("driver version", ret)
@@ -90,7 +90,7 @@ func sameModel(models map[string][]*mig.GPUModel, m *mig.GPUModel) *mig.GPUModel
 	return m
 }
 
-func discoverGPU(lib nvml.Interface, i int, log logr.Logger) (*gpu, error) {
+func discoverGPU(lib nvml.Interface, i int, log logr.Logger) (*nvmlGPU, error) {
 	dev, ret := lib.DeviceGetHandleByIndex(i)
 	if ret != nvml.SUCCESS {
 		return nil, nvmlError("handle", ret)
@@ -123,7 +123,7 @@ func discoverGPU(lib nvml.Interface, i int, log logr.Logger) (*gpu, error) {
 	if ret != nvml.SUCCESS {
 		return nil, nvmlError("compute capability", ret)
 	}
-	g := &gpu{dev: dev, minor: minor, GPU: mig.GPU{Index: i, UUID: uuid, Model: &mig.GPUModel{
+	g := &nvmlGPU{dev: dev, minor: minor, GPU: mig.GPU{Index: i, UUID: uuid, Model: &mig.GPUModel{
 		Name:              label(name),
 		ProductName:       name,
 		Brand:             brandName(brand),
@@ -157,7 +157,7 @@ func discoverGPU(lib nvml.Interface, i int, log logr.Logger) (*gpu, error) {
 // instance profile it supports, with its placements. Memory slices are
 // what placements cover; what MIG instances share (the GPU's counter set)
 // is the largest profile's engines and the GPU's whole memory.
-func (g *gpu) discoverProfiles(totalBytes uint64) error {
+func (g *nvmlGPU) discoverProfiles(totalBytes uint64) error {
 	m := g.Model
 	var ids []int
 	var infos []nvml.GpuInstanceProfileInfo

@@ -51,7 +51,7 @@ type Options struct {
 type GPUs struct {
 	lib     nvml.Interface
 	node    mig.Node
-	gpus    []*gpu
+	gpus    []*nvmlGPU
 	devices map[string]partition
 	opts    Options
 	log     logr.Logger
@@ -353,7 +353,7 @@ func capMinors(path string, gpuMinor int, gi, ci uint32) ([]int, error) {
 	return out, nil
 }
 
-func (g *GPUs) gpuInstanceCount(gp *gpu) (int, error) {
+func (g *GPUs) gpuInstanceCount(gp *nvmlGPU) (int, error) {
 	n := 0
 	for _, info := range gp.profiles {
 		gis, ret := gp.dev.GetGpuInstances(&info)
@@ -365,7 +365,7 @@ func (g *GPUs) gpuInstanceCount(gp *gpu) (int, error) {
 	return n, nil
 }
 
-func (g *GPUs) gpuOf(uuid string) *gpu {
+func (g *GPUs) gpuOf(uuid string) *nvmlGPU {
 	for _, gp := range g.gpus {
 		if gp.UUID == uuid {
 			return gp
