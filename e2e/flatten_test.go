@@ -17,7 +17,7 @@ import (
 	"github.com/dractl/dractl/e2e/framework"
 	"github.com/dractl/dractl/internal/testing/testgen"
 	"github.com/dractl/dractl/pkg/core/api"
-	"github.com/dractl/dractl/pkg/core/decode"
+	"github.com/dractl/dractl/pkg/ops/manifest"
 )
 
 // What `dractl flatten` prints is accepted by a real kube-apiserver 1.37,
@@ -47,7 +47,7 @@ func TestFlattenOutputIsAccepted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := decode.Encode(f, objs, "yaml"); err != nil {
+	if err := manifest.Write(f, objs, "yaml"); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.Close(); err != nil {

@@ -12,8 +12,8 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 
 	"github.com/dractl/dractl/pkg/core/allocator"
-	"github.com/dractl/dractl/pkg/core/decode"
 	"github.com/dractl/dractl/pkg/core/state"
+	"github.com/dractl/dractl/pkg/ops/manifest"
 )
 
 type allocateOptions struct {
@@ -149,7 +149,7 @@ func (o *allocateOptions) run(ctx context.Context) error {
 			out = append(out, claim)
 		}
 	}
-	if err := decode.Encode(o.Out, out, o.output); err != nil {
+	if err := manifest.Write(o.Out, out, o.output); err != nil {
 		return writeError(err)
 	}
 	if failed != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/dractl/dractl/internal/testing/examplegen"
 	"github.com/dractl/dractl/pkg/core/api"
 	"github.com/dractl/dractl/pkg/core/decode"
+	"github.com/dractl/dractl/pkg/ops/manifest"
 )
 
 // TestCommands runs command lines in-process and compares stdout, stderr
@@ -355,7 +356,7 @@ func TestCompactRepack(t *testing.T) {
 		in = append(in, s)
 	}
 	var buf bytes.Buffer
-	if err := decode.Encode(&buf, in, "json"); err != nil {
+	if err := manifest.Write(&buf, in, "json"); err != nil {
 		t.Fatal(err)
 	}
 	direct := run(t, buf.String(), "flatten", "-o", "json", "-f", "-")

@@ -10,6 +10,7 @@ import (
 	"github.com/dractl/dractl/pkg/core/decode"
 	"github.com/dractl/dractl/pkg/core/reshape"
 	"github.com/dractl/dractl/pkg/ops/admit"
+	"github.com/dractl/dractl/pkg/ops/manifest"
 )
 
 type compactOptions struct {
@@ -153,7 +154,7 @@ func (o *compactOptions) run() error {
 			admit.Where(obj), savings(st.BytesBefore, st.BytesAfter), st.DeviceMixins, st.ConsumptionMixins, st.CounterSetMixins)
 		return []any{c}, nil
 	})
-	if err := decode.Encode(o.Out, out, o.output); err != nil {
+	if err := manifest.Write(o.Out, out, o.output); err != nil {
 		return writeError(err)
 	}
 	fmt.Fprintf(o.Err, "compacted %s: %s\n", plural(n, "slice"), savings(before, after))

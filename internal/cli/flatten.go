@@ -9,6 +9,7 @@ import (
 	"github.com/dractl/dractl/pkg/core/decode"
 	"github.com/dractl/dractl/pkg/core/reshape"
 	"github.com/dractl/dractl/pkg/ops/admit"
+	"github.com/dractl/dractl/pkg/ops/manifest"
 )
 
 type flattenOptions struct {
@@ -113,7 +114,7 @@ func (o *flattenOptions) run() error {
 		}
 		return objs, nil
 	})
-	if err := decode.Encode(o.Out, out, o.output); err != nil {
+	if err := manifest.Write(o.Out, out, o.output); err != nil {
 		return writeError(err)
 	}
 	if failed || (warned && o.strict) {

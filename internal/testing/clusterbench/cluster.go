@@ -8,6 +8,7 @@ import (
 	"github.com/dractl/dractl/internal/testing/examplegen"
 	"github.com/dractl/dractl/pkg/core/api"
 	"github.com/dractl/dractl/pkg/core/decode"
+	"github.com/dractl/dractl/pkg/ops/manifest"
 )
 
 // Manifest returns the ResourceSlices of nodes DGX H100 nodes (8 GPUs, 152
@@ -24,7 +25,7 @@ func Manifest(nodes int, form examplegen.Form, format string) ([]byte, int, erro
 		}
 	}
 	var buf bytes.Buffer
-	if err := decode.Encode(&buf, objs, format); err != nil {
+	if err := manifest.Write(&buf, objs, format); err != nil {
 		return nil, 0, err
 	}
 	return buf.Bytes(), devices, nil

@@ -5,7 +5,7 @@ package allocator
 // smallest counts from the union of their candidates, which the free-device
 // and counter bound caps. Admin access may reuse devices and shared devices
 // may be picked twice, so either turns the bound off.
-func (b *bounds) jointBound(ri int) bool {
+func (b *pruning) jointBound(ri int) bool {
 	at := b.at
 	if len(at.requests)-ri < 2 {
 		return true
@@ -62,7 +62,7 @@ func (b *bounds) jointBound(ri int) bool {
 // loop stops there, before any constraint could fail fatally. Devices that
 // allow multiple allocations are left out, because a share picked later
 // lets them skip counters.
-func (b *bounds) failsCleanly(al *alternative) bool {
+func (b *pruning) failsCleanly(al *alternative) bool {
 	at := b.at
 	switch {
 	case al.req.all && len(al.candidates) == 0:
@@ -88,7 +88,7 @@ func (b *bounds) failsCleanly(al *alternative) bool {
 
 // mayFit is false when the alternative cannot be satisfied from the current state
 // or any state that adds picks to it.
-func (b *bounds) mayFit(al *alternative) bool {
+func (b *pruning) mayFit(al *alternative) bool {
 	cnt := al.count()
 	switch {
 	case al.req.all && len(al.candidates) == 0:
@@ -107,7 +107,7 @@ func (b *bounds) mayFit(al *alternative) bool {
 // the room of a counter divided by the smallest amount any of them takes.
 // Claim constraints bound it further (valueBound). It never rejects a
 // feasible branch, so first-fit order is unaffected.
-func (b *bounds) boundOK(al *alternative, rest []candidate, need int) bool {
+func (b *pruning) boundOK(al *alternative, rest []candidate, need int) bool {
 	if !b.countBound(al, rest, need) {
 		return false
 	}
@@ -137,7 +137,7 @@ type scalarKey struct {
 // group, or the number of distinct values, can be picked together. A
 // candidate whose evaluation failed counts for every group. List values
 // (overlap instead of equality) are not bounded.
-func (b *bounds) valueBound(al *alternative, cs *constraintState, rest []candidate, need int) bool {
+func (b *pruning) valueBound(al *alternative, cs *constraintState, rest []candidate, need int) bool {
 	at := b.at
 	if b.groups == nil {
 		b.groups = map[scalarKey]int32{}
@@ -182,7 +182,7 @@ func (b *bounds) valueBound(al *alternative, cs *constraintState, rest []candida
 }
 
 // countBound is the free-device and counter part of boundOK.
-func (b *bounds) countBound(al *alternative, rest []candidate, need int) bool {
+func (b *pruning) countBound(al *alternative, rest []candidate, need int) bool {
 	at := b.at
 	free := 0
 	touched := b.touched[:0]
@@ -260,7 +260,7 @@ func (b *bounds) countBound(al *alternative, rest []candidate, need int) bool {
 // admitted: the active constraints admit the candidate. A derived
 // attribute that fails to evaluate admits it: the search reports the
 // error when it reaches the device.
-func (b *bounds) admitted(al *alternative, c candidate) bool {
+func (b *pruning) admitted(al *alternative, c candidate) bool {
 	for _, i := range al.req.applies {
 		cs := b.at.cons[al.req.claim][i]
 		v, err := b.at.attrFor(al, cs, c.d)

@@ -32,7 +32,7 @@
 //	 (candidates.go)
 //	attempt          one search: the core's searchState (what        one pass of one Allocate call
 //	 (search.go)     picks hold), its budget, the pruning layers
-//	                 (bounds) and the strategy it asks
+//	                 (pruning) and the strategy it asks
 //
 // Pools are judged as each node sees them (node.go): the generation the
 // node's slices have, complete and valid by upstream's rules for that view.
@@ -61,7 +61,7 @@
 // taking the first fit; bestFit by what a device takes away from others
 // (bestfit.go), for the simulator.
 //
-// The layers (layers.go: one type, bounds, holds what they found and
+// The layers (layers.go: one type, pruning, holds what they found and
 // the scratch they count in; Options.withoutLayers switches each off in
 // tests, and a property test checks that no layer changes an answer):
 //   - first pass (firstpass.go): the core alone over candidate lists

@@ -8,18 +8,18 @@ import (
 // upstream's order) with layers on top that each only cut branches which
 // cannot succeed, so that the first success, the devices it picks and any
 // fatal error upstream would meet on the way are the same with every layer
-// on or off. The core asks them through pruner; bounds is their one
+// on or off. The core asks them through pruner; pruning is their one
 // implementation and holds everything they keep. Options.withoutLayers
 // switches layers off; tests compare the answers (layers_test.go). doc.go
 // says why each layer is safe.
-type layers uint8
+type layerSet uint8
 
 const (
 	// layerFirstPass runs the core alone first, building candidate lists
 	// only as far as it reaches and giving up after firstPassBudget steps;
 	// only then are the full lists built and the pruning layers run
-	// (firstpass.go). First-fit only. Allocate decides it, not bounds.
-	layerFirstPass layers = 1 << iota
+	// (firstpass.go). First-fit only. Allocate decides it, not pruning.
+	layerFirstPass layerSet = 1 << iota
 	// layerClaimLimit stops at a request when a later request of the same
 	// claim cannot stay within the claim's result limit (claimDoomed).
 	layerClaimLimit
@@ -67,12 +67,12 @@ type pruner interface {
 	lastStart(al *alternative, order []candidate, pos, need int) int
 }
 
-// bounds is the pruning layers: what they switch off, what they found
+// pruning is the state of the pruning layers: what they switch off, what they found
 // before the search and the scratch they count in. It reads the core's
 // state through at.
-type bounds struct {
+type pruning struct {
 	at  *attempt
-	off layers
+	off layerSet
 	// infeasibleFrom is the first request of the final ones that cannot be
 	// satisfied together even with nothing else picked (suffix.go); 0 when
 	// not known.
@@ -99,12 +99,12 @@ type touchedSet struct {
 }
 
 // on reports whether all of ls are switched on.
-func (b *bounds) on(ls layers) bool { return b.off&ls == 0 }
+func (b *pruning) on(ls layerSet) bool { return b.off&ls == 0 }
 
 // start probes for infeasible suffixes. Only first-fit's full pass does:
 // a hard search is known by then, and the probes cost more than an easy
 // search.
-func (b *bounds) start() error {
+func (b *pruning) start() error {
 	if !b.on(layerInfeasibleSuffix) || !b.at.a.strategy.upstreamOrder() {
 		return nil
 	}
@@ -118,7 +118,7 @@ func (b *bounds) start() error {
 // past the first request that may fail fatally (risky): upstream would
 // reach it and could report that error, which pruning would turn into a
 // plain misfit.
-func (b *bounds) hopeless(ri int) bool {
+func (b *pruning) hopeless(ri int) bool {
 	if b.off&lookAhead == lookAhead {
 		return false
 	}
@@ -139,7 +139,7 @@ func (b *bounds) hopeless(ri int) bool {
 // requestsMayFit: every request in [ri, risky) may still fit alone (for
 // a firstAvailable request, one of its subrequests), and the risky request,
 // if any, has an alternative that does not surely fail without error.
-func (b *bounds) requestsMayFit(ri, risky int) bool {
+func (b *pruning) requestsMayFit(ri, risky int) bool {
 	at := b.at
 	for rj := ri; rj < risky; rj++ {
 		if !slices.ContainsFunc(at.requests[rj].alternatives, b.mayFit) {
@@ -156,7 +156,7 @@ func (b *bounds) requestsMayFit(ri, risky int) bool {
 // even if every request up to it takes its smallest alternative. Only
 // decided when none of the claim's requests can fail fatally, so that no
 // error upstream would meet while trying other devices is skipped.
-func (b *bounds) claimDoomed(ri int) bool {
+func (b *pruning) claimDoomed(ri int) bool {
 	if !b.on(layerClaimLimit) {
 		return false
 	}
@@ -189,7 +189,7 @@ func (b *bounds) claimDoomed(ri int) bool {
 // lastStart is the combination bound. Upstream visits every remaining
 // device even when too few are left, and one of them may be an error it
 // must report: only a request that cannot fail fatally is bounded.
-func (b *bounds) lastStart(al *alternative, order []candidate, pos, need int) int {
+func (b *pruning) lastStart(al *alternative, order []candidate, pos, need int) int {
 	if al.mayFail() || !b.on(layerCombinationBound) {
 		return len(order) - 1
 	}

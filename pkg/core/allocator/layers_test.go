@@ -223,7 +223,7 @@ func TestPrunedEqualsUnpruned(t *testing.T) {
 	const budget = 50_000
 	variants := []struct {
 		name string
-		off  layers
+		off  layerSet
 	}{
 		{"first pass", layerFirstPass},
 		{"claim limit", layerClaimLimit},

@@ -167,7 +167,7 @@ func (at *attempt) size() {
 		sc = scratchPool.Get().(*scratch)
 		at.sc = sc
 	}
-	st, b := &at.st, &at.bnd
+	st, b := &at.st, &at.pruning
 	st.base, sc.base = zeroed(sc.base, nc), nil
 	for _, np := range at.pools {
 		copy(st.base[np.ctrBase+np.h.takeLo:], np.h.take)
@@ -197,7 +197,7 @@ func (at *attempt) release() {
 	}
 	sc := at.sc
 	at.sc = nil
-	st, b := &at.st, &at.bnd
+	st, b := &at.st, &at.pruning
 	sc.base, sc.used, sc.cntCtr, sc.minAmt, sc.inUse, sc.cntSet, sc.compat = st.base, st.used, b.cntCtr, b.minAmt, st.inUse, b.cntSet, st.compat
 	st.base, st.used, b.cntCtr, b.minAmt, st.inUse, b.cntSet, st.compat = nil, nil, nil, nil, nil, nil, nil
 	// The attempts stay in the scratch: they must not keep the caller's

@@ -39,9 +39,9 @@ type attempt struct {
 	nodes int64
 
 	// prune is the pruning layers the core asks before it goes deeper;
-	// it is &bnd, which holds their state.
-	prune pruner
-	bnd   bounds
+	// it is &pruning, which holds their state (a wrapper around it in tests).
+	prune   pruner
+	pruning pruning
 
 	// Where the arrays and lists come from (reuse.go): sc lends the dense
 	// arrays, bufs (nil for probes and full passes after a first pass)
@@ -117,11 +117,11 @@ func (at *attempt) init() {
 	if at.a.opts.stepBudget > 0 {
 		at.budget = budget{limit: at.a.opts.stepBudget, over: errStepBudget}
 	}
-	at.bnd.at, at.bnd.off = at, at.a.opts.withoutLayers
+	at.pruning.at, at.pruning.off = at, at.a.opts.withoutLayers
 	if at.lazy {
-		at.bnd.off |= lazyOff
+		at.pruning.off |= lazyOff
 	}
-	at.prune = &at.bnd
+	at.prune = &at.pruning
 	if w := at.a.opts.wrapPruner; w != nil {
 		at.prune = w(at, at.prune)
 	}

@@ -21,7 +21,7 @@ const probeBudget = 4096
 // later picks of the device skip counters). Each probe is a complete search
 // of the suffix, bounded by probeBudget; when over budget nothing is
 // concluded.
-func (b *bounds) suffixes() error {
+func (b *pruning) suffixes() error {
 	at := b.at
 	for rj := len(at.requests) - 1; rj >= 1; rj-- {
 		for _, al := range at.requests[rj].alternatives {

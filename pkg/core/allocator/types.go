@@ -70,7 +70,7 @@ type Options struct {
 
 	// withoutLayers switches search layers off (layers.go); the answers
 	// stay the same, only the work grows. Tests only.
-	withoutLayers layers
+	withoutLayers layerSet
 	// stepBudget > 0 makes a search that takes more steps fail with
 	// errStepBudget, so that tests of searches without pruning end.
 	stepBudget int

@@ -12,6 +12,7 @@ import (
 
 	"github.com/dractl/dractl/internal/testing/examplegen"
 	yaml "go.yaml.in/yaml/v2"
+	sigsyaml "sigs.k8s.io/yaml"
 )
 
 // fastYAMLSeeds are documents in the subset the fast YAML path takes, and
@@ -128,11 +129,11 @@ func generatedYAML(t *testing.T) [][]byte {
 	var docs [][]byte
 	for _, form := range []examplegen.Form{examplegen.Flat, examplegen.Mixins} {
 		for _, s := range examplegen.DGXH100Node.Slices(form) {
-			var buf bytes.Buffer
-			if err := Encode(&buf, []any{s}, "yaml"); err != nil {
+			doc, err := sigsyaml.Marshal(s) // as pkg/ops/manifest writes a slice
+			if err != nil {
 				t.Fatal(err)
 			}
-			docs = append(docs, buf.Bytes())
+			docs = append(docs, doc)
 		}
 	}
 	return docs

@@ -8,7 +8,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/dractl/dractl/pkg/core/decode"
+	"github.com/dractl/dractl/pkg/ops/manifest"
 )
 
 // SnapshotFile is one file Snapshot writes and how many objects it holds.
@@ -45,7 +45,7 @@ func (o *Objects) Snapshot(dir string) ([]SnapshotFile, error) {
 			continue
 		}
 		var buf bytes.Buffer
-		if err := decode.Encode(&buf, f.objs, "yaml"); err != nil {
+		if err := manifest.Write(&buf, f.objs, "yaml"); err != nil {
 			return out, fmt.Errorf("%s: %w", f.name, err)
 		}
 		path := filepath.Join(dir, f.name)

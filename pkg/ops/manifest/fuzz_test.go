@@ -1,4 +1,4 @@
-package decode
+package manifest
 
 import (
 	"bytes"
@@ -8,14 +8,16 @@ import (
 	"testing"
 
 	"github.com/dractl/dractl/pkg/core/api"
+	"github.com/dractl/dractl/pkg/core/decode"
 	"k8s.io/apimachinery/pkg/api/equality"
 )
 
-// FuzzDecode checks that any input either decodes or fails with Errors,
-// never panics, and that every decoded ResourceSlice survives an encode
-// and decode round trip in both formats unchanged.
-func FuzzDecode(f *testing.F) {
-	files, _ := filepath.Glob("testdata/*")
+// FuzzDecodeWrite checks that any input either decodes or fails with
+// decode.Errors, never panics, and that every decoded ResourceSlice
+// survives Write and a second decode in both formats unchanged. Its seeds
+// are the decoder's test files.
+func FuzzDecodeWrite(f *testing.F) {
+	files, _ := filepath.Glob("../../core/decode/testdata/*")
 	for _, name := range files {
 		if data, err := os.ReadFile(name); err == nil {
 			f.Add(data)
@@ -33,9 +35,9 @@ func FuzzDecode(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		objs, err := Bytes("fuzz", data)
+		objs, err := decode.Bytes("fuzz", data)
 		if err != nil {
-			var es Errors
+			var es decode.Errors
 			if !errors.As(err, &es) || len(es) == 0 {
 				t.Fatalf("error is not a non-empty Errors: %#v", err)
 			}
@@ -52,10 +54,10 @@ func FuzzDecode(f *testing.F) {
 			}
 			for _, format := range []string{"yaml", "json"} {
 				var buf bytes.Buffer
-				if err := Encode(&buf, []any{s}, format); err != nil {
+				if err := Write(&buf, []any{s}, format); err != nil {
 					t.Fatalf("encode %s: %v", format, err)
 				}
-				again, err := Bytes("again", buf.Bytes())
+				again, err := decode.Bytes("again", buf.Bytes())
 				if err != nil {
 					t.Fatalf("re-decode %s: %v\n%s", format, err, buf.String())
 				}
@@ -66,3 +68,14 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// sliceHead starts a ResourceSlice document; seeds append its spec.
+const sliceHead = `apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata:
+  name: gpu-node-0
+spec:
+  driver: gpu.example.com
+  nodeName: node-0
+  pool: {name: node-0, generation: 1, resourceSliceCount: 1}
+`

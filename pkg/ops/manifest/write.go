@@ -1,4 +1,4 @@
-package decode
+package manifest
 
 import (
 	"encoding/json"
@@ -7,18 +7,19 @@ import (
 	"unicode/utf8"
 
 	"github.com/dractl/dractl/pkg/core/api"
+	"github.com/dractl/dractl/pkg/core/decode"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	"sigs.k8s.io/yaml"
 )
 
-// Encode writes objects as "yaml" (documents separated by "---" lines) or
+// Write writes objects as "yaml" (documents separated by "---" lines) or
 // "json" (the object itself, or a v1 List when there are several or none).
-// objs may hold the pointer types of Object.Obj, *resourcev1.ResourceSlice,
-// Object values, or json.RawMessage (an object as written, such as
-// Object.Raw, printed with its content unchanged). Empty apiVersion and kind
+// objs may hold the pointer types of decode.Object.Obj, *resourcev1.ResourceSlice,
+// decode.Object values, or json.RawMessage (an object as written, such as
+// decode.Object.Raw, printed with its content unchanged). Empty apiVersion and kind
 // are filled in on a copy; the objects themselves are not changed.
-func Encode(w io.Writer, objs []any, format string) error {
+func Write(w io.Writer, objs []any, format string) error {
 	typed := make([]any, len(objs))
 	for i, o := range objs {
 		t, err := withTypeMeta(o)
@@ -71,6 +72,8 @@ func Encode(w io.Writer, objs []any, format string) error {
 	}
 }
 
+const hexDigits = "0123456789abcdef"
+
 // escapeNonPrintable writes as \u escapes the characters that JSON allows
 // unescaped in strings but YAML 1.1 reads differently: DEL, the C1
 // controls, U+FFFE and U+FFFF are not allowed in a stream at all, and NEL,
@@ -115,9 +118,9 @@ func withTypeMeta(o any) (any, error) {
 	switch v := o.(type) {
 	case json.RawMessage:
 		return v, nil
-	case Object:
+	case decode.Object:
 		return withTypeMeta(v.Obj)
-	case *Object:
+	case *decode.Object:
 		return withTypeMeta(v.Obj)
 	case *api.ResourceSlice:
 		c := *v
