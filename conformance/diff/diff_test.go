@@ -32,13 +32,16 @@ func TestGenerateReproducibleAndRoundTrip(t *testing.T) {
 
 // regressions is the one directory of stored scenarios; pkg/core/allocator
 // replays them too, without upstream.
-const regressions = "../../pkg/allocator/testdata/regressions"
+const regressions = "../../pkg/core/allocator/testdata/regressions"
 
 // TestRegressions replays every stored disagreement. Each file fails until
 // pkg/core/allocator (or this harness) is fixed; its header says what upstream
 // expects.
 func TestRegressions(t *testing.T) {
 	files, _ := filepath.Glob(regressions + "/*.yaml")
+	if len(files) == 0 {
+		t.Fatalf("no stored scenarios in %s", regressions)
+	}
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			sc, err := scenario.ReadFile(f)

@@ -4,7 +4,7 @@
 // each disagreement, shrunk, as a regression file.
 //
 //	go -C conformance run ./cmd/conformance -n 2000 -seed 1
-//	go -C conformance run ./cmd/conformance -replay ../pkg/allocator/testdata/regressions
+//	go -C conformance run ./cmd/conformance -replay ../pkg/core/allocator/testdata/regressions
 package main
 
 import (
@@ -31,7 +31,7 @@ func main() {
 	start := flag.Int("start", 0, "index of the first scenario")
 	jobs := flag.Int("j", runtime.GOMAXPROCS(0), "parallel workers")
 	timeout := flag.Duration("timeout", 3*time.Second, "timeout of one Allocate call")
-	outDir := flag.String("out", "../pkg/allocator/testdata/regressions", "directory for shrunk failing scenarios")
+	outDir := flag.String("out", "../pkg/core/allocator/testdata/regressions", "directory for shrunk failing scenarios")
 	maxFiles := flag.Int("max-files", 25, "write at most this many regression files per run")
 	perSig := flag.Int("per-signature", 3, "write at most this many regression files per kind of disagreement")
 	budget := flag.Int("shrink", 400, "shrink budget (evaluations) per failure")
