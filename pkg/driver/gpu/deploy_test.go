@@ -18,7 +18,7 @@ var update = flag.Bool("update", false, "rewrite the chart's deviceclasses.yaml"
 
 // classesFile is the Helm chart's copy, which deploy/driver/deviceclasses.yaml
 // is rendered from (make manifests).
-const classesFile = "../../deploy/helm/dractl/files/driver/deviceclasses.yaml"
+const classesFile = "../../../deploy/helm/dractl/files/driver/deviceclasses.yaml"
 
 // TestDeviceClassesUpToDate: the chart's (and so deploy/driver's)
 // deviceclasses.yaml is generated from the MIG tables, so a profile added to pkg/driver/mig gets its class.
