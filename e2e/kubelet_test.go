@@ -27,9 +27,9 @@ import (
 	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
 
 	"github.com/dractl/dractl/e2e/framework"
-	"github.com/dractl/dractl/pkg/driver/driverkit"
 	"github.com/dractl/dractl/pkg/driver/gpu"
 	migtables "github.com/dractl/dractl/pkg/driver/mig"
+	"github.com/dractl/dractl/pkg/driver/prepare"
 )
 
 // The GPU node of these tests: dractl-gpu-driver, the binary built from
@@ -146,7 +146,7 @@ func (n *gpuNode) setUp(t testing.TB, cp *framework.ControlPlane, name string) {
 // start runs the driver, which kills itself at failpoint when not empty,
 // and waits until it serves: both its sockets exist again. On a real node
 // the driver's process is part of the node: a Reboot kills it.
-func (n *gpuNode) start(t testing.TB, failpoint driverkit.Failpoint) {
+func (n *gpuNode) start(t testing.TB, failpoint prepare.Failpoint) {
 	t.Helper()
 	sockets := []string{
 		filepath.Join(n.kubelet.PluginDir(gpuDriver), "dra.sock"),
@@ -260,7 +260,7 @@ func (n *gpuNode) stop(t testing.TB) {
 	n.cmd = nil
 }
 
-func (n *gpuNode) restart(t testing.TB, failpoint driverkit.Failpoint) {
+func (n *gpuNode) restart(t testing.TB, failpoint prepare.Failpoint) {
 	t.Helper()
 	n.stop(t)
 	n.start(t, failpoint)
@@ -331,7 +331,7 @@ func (n *gpuNode) gpus(t testing.TB) *gpu.GPUs {
 }
 
 // partitions are the MIG devices on the node.
-func (n *gpuNode) partitions(t testing.TB) []driverkit.Partition {
+func (n *gpuNode) partitions(t testing.TB) []prepare.Partition {
 	t.Helper()
 	ps, err := n.gpus(t).Partitions(context.Background())
 	if err != nil {
@@ -445,13 +445,13 @@ func preparedClaim(l state.ClaimInfoStateList, uid types.UID) *state.ClaimInfoSt
 	return nil
 }
 
-func partitionOf(parts []driverkit.Partition, device string) driverkit.Partition {
+func partitionOf(parts []prepare.Partition, device string) prepare.Partition {
 	for _, p := range parts {
 		if p.Device == device {
 			return p
 		}
 	}
-	return driverkit.Partition{}
+	return prepare.Partition{}
 }
 
 // deviceScript prints what a container sees of its devices, a fact a
@@ -827,9 +827,9 @@ func TestKubeletFailedPrepare(t *testing.T) {
 	createTemplate(t, cp, "mig-3g", resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{request("gpu", migClass3g, 1)}})
 
 	gpus, ctx := n.gpus(t), cp.Context()
-	var foreign []driverkit.Partition
+	var foreign []prepare.Partition
 	for i := range gpuCount {
-		p, err := gpus.CreatePartition(ctx, "someone-else", driverkit.AllocatedDevice{Pool: n.name, Device: migtables.GPUDeviceName(i)})
+		p, err := gpus.CreatePartition(ctx, "someone-else", prepare.AllocatedDevice{Pool: n.name, Device: migtables.GPUDeviceName(i)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -867,7 +867,7 @@ func TestDriverCrashConverges(t *testing.T) {
 	slicesBefore := n.published(t)
 	createTemplate(t, cp, "mig-2g", resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{request("gpu", migClass2g, 1)}})
 
-	for i, fp := range driverkit.PrepareFailpoints {
+	for i, fp := range prepare.PrepareFailpoints {
 		t.Run("prepare/"+string(fp), func(t *testing.T) {
 			n.restart(t, fp)
 			name := fmt.Sprintf("prepare-%d", i)
@@ -886,7 +886,7 @@ func TestDriverCrashConverges(t *testing.T) {
 			released(t, cp, claim)
 		})
 	}
-	for i, fp := range driverkit.UnprepareFailpoints {
+	for i, fp := range prepare.UnprepareFailpoints {
 		t.Run("unprepare/"+string(fp), func(t *testing.T) {
 			if n.cmd == nil {
 				n.start(t, "")

@@ -23,8 +23,8 @@ import (
 
 	"github.com/dractl/dractl/e2e/matrix"
 	"github.com/dractl/dractl/pkg/core/api"
-	"github.com/dractl/dractl/pkg/driver/driverkit"
 	"github.com/dractl/dractl/pkg/driver/gpu"
+	"github.com/dractl/dractl/pkg/driver/publish"
 	"github.com/dractl/dractl/pkg/ops/monitor"
 )
 
@@ -51,7 +51,7 @@ var matrixVerbs = []struct {
 // newest patch of 1.34 to 1.37 on the module proxy, built by
 // make e2e-matrix), each with every DRA feature gate it has:
 //
-//   - the control-plane publisher (driverkit.StartController) publishes a
+//   - the control-plane publisher (publish.StartController) publishes a
 //     pool of plain devices, a claim is allocated on it as kube-scheduler
 //     would and another pod stays pending; get pools, describe,
 //     explain pod and validate --live say the same at every release as at
@@ -159,8 +159,8 @@ func matrixWithoutV1(t *testing.T, c *matrix.Cluster) {
 		t.Logf("monitor: %v", err)
 	}
 
-	_, err = driverkit.StartController(ctx, driverkit.ControllerOptions{DriverName: plainDriver, KubeClient: c.Client,
-		LeaderElection: driverkit.LeaderElection{Namespace: "default", Identity: "matrix", RetryPeriod: 100 * time.Millisecond}},
+	_, err = publish.StartController(ctx, publish.ControllerOptions{DriverName: plainDriver, KubeClient: c.Client,
+		LeaderElection: publish.LeaderElection{Namespace: "default", Identity: "matrix", RetryPeriod: 100 * time.Millisecond}},
 		[]*api.ResourceSlice{{ObjectMeta: metav1.ObjectMeta{Name: "plain"}, Spec: api.ResourceSliceSpec{Pool: api.ResourcePool{Name: "plain"}, AllNodes: ptr.To(true),
 			Devices: []api.Device{{Name: "dev-0"}}}}})
 	if err == nil || !strings.Contains(err.Error(), want) {
@@ -199,8 +199,8 @@ func matrixRun(t *testing.T, c *matrix.Cluster) map[string]string {
 		devices = append(devices, api.Device{Name: fmt.Sprintf("dev-%d", i), Attributes: map[api.QualifiedName]api.DeviceAttribute{"index": {IntValue: ptr.To(int64(i))}}})
 	}
 	pubCtx, stopPublisher := context.WithCancel(ctx)
-	publisher, err := driverkit.StartController(pubCtx, driverkit.ControllerOptions{DriverName: plainDriver, KubeClient: c.Client,
-		LeaderElection: driverkit.LeaderElection{Namespace: "default", Identity: "matrix", RetryPeriod: 100 * time.Millisecond}},
+	publisher, err := publish.StartController(pubCtx, publish.ControllerOptions{DriverName: plainDriver, KubeClient: c.Client,
+		LeaderElection: publish.LeaderElection{Namespace: "default", Identity: "matrix", RetryPeriod: 100 * time.Millisecond}},
 		[]*api.ResourceSlice{{ObjectMeta: metav1.ObjectMeta{Name: "plain"}, Spec: api.ResourceSliceSpec{Pool: api.ResourcePool{Name: "plain"}, AllNodes: ptr.To(true), Devices: devices}}})
 	if err != nil {
 		t.Fatalf("the publisher at %s: %v", c.Release, err)
@@ -302,15 +302,15 @@ func matrixRun(t *testing.T, c *matrix.Cluster) map[string]string {
 // from 1.35 and refuses 1.34 with the reason.
 func matrixDriver(t *testing.T, c *matrix.Cluster) {
 	ctx := t.Context()
-	srv, err := driverkit.ReadServer(c.Client.Discovery())
+	srv, err := publish.ReadServer(c.Client.Discovery())
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("driverkit.ReadServer at %s: %s, minor %s, rules %s", c.Release, srv.Version, srv.Minor, srv.Rules)
+	t.Logf("publish.ReadServer at %s: %s, minor %s, rules %s", c.Release, srv.Version, srv.Minor, srv.Rules)
 	if srv.Minor.Minor != c.Minor || srv.Rules.Minor != max(c.Minor, 37) {
 		t.Errorf("ReadServer: minor %s, rules %s; want 1.%d, 1.%d", srv.Minor, srv.Rules, c.Minor, max(c.Minor, 37))
 	}
-	_, err = driverkit.BuildFor(srv, gpu.DriverName, "node-2", newerFieldsPool())
+	_, err = publish.BuildFor(srv, gpu.DriverName, "node-2", newerFieldsPool())
 	switch {
 	case c.Minor >= 37 && err != nil:
 		t.Errorf("a pool with the fields of 1.37, at %s: %v", c.Release, err)

@@ -14,7 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/dractl/dractl/e2e/framework"
-	"github.com/dractl/dractl/pkg/driver/driverkit"
+	"github.com/dractl/dractl/pkg/driver/prepare"
 )
 
 // A soak is a history of events, work and faults, drawn from a seed. The
@@ -160,7 +160,7 @@ func (g *soakGenerator) next() soakEvent {
 			e.Profile = g.profile()
 			g.live = append(g.live, e.Name)
 		case faultDriver:
-			e.Node, e.Arg = soakGPUNodes[r.IntN(len(soakGPUNodes))], r.IntN(len(driverkit.PrepareFailpoints))
+			e.Node, e.Arg = soakGPUNodes[r.IntN(len(soakGPUNodes))], r.IntN(len(prepare.PrepareFailpoints))
 			e.Name, e.Class, e.Profile = fmt.Sprintf("crash-%d", g.n), soakMIGClasses[r.IntN(len(soakMIGClasses))], g.profile()
 			g.live = append(g.live, e.Name)
 		}
@@ -304,13 +304,13 @@ func TestSoakScheduleCoversEveryFault(t *testing.T) {
 			}
 		}
 	}
-	for i, f := range driverkit.PrepareFailpoints {
+	for i, f := range prepare.PrepareFailpoints {
 		if !failpoints[i] {
 			t.Errorf("no driver killed at %s in 20 seeds", f)
 		}
 	}
-	if len(failpoints) != len(driverkit.PrepareFailpoints) {
-		t.Errorf("failpoints drawn %v, want indexes of %v", slices.Sorted(maps.Keys(failpoints)), driverkit.PrepareFailpoints)
+	if len(failpoints) != len(prepare.PrepareFailpoints) {
+		t.Errorf("failpoints drawn %v, want indexes of %v", slices.Sorted(maps.Keys(failpoints)), prepare.PrepareFailpoints)
 	}
 	for seed := range uint64(20) {
 		g := newSoakGenerator(seed)

@@ -28,7 +28,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/dractl/dractl/e2e/framework"
-	"github.com/dractl/dractl/pkg/driver/driverkit"
+	"github.com/dractl/dractl/pkg/driver/prepare"
 	"github.com/dractl/dractl/pkg/ops/monitor"
 )
 
@@ -644,7 +644,7 @@ func (s *soak) do(e soakEvent) {
 		s.startScheduler()
 	case faultDriver:
 		n := s.nodes[e.Node]
-		n.restart(t, driverkit.PrepareFailpoints[e.Arg%len(driverkit.PrepareFailpoints)])
+		n.restart(t, prepare.PrepareFailpoints[e.Arg%len(prepare.PrepareFailpoints)])
 		s.armed[e.Node] = true
 		s.createPods(e.Name, e.Profile, e.Class, "", 1)
 	case faultMonitor:
@@ -1087,7 +1087,7 @@ func checkReservations(snap *framework.Snapshot) []string {
 // claim that is allocated is on a device allocated to it; once the
 // cluster is quiet (exact), the partitions are exactly the devices of
 // the node's claims reserved for running pods, one each.
-func checkPartitions(snap *framework.Snapshot, node string, parts []driverkit.Partition, exact bool) []string {
+func checkPartitions(snap *framework.Snapshot, node string, parts []prepare.Partition, exact bool) []string {
 	claims := map[types.UID]*resourcev1.ResourceClaim{}
 	for i := range snap.Claims {
 		claims[snap.Claims[i].UID] = &snap.Claims[i]

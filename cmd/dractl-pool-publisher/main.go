@@ -2,7 +2,7 @@
 // no node owns — network-attached devices, a multi-host TPU block with
 // perDeviceNodeSelection, devices every node sees — from the control
 // plane, as KEP-4815 has them published: a Deployment of replicas of which
-// the one holding a Lease publishes (driverkit.StartController). The pools
+// the one holding a Lease publishes (publish.StartController). The pools
 // are described in files of ResourceSlices in dractl's API (mixins
 // allowed), validated and flattened as dractl-gpu-driver's node pools
 // are. The Helm chart deploy/helm/dractl runs it (publisher.enabled).
@@ -23,12 +23,13 @@ import (
 	"github.com/dractl/dractl/pkg/core/api"
 	"github.com/dractl/dractl/pkg/core/decode"
 	"github.com/dractl/dractl/pkg/driver/driverkit"
+	"github.com/dractl/dractl/pkg/driver/publish"
 )
 
 type options struct {
 	kubeconfig, driver string
 	pools              stringList
-	le                 driverkit.LeaderElection
+	le                 publish.LeaderElection
 	syncDelay          time.Duration
 }
 
@@ -77,7 +78,7 @@ func run(o options) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	c, err := driverkit.StartController(ctx, driverkit.ControllerOptions{
+	c, err := publish.StartController(ctx, publish.ControllerOptions{
 		DriverName: o.driver, KubeClient: client, LeaderElection: o.le, SyncDelay: o.syncDelay,
 	}, pool)
 	if err != nil {

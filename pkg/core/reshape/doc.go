@@ -7,7 +7,7 @@
 // resource.k8s.io/v1 slices that a server without mixins accepts: every
 // include applied (api.Flatten), then each slice cut where the v1
 // per-slice limits, which are tighter than the mixin form's, require it.
-// A driver that publishes (pkg/driver/driverkit) and `dractl flatten` use the
+// A driver that publishes (pkg/driver/publish) and `dractl flatten` use the
 // same cut, so what one publishes the other prints.
 //
 // Compact and CompactPool rewrite ResourceSlices into KEP-5234 mixin form: entries

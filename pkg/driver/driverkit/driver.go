@@ -1,7 +1,6 @@
 package driverkit
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"slices"
 	"sync"
 	"time"
 
@@ -26,7 +24,8 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/dractl/dractl/pkg/core/api"
-	"github.com/dractl/dractl/pkg/core/validation"
+	"github.com/dractl/dractl/pkg/driver/prepare"
+	"github.com/dractl/dractl/pkg/driver/publish"
 )
 
 // MixinPolicy chooses the form slices are published in.
@@ -45,7 +44,7 @@ const (
 
 // Options configure a Driver.
 type Options struct {
-	Config
+	prepare.Config
 	NodeName   string
 	KubeClient kubernetes.Interface
 	// RegistrarDir is the kubelet's plugin registration directory
@@ -55,7 +54,7 @@ type Options struct {
 	Mixins                  MixinPolicy
 	// Server is the kube-apiserver the driver publishes to; Start reads it
 	// from KubeClient's discovery when nil (ReadServer).
-	Server *Server
+	Server *publish.Server
 	// HealthInterval is how often device health is re-sent to the
 	// kubelet, which marks health unknown after 30 s without news, and
 	// read again for the devices' taints.
@@ -73,26 +72,24 @@ type Options struct {
 // Driver is a kubelet plugin: the Kit behind kubeletplugin's gRPC
 // services, publishing through its resourceslice controller.
 type Driver struct {
-	kit     *Kit
+	kit     *prepare.Kit
 	opts    Options
 	helper  *kubeletplugin.Helper
 	metrics *Metrics
 	cancel  context.CancelFunc
-	server  *Server
+	server  *publish.Server
 
-	// healthMu guards what is published: the description, the health
-	// taints put on it and what the Profile last reported.
+	// healthMu guards what is published: the description, its
+	// inventory, the health taints put on it and what the Profile last
+	// reported.
 	healthMu  sync.Mutex
 	desc      []*api.ResourceSlice
-	published *Published
+	published *publish.Published
+	inv       prepare.Inventory
 	health    healthState
 }
 
 var _ kubeletplugin.DRAPlugin = (*Driver)(nil)
-
-// EventReasonInvalidPool is the reason of the Warning event on the Node
-// when the driver's pool description is refused.
-const EventReasonInvalidPool = "InvalidResourcePool"
 
 // Start publishes the pool, reconciles the checkpoints with the hardware
 // and only then registers with the kubelet, so that no prepare sees a
@@ -111,18 +108,18 @@ func Start(ctx context.Context, opts Options, pool []*api.ResourceSlice) (*Drive
 		opts.Metrics = NewMetrics(opts.DriverName)
 	}
 	logger := klog.FromContext(ctx)
-	kit, err := New(opts.Config)
+	kit, err := prepare.New(opts.Config)
 	if err != nil {
 		return nil, err
 	}
 	server := opts.Server
 	if server == nil {
-		if server, err = ReadServer(opts.KubeClient.Discovery()); err != nil {
+		if server, err = publish.ReadServer(opts.KubeClient.Discovery()); err != nil {
 			return nil, err
 		}
 	}
-	logServer(logger, server)
-	opts.Metrics.kit.kit.Store(kit)
+	server.Log(logger)
+	opts.Metrics.kit.start(kit, opts.Profile)
 	ctx, cancel := context.WithCancel(ctx)
 	d := &Driver{kit: kit, opts: opts, metrics: opts.Metrics, cancel: cancel, server: server, desc: pool}
 	ok := false
@@ -133,7 +130,7 @@ func Start(ctx context.Context, opts Options, pool []*api.ResourceSlice) (*Drive
 	}()
 
 	if opts.Mixins == PublishCompactIfAccepted {
-		accepts, err := ServerAcceptsMixins(opts.KubeClient.Discovery())
+		accepts, err := publish.ServerAcceptsMixins(opts.KubeClient.Discovery())
 		switch {
 		case err != nil:
 			logger.Error(err, "Cannot tell whether the server accepts spec.mixins; publishing flat")
@@ -201,17 +198,6 @@ func Start(ctx context.Context, opts Options, pool []*api.ResourceSlice) (*Drive
 	return d, nil
 }
 
-// logServer says which rules the kit publishes by, and why when they are
-// not the server's own.
-func logServer(logger klog.Logger, s *Server) {
-	if s.Rules == s.Minor {
-		logger.Info("Publishing for kube-apiserver", "version", s.Version, "rules", s.Rules.String())
-		return
-	}
-	logger.Info("No rules of this kube-apiserver's minor; publishing by the nearest minor's, and refusing fields the server does not know",
-		"version", s.Version, "minor", s.Minor.String(), "rules", s.Rules.String(), "supported", validation.SupportedList())
-}
-
 // listenOwnerOnly creates a unix socket that only its owner may connect
 // to: whoever reaches the DRA socket prepares any claim's devices on this
 // node, and the kubelet, the one client, runs as root. A socket's mode
@@ -243,8 +229,8 @@ const SocketMode fs.FileMode = 0o600
 // Node, where an operator looking at the node sees why its devices are
 // missing. The event is written before build returns (not through a
 // broadcaster that a failing Start would shut down with it queued).
-func (d *Driver) build(ctx context.Context, pool []*api.ResourceSlice, taints taintSet) (*Published, error) {
-	published, err := build(d.server, d.opts.DriverName, d.opts.NodeName, pool, taints)
+func (d *Driver) build(ctx context.Context, pool []*api.ResourceSlice, taints taintSet) (*publish.Published, error) {
+	published, err := publish.BuildTainted(d.server, d.opts.DriverName, d.opts.NodeName, pool, taints.of)
 	if err != nil {
 		now := metav1.Now()
 		ev := &corev1.Event{
@@ -287,8 +273,9 @@ func (d *Driver) publishLocked(ctx context.Context, pool []*api.ResourceSlice, t
 	if err != nil {
 		return err
 	}
-	d.kit.SetPublished(published)
-	d.desc, d.published, d.health.taints = pool, published, taints
+	inv := prepare.InventoryOf(published.Resources)
+	d.kit.SetInventory(inv)
+	d.desc, d.published, d.inv, d.health.taints = pool, published, inv, taints
 	if d.helper == nil {
 		return nil
 	}
@@ -296,7 +283,7 @@ func (d *Driver) publishLocked(ctx context.Context, pool []*api.ResourceSlice, t
 }
 
 // Kit is the driver's prepare/unprepare engine.
-func (d *Driver) Kit() *Kit { return d.kit }
+func (d *Driver) Kit() *prepare.Kit { return d.kit }
 
 // Helper is the kubeletplugin helper serving the driver.
 func (d *Driver) Helper() *kubeletplugin.Helper { return d.helper }
@@ -379,22 +366,15 @@ func (d *Driver) healthReport(ctx context.Context, hp HealthProfile) (kubeletplu
 	if err != nil {
 		return kubeletplugin.DeviceHealthReport{}, err
 	}
-	d.kit.mu.Lock()
-	inv := d.kit.inv
-	d.kit.mu.Unlock()
-	keys := slices.SortedFunc(maps.Keys(inv.consumes), func(a, b DeviceKey) int {
-		if a.Pool != b.Pool {
-			return cmp.Compare(a.Pool, b.Pool)
-		}
-		return cmp.Compare(a.Device, b.Device)
-	})
+	inv := d.inventory()
+	keys := inv.Devices()
 	// A GPU's partitions are as unhealthy as the GPU (see taints.go).
 	bad = maps.Clone(bad)
 	for _, k := range sortedKeys(bad) {
-		if !inv.known(k) {
+		if !inv.Known(k) {
 			continue
 		}
-		for _, child := range inv.children(k) {
+		for _, child := range inv.Children(k) {
 			if _, ok := bad[child]; !ok {
 				bad[child] = bad[k]
 			}
@@ -410,6 +390,24 @@ func (d *Driver) healthReport(ctx context.Context, hp HealthProfile) (kubeletplu
 		report.Devices = append(report.Devices, h)
 	}
 	return report, nil
+}
+
+// HealthProfile is a Profile that knows the health of its devices. The kit
+// serves it through the kubelet's DRAResourceHealth service; without it
+// the service answers that health is not supported.
+type HealthProfile interface {
+	prepare.Profile
+	// Health reports every published device that is not healthy, by
+	// pool and device name; devices not listed are healthy.
+	Health(ctx context.Context) (map[prepare.DeviceKey]string, error)
+}
+
+// inventory is what the driver publishes now, as the kit checks prepares
+// against it.
+func (d *Driver) inventory() prepare.Inventory {
+	d.healthMu.Lock()
+	defer d.healthMu.Unlock()
+	return d.inv
 }
 
 // NodeConfig is what a node driver's process is told on its command line
@@ -443,8 +441,8 @@ type NodeOptions struct {
 // StartNode starts a node driver from its command-line configuration:
 // Start with the profile, its pool and the CDI class its devices are
 // named under.
-func StartNode(ctx context.Context, cfg NodeConfig, cdiClass string, client kubernetes.Interface, profile Profile, pool []*api.ResourceSlice) (*Driver, error) {
-	kill, err := KillAt(cfg.Failpoint)
+func StartNode(ctx context.Context, cfg NodeConfig, cdiClass string, client kubernetes.Interface, profile prepare.Profile, pool []*api.ResourceSlice) (*Driver, error) {
+	kill, err := prepare.KillAt(cfg.Failpoint)
 	if err != nil {
 		return nil, err
 	}
@@ -453,7 +451,7 @@ func StartNode(ctx context.Context, cfg NodeConfig, cdiClass string, client kube
 		mixins = PublishCompactIfAccepted
 	}
 	d, err := Start(ctx, Options{
-		Config: Config{
+		Config: prepare.Config{
 			DriverName: cfg.DriverName, Profile: profile,
 			StateDir: cfg.StateDir, CDIDir: cfg.CDIDir, CDIClass: cdiClass,
 			Failpoint: kill,

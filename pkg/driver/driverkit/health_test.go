@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	healthpb "k8s.io/kubelet/pkg/apis/dra-health/v1alpha1"
 
-	"github.com/dractl/dractl/pkg/driver/driverkit"
+	"github.com/dractl/dractl/pkg/driver/publish"
 )
 
 // TestHealthAsKubelet watches device health over the driver's socket with
@@ -38,7 +38,7 @@ func TestHealthAsKubelet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	flat, err := driverkit.Build(driver, node, e.gpus.Pool())
+	flat, err := publish.Build(driver, node, e.GPUs.Pool())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,13 +79,13 @@ func TestHealthAsKubelet(t *testing.T) {
 		}
 	}
 
-	if err := os.MkdirAll(filepath.Join(e.gpus.Dir, "unhealthy"), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(e.GPUs.Dir, "unhealthy"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	// Written aside and renamed into place: the driver polls, and a poll
 	// between os.WriteFile's create and its write would read an empty
 	// reason.
-	fault := filepath.Join(e.gpus.Dir, "unhealthy", "0")
+	fault := filepath.Join(e.GPUs.Dir, "unhealthy", "0")
 	if err := os.WriteFile(fault+".tmp", []byte("XID 79: fallen off the bus\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}

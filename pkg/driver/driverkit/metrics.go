@@ -11,11 +11,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	resourcev1 "k8s.io/api/resource/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	resourceclient "k8s.io/client-go/kubernetes/typed/resource/v1"
 	"k8s.io/client-go/util/watchlist"
+
+	"github.com/dractl/dractl/pkg/driver/prepare"
 )
 
 // Metric names of a driver; every series is labelled driver. docs/metrics.md
@@ -44,42 +45,12 @@ const (
 	HealthEventUnknownDevice = "unknown_device" // the Profile reported a device the driver does not publish
 )
 
-// Why a ResourceSlice write failed, the reason label of
-// MetricPublishFailures: the server's answer (publishFailure), or a slice
-// it stored without fields it does not serve (a feature gate off).
-const (
-	PublishFailureConflict      = "conflict"       // Conflict, AlreadyExists: another writer changed the slice
-	PublishFailureForbidden     = "forbidden"      // Forbidden, Unauthorized: RBAC or the admission policy
-	PublishFailureInvalid       = "invalid"        // Invalid, BadRequest, RequestEntityTooLarge
-	PublishFailureUnavailable   = "unavailable"    // the server could not answer: unavailable, timeouts, throttling, internal errors
-	PublishFailureDroppedFields = "dropped_fields" // stored without fields the server does not serve
-	PublishFailureOther         = "other"
-)
-
-var publishFailures = []string{PublishFailureConflict, PublishFailureForbidden, PublishFailureInvalid, PublishFailureUnavailable, PublishFailureDroppedFields, PublishFailureOther}
-
-// publishFailure is the reason label of a failed write.
-func publishFailure(err error) string {
-	switch apierrors.ReasonForError(err) {
-	case metav1.StatusReasonConflict, metav1.StatusReasonAlreadyExists:
-		return PublishFailureConflict
-	case metav1.StatusReasonForbidden, metav1.StatusReasonUnauthorized:
-		return PublishFailureForbidden
-	case metav1.StatusReasonInvalid, metav1.StatusReasonBadRequest, metav1.StatusReasonRequestEntityTooLarge:
-		return PublishFailureInvalid
-	case metav1.StatusReasonServiceUnavailable, metav1.StatusReasonTimeout, metav1.StatusReasonServerTimeout,
-		metav1.StatusReasonTooManyRequests, metav1.StatusReasonInternalError:
-		return PublishFailureUnavailable
-	}
-	return PublishFailureOther
-}
-
 // LabelProfile is a Profile that names the kind of partition it makes of
 // a device (a MIG profile such as 1g.5gb, or full for a whole GPU): the
 // profile label of MetricPartitions, "device" for a Profile without.
 type LabelProfile interface {
-	Profile
-	PartitionProfile(dev AllocatedDevice) string
+	prepare.Profile
+	PartitionProfile(dev prepare.AllocatedDevice) string
 }
 
 // Metrics are a driver's Prometheus metrics, in a registry of their own
@@ -129,7 +100,7 @@ func NewMetrics(driver string) *Metrics {
 	for _, op := range []string{OperationPrepare, OperationUnprepare} {
 		m.duration.WithLabelValues(driver, op)
 		m.inFlight.WithLabelValues(driver, op)
-		for _, r := range reasons {
+		for _, r := range prepare.Reasons() {
 			m.errors.WithLabelValues(driver, op, r)
 		}
 	}
@@ -174,7 +145,7 @@ func (m *Metrics) request(op string) func() {
 func (m *Metrics) claimDone(op string, start time.Time, err error) {
 	m.duration.WithLabelValues(m.driver, op).Observe(time.Since(start).Seconds())
 	if err != nil {
-		m.errors.WithLabelValues(m.driver, op, ReasonOf(err)).Inc()
+		m.errors.WithLabelValues(m.driver, op, prepare.ReasonOf(err)).Inc()
 	}
 }
 
@@ -186,13 +157,24 @@ func (m *Metrics) publishFailed(reason string) {
 // and their partitions by profile.
 type kitCollector struct {
 	driver string
-	kit    atomic.Pointer[Kit]
+	// profile names the kind of each partition; nil for a Profile that
+	// is no LabelProfile.
+	profile LabelProfile
+	kit     atomic.Pointer[prepare.Kit]
 }
 
 var (
 	preparedDesc   = prometheus.NewDesc(MetricPreparedClaims, "Claims the driver holds prepared on its node.", []string{"driver"}, nil)
 	partitionsDesc = prometheus.NewDesc(MetricPartitions, "Partitions of prepared claims on the node, by the Profile's name for their kind (a MIG profile, full for a whole GPU; device for a Profile that names none).", []string{"driver", "profile"}, nil)
 )
+
+// start has the collector report kit, whose Profile is profile. The
+// profile is set before the kit is stored, so a scrape that sees the kit
+// sees it too.
+func (c *kitCollector) start(kit *prepare.Kit, profile prepare.Profile) {
+	c.profile, _ = profile.(LabelProfile)
+	c.kit.Store(kit)
+}
 
 func (c *kitCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- preparedDesc
@@ -202,22 +184,20 @@ func (c *kitCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *kitCollector) Collect(ch chan<- prometheus.Metric) {
 	claims, parts := 0, map[string]int{}
 	if k := c.kit.Load(); k != nil {
-		lp, _ := k.profile.(LabelProfile)
-		k.mu.Lock()
-		claims = len(k.prepared)
-		for _, devs := range k.prepared {
+		prepared := k.Prepared()
+		claims = len(prepared)
+		for _, devs := range prepared {
 			for _, d := range devs {
 				if d.Partition == nil {
 					continue
 				}
 				profile := "device"
-				if lp != nil {
-					profile = lp.PartitionProfile(d.AllocatedDevice)
+				if c.profile != nil {
+					profile = c.profile.PartitionProfile(d.AllocatedDevice)
 				}
 				parts[profile]++
 			}
 		}
-		k.mu.Unlock()
 	}
 	ch <- prometheus.MustNewConstMetric(preparedDesc, prometheus.GaugeValue, float64(claims), c.driver)
 	for p, n := range parts {

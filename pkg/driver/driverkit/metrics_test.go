@@ -17,6 +17,7 @@ import (
 	at "github.com/dractl/dractl/pkg/core/coretest"
 	"github.com/dractl/dractl/pkg/driver/driverkit"
 	"github.com/dractl/dractl/pkg/driver/gpu"
+	"github.com/dractl/dractl/pkg/driver/prepare"
 )
 
 // withConfig gives a claim's allocation one opaque configuration of the
@@ -37,7 +38,7 @@ type blocking struct {
 	entered, release chan struct{}
 }
 
-func (b blocking) CreatePartition(ctx context.Context, uid types.UID, dev driverkit.AllocatedDevice) (driverkit.Partition, error) {
+func (b blocking) CreatePartition(ctx context.Context, uid types.UID, dev prepare.AllocatedDevice) (prepare.Partition, error) {
 	b.entered <- struct{}{}
 	<-b.release
 	return b.GPUs.CreatePartition(ctx, uid, dev)
@@ -59,7 +60,7 @@ func TestDriverMetrics(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	m := driverkit.NewMetrics(driver)
-	b := blocking{GPUs: e.gpus, entered: make(chan struct{}), release: make(chan struct{})}
+	b := blocking{GPUs: e.GPUs, entered: make(chan struct{}), release: make(chan struct{})}
 	d, _, _ := startDriver(ctx, t, e, client, func(o *driverkit.Options) {
 		o.Metrics = m
 		o.Profile = b
@@ -108,8 +109,8 @@ func TestDriverMetrics(t *testing.T) {
 		}
 	}
 	for reason, want := range map[string]float64{
-		driverkit.ReasonConflict: 1, driverkit.ReasonNotAllocated: 1, driverkit.ReasonConfig: 1, driverkit.ReasonPartition: 1,
-		driverkit.ReasonCDI: 0, driverkit.ReasonCheckpoint: 0, driverkit.ReasonOther: 0,
+		prepare.ReasonConflict: 1, prepare.ReasonNotAllocated: 1, prepare.ReasonConfig: 1, prepare.ReasonPartition: 1,
+		prepare.ReasonCDI: 0, prepare.ReasonCheckpoint: 0, prepare.ReasonOther: 0,
 	} {
 		if got := value(driverkit.MetricOperationErrors, "operation", "prepare", "reason", reason); got != want {
 			t.Errorf("prepare errors %s: %v, want %v", reason, got, want)

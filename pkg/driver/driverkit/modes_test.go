@@ -64,7 +64,7 @@ func TestFileModes(t *testing.T) {
 				return err
 			}
 			mode := info.Mode()
-			rel, _ := filepath.Rel(e.dir, path)
+			rel, _ := filepath.Rel(e.Dir, path)
 			switch {
 			case mode&fs.ModeSocket != 0:
 				seen["socket"]++
@@ -78,7 +78,7 @@ func TestFileModes(t *testing.T) {
 				seen["CDI spec"]++
 			case strings.HasPrefix(rel, "gpus"+string(filepath.Separator)):
 				seen["partition record"]++
-			case strings.HasPrefix(path, e.dir):
+			case strings.HasPrefix(path, e.Dir):
 				seen["checkpoint"]++
 			}
 			// Group- or world-writable lets another user forge a
@@ -93,7 +93,7 @@ func TestFileModes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	check(e.dir)
+	check(e.Dir)
 	check(reg)
 	check(plugin)
 	for _, kind := range []string{"socket", "directory", "CDI spec", "partition record", "checkpoint"} {

@@ -1,65 +1,44 @@
 package driverkit
 
-import "errors"
-
-// Why a prepare or unprepare failed: the reason label of
-// MetricOperationErrors.
-const (
-	// ReasonConflict: another claim holds the device or the counters it
-	// needs, or the driver does not publish it (PrepareConflictError).
-	ReasonConflict = "conflict"
-	// ReasonNotAllocated: the claim has no allocation.
-	ReasonNotAllocated = "not_allocated"
-	// ReasonConfig: an opaque configuration the Profile refused.
-	ReasonConfig = "config"
-	// ReasonPartition: the Profile failed to create, list or destroy a
-	// partition.
-	ReasonPartition = "partition"
-	// ReasonCDI: a CDI spec could not be written or removed.
-	ReasonCDI = "cdi"
-	// ReasonCheckpoint: a checkpoint could not be read, written or
-	// removed.
-	ReasonCheckpoint = "checkpoint"
-	// ReasonOther: anything else.
-	ReasonOther = "other"
+import (
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// reasons are the values of the reason label.
-var reasons = []string{ReasonConflict, ReasonNotAllocated, ReasonConfig, ReasonPartition, ReasonCDI, ReasonCheckpoint, ReasonOther}
+// The reasons a driver gives outside its log: of its Events, and of its
+// failed ResourceSlice writes. Why a prepare or unprepare failed is the
+// prepare kit's to say (prepare.ReasonOf).
 
-// reasonError is an error of one step of prepare or unprepare.
-type reasonError struct {
-	reason string
-	err    error
-}
+// EventReasonInvalidPool is the reason of the Warning event on the Node
+// when the driver's pool description is refused.
+const EventReasonInvalidPool = "InvalidResourcePool"
 
-func (e *reasonError) Error() string { return e.err.Error() }
-func (e *reasonError) Unwrap() error { return e.err }
+// Why a ResourceSlice write failed, the reason label of
+// MetricPublishFailures: the server's answer (publishFailure), or a slice
+// it stored without fields it does not serve (a feature gate off).
+const (
+	PublishFailureConflict      = "conflict"       // Conflict, AlreadyExists: another writer changed the slice
+	PublishFailureForbidden     = "forbidden"      // Forbidden, Unauthorized: RBAC or the admission policy
+	PublishFailureInvalid       = "invalid"        // Invalid, BadRequest, RequestEntityTooLarge
+	PublishFailureUnavailable   = "unavailable"    // the server could not answer: unavailable, timeouts, throttling, internal errors
+	PublishFailureDroppedFields = "dropped_fields" // stored without fields the server does not serve
+	PublishFailureOther         = "other"
+)
 
-func because(reason string, err error) error {
-	if err == nil {
-		return nil
-	}
-	return &reasonError{reason: reason, err: err}
-}
+var publishFailures = []string{PublishFailureConflict, PublishFailureForbidden, PublishFailureInvalid, PublishFailureUnavailable, PublishFailureDroppedFields, PublishFailureOther}
 
-// ReasonOf says why a Prepare or Unprepare of the kit failed (one of the
-// Reason constants); "" for no error.
-func ReasonOf(err error) string {
-	if err == nil {
-		return ""
+// publishFailure is the reason label of a failed write.
+func publishFailure(err error) string {
+	switch apierrors.ReasonForError(err) {
+	case metav1.StatusReasonConflict, metav1.StatusReasonAlreadyExists:
+		return PublishFailureConflict
+	case metav1.StatusReasonForbidden, metav1.StatusReasonUnauthorized:
+		return PublishFailureForbidden
+	case metav1.StatusReasonInvalid, metav1.StatusReasonBadRequest, metav1.StatusReasonRequestEntityTooLarge:
+		return PublishFailureInvalid
+	case metav1.StatusReasonServiceUnavailable, metav1.StatusReasonTimeout, metav1.StatusReasonServerTimeout,
+		metav1.StatusReasonTooManyRequests, metav1.StatusReasonInternalError:
+		return PublishFailureUnavailable
 	}
-	var conflict *PrepareConflictError
-	if errors.As(err, &conflict) {
-		return ReasonConflict
-	}
-	var r *reasonError
-	if errors.As(err, &r) {
-		return r.reason
-	}
-	var corrupt *CorruptCheckpointError
-	if errors.As(err, &corrupt) {
-		return ReasonCheckpoint
-	}
-	return ReasonOther
+	return PublishFailureOther
 }

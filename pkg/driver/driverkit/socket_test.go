@@ -18,7 +18,9 @@ import (
 	drapbv1 "k8s.io/kubelet/pkg/apis/dra/v1"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 
+	"github.com/dractl/dractl/internal/testing/drivertest"
 	"github.com/dractl/dractl/pkg/driver/driverkit"
+	"github.com/dractl/dractl/pkg/driver/prepare"
 )
 
 // TestAsKubelet talks to a running driver the way the kubelet does, over
@@ -75,7 +77,7 @@ func TestAsKubelet(t *testing.T) {
 		!slices.Equal(got.Devices[0].CdiDeviceIds, []string{wantID}) || !slices.Equal(got.Devices[0].RequestNames, []string{"r0"}) {
 		t.Fatalf("prepare a: %+v", got)
 	}
-	if p := e.partitions(); len(p) != 1 {
+	if p := e.Partitions(); len(p) != 1 {
 		t.Fatalf("partitions %v", p)
 	}
 
@@ -100,7 +102,7 @@ func TestAsKubelet(t *testing.T) {
 			t.Fatalf("unprepare a: %v, %v", un, err)
 		}
 	}
-	if p, s := e.partitions(), e.specs(); len(p)+len(s) != 0 {
+	if p, s := e.Partitions(), e.Specs(); len(p)+len(s) != 0 {
 		t.Fatalf("left behind: %v %v", p, s)
 	}
 	prepB, err = dra.NodePrepareResources(ctx, &drapbv1.NodePrepareResourcesRequest{Claims: req(&b.ObjectMeta)})
@@ -135,14 +137,14 @@ func startDriver(ctx context.Context, t *testing.T, e *env, client *fake.Clients
 		t.Fatal(err)
 	}
 	opts := driverkit.Options{
-		Config:   driverkit.Config{DriverName: driver, Profile: e.gpus, StateDir: e.dir, CDIDir: filepath.Join(e.dir, "cdi"), CDIClass: "gpu"},
+		Config:   prepare.Config{DriverName: driver, Profile: e.GPUs, StateDir: e.Dir, CDIDir: filepath.Join(e.Dir, "cdi"), CDIClass: "gpu"},
 		NodeName: node, KubeClient: client, RegistrarDir: reg, PluginDir: plugin,
-		Server: fakeClientServer,
+		Server: drivertest.FakeServer,
 	}
 	if with != nil {
 		with(&opts)
 	}
-	d, err = driverkit.Start(ctx, opts, e.gpus.Pool())
+	d, err = driverkit.Start(ctx, opts, e.GPUs.Pool())
 	if err != nil {
 		t.Fatal(err)
 	}

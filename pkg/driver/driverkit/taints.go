@@ -13,6 +13,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/dractl/dractl/pkg/core/api"
+	"github.com/dractl/dractl/pkg/driver/prepare"
 )
 
 // Device health becomes device taints (KEP-5055) on the driver's own
@@ -81,11 +82,16 @@ type NoticeProfile interface {
 	HealthProfile
 	// Notices reports, by pool and device name, the devices with a
 	// recent event and what it was.
-	Notices(ctx context.Context) (map[DeviceKey]string, error)
+	Notices(ctx context.Context) (map[prepare.DeviceKey]string, error)
 }
 
 // taintSet is every taint the kit puts on its devices.
-type taintSet map[DeviceKey][]api.DeviceTaint
+type taintSet map[prepare.DeviceKey][]api.DeviceTaint
+
+// of is the taints of one device, as publish.BuildTainted takes them.
+func (t taintSet) of(pool, device string) []api.DeviceTaint {
+	return t[prepare.DeviceKey{Pool: pool, Device: device}]
+}
 
 func (t taintSet) equal(o taintSet) bool {
 	return maps.EqualFunc(t, o, func(a, b []api.DeviceTaint) bool {
@@ -117,10 +123,10 @@ func labelValue(s string) string {
 // healthTaints computes the taints of the inventory's devices from what
 // the Profile reported, and lists the reported devices the inventory does
 // not have.
-func healthTaints(inv inventory, unhealthy, notices map[DeviceKey]string, cfg HealthTaints) (taintSet, []DeviceKey) {
+func healthTaints(inv prepare.Inventory, unhealthy, notices map[prepare.DeviceKey]string, cfg HealthTaints) (taintSet, []prepare.DeviceKey) {
 	out := taintSet{}
-	var unknown []DeviceKey
-	put := func(k DeviceKey, t api.DeviceTaint) {
+	var unknown []prepare.DeviceKey
+	put := func(k prepare.DeviceKey, t api.DeviceTaint) {
 		if !slices.ContainsFunc(out[k], func(x api.DeviceTaint) bool { return x.Key == t.Key }) {
 			out[k] = append(out[k], t)
 		}
@@ -128,25 +134,25 @@ func healthTaints(inv inventory, unhealthy, notices map[DeviceKey]string, cfg He
 	// Sorted, so that a device under two unhealthy parents takes the
 	// same taint every time.
 	for _, k := range sortedKeys(unhealthy) {
-		if !inv.known(k) {
+		if !inv.Known(k) {
 			unknown = append(unknown, k)
 			continue
 		}
 		t := api.DeviceTaint{Key: TaintKeyUnhealthy, Value: labelValue(unhealthy[k]), Effect: cfg.effect()}
 		put(k, t)
-		for _, child := range inv.children(k) {
+		for _, child := range inv.Children(k) {
 			put(child, t)
 		}
 	}
 	if cfg.Notices {
 		for _, k := range sortedKeys(notices) {
-			if !inv.known(k) {
+			if !inv.Known(k) {
 				unknown = append(unknown, k)
 				continue
 			}
 			t := api.DeviceTaint{Key: TaintKeyHealthEvent, Value: labelValue(notices[k]), Effect: resourcev1.DeviceTaintEffectNone}
 			put(k, t)
-			for _, child := range inv.children(k) {
+			for _, child := range inv.Children(k) {
 				put(child, t)
 			}
 		}
@@ -158,55 +164,16 @@ func healthTaints(inv inventory, unhealthy, notices map[DeviceKey]string, cfg He
 	return out, unknown
 }
 
-func sortedKeys[V any](m map[DeviceKey]V) []DeviceKey {
-	return slices.SortedFunc(maps.Keys(m), func(a, b DeviceKey) int { return strings.Compare(a.String(), b.String()) })
-}
-
-// children are the devices drawing on a counter set that k consumes
-// whole: the partitions of a GPU.
-func (inv inventory) children(k DeviceKey) []DeviceKey {
-	var whole []counterSetKey
-	for _, c := range inv.consumes[k] {
-		set := counterSetKey{k.Pool, c.CounterSet}
-		capacity, ok := inv.sets[set]
-		if !ok || len(capacity) == 0 {
-			continue
-		}
-		all := true
-		for name, limit := range capacity {
-			v, ok := c.Counters[name]
-			if !ok || v.Value.Cmp(limit) < 0 {
-				all = false
-				break
-			}
-		}
-		if all {
-			whole = append(whole, set)
-		}
-	}
-	if len(whole) == 0 {
-		return nil
-	}
-	var out []DeviceKey
-	for other, cs := range inv.consumes {
-		if other == k || other.Pool != k.Pool {
-			continue
-		}
-		if slices.ContainsFunc(cs, func(c resourcev1.DeviceCounterConsumption) bool {
-			return slices.Contains(whole, counterSetKey{k.Pool, c.CounterSet})
-		}) {
-			out = append(out, other)
-		}
-	}
-	return out
+func sortedKeys[V any](m map[prepare.DeviceKey]V) []prepare.DeviceKey {
+	return slices.SortedFunc(maps.Keys(m), func(a, b prepare.DeviceKey) int { return strings.Compare(a.String(), b.String()) })
 }
 
 // healthState is what the driver last made of its Profile's health.
 type healthState struct {
-	unhealthy map[DeviceKey]string
+	unhealthy map[prepare.DeviceKey]string
 	// unknown are the reported devices the driver does not publish,
 	// logged when they first appear.
-	unknown map[DeviceKey]bool
+	unknown map[prepare.DeviceKey]bool
 	taints  taintSet
 }
 
@@ -235,29 +202,27 @@ func (d *Driver) syncHealth(ctx context.Context, hp HealthProfile) error {
 	if err != nil {
 		return fmt.Errorf("health: %w", err)
 	}
-	var notices map[DeviceKey]string
+	var notices map[prepare.DeviceKey]string
 	if np, ok := hp.(NoticeProfile); ok && d.opts.HealthTaints.Notices {
 		if notices, err = np.Notices(ctx); err != nil {
 			return fmt.Errorf("health notices: %w", err)
 		}
 	}
-	d.kit.mu.Lock()
-	inv := d.kit.inv
-	d.kit.mu.Unlock()
+	inv := d.inventory()
 	taints, unknown := healthTaints(inv, bad, notices, d.opts.HealthTaints)
 
 	d.healthMu.Lock()
 	defer d.healthMu.Unlock()
 	h := &d.health
-	var sick, well []DeviceKey
+	var sick, well []prepare.DeviceKey
 	for _, k := range sortedKeys(bad) {
-		if _, was := h.unhealthy[k]; !was && inv.known(k) {
+		if _, was := h.unhealthy[k]; !was && inv.Known(k) {
 			sick = append(sick, k)
 			d.metrics.healthEvent(HealthEventUnhealthy)
 		}
 	}
 	for _, k := range sortedKeys(h.unhealthy) {
-		if _, still := bad[k]; !still && inv.known(k) {
+		if _, still := bad[k]; !still && inv.Known(k) {
 			well = append(well, k)
 			d.metrics.healthEvent(HealthEventHealthy)
 		}
@@ -268,7 +233,7 @@ func (d *Driver) syncHealth(ctx context.Context, hp HealthProfile) error {
 	if len(well) > 0 {
 		logger.Info("Devices are healthy again", "devices", well)
 	}
-	seen := map[DeviceKey]bool{}
+	seen := map[prepare.DeviceKey]bool{}
 	for _, k := range unknown {
 		seen[k] = true
 		if !h.unknown[k] {
@@ -288,10 +253,10 @@ func (d *Driver) syncHealth(ctx context.Context, hp HealthProfile) error {
 }
 
 // Taints returns the taints the driver publishes now, by device.
-func (d *Driver) Taints() map[DeviceKey][]api.DeviceTaint {
+func (d *Driver) Taints() map[prepare.DeviceKey][]api.DeviceTaint {
 	d.healthMu.Lock()
 	defer d.healthMu.Unlock()
-	out := make(map[DeviceKey][]api.DeviceTaint, len(d.health.taints))
+	out := make(map[prepare.DeviceKey][]api.DeviceTaint, len(d.health.taints))
 	for k, ts := range d.health.taints {
 		out[k] = slices.Clone(ts)
 	}

@@ -8,6 +8,8 @@ import (
 
 	"github.com/dractl/dractl/pkg/core/api"
 	"github.com/dractl/dractl/pkg/driver/mig"
+	"github.com/dractl/dractl/pkg/driver/prepare"
+	"github.com/dractl/dractl/pkg/driver/publish"
 )
 
 // TestHealthTaints: which devices get which taint from what a Profile
@@ -15,12 +17,12 @@ import (
 func TestHealthTaints(t *testing.T) {
 	const pool = "node-1"
 	n := mig.Node{Driver: "gpu.dractl.dev", Node: pool, Model: &mig.A100, GPUs: 2, DriverVersion: "550.54.15", CUDADriverVersion: "12.4.0"}
-	published, err := Build(n.Driver, pool, n.Slices(mig.Mixins))
+	published, err := publish.Build(n.Driver, pool, n.Slices(mig.Mixins))
 	if err != nil {
 		t.Fatal(err)
 	}
-	inv := published.inventory
-	key := func(d string) DeviceKey { return DeviceKey{pool, d} }
+	inv := prepare.InventoryOf(published.Resources)
+	key := func(d string) prepare.DeviceKey { return prepare.DeviceKey{Pool: pool, Device: d} }
 	gpu0 := key(mig.GPUDeviceName(0))
 	small := key(mig.MIGDeviceName(0, "1g.5gb", 0))
 	other := key(mig.MIGDeviceName(1, "1g.5gb", 0))
@@ -28,20 +30,20 @@ func TestHealthTaints(t *testing.T) {
 
 	for _, tc := range []struct {
 		name               string
-		unhealthy, notices map[DeviceKey]string
+		unhealthy, notices map[prepare.DeviceKey]string
 		cfg                HealthTaints
 		// tainted is how many devices have a taint; want the taints of
 		// the devices checked.
 		tainted int
-		want    map[DeviceKey][]api.DeviceTaint
-		unknown []DeviceKey
+		want    map[prepare.DeviceKey][]api.DeviceTaint
+		unknown []prepare.DeviceKey
 	}{
-		{name: "healthy", tainted: 0, want: map[DeviceKey][]api.DeviceTaint{gpu0: nil}},
+		{name: "healthy", tainted: 0, want: map[prepare.DeviceKey][]api.DeviceTaint{gpu0: nil}},
 		{
 			name:      "a GPU taints its partitions",
-			unhealthy: map[DeviceKey]string{gpu0: "XID 79: fallen off the bus"},
+			unhealthy: map[prepare.DeviceKey]string{gpu0: "XID 79: fallen off the bus"},
 			tainted:   perGPU,
-			want: map[DeviceKey][]api.DeviceTaint{
+			want: map[prepare.DeviceKey][]api.DeviceTaint{
 				gpu0:  {{Key: TaintKeyUnhealthy, Value: "XID-79-fallen-off-the-bus", Effect: resourcev1.DeviceTaintEffectNoSchedule}},
 				small: {{Key: TaintKeyUnhealthy, Value: "XID-79-fallen-off-the-bus", Effect: resourcev1.DeviceTaintEffectNoSchedule}},
 				other: nil,
@@ -49,40 +51,40 @@ func TestHealthTaints(t *testing.T) {
 		},
 		{
 			name:      "a partition alone",
-			unhealthy: map[DeviceKey]string{small: "ECC"},
+			unhealthy: map[prepare.DeviceKey]string{small: "ECC"},
 			tainted:   1,
-			want:      map[DeviceKey][]api.DeviceTaint{small: {{Key: TaintKeyUnhealthy, Value: "ECC", Effect: resourcev1.DeviceTaintEffectNoSchedule}}, gpu0: nil},
+			want:      map[prepare.DeviceKey][]api.DeviceTaint{small: {{Key: TaintKeyUnhealthy, Value: "ECC", Effect: resourcev1.DeviceTaintEffectNoSchedule}}, gpu0: nil},
 		},
 		{
 			name:      "evict on opt-in",
-			unhealthy: map[DeviceKey]string{small: "ECC"},
+			unhealthy: map[prepare.DeviceKey]string{small: "ECC"},
 			cfg:       HealthTaints{Evict: true},
 			tainted:   1,
-			want:      map[DeviceKey][]api.DeviceTaint{small: {{Key: TaintKeyUnhealthy, Value: "ECC", Effect: resourcev1.DeviceTaintEffectNoExecute}}},
+			want:      map[prepare.DeviceKey][]api.DeviceTaint{small: {{Key: TaintKeyUnhealthy, Value: "ECC", Effect: resourcev1.DeviceTaintEffectNoExecute}}},
 		},
 		{
 			name:    "notices off",
-			notices: map[DeviceKey]string{other: "XID 43"},
+			notices: map[prepare.DeviceKey]string{other: "XID 43"},
 			tainted: 0,
 		},
 		{
 			name:      "notices on, after the unhealthy taint",
-			unhealthy: map[DeviceKey]string{other: "XID 79"},
-			notices:   map[DeviceKey]string{other: "XID 43"},
+			unhealthy: map[prepare.DeviceKey]string{other: "XID 79"},
+			notices:   map[prepare.DeviceKey]string{other: "XID 43"},
 			cfg:       HealthTaints{Notices: true},
 			tainted:   1,
-			want: map[DeviceKey][]api.DeviceTaint{other: {
+			want: map[prepare.DeviceKey][]api.DeviceTaint{other: {
 				{Key: TaintKeyUnhealthy, Value: "XID-79", Effect: resourcev1.DeviceTaintEffectNoSchedule},
 				{Key: TaintKeyHealthEvent, Value: "XID-43", Effect: resourcev1.DeviceTaintEffectNone},
 			}},
 		},
 		{
 			name:      "devices not published",
-			unhealthy: map[DeviceKey]string{key("gpu-7"): "gone", {Pool: "elsewhere", Device: gpu0.Device}: "gone"},
-			notices:   map[DeviceKey]string{key("7"): "x"},
+			unhealthy: map[prepare.DeviceKey]string{key("gpu-7"): "gone", {Pool: "elsewhere", Device: gpu0.Device}: "gone"},
+			notices:   map[prepare.DeviceKey]string{key("7"): "x"},
 			cfg:       HealthTaints{Notices: true},
 			tainted:   0,
-			unknown:   []DeviceKey{{Pool: "elsewhere", Device: gpu0.Device}, key("gpu-7"), key("7")},
+			unknown:   []prepare.DeviceKey{{Pool: "elsewhere", Device: gpu0.Device}, key("gpu-7"), key("7")},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -114,21 +116,21 @@ func TestTaintsPassAdmission(t *testing.T) {
 	const pool = "node-1"
 	n := mig.Node{Driver: "gpu.dractl.dev", Node: pool, Model: &mig.H100, GPUs: 8, DriverVersion: "550.54.15", CUDADriverVersion: "12.4.0"}
 	desc := n.Slices(mig.Mixins)
-	first, err := Build(n.Driver, pool, desc)
+	first, err := publish.Build(n.Driver, pool, desc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	reason := strings.Repeat("XID 79: the GPU has fallen off the bus; ", 5)
-	taints, _ := healthTaints(first.inventory, map[DeviceKey]string{{pool, mig.GPUDeviceName(3)}: reason},
-		map[DeviceKey]string{{pool, mig.GPUDeviceName(5)}: "XID 13"}, HealthTaints{Notices: true, Evict: true})
-	published, err := build(nil, n.Driver, pool, desc, taints)
+	taints, _ := healthTaints(prepare.InventoryOf(first.Resources), map[prepare.DeviceKey]string{{Pool: pool, Device: mig.GPUDeviceName(3)}: reason},
+		map[prepare.DeviceKey]string{{Pool: pool, Device: mig.GPUDeviceName(5)}: "XID 13"}, HealthTaints{Notices: true, Evict: true})
+	published, err := publish.BuildTainted(nil, n.Driver, pool, desc, taints.of)
 	if err != nil {
 		t.Fatal(err)
 	}
 	found := 0
 	for _, s := range published.Slices {
 		for _, d := range s.Spec.Devices {
-			want := taints[DeviceKey{pool, d.Name}]
+			want := taints[prepare.DeviceKey{Pool: pool, Device: d.Name}]
 			if !(taintSet{{}: d.Taints}).equal(taintSet{{}: want}) {
 				t.Errorf("%s: published taints %+v, want %+v", d.Name, d.Taints, want)
 			}
@@ -138,7 +140,7 @@ func TestTaintsPassAdmission(t *testing.T) {
 	if found != 2*mig.H100.DevicesPerGPU() {
 		t.Errorf("%d taints published, want one on each device of two GPUs (%d)", found, 2*mig.H100.DevicesPerGPU())
 	}
-	if v := taints[DeviceKey{pool, mig.GPUDeviceName(3)}][0].Value; len(v) != 63 || strings.HasSuffix(v, "-") {
+	if v := taints[prepare.DeviceKey{Pool: pool, Device: mig.GPUDeviceName(3)}][0].Value; len(v) != 63 || strings.HasSuffix(v, "-") {
 		t.Errorf("value %q: want the reason cut to a 63-character label value", v)
 	}
 }

@@ -29,7 +29,7 @@ import (
 // its write would read an empty reason.
 func mark(t *testing.T, e *env, sub, name, content string) {
 	t.Helper()
-	dir := filepath.Join(e.gpus.Dir, sub)
+	dir := filepath.Join(e.GPUs.Dir, sub)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +195,7 @@ func TestHealthBecomesTaints(t *testing.T) {
 	}
 
 	for _, f := range []string{"unhealthy/0", "unhealthy/gpu-9", "notices/" + small} {
-		if err := os.Remove(filepath.Join(e.gpus.Dir, f)); err != nil {
+		if err := os.Remove(filepath.Join(e.GPUs.Dir, f)); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
-	"github.com/dractl/dractl/pkg/driver/driverkit"
+	"github.com/dractl/dractl/pkg/driver/prepare"
 )
 
 // APIVersion and Kind of the configuration.
@@ -68,14 +68,14 @@ func Decode(parameters runtime.RawExtension) (*GpuConfig, error) {
 	return &c, nil
 }
 
-// DecodeConfig is Decode as driverkit.ConfigProfile wants it.
+// DecodeConfig is Decode as prepare.ConfigProfile wants it.
 func DecodeConfig(parameters runtime.RawExtension) (any, error) {
 	return Decode(parameters)
 }
 
 // Effective merges the configurations that apply to a device, in the
 // kit's order (class, then claim): a later field overrides an earlier one.
-func Effective(dev driverkit.AllocatedDevice) GpuConfig {
+func Effective(dev prepare.AllocatedDevice) GpuConfig {
 	var out GpuConfig
 	for _, c := range dev.Configs {
 		g, ok := c.Decoded.(*GpuConfig)

@@ -7,8 +7,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 
-	"github.com/dractl/dractl/pkg/driver/driverkit"
 	"github.com/dractl/dractl/pkg/driver/gpu"
+	"github.com/dractl/dractl/pkg/driver/prepare"
 )
 
 func raw(s string) runtime.RawExtension { return runtime.RawExtension{Raw: []byte(s)} }
@@ -57,14 +57,14 @@ func TestDecode(t *testing.T) {
 // TestEffective: later configurations override earlier ones field by
 // field; a field a later one leaves unset keeps its earlier value.
 func TestEffective(t *testing.T) {
-	dec := func(s string) driverkit.DeviceConfig {
+	dec := func(s string) prepare.DeviceConfig {
 		c, err := gpu.Decode(raw(`{` + head + s + `}`))
 		if err != nil {
 			t.Fatal(err)
 		}
-		return driverkit.DeviceConfig{Decoded: c}
+		return prepare.DeviceConfig{Decoded: c}
 	}
-	dev := driverkit.AllocatedDevice{Configs: []driverkit.DeviceConfig{
+	dev := prepare.AllocatedDevice{Configs: []prepare.DeviceConfig{
 		dec(`,"computeInstanceProfile":"1c","timeSlicing":{"interval":"Long"}`),
 		dec(`,"timeSlicing":{"interval":"Short"}`),
 		dec(``),
@@ -76,7 +76,7 @@ func TestEffective(t *testing.T) {
 	if env := got.Env("P_"); !slices.Equal(env, []string{"P_TIMESLICE_INTERVAL=Short"}) {
 		t.Fatalf("env %v", env)
 	}
-	if env := gpu.Effective(driverkit.AllocatedDevice{}).Env("P_"); len(env) != 0 {
+	if env := gpu.Effective(prepare.AllocatedDevice{}).Env("P_"); len(env) != 0 {
 		t.Fatalf("no configuration, env %v", env)
 	}
 }

@@ -11,11 +11,11 @@ import (
 
 	resourcev1 "k8s.io/api/resource/v1"
 
-	"github.com/dractl/dractl/internal/testing/driverproc"
+	"github.com/dractl/dractl/internal/testing/drivertest"
 	at "github.com/dractl/dractl/pkg/core/coretest"
-	"github.com/dractl/dractl/pkg/driver/driverkit"
 	"github.com/dractl/dractl/pkg/driver/gpu"
 	"github.com/dractl/dractl/pkg/driver/mig"
+	"github.com/dractl/dractl/pkg/driver/prepare"
 )
 
 // The crash tests run the driver as a child process — this test binary
@@ -25,15 +25,15 @@ import (
 const childEnv = "MOCKGPU_CRASH_CHILD"
 
 func TestMain(m *testing.M) {
-	driverproc.Main(m, childEnv, gpu.Run)
+	drivertest.Main(m, childEnv, gpu.Run)
 }
 
-type childConfig = driverproc.Child[gpu.Config]
+type childConfig = drivertest.Child[gpu.Config]
 
 // node is the directories of one simulated node; the driver process comes
 // and goes, they stay.
 type node struct {
-	*driverproc.Proc
+	*drivertest.Proc
 	t                      *testing.T
 	cfg                    childConfig
 	stateDir, registrarDir string
@@ -59,13 +59,13 @@ func newNode(t *testing.T, claims ...*resourcev1.ResourceClaim) *node {
 	for _, c := range claims {
 		n.cfg.Claims = append(n.cfg.Claims, *c)
 	}
-	n.Proc = driverproc.New(t, childEnv, gpu.DriverName, n.cfg.Driver.PluginDir, n.registrarDir)
+	n.Proc = drivertest.NewProc(t, childEnv, gpu.DriverName, n.cfg.Driver.PluginDir, n.registrarDir)
 	return n
 }
 
 // start runs the driver, killing itself at failpoint (if not empty), and
 // waits until it serves.
-func (n *node) start(failpoint driverkit.Failpoint) {
+func (n *node) start(failpoint prepare.Failpoint) {
 	n.t.Helper()
 	cfg := n.cfg
 	cfg.Driver.Failpoint = string(failpoint)
@@ -125,7 +125,7 @@ func TestCrashDuringPrepare(t *testing.T) {
 	}
 	ref.Stop()
 
-	for _, fp := range driverkit.PrepareFailpoints {
+	for _, fp := range prepare.PrepareFailpoints {
 		t.Run(string(fp), func(t *testing.T) {
 			n := newNode(t, a, b)
 			n.start(fp)
@@ -165,7 +165,7 @@ func TestCrashDuringPrepare(t *testing.T) {
 func TestCrashDuringUnprepare(t *testing.T) {
 	a := gpuClaim("a", mig.MIGDeviceName(0, "2g.10gb", 0), mig.MIGDeviceName(0, "1g.5gb", 2))
 	next := gpuClaim("next", mig.MIGDeviceName(0, "4g.20gb", 0))
-	for _, fp := range driverkit.UnprepareFailpoints {
+	for _, fp := range prepare.UnprepareFailpoints {
 		t.Run(string(fp), func(t *testing.T) {
 			n := newNode(t, a, next)
 			n.start("")

@@ -24,6 +24,7 @@ import (
 	"github.com/dractl/dractl/pkg/core/api"
 	"github.com/dractl/dractl/pkg/driver/driverkit"
 	"github.com/dractl/dractl/pkg/driver/mig"
+	"github.com/dractl/dractl/pkg/driver/prepare"
 )
 
 // GPUs is one node's simulated GPUs.
@@ -40,12 +41,12 @@ type GPUs struct {
 var (
 	_ driverkit.NoticeProfile = (*GPUs)(nil)
 	_ driverkit.LabelProfile  = (*GPUs)(nil)
-	_ driverkit.ConfigProfile = (*GPUs)(nil)
+	_ prepare.ConfigProfile   = (*GPUs)(nil)
 )
 
 // PartitionProfile implements driverkit.LabelProfile: the MIG profile,
 // full for a whole GPU.
-func (g *GPUs) PartitionProfile(dev driverkit.AllocatedDevice) string {
+func (g *GPUs) PartitionProfile(dev prepare.AllocatedDevice) string {
 	part, ok := g.Model.PartitionByDevice(g.GPUs, dev.Device)
 	if !ok {
 		return "unknown"
@@ -53,7 +54,7 @@ func (g *GPUs) PartitionProfile(dev driverkit.AllocatedDevice) string {
 	return part.ProfileName()
 }
 
-// DecodeConfig implements driverkit.ConfigProfile: a GpuConfig.
+// DecodeConfig implements prepare.ConfigProfile: a GpuConfig.
 func (g *GPUs) DecodeConfig(parameters runtime.RawExtension) (any, error) {
 	return DecodeConfig(parameters)
 }
@@ -100,25 +101,25 @@ func (g *GPUs) instancePath(gpu int, device string) string {
 	return filepath.Join(g.gpuDir(gpu), device+".json")
 }
 
-// CreatePartition implements driverkit.Profile.
-func (g *GPUs) CreatePartition(_ context.Context, claim types.UID, dev driverkit.AllocatedDevice) (driverkit.Partition, error) {
+// CreatePartition implements prepare.Profile.
+func (g *GPUs) CreatePartition(_ context.Context, claim types.UID, dev prepare.AllocatedDevice) (prepare.Partition, error) {
 	if dev.Pool != g.Node.Node {
-		return driverkit.Partition{}, fmt.Errorf("pool %s is not this node's (%s)", dev.Pool, g.Node.Node)
+		return prepare.Partition{}, fmt.Errorf("pool %s is not this node's (%s)", dev.Pool, g.Node.Node)
 	}
 	part, ok := g.Model.PartitionByDevice(g.GPUs, dev.Device)
 	if !ok {
-		return driverkit.Partition{}, fmt.Errorf("no device %s on %d %s GPUs", dev.Device, g.GPUs, g.Model.Name)
+		return prepare.Partition{}, fmt.Errorf("no device %s on %d %s GPUs", dev.Device, g.GPUs, g.Model.Name)
 	}
 	if p := Effective(dev).ComputeInstanceProfile; p != "" {
 		// pkg/driver/mig's tables have no compute instance profiles to check
 		// it against; creating what cannot be checked would be a lie.
-		return driverkit.Partition{}, fmt.Errorf("device %s: computeInstanceProfile %s: the mock backend simulates GPU instances only (use --backend=nvml)", dev.Device, p)
+		return prepare.Partition{}, fmt.Errorf("device %s: computeInstanceProfile %s: the mock backend simulates GPU instances only (use --backend=nvml)", dev.Device, p)
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	existing, err := g.instances(part.GPU)
 	if err != nil {
-		return driverkit.Partition{}, err
+		return prepare.Partition{}, err
 	}
 	for _, in := range existing {
 		if in.Device == dev.Device && in.Claim == claim {
@@ -126,7 +127,7 @@ func (g *GPUs) CreatePartition(_ context.Context, claim types.UID, dev driverkit
 		}
 	}
 	if err := g.fits(part, existing); err != nil {
-		return driverkit.Partition{}, err
+		return prepare.Partition{}, err
 	}
 	in := instance{
 		GPU: part.GPU, GPUUUID: g.GPUUUID(part.GPU), Profile: part.ProfileName(), Start: part.Start, Slices: part.Slices,
@@ -139,13 +140,13 @@ func (g *GPUs) CreatePartition(_ context.Context, claim types.UID, dev driverkit
 	}
 	data, err := json.Marshal(in)
 	if err != nil {
-		return driverkit.Partition{}, err
+		return prepare.Partition{}, err
 	}
 	if err := os.MkdirAll(g.gpuDir(part.GPU), 0o755); err != nil {
-		return driverkit.Partition{}, err
+		return prepare.Partition{}, err
 	}
-	if err := driverkit.WriteFileAtomic(g.instancePath(part.GPU, dev.Device), data); err != nil {
-		return driverkit.Partition{}, err
+	if err := prepare.WriteFileAtomic(g.instancePath(part.GPU, dev.Device), data); err != nil {
+		return prepare.Partition{}, err
 	}
 	return in.partition(), nil
 }
@@ -186,12 +187,12 @@ func (g *GPUs) fits(part mig.Partition, existing []instance) error {
 	return nil
 }
 
-func (in instance) partition() driverkit.Partition {
-	return driverkit.Partition{ID: in.UUID, Pool: in.Pool, Device: in.Device, Claim: in.Claim}
+func (in instance) partition() prepare.Partition {
+	return prepare.Partition{ID: in.UUID, Pool: in.Pool, Device: in.Device, Claim: in.Claim}
 }
 
-// DestroyPartition implements driverkit.Profile.
-func (g *GPUs) DestroyPartition(_ context.Context, p driverkit.Partition) error {
+// DestroyPartition implements prepare.Profile.
+func (g *GPUs) DestroyPartition(_ context.Context, p prepare.Partition) error {
 	part, ok := g.Model.PartitionByDevice(g.GPUs, p.Device)
 	if !ok {
 		return fmt.Errorf("no device %s on %d %s GPUs", p.Device, g.GPUs, g.Model.Name)
@@ -205,11 +206,11 @@ func (g *GPUs) DestroyPartition(_ context.Context, p driverkit.Partition) error 
 	return nil
 }
 
-// Partitions implements driverkit.Profile.
-func (g *GPUs) Partitions(context.Context) ([]driverkit.Partition, error) {
+// Partitions implements prepare.Profile.
+func (g *GPUs) Partitions(context.Context) ([]prepare.Partition, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	var out []driverkit.Partition
+	var out []prepare.Partition
 	for gpu := range g.GPUs {
 		ins, err := g.instances(gpu)
 		if err != nil {
@@ -301,19 +302,19 @@ func (g *GPUs) capMinor(gpu, i int) int { return gpu*g.Model.DevicesPerGPU() + i
 // Making them takes CAP_MKNOD.
 func (g *GPUs) CreateDeviceNodes() error {
 	for _, n := range g.deviceNodes() {
-		if err := driverkit.MakeCharDevice(filepath.Join(g.DevDir(), n.path), n.major, n.minor); err != nil {
+		if err := prepare.MakeCharDevice(filepath.Join(g.DevDir(), n.path), n.major, n.minor); err != nil {
 			return fmt.Errorf("simulated GPU: %w", err)
 		}
 	}
 	return nil
 }
 
-// ContainerEdits implements driverkit.Profile: environment variables
+// ContainerEdits implements prepare.Profile: environment variables
 // naming the GPU and the MIG device, the GPU's device node (and the MIG
 // capability node) from DevDir, given by host path only so that the
 // runtime takes their numbers from the host, and the MIG device's file
 // mounted read-only.
-func (g *GPUs) ContainerEdits(claim types.UID, dev driverkit.AllocatedDevice, p driverkit.Partition) cdispec.ContainerEdits {
+func (g *GPUs) ContainerEdits(claim types.UID, dev prepare.AllocatedDevice, p prepare.Partition) cdispec.ContainerEdits {
 	part, _ := g.Model.PartitionByDevice(g.GPUs, dev.Device)
 	env := EnvPrefix(dev.Device)
 	node := func(path string) *cdispec.DeviceNode {
@@ -352,20 +353,20 @@ func (g *GPUs) ContainerEdits(claim types.UID, dev driverkit.AllocatedDevice, p 
 // not publish). Names starting with "." or ending in ".tmp" are files
 // being written and are skipped. Removing the file makes the device
 // healthy again.
-func (g *GPUs) Health(context.Context) (map[driverkit.DeviceKey]string, error) {
+func (g *GPUs) Health(context.Context) (map[prepare.DeviceKey]string, error) {
 	return g.marked("unhealthy")
 }
 
 // Notices implements driverkit.NoticeProfile: files notices/<name> in Dir,
 // named as for Health, report an event that leaves the device healthy
 // (an application's fault, say).
-func (g *GPUs) Notices(context.Context) (map[driverkit.DeviceKey]string, error) {
+func (g *GPUs) Notices(context.Context) (map[prepare.DeviceKey]string, error) {
 	return g.marked("notices")
 }
 
 // marked reads the devices the files of Dir/sub name, with their content.
-func (g *GPUs) marked(sub string) (map[driverkit.DeviceKey]string, error) {
-	out := map[driverkit.DeviceKey]string{}
+func (g *GPUs) marked(sub string) (map[prepare.DeviceKey]string, error) {
+	out := map[prepare.DeviceKey]string{}
 	entries, err := os.ReadDir(filepath.Join(g.Dir, sub))
 	if errors.Is(err, fs.ErrNotExist) {
 		return out, nil
@@ -388,11 +389,11 @@ func (g *GPUs) marked(sub string) (map[driverkit.DeviceKey]string, error) {
 		reason := strings.TrimSpace(string(data))
 		if gpu, err := strconv.Atoi(name); err == nil && gpu >= 0 && gpu < g.GPUs {
 			for _, p := range g.Model.Partitions(gpu) {
-				out[driverkit.DeviceKey{Pool: g.Node.Node, Device: p.DeviceName()}] = reason
+				out[prepare.DeviceKey{Pool: g.Node.Node, Device: p.DeviceName()}] = reason
 			}
 			continue
 		}
-		out[driverkit.DeviceKey{Pool: g.Node.Node, Device: name}] = reason
+		out[prepare.DeviceKey{Pool: g.Node.Node, Device: name}] = reason
 	}
 	return out, nil
 }

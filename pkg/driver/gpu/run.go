@@ -32,7 +32,7 @@ type Config struct {
 	// (see driverkit.PublishCompactIfAccepted).
 	CompactIfAccepted bool
 	// Failpoint, for crash tests, kills the driver at that step of
-	// prepare or unprepare (see driverkit.PrepareFailpoints).
+	// prepare or unprepare (see prepare.PrepareFailpoints).
 	Failpoint string
 	// Node holds what every node driver shares beyond the above: health
 	// polling and taints, metrics.

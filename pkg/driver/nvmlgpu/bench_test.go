@@ -1,26 +1,23 @@
 package nvmlgpu_test
 
 import (
-	"context"
-	"fmt"
 	"path/filepath"
-	"slices"
 	"testing"
-	"time"
 
 	"github.com/go-logr/logr"
 
+	"github.com/dractl/dractl/internal/testing/drivertest"
 	"github.com/dractl/dractl/pkg/core/api"
-	"github.com/dractl/dractl/pkg/driver/driverkit"
 	"github.com/dractl/dractl/pkg/driver/gpu"
 	"github.com/dractl/dractl/pkg/driver/mig"
 	"github.com/dractl/dractl/pkg/driver/nvmlgpu"
 	"github.com/dractl/dractl/pkg/driver/nvmlgpu/nvmlmock"
+	"github.com/dractl/dractl/pkg/driver/prepare"
 )
 
 // pooled is a Profile that describes its pool.
 type pooled interface {
-	driverkit.Profile
+	prepare.Profile
 	Pool() []*api.ResourceSlice
 }
 
@@ -68,42 +65,14 @@ func BenchmarkPrepareUnprepare(b *testing.B) {
 		b.Run("backend="+be.name, func(b *testing.B) {
 			dir := b.TempDir()
 			g := be.setup(b, dir)()
-			kit, err := driverkit.New(driverkit.Config{DriverName: driver, Profile: g, StateDir: dir, CDIDir: filepath.Join(dir, "cdi")})
-			if err != nil {
-				b.Fatal(err)
-			}
-			published, err := driverkit.Build(driver, node, g.Pool())
-			if err != nil {
-				b.Fatal(err)
-			}
-			kit.SetPublished(published)
-			ctx := context.Background()
-			if _, err := kit.Reconcile(ctx); err != nil {
-				b.Fatal(err)
-			}
+			kit, _ := drivertest.NewKit(b, prepare.Config{DriverName: driver, Profile: g, StateDir: dir, CDIDir: filepath.Join(dir, "cdi")}, node, g.Pool())
 			var devices []string
 			for gpu := range 8 {
 				for start := range 7 {
 					devices = append(devices, mig.MIGDeviceName(gpu, "1g.10gb", start))
 				}
 			}
-			lat := make([]time.Duration, 0, b.N)
-			b.ResetTimer()
-			for i := range b.N {
-				start := time.Now()
-				c := claim(fmt.Sprintf("c%d", i), devices[i%len(devices)])
-				if _, err := kit.Prepare(ctx, c); err != nil {
-					b.Fatal(err)
-				}
-				if err := kit.Unprepare(ctx, c.UID); err != nil {
-					b.Fatal(err)
-				}
-				lat = append(lat, time.Since(start))
-			}
-			b.StopTimer()
-			slices.Sort(lat)
-			b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
-			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+			drivertest.BenchPrepareUnprepare(b, kit, driver, node, devices)
 		})
 	}
 }

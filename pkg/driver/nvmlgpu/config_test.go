@@ -19,9 +19,9 @@ import (
 	cdispec "tags.cncf.io/container-device-interface/specs-go"
 
 	at "github.com/dractl/dractl/pkg/core/coretest"
-	"github.com/dractl/dractl/pkg/driver/driverkit"
 	"github.com/dractl/dractl/pkg/driver/gpu"
 	"github.com/dractl/dractl/pkg/driver/mig"
+	"github.com/dractl/dractl/pkg/driver/prepare"
 )
 
 // configured is a claim of one request "gpu" served by devices, carrying
@@ -196,7 +196,7 @@ func TestConfigRefused(t *testing.T) {
 			n := newMachine(t, "dgxa100")
 			c := configured("bad", "", tc.claim, tc.device)
 			_, err := n.kit.Prepare(context.Background(), c)
-			var ce *driverkit.ConfigError
+			var ce *prepare.ConfigError
 			if err == nil || !strings.Contains(err.Error(), tc.err) || errors.As(err, &ce) != tc.decode {
 				t.Fatalf("prepare: %v, want %q (a ConfigError: %v)", err, tc.err, tc.decode)
 			}

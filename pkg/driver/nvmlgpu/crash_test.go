@@ -12,11 +12,11 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	resourcev1 "k8s.io/api/resource/v1"
 
-	"github.com/dractl/dractl/internal/testing/driverproc"
-	"github.com/dractl/dractl/pkg/driver/driverkit"
+	"github.com/dractl/dractl/internal/testing/drivertest"
 	"github.com/dractl/dractl/pkg/driver/mig"
 	"github.com/dractl/dractl/pkg/driver/nvmlgpu"
 	"github.com/dractl/dractl/pkg/driver/nvmlgpu/nvmlmock"
+	"github.com/dractl/dractl/pkg/driver/prepare"
 )
 
 // The crash tests run the driver as a child process — this test binary
@@ -28,15 +28,15 @@ import (
 const childEnv = "NVMLGPU_CRASH_CHILD"
 
 func TestMain(m *testing.M) {
-	driverproc.Main(m, childEnv, nvmlgpu.Run)
+	drivertest.Main(m, childEnv, nvmlgpu.Run)
 }
 
-type childConfig = driverproc.Child[nvmlgpu.Config]
+type childConfig = drivertest.Child[nvmlgpu.Config]
 
 // crashNode is the directories of one simulated node, and the GPUs' state
 // in one of them; the driver process comes and goes, they stay.
 type crashNode struct {
-	*driverproc.Proc
+	*drivertest.Proc
 	t        *testing.T
 	cfg      childConfig
 	stateDir string
@@ -93,7 +93,7 @@ func newCrashNode(t *testing.T, claims ...*resourcev1.ResourceClaim) *crashNode 
 		t.Fatalf("mock instances after the foreign one: %v", all)
 	}
 	n.foreign = all[0].String()
-	n.Proc = driverproc.New(t, childEnv, driver, n.cfg.Driver.PluginDir, n.cfg.Driver.RegistrarDir)
+	n.Proc = drivertest.NewProc(t, childEnv, driver, n.cfg.Driver.PluginDir, n.cfg.Driver.RegistrarDir)
 	return n
 }
 
@@ -109,7 +109,7 @@ func (n *crashNode) gpus() *nvmlmock.Server {
 
 // start runs the driver, killing itself at failpoint (if not empty), and
 // waits until it serves.
-func (n *crashNode) start(failpoint driverkit.Failpoint) {
+func (n *crashNode) start(failpoint prepare.Failpoint) {
 	n.t.Helper()
 	cfg := n.cfg
 	cfg.Driver.Failpoint = string(failpoint)
@@ -271,7 +271,7 @@ func TestCrashDuringPrepareLeaksNoGPUInstance(t *testing.T) {
 	ref.Stop()
 	ref.check(a)
 
-	for _, fp := range driverkit.PrepareFailpoints {
+	for _, fp := range prepare.PrepareFailpoints {
 		t.Run(string(fp), func(t *testing.T) {
 			n := newCrashNode(t, a)
 			n.start(fp)
@@ -303,7 +303,7 @@ func TestCrashDuringPrepareLeaksNoGPUInstance(t *testing.T) {
 func TestCrashDuringUnprepareLeaksNoGPUInstance(t *testing.T) {
 	a := claim("a", mig.MIGDeviceName(0, "3g.20gb", 0))
 	next := claim("next", mig.MIGDeviceName(0, "4g.20gb", 0))
-	for _, fp := range driverkit.UnprepareFailpoints {
+	for _, fp := range prepare.UnprepareFailpoints {
 		t.Run(string(fp), func(t *testing.T) {
 			n := newCrashNode(t, a, next)
 			n.start("")

@@ -9,8 +9,8 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
-	"github.com/dractl/dractl/pkg/driver/driverkit"
 	"github.com/dractl/dractl/pkg/driver/mig"
+	"github.com/dractl/dractl/pkg/driver/prepare"
 )
 
 // IgnoredXIDs are XID errors that say an application faulted, not the GPU,
@@ -120,7 +120,7 @@ func (g *GPUs) event(e nvml.EventData) {
 
 // Health implements driverkit.HealthProfile: every device of a GPU that
 // reported an XID critical error.
-func (g *GPUs) Health(context.Context) (map[driverkit.DeviceKey]string, error) {
+func (g *GPUs) Health(context.Context) (map[prepare.DeviceKey]string, error) {
 	g.health.mu.Lock()
 	defer g.health.mu.Unlock()
 	return g.devicesOf(func(uuid string) (string, bool) {
@@ -132,7 +132,7 @@ func (g *GPUs) Health(context.Context) (map[driverkit.DeviceKey]string, error) {
 // Notices implements driverkit.NoticeProfile: every device of a GPU that
 // reported an ignored XID (IgnoredXIDs) in the last NoticeLifetime, with
 // the last such XID.
-func (g *GPUs) Notices(context.Context) (map[driverkit.DeviceKey]string, error) {
+func (g *GPUs) Notices(context.Context) (map[prepare.DeviceKey]string, error) {
 	g.health.mu.Lock()
 	defer g.health.mu.Unlock()
 	now := g.health.now()
@@ -148,17 +148,17 @@ func (g *GPUs) Notices(context.Context) (map[driverkit.DeviceKey]string, error) 
 }
 
 // devicesOf maps what of gets for a GPU's UUID to the GPU's devices.
-func (g *GPUs) devicesOf(of func(uuid string) (string, bool)) map[driverkit.DeviceKey]string {
-	out := map[driverkit.DeviceKey]string{}
+func (g *GPUs) devicesOf(of func(uuid string) (string, bool)) map[prepare.DeviceKey]string {
+	out := map[prepare.DeviceKey]string{}
 	for _, gp := range g.gpus {
 		reason, ok := of(gp.UUID)
 		if !ok {
 			continue
 		}
-		out[driverkit.DeviceKey{Pool: g.opts.Node, Device: mig.GPUDeviceName(gp.Index)}] = reason
+		out[prepare.DeviceKey{Pool: g.opts.Node, Device: mig.GPUDeviceName(gp.Index)}] = reason
 		if gp.MIG {
 			for _, p := range gp.Model.Partitions(gp.Index) {
-				out[driverkit.DeviceKey{Pool: g.opts.Node, Device: p.DeviceName()}] = reason
+				out[prepare.DeviceKey{Pool: g.opts.Node, Device: p.DeviceName()}] = reason
 			}
 		}
 	}

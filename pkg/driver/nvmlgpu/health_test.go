@@ -23,6 +23,7 @@ import (
 	"github.com/dractl/dractl/pkg/driver/mig"
 	"github.com/dractl/dractl/pkg/driver/nvmlgpu"
 	"github.com/dractl/dractl/pkg/driver/nvmlgpu/nvmlmock"
+	"github.com/dractl/dractl/pkg/driver/prepare"
 )
 
 // TestXIDBecomesTaints runs the kit's driver on the NVML profile of a mock
@@ -66,7 +67,7 @@ func TestXIDBecomesTaints(t *testing.T) {
 		t.Fatal(err)
 	}
 	d, err := driverkit.Start(ctx, driverkit.Options{
-		Config:   driverkit.Config{DriverName: driver, Profile: gpus, StateDir: filepath.Join(dir, "state"), CDIDir: filepath.Join(dir, "cdi"), CDIClass: "gpu"},
+		Config:   prepare.Config{DriverName: driver, Profile: gpus, StateDir: filepath.Join(dir, "state"), CDIDir: filepath.Join(dir, "cdi"), CDIClass: "gpu"},
 		NodeName: node, KubeClient: client, RegistrarDir: filepath.Join(sockets, "reg"), PluginDir: filepath.Join(sockets, "plugin"),
 		HealthInterval: 20 * time.Millisecond, HealthTaints: driverkit.HealthTaints{Notices: true},
 	}, gpus.Pool())

@@ -22,6 +22,7 @@ import (
 	"github.com/dractl/dractl/pkg/driver/driverkit"
 	"github.com/dractl/dractl/pkg/driver/gpu"
 	"github.com/dractl/dractl/pkg/driver/mig"
+	"github.com/dractl/dractl/pkg/driver/prepare"
 )
 
 // DefaultMigMinors is where NVIDIA's kernel driver lists the minors of the
@@ -47,7 +48,7 @@ type Options struct {
 	Clock clock.PassiveClock
 }
 
-// GPUs is the driverkit.Profile of a node's NVIDIA GPUs through NVML.
+// GPUs is the prepare.Profile of a node's NVIDIA GPUs through NVML.
 type GPUs struct {
 	lib     nvml.Interface
 	node    mig.Node
@@ -65,15 +66,15 @@ type GPUs struct {
 }
 
 var (
-	_ driverkit.NoticeProfile       = (*GPUs)(nil)
-	_ driverkit.LabelProfile        = (*GPUs)(nil)
-	_ driverkit.ConfigProfile       = (*GPUs)(nil)
-	_ driverkit.RequestEditsProfile = (*GPUs)(nil)
+	_ driverkit.NoticeProfile     = (*GPUs)(nil)
+	_ driverkit.LabelProfile      = (*GPUs)(nil)
+	_ prepare.ConfigProfile       = (*GPUs)(nil)
+	_ prepare.RequestEditsProfile = (*GPUs)(nil)
 )
 
 // PartitionProfile implements driverkit.LabelProfile: the MIG profile,
 // full for a whole GPU.
-func (g *GPUs) PartitionProfile(dev driverkit.AllocatedDevice) string {
+func (g *GPUs) PartitionProfile(dev prepare.AllocatedDevice) string {
 	part, err := g.lookup(dev.Pool, dev.Device)
 	switch {
 	case err != nil:
@@ -84,7 +85,7 @@ func (g *GPUs) PartitionProfile(dev driverkit.AllocatedDevice) string {
 	return part.profile
 }
 
-// DecodeConfig implements driverkit.ConfigProfile: a gpu.GpuConfig.
+// DecodeConfig implements prepare.ConfigProfile: a gpu.GpuConfig.
 func (g *GPUs) DecodeConfig(parameters runtime.RawExtension) (any, error) {
 	return gpu.DecodeConfig(parameters)
 }
@@ -149,63 +150,63 @@ func (g *GPUs) lookup(pool, device string) (partition, error) {
 	return p, nil
 }
 
-// CreatePartition implements driverkit.Profile: the GPU instance at the
+// CreatePartition implements prepare.Profile: the GPU instance at the
 // device's placement, then one compute instance over all of it, as
 // `nvidia-smi mig -cgi <profile>:<start> -C` does, or of the configured
 // computeInstanceProfile. A whole GPU is only recorded: it must have no
 // GPU instance.
-func (g *GPUs) CreatePartition(_ context.Context, claim types.UID, dev driverkit.AllocatedDevice) (driverkit.Partition, error) {
+func (g *GPUs) CreatePartition(_ context.Context, claim types.UID, dev prepare.AllocatedDevice) (prepare.Partition, error) {
 	part, err := g.lookup(dev.Pool, dev.Device)
 	if err != nil {
-		return driverkit.Partition{}, err
+		return prepare.Partition{}, err
 	}
 	ciSlices, err := part.computeSlices(gpu.Effective(dev))
 	if err != nil {
-		return driverkit.Partition{}, fmt.Errorf("device %s: %w", dev.Device, err)
+		return prepare.Partition{}, fmt.Errorf("device %s: %w", dev.Device, err)
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if in := g.records.find(claim, dev.Device); in != nil {
 		if live, err := g.live(in); err != nil {
-			return driverkit.Partition{}, err
+			return prepare.Partition{}, err
 		} else if live && (in.Whole || in.CI != nil && in.UUID != "") {
 			return in.partition(), nil // created before a crash: same answer
 		}
 		// Half made before a crash: start again.
 		if err := g.destroy(in); err != nil {
-			return driverkit.Partition{}, err
+			return prepare.Partition{}, err
 		}
 	}
 	for _, other := range g.records.onGPU(part.gpu.UUID) {
 		if other.Whole || part.whole() {
-			return driverkit.Partition{}, fmt.Errorf("insufficient resources on GPU %d: %s is prepared for claim %s", part.gpu.Index, other.Device, other.Claim)
+			return prepare.Partition{}, fmt.Errorf("insufficient resources on GPU %d: %s is prepared for claim %s", part.gpu.Index, other.Device, other.Claim)
 		}
 	}
 	in := &instance{GPUUUID: part.gpu.UUID, Pool: dev.Pool, Device: dev.Device, Claim: claim}
 	if part.whole() {
 		if part.gpu.MIG {
 			if n, err := g.gpuInstanceCount(part.gpu); err != nil {
-				return driverkit.Partition{}, err
+				return prepare.Partition{}, err
 			} else if n > 0 {
-				return driverkit.Partition{}, fmt.Errorf("insufficient resources on GPU %d: it has %d MIG GPU instances", part.gpu.Index, n)
+				return prepare.Partition{}, fmt.Errorf("insufficient resources on GPU %d: it has %d MIG GPU instances", part.gpu.Index, n)
 			}
 		}
 		in.Whole, in.UUID = true, part.gpu.UUID
 		if err := g.records.add(in); err != nil {
-			return driverkit.Partition{}, err
+			return prepare.Partition{}, err
 		}
 		return in.partition(), nil
 	}
 	info := part.gpu.profiles[part.profile]
 	in.Profile, in.ProfileID, in.Start, in.Size, in.ComputeSlices = part.profile, info.Id, part.start, part.size, ciSlices
 	if err := g.records.add(in); err != nil {
-		return driverkit.Partition{}, err
+		return prepare.Partition{}, err
 	}
 	if err := g.create(part, in, info); err != nil {
 		if cerr := g.destroy(in); cerr != nil {
-			return driverkit.Partition{}, fmt.Errorf("%w (cleaning up failed too: %v)", err, cerr)
+			return prepare.Partition{}, fmt.Errorf("%w (cleaning up failed too: %v)", err, cerr)
 		}
-		return driverkit.Partition{}, err
+		return prepare.Partition{}, err
 	}
 	return in.partition(), nil
 }
@@ -454,8 +455,8 @@ func destroyGI(gi nvml.GpuInstance) error {
 	return nil
 }
 
-// DestroyPartition implements driverkit.Profile.
-func (g *GPUs) DestroyPartition(_ context.Context, p driverkit.Partition) error {
+// DestroyPartition implements prepare.Profile.
+func (g *GPUs) DestroyPartition(_ context.Context, p prepare.Partition) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	in := g.records.find(p.Claim, p.Device)
@@ -465,14 +466,14 @@ func (g *GPUs) DestroyPartition(_ context.Context, p driverkit.Partition) error 
 	return g.destroy(in)
 }
 
-// Partitions implements driverkit.Profile: the partitions the driver
+// Partitions implements prepare.Profile: the partitions the driver
 // recorded and NVML still has. Instances it did not record are not
 // listed, so the kit never destroys them; records whose instance is gone
 // (a GPU reset, an administrator) are dropped.
-func (g *GPUs) Partitions(context.Context) ([]driverkit.Partition, error) {
+func (g *GPUs) Partitions(context.Context) ([]prepare.Partition, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	var out []driverkit.Partition
+	var out []prepare.Partition
 	var gone []*instance
 	for _, in := range g.records.instances {
 		live, err := g.live(in)
@@ -494,7 +495,7 @@ func (g *GPUs) Partitions(context.Context) ([]driverkit.Partition, error) {
 	return out, nil
 }
 
-// ContainerEdits implements driverkit.Profile with the device nodes
+// ContainerEdits implements prepare.Profile with the device nodes
 // NVIDIA's container toolkit expects — the control and UVM nodes, the
 // parent GPU's node and, for a MIG device, the capability nodes of its
 // GPU and compute instance — given by path (the runtime reads their
@@ -502,7 +503,7 @@ func (g *GPUs) Partitions(context.Context) ([]driverkit.Partition, error) {
 // device, as with the mock backend, with what its configuration sets.
 // NVIDIA_VISIBLE_DEVICES lists all of a container's devices: see
 // RequestEdits.
-func (g *GPUs) ContainerEdits(claim types.UID, dev driverkit.AllocatedDevice, p driverkit.Partition) cdispec.ContainerEdits {
+func (g *GPUs) ContainerEdits(claim types.UID, dev prepare.AllocatedDevice, p prepare.Partition) cdispec.ContainerEdits {
 	part, err := g.lookup(dev.Pool, dev.Device)
 	if err != nil {
 		return cdispec.ContainerEdits{}
@@ -553,11 +554,11 @@ func (g *GPUs) deviceNode(name string) *cdispec.DeviceNode {
 	return n
 }
 
-// RequestEdits implements driverkit.RequestEditsProfile: the toolkit's
+// RequestEdits implements prepare.RequestEditsProfile: the toolkit's
 // NVIDIA_VISIBLE_DEVICES names every MIG device (or GPU) of the request by
 // UUID, in allocation order; one variable per device would leave a
 // container with two MIG devices seeing only the last.
-func (g *GPUs) RequestEdits(_ types.UID, _ string, devices []driverkit.PreparedDevice) cdispec.ContainerEdits {
+func (g *GPUs) RequestEdits(_ types.UID, _ string, devices []prepare.PreparedDevice) cdispec.ContainerEdits {
 	ids := make([]string, 0, len(devices))
 	for _, d := range devices {
 		if d.Partition != nil {

@@ -16,10 +16,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/dractl/dractl/pkg/core/api"
-	"github.com/dractl/dractl/pkg/driver/driverkit"
 	"github.com/dractl/dractl/pkg/driver/mig"
 	"github.com/dractl/dractl/pkg/driver/nvmlgpu"
 	"github.com/dractl/dractl/pkg/driver/nvmlgpu/nvmlmock"
+	"github.com/dractl/dractl/pkg/driver/publish"
 )
 
 const (
@@ -446,7 +446,7 @@ func TestEveryMockServer(t *testing.T) {
 			}
 			g := discover(t, s)
 			pool := g.Pool()
-			if _, err := driverkit.Build(driver, node, pool); err != nil {
+			if _, err := publish.Build(driver, node, pool); err != nil {
 				t.Fatalf("pool refused: %v", err)
 			}
 			p := flatten(t, pool)

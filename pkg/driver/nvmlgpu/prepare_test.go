@@ -20,11 +20,11 @@ import (
 	"sigs.k8s.io/yaml"
 	cdispec "tags.cncf.io/container-device-interface/specs-go"
 
-	at "github.com/dractl/dractl/pkg/core/coretest"
-	"github.com/dractl/dractl/pkg/driver/driverkit"
+	"github.com/dractl/dractl/internal/testing/drivertest"
 	"github.com/dractl/dractl/pkg/driver/mig"
 	"github.com/dractl/dractl/pkg/driver/nvmlgpu"
 	"github.com/dractl/dractl/pkg/driver/nvmlgpu/nvmlmock"
+	"github.com/dractl/dractl/pkg/driver/prepare"
 )
 
 // machine is one node: NVIDIA's mock server stands for the GPUs and keeps
@@ -35,7 +35,7 @@ type machine struct {
 	srv  *nvmlmock.Server
 	dir  string
 	gpus *nvmlgpu.GPUs
-	kit  *driverkit.Kit
+	kit  *prepare.Kit
 	// devRoot is the driver's Options.DevRoot.
 	devRoot string
 }
@@ -61,26 +61,15 @@ func newMachine(t testing.TB, server string) *machine {
 
 // restart starts a new driver over the same GPUs and directories, and
 // reconciles, as the driver does at start.
-func (n *machine) restart() *driverkit.ReconcileReport {
+func (n *machine) restart() *prepare.ReconcileReport {
 	n.t.Helper()
 	gpus, err := nvmlgpu.New(n.srv, nvmlgpu.Options{Driver: driver, Node: node, StateDir: filepath.Join(n.dir, "state"),
 		MigMinors: filepath.Join(n.dir, "mig-minors"), DevRoot: n.devRoot}, logr.Discard())
 	if err != nil {
 		n.t.Fatal(err)
 	}
-	kit, err := driverkit.New(driverkit.Config{DriverName: driver, Profile: gpus, StateDir: filepath.Join(n.dir, "state"), CDIDir: filepath.Join(n.dir, "cdi"), CDIClass: "gpu"})
-	if err != nil {
-		n.t.Fatal(err)
-	}
-	published, err := driverkit.Build(driver, node, gpus.Pool())
-	if err != nil {
-		n.t.Fatal(err)
-	}
-	kit.SetPublished(published)
-	rep, err := kit.Reconcile(context.Background())
-	if err != nil {
-		n.t.Fatal(err)
-	}
+	kit, rep := drivertest.NewKit(n.t, prepare.Config{DriverName: driver, Profile: gpus, StateDir: filepath.Join(n.dir, "state"), CDIDir: filepath.Join(n.dir, "cdi"), CDIClass: "gpu"},
+		node, gpus.Pool())
 	n.gpus, n.kit = gpus, kit
 	return rep
 }
@@ -126,11 +115,7 @@ func (n *machine) foreign(gpu, profile int, start, size uint32) {
 }
 
 func claim(name string, devices ...string) *resourcev1.ResourceClaim {
-	var rs []resourcev1.DeviceRequestAllocationResult
-	for i, d := range devices {
-		rs = append(rs, at.Result(fmt.Sprintf("r%d", i), driver, node, d))
-	}
-	return at.Claim(name).Allocated(rs...).Obj()
+	return drivertest.Claim(driver, node, name, devices...)
 }
 
 func (n *machine) spec(uid types.UID) *cdispec.Spec {
@@ -288,7 +273,7 @@ func TestWholeGPU(t *testing.T) {
 	if env := n.spec(c.UID).Devices[1].ContainerEdits.Env; !slices.Contains(env, "NVIDIA_VISIBLE_DEVICES="+n.srv.Device(1).UUID) {
 		t.Errorf("env %v does not name GPU 1", env)
 	}
-	_, err := n.gpus.CreatePartition(ctx, "other", driverkit.AllocatedDevice{Pool: node, Device: mig.MIGDeviceName(1, "1g.5gb", 0)})
+	_, err := n.gpus.CreatePartition(ctx, "other", prepare.AllocatedDevice{Pool: node, Device: mig.MIGDeviceName(1, "1g.5gb", 0)})
 	if err == nil || !strings.Contains(err.Error(), "insufficient resources on GPU 1") {
 		t.Fatalf("MIG device on a prepared whole GPU: %v", err)
 	}
@@ -317,7 +302,7 @@ func TestNVMLRefusesOverlaps(t *testing.T) {
 	errs := make([]error, len(devs))
 	for i, d := range devs {
 		wg.Go(func() {
-			_, errs[i] = n.gpus.CreatePartition(ctx, types.UID(fmt.Sprintf("uid-%d", i)), driverkit.AllocatedDevice{Pool: node, Device: d})
+			_, errs[i] = n.gpus.CreatePartition(ctx, types.UID(fmt.Sprintf("uid-%d", i)), prepare.AllocatedDevice{Pool: node, Device: d})
 		})
 	}
 	wg.Wait()
@@ -383,7 +368,7 @@ func TestReconcileKeepsOwnedDestroysOrphansNeverForeign(t *testing.T) {
 	// Two instances of claims the kubelet forgot: one recorded in full,
 	// one as a create interrupted right after the GPU instance existed.
 	for i, d := range []string{mig.MIGDeviceName(1, "2g.10gb", 2), mig.MIGDeviceName(2, "1g.10gb", 4)} {
-		if _, err := n.gpus.CreatePartition(ctx, types.UID(fmt.Sprintf("gone-%d", i)), driverkit.AllocatedDevice{Pool: node, Device: d}); err != nil {
+		if _, err := n.gpus.CreatePartition(ctx, types.UID(fmt.Sprintf("gone-%d", i)), prepare.AllocatedDevice{Pool: node, Device: d}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -470,7 +455,7 @@ func TestXIDMarksTheGPUUnhealthy(t *testing.T) {
 	}()
 	// The watcher registers its event set before it waits; until then
 	// an injected error has nowhere to go, so inject until one lands.
-	var bad map[driverkit.DeviceKey]string
+	var bad map[prepare.DeviceKey]string
 	for deadline := time.Now().Add(30 * time.Second); len(bad) == 0 && time.Now().Before(deadline); {
 		if err := n.srv.InjectXID(1, 13); err != nil { // an application fault
 			t.Fatal(err)

@@ -10,7 +10,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/dractl/dractl/pkg/driver/driverkit"
+	"github.com/dractl/dractl/pkg/driver/prepare"
 )
 
 // instance is the record of one partition the driver made: a MIG device
@@ -45,12 +45,12 @@ type instance struct {
 	CapMinors []int `json:"capMinors,omitempty"`
 }
 
-func (in *instance) partition() driverkit.Partition {
+func (in *instance) partition() prepare.Partition {
 	id := in.UUID
 	if id == "" {
 		id = fmt.Sprintf("%s/%s@%d", in.GPUUUID, in.Profile, in.Start)
 	}
-	return driverkit.Partition{ID: id, Pool: in.Pool, Device: in.Device, Claim: in.Claim}
+	return prepare.Partition{ID: id, Pool: in.Pool, Device: in.Device, Claim: in.Claim}
 }
 
 // stateFile is the versioned file of the driver's instances.
@@ -92,7 +92,7 @@ func (s *instanceRecords) save() error {
 	if err != nil {
 		return err
 	}
-	return driverkit.WriteFileAtomic(s.path, data)
+	return prepare.WriteFileAtomic(s.path, data)
 }
 
 func (s *instanceRecords) find(claim types.UID, device string) *instance {

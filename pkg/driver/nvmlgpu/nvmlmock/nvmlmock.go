@@ -42,7 +42,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxh200"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
 
-	"github.com/dractl/dractl/pkg/driver/driverkit"
+	"github.com/dractl/dractl/pkg/driver/prepare"
 )
 
 // Servers are the mock servers by name.
@@ -537,7 +537,7 @@ func (m *Server) WriteDeviceNodes(dir string) error {
 		}
 	}
 	for name, num := range nodes {
-		if err := driverkit.MakeCharDevice(filepath.Join(dir, name), num[0], num[1]); err != nil {
+		if err := prepare.MakeCharDevice(filepath.Join(dir, name), num[0], num[1]); err != nil {
 			return fmt.Errorf("mock NVIDIA driver: %w", err)
 		}
 	}

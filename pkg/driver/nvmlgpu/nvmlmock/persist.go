@@ -11,7 +11,7 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
-	"github.com/dractl/dractl/pkg/driver/driverkit"
+	"github.com/dractl/dractl/pkg/driver/prepare"
 )
 
 // A GPU keeps its MIG instances when the driver that made them dies; a
@@ -156,7 +156,7 @@ func (m *Server) save(gone any) error {
 	if err != nil {
 		return err
 	}
-	return driverkit.WriteFileAtomic(m.path, data)
+	return prepare.WriteFileAtomic(m.path, data)
 }
 
 // Failpoint names a change of instances, right after it is recorded.
@@ -174,7 +174,7 @@ const (
 // Failpoints lists the failpoints, creates first.
 var Failpoints = []Failpoint{AfterGpuInstanceCreated, AfterComputeInstanceCreated, AfterComputeInstanceDestroyed, AfterGpuInstanceDestroyed}
 
-// KillAt makes the process die of SIGKILL, as driverkit.KillAt does, the
+// KillAt makes the process die of SIGKILL, as prepare.KillAt does, the
 // first time the server reaches the named failpoint; "" is none.
 func (m *Server) KillAt(name string) error {
 	if name != "" && !slices.Contains(Failpoints, Failpoint(name)) {

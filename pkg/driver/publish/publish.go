@@ -1,4 +1,4 @@
-package driverkit
+package publish
 
 import (
 	"errors"
@@ -7,9 +7,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 	"k8s.io/utils/ptr"
@@ -30,14 +28,13 @@ func (e *InvalidPoolError) Error() string {
 }
 
 // Published is a pool description made ready for the resourceslice
-// controller, and what the kit needs to know about it to refuse
-// conflicting prepares.
+// controller; the prepare kit's inventory is read from its Resources
+// (prepare.InventoryOf).
 type Published struct {
 	Resources resourceslice.DriverResources
 	// Slices are the flattened slices as they will be stored, in
 	// publishing order (names are the kit's, not the server's).
-	Slices    []*api.ResourceSlice
-	inventory inventory
+	Slices []*api.ResourceSlice
 }
 
 // Build turns a node's pool description into what the resourceslice
@@ -73,9 +70,23 @@ func Build(driver, node string, desc []*api.ResourceSlice) (*Published, error) {
 // it: partitionTypeAttribute before 1.37, say).
 func BuildFor(srv *Server, driver, node string, desc []*api.ResourceSlice) (*Published, error) {
 	if node == "" {
-		return nil, errors.New("driverkit: Build needs the node's name; pools no node owns are BuildCentral's")
+		return nil, errors.New("publish: Build needs the node's name; pools no node owns are BuildCentral's")
 	}
 	return build(srv, driver, node, desc, nil)
+}
+
+// Taints are the taints a node driver adds to its devices, by pool and
+// device name; nil for none.
+type Taints func(pool, device string) []api.DeviceTaint
+
+// BuildTainted is BuildFor with taints added to the devices they name
+// before anything is checked: a taint counts against v1's per-slice
+// limits. A node driver publishes its devices' health so.
+func BuildTainted(srv *Server, driver, node string, desc []*api.ResourceSlice, taints Taints) (*Published, error) {
+	if node == "" {
+		return nil, errors.New("publish: Build needs the node's name; pools no node owns are BuildCentral's")
+	}
+	return build(srv, driver, node, desc, taints)
 }
 
 // BuildCentral is Build for a control-plane component: every slice names
@@ -103,9 +114,9 @@ func placement(s *api.ResourceSlice, node string) field.ErrorList {
 		switch {
 		case perDevice:
 			return field.ErrorList{field.Forbidden(spec.Child("perDeviceNodeSelection"),
-				"a kubelet plugin publishes its node's devices; a pool whose devices choose their nodes is published from the control plane (driverkit.StartController)")}
+				"a kubelet plugin publishes its node's devices; a pool whose devices choose their nodes is published from the control plane (publish.StartController)")}
 		case central:
-			return field.ErrorList{field.Forbidden(spec, "a kubelet plugin publishes its node's devices: nodeSelector and allNodes are for pools published from the control plane (driverkit.StartController)")}
+			return field.ErrorList{field.Forbidden(spec, "a kubelet plugin publishes its node's devices: nodeSelector and allNodes are for pools published from the control plane (publish.StartController)")}
 		case s.Spec.NodeName != nil && *s.Spec.NodeName != node:
 			return field.ErrorList{field.Invalid(spec.Child("nodeName"), *s.Spec.NodeName, "a kubelet plugin publishes its own node's devices, expected "+node)}
 		}
@@ -140,10 +151,8 @@ func poolPlacement(slices []*api.ResourceSlice) (*corev1.NodeSelector, bool, err
 	return first.Spec.NodeSelector.DeepCopy(), ptr.Deref(first.Spec.AllNodes, false), nil
 }
 
-// build is BuildFor and BuildCentralFor, with the kit's health taints added to
-// the devices they name (see taints.go) before anything is checked: a
-// taint counts against v1's per-slice limits.
-func build(srv *Server, driver, node string, desc []*api.ResourceSlice, taints taintSet) (*Published, error) {
+// build is BuildTainted and BuildCentralFor.
+func build(srv *Server, driver, node string, desc []*api.ResourceSlice, taints Taints) (*Published, error) {
 	rules := srv.rules()
 	var problems []string
 	report := func(where string, errs field.ErrorList) {
@@ -176,7 +185,10 @@ func build(srv *Server, driver, node string, desc []*api.ResourceSlice, taints t
 		}
 		for j := range s.Spec.Devices {
 			dev := &s.Spec.Devices[j]
-			if ts := taints[DeviceKey{s.Spec.Pool.Name, dev.Name}]; len(ts) > 0 {
+			if taints == nil {
+				continue
+			}
+			if ts := taints(s.Spec.Pool.Name, dev.Name); len(ts) > 0 {
 				dev.Taints = append(slices.Clip(dev.Taints), ts...)
 			}
 		}
@@ -189,7 +201,7 @@ func build(srv *Server, driver, node string, desc []*api.ResourceSlice, taints t
 		d.slices = append(d.slices, s)
 	}
 
-	out := &Published{Resources: resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{}}, inventory: newInventory()}
+	out := &Published{Resources: resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{}}}
 	for _, name := range poolOrder {
 		d := pools[name]
 		for _, s := range d.slices {
@@ -243,7 +255,6 @@ func build(srv *Server, driver, node string, desc []*api.ResourceSlice, taints t
 				PerDeviceNodeSelection: v1.Spec.PerDeviceNodeSelection,
 				PartitionTypeAttribute: v1.Spec.PartitionTypeAttribute,
 			})
-			out.inventory.add(name, &v1.Spec)
 		}
 		if srv.separateCounterSetsRefused() && slices.ContainsFunc(flat, func(f *api.ResourceSlice) bool { return len(f.Spec.SharedCounters) > 0 }) {
 			problems = append(problems, fmt.Sprintf("pool %s: kube-apiserver %s takes counter sets only in the slice of the devices that consume them (KEP-4815 before 1.%d); the kit publishes them in slices of their own, as 1.%d and newer take them",
@@ -256,33 +267,4 @@ func build(srv *Server, driver, node string, desc []*api.ResourceSlice, taints t
 		return nil, &InvalidPoolError{Problems: problems}
 	}
 	return out, nil
-}
-
-// inventory is what the kit knows about the published devices: what each
-// consumes from which counter set, and what the counter sets hold.
-type inventory struct {
-	consumes map[DeviceKey][]resourcev1.DeviceCounterConsumption
-	sets     map[counterSetKey]map[string]resource.Quantity
-}
-
-func newInventory() inventory {
-	return inventory{consumes: map[DeviceKey][]resourcev1.DeviceCounterConsumption{}, sets: map[counterSetKey]map[string]resource.Quantity{}}
-}
-
-func (inv inventory) add(pool string, spec *resourcev1.ResourceSliceSpec) {
-	for _, d := range spec.Devices {
-		inv.consumes[DeviceKey{pool, d.Name}] = d.ConsumesCounters
-	}
-	for _, cs := range spec.SharedCounters {
-		m := make(map[string]resource.Quantity, len(cs.Counters))
-		for name, c := range cs.Counters {
-			m[name] = c.Value
-		}
-		inv.sets[counterSetKey{pool, cs.Name}] = m
-	}
-}
-
-func (inv inventory) known(k DeviceKey) bool {
-	_, ok := inv.consumes[k]
-	return ok
 }

@@ -1,4 +1,4 @@
-package driverkit
+package publish
 
 import (
 	"fmt"

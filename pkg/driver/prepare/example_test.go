@@ -1,4 +1,4 @@
-package driverkit_test
+package prepare_test
 
 import (
 	"context"
@@ -8,9 +8,10 @@ import (
 	"path/filepath"
 
 	at "github.com/dractl/dractl/pkg/core/coretest"
-	"github.com/dractl/dractl/pkg/driver/driverkit"
 	"github.com/dractl/dractl/pkg/driver/gpu"
 	"github.com/dractl/dractl/pkg/driver/mig"
+	"github.com/dractl/dractl/pkg/driver/prepare"
+	"github.com/dractl/dractl/pkg/driver/publish"
 )
 
 // A driver's node side in four steps: publish the pool the hardware
@@ -35,7 +36,7 @@ func Example() {
 	if err := gpus.CreateDeviceNodes(); err != nil {
 		panic(err)
 	}
-	kit, err := driverkit.New(driverkit.Config{
+	kit, err := prepare.New(prepare.Config{
 		DriverName: gpu.DriverName, Profile: gpus,
 		StateDir: filepath.Join(dir, "state"), CDIDir: filepath.Join(dir, "cdi"),
 	})
@@ -45,11 +46,11 @@ func Example() {
 	// Build checks the pool as kube-apiserver and the scheduler would and
 	// splits it into the slices to publish; the kit learns what it may
 	// prepare from it.
-	published, err := driverkit.Build(gpu.DriverName, "node-1", gpus.Pool())
+	published, err := publish.Build(gpu.DriverName, "node-1", gpus.Pool())
 	if err != nil {
 		panic(err)
 	}
-	kit.SetPublished(published)
+	kit.SetInventory(prepare.InventoryOf(published.Resources))
 	if _, err := kit.Reconcile(ctx); err != nil {
 		panic(err)
 	}
@@ -67,7 +68,7 @@ func Example() {
 	// node, the last line of defence behind the scheduler.
 	whole := at.Claim("training").Allocated(at.Result("gpu", gpu.DriverName, "node-1", mig.MIGDeviceName(0, "7g.40gb", 0))).Obj()
 	_, err = kit.Prepare(ctx, whole)
-	var conflict *driverkit.PrepareConflictError
+	var conflict *prepare.PrepareConflictError
 	fmt.Println("whole GPU refused:", errors.As(err, &conflict))
 
 	if err := kit.Unprepare(ctx, claim.UID); err != nil {

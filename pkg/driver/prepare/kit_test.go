@@ -1,8 +1,7 @@
-package driverkit_test
+package prepare_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -18,120 +17,39 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
 
-	at "github.com/dractl/dractl/pkg/core/coretest"
-	"github.com/dractl/dractl/pkg/driver/driverkit"
+	"github.com/dractl/dractl/internal/testing/drivertest"
 	"github.com/dractl/dractl/pkg/driver/gpu"
 	"github.com/dractl/dractl/pkg/driver/mig"
+	"github.com/dractl/dractl/pkg/driver/prepare"
 )
 
 const (
 	driver = gpu.DriverName
-	node   = "node-1"
+	node   = drivertest.MockNodeName
 )
 
-// env is a node: two A100s simulated under dir, a kit with its
-// checkpoints and CDI directory next to them.
-type env struct {
-	t      *testing.T
-	dir    string
-	gpus   *gpu.GPUs
-	kit    *driverkit.Kit
-	hits   []driverkit.Failpoint
-	hitsMu sync.Mutex
-}
+// env is a node of the mock GPU backend.
+type env = drivertest.MockNode
 
-func newEnv(t *testing.T) *env {
-	t.Helper()
-	e := &env{t: t, dir: t.TempDir()}
-	e.restart()
-	return e
-}
-
-// restart builds a new kit over the same directories, as a new driver
-// process would, and reconciles.
-func (e *env) restart() *driverkit.ReconcileReport {
-	e.t.Helper()
-	gpus, err := gpu.New(driver, node, "a100", 2, filepath.Join(e.dir, "gpus"))
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	// The runtime's injection below reads the device nodes from the host.
-	if err := gpus.CreateDeviceNodes(); err != nil {
-		e.t.Fatal(err)
-	}
-	kit, err := driverkit.New(driverkit.Config{
-		DriverName: driver, Profile: gpus, StateDir: e.dir, CDIDir: filepath.Join(e.dir, "cdi"), CDIClass: "gpu",
-		Failpoint: func(f driverkit.Failpoint) {
-			e.hitsMu.Lock()
-			e.hits = append(e.hits, f)
-			e.hitsMu.Unlock()
-		},
-	})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	published, err := driverkit.Build(driver, node, gpus.Pool())
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	kit.SetPublished(published)
-	rep, err := kit.Reconcile(context.Background())
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	e.gpus, e.kit = gpus, kit
-	return rep
-}
+func newEnv(t *testing.T) *env { return drivertest.NewMockNode(t) }
 
 // claim is an allocated claim of the given MIG devices of this node.
 func claim(name string, devices ...string) *resourcev1.ResourceClaim {
-	var rs []resourcev1.DeviceRequestAllocationResult
-	for i, d := range devices {
-		rs = append(rs, at.Result(fmt.Sprintf("r%d", i), driver, node, d))
-	}
-	return at.Claim(name).Allocated(rs...).Obj()
+	return drivertest.Claim(driver, node, name, devices...)
 }
 
 func migDev(gpu int, profile string, start int) string { return mig.MIGDeviceName(gpu, profile, start) }
-
-// partitions lists the MIG devices that exist, as "device@claim".
-func (e *env) partitions() []string {
-	e.t.Helper()
-	ps, err := e.gpus.Partitions(context.Background())
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	var out []string
-	for _, p := range ps {
-		out = append(out, p.Device+"@"+string(p.Claim))
-	}
-	slices.Sort(out)
-	return out
-}
-
-func (e *env) specs() []string {
-	e.t.Helper()
-	entries, err := os.ReadDir(filepath.Join(e.dir, "cdi"))
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	var out []string
-	for _, x := range entries {
-		out = append(out, x.Name())
-	}
-	return out
-}
 
 func TestPrepareCreatesPartitionAndCDISpec(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	c := claim("a", migDev(0, "1g.5gb", 0), migDev(1, "3g.20gb", 4))
-	got, err := e.kit.Prepare(ctx, c)
+	got, err := e.Kit.Prepare(ctx, c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{migDev(0, "1g.5gb", 0) + "@uid-a", migDev(1, "3g.20gb", 4) + "@uid-a"}; !slices.Equal(e.partitions(), want) {
-		t.Fatalf("partitions %v, want %v", e.partitions(), want)
+	if want := []string{migDev(0, "1g.5gb", 0) + "@uid-a", migDev(1, "3g.20gb", 4) + "@uid-a"}; !slices.Equal(e.Partitions(), want) {
+		t.Fatalf("partitions %v, want %v", e.Partitions(), want)
 	}
 	if len(got) != 2 || got[0].DeviceName != migDev(0, "1g.5gb", 0) || got[0].PoolName != node || !slices.Equal(got[0].Requests, []string{"r0"}) {
 		t.Fatalf("answer %+v", got)
@@ -143,7 +61,7 @@ func TestPrepareCreatesPartitionAndCDISpec(t *testing.T) {
 
 	// What a container runtime does with the IDs: inject them into the
 	// container's OCI spec from the spec files alone.
-	cache, err := cdiapi.NewCache(cdiapi.WithSpecDirs(filepath.Join(e.dir, "cdi")), cdiapi.WithAutoRefresh(false))
+	cache, err := cdiapi.NewCache(cdiapi.WithSpecDirs(filepath.Join(e.Dir, "cdi")), cdiapi.WithAutoRefresh(false))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +71,7 @@ func TestPrepareCreatesPartitionAndCDISpec(t *testing.T) {
 	}
 	env := strings.Join(spec.Process.Env, "\n")
 	p0 := gpu.EnvPrefix(migDev(0, "1g.5gb", 0))
-	for _, want := range []string{p0 + "PROFILE=1g.5gb", p0 + "GPU_INDEX=0", p0 + "GPU_UUID=" + e.gpus.GPUUUID(0), p0 + "UUID=MIG-", p0 + "CLAIM=uid-a",
+	for _, want := range []string{p0 + "PROFILE=1g.5gb", p0 + "GPU_INDEX=0", p0 + "GPU_UUID=" + e.GPUs.GPUUUID(0), p0 + "UUID=MIG-", p0 + "CLAIM=uid-a",
 		gpu.EnvPrefix(migDev(1, "3g.20gb", 4)) + "PROFILE=3g.20gb"} {
 		if !strings.Contains(env, want) {
 			t.Errorf("container env lacks %q:\n%s", want, env)
@@ -175,12 +93,12 @@ func TestPrepareIsIdempotent(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	c := claim("a", migDev(0, "2g.10gb", 2))
-	first, err := e.kit.Prepare(ctx, c)
+	first, err := e.Kit.Prepare(ctx, c)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for range 3 {
-		again, err := e.kit.Prepare(ctx, c)
+		again, err := e.Kit.Prepare(ctx, c)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -188,12 +106,12 @@ func TestPrepareIsIdempotent(t *testing.T) {
 			t.Fatalf("second answer %v, first %v", again, first)
 		}
 	}
-	e.restart()
-	again, err := e.kit.Prepare(ctx, c)
+	e.Restart()
+	again, err := e.Kit.Prepare(ctx, c)
 	if err != nil || fmt.Sprint(again) != fmt.Sprint(first) {
 		t.Fatalf("after restart: %v, %v; first %v", again, err, first)
 	}
-	if got := e.partitions(); len(got) != 1 {
+	if got := e.Partitions(); len(got) != 1 {
 		t.Fatalf("partitions %v, want exactly one", got)
 	}
 }
@@ -202,22 +120,22 @@ func TestUnprepareIsIdempotent(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	c := claim("a", migDev(0, "7g.40gb", 0))
-	if _, err := e.kit.Prepare(ctx, c); err != nil {
+	if _, err := e.Kit.Prepare(ctx, c); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 3 {
-		if err := e.kit.Unprepare(ctx, c.UID); err != nil {
+		if err := e.Kit.Unprepare(ctx, c.UID); err != nil {
 			t.Fatalf("unprepare %d: %v", i, err)
 		}
 	}
-	if p, s := e.partitions(), e.specs(); len(p)+len(s) != 0 {
+	if p, s := e.Partitions(), e.Specs(); len(p)+len(s) != 0 {
 		t.Fatalf("left behind: partitions %v, CDI specs %v", p, s)
 	}
-	if err := e.kit.Unprepare(ctx, "never-prepared"); err != nil {
+	if err := e.Kit.Unprepare(ctx, "never-prepared"); err != nil {
 		t.Fatal(err)
 	}
 	// The freed partition can be prepared for the next claim.
-	if _, err := e.kit.Prepare(ctx, claim("b", migDev(0, "1g.10gb", 0))); err != nil {
+	if _, err := e.Kit.Prepare(ctx, claim("b", migDev(0, "1g.10gb", 0))); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -244,32 +162,32 @@ func TestConflicts(t *testing.T) {
 			e := newEnv(t)
 			ctx := context.Background()
 			if tc.held != nil {
-				if _, err := e.kit.Prepare(ctx, claim("held", tc.held...)); err != nil {
+				if _, err := e.Kit.Prepare(ctx, claim("held", tc.held...)); err != nil {
 					t.Fatal(err)
 				}
 			}
-			before := e.partitions()
-			_, err := e.kit.Prepare(ctx, claim("asked", tc.asked...))
+			before := e.Partitions()
+			_, err := e.Kit.Prepare(ctx, claim("asked", tc.asked...))
 			if tc.want == "" {
 				if err != nil {
 					t.Fatal(err)
 				}
 				return
 			}
-			var conflict *driverkit.PrepareConflictError
+			var conflict *prepare.PrepareConflictError
 			if !errors.As(err, &conflict) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("error %v, want a PrepareConflictError with %q", err, tc.want)
 			}
-			if after := e.partitions(); !slices.Equal(after, before) {
+			if after := e.Partitions(); !slices.Equal(after, before) {
 				t.Errorf("partitions %v after a refused prepare, before %v", after, before)
 			}
 			// Once the holder is gone the claim fits (unless it conflicts
 			// with itself or names no device).
 			if tc.held != nil {
-				if err := e.kit.Unprepare(ctx, "uid-held"); err != nil {
+				if err := e.Kit.Unprepare(ctx, "uid-held"); err != nil {
 					t.Fatal(err)
 				}
-				if _, err := e.kit.Prepare(ctx, claim("asked", tc.asked...)); err != nil {
+				if _, err := e.Kit.Prepare(ctx, claim("asked", tc.asked...)); err != nil {
 					t.Fatalf("after the holder left: %v", err)
 				}
 			}
@@ -289,13 +207,13 @@ func TestConcurrentOverlappingPrepares(t *testing.T) {
 		errs := make([]error, len(contenders))
 		for i, d := range contenders {
 			wg.Go(func() {
-				_, errs[i] = e.kit.Prepare(ctx, claim(fmt.Sprintf("c%d-%d", round, i), d))
+				_, errs[i] = e.Kit.Prepare(ctx, claim(fmt.Sprintf("c%d-%d", round, i), d))
 			})
 		}
 		wg.Wait()
 		winners := 0
 		for _, err := range errs {
-			var conflict *driverkit.PrepareConflictError
+			var conflict *prepare.PrepareConflictError
 			switch {
 			case err == nil:
 				winners++
@@ -303,12 +221,12 @@ func TestConcurrentOverlappingPrepares(t *testing.T) {
 				t.Fatalf("round %d: %v is not a conflict", round, err)
 			}
 		}
-		if winners != 1 || len(e.partitions()) != 1 {
-			t.Fatalf("round %d: %d winners, partitions %v", round, winners, e.partitions())
+		if winners != 1 || len(e.Partitions()) != 1 {
+			t.Fatalf("round %d: %d winners, partitions %v", round, winners, e.Partitions())
 		}
 		for i, err := range errs {
 			if err == nil {
-				if err := e.kit.Unprepare(ctx, types.UID(fmt.Sprintf("uid-c%d-%d", round, i))); err != nil {
+				if err := e.Kit.Unprepare(ctx, types.UID(fmt.Sprintf("uid-c%d-%d", round, i))); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -337,10 +255,10 @@ func TestCorruptCheckpoint(t *testing.T) {
 			e := newEnv(t)
 			ctx := context.Background()
 			c := claim("a", migDev(0, "2g.10gb", 0))
-			if _, err := e.kit.Prepare(ctx, c); err != nil {
+			if _, err := e.Kit.Prepare(ctx, c); err != nil {
 				t.Fatal(err)
 			}
-			path := filepath.Join(e.dir, "claims", "uid-a.json")
+			path := filepath.Join(e.Dir, "claims", "uid-a.json")
 			data, err := os.ReadFile(path)
 			if err != nil {
 				t.Fatal(err)
@@ -348,25 +266,25 @@ func TestCorruptCheckpoint(t *testing.T) {
 			if err := os.WriteFile(path, tc.damage(data), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			_, err = e.kit.Prepare(ctx, c)
-			var corrupt *driverkit.CorruptCheckpointError
+			_, err = e.Kit.Prepare(ctx, c)
+			var corrupt *prepare.CorruptCheckpointError
 			if !errors.As(err, &corrupt) || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("prepare: %v, want a corrupt-checkpoint error naming %s and %q", err, path, tc.want)
 			}
-			rep := e.restart()
+			rep := e.Restart()
 			if len(rep.Corrupt) != 1 || len(rep.Destroyed) != 1 || len(rep.RemovedSpecs) != 1 {
 				t.Fatalf("reconcile: %d corrupt, destroyed %v, removed specs %v", len(rep.Corrupt), rep.Destroyed, rep.RemovedSpecs)
 			}
-			if p := e.partitions(); len(p) != 0 {
+			if p := e.Partitions(); len(p) != 0 {
 				t.Fatalf("leaked partitions %v", p)
 			}
 			if _, err := os.Stat(path + ".corrupt"); err != nil {
 				t.Errorf("corrupt checkpoint not kept aside: %v", err)
 			}
-			if _, err := e.kit.Prepare(ctx, c); err != nil {
+			if _, err := e.Kit.Prepare(ctx, c); err != nil {
 				t.Fatal(err)
 			}
-			if p := e.partitions(); len(p) != 1 {
+			if p := e.Partitions(); len(p) != 1 {
 				t.Fatalf("partitions %v, want one", p)
 			}
 		})
@@ -379,16 +297,16 @@ func TestUnprepareWithCorruptCheckpoint(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	c := claim("a", migDev(1, "1g.10gb", 4))
-	if _, err := e.kit.Prepare(ctx, c); err != nil {
+	if _, err := e.Kit.Prepare(ctx, c); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(e.dir, "claims", "uid-a.json"), []byte("{"), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(e.Dir, "claims", "uid-a.json"), []byte("{"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.kit.Unprepare(ctx, c.UID); err != nil {
+	if err := e.Kit.Unprepare(ctx, c.UID); err != nil {
 		t.Fatal(err)
 	}
-	if p, s := e.partitions(), e.specs(); len(p)+len(s) != 0 {
+	if p, s := e.Partitions(), e.Specs(); len(p)+len(s) != 0 {
 		t.Fatalf("left behind: %v %v", p, s)
 	}
 }
@@ -399,20 +317,20 @@ func TestUnprepareWithCorruptCheckpoint(t *testing.T) {
 func TestReconcileDestroysUnownedPartitions(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	if _, err := e.kit.Prepare(ctx, claim("kept", migDev(0, "3g.20gb", 4))); err != nil {
+	if _, err := e.Kit.Prepare(ctx, claim("kept", migDev(0, "3g.20gb", 4))); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.gpus.CreatePartition(ctx, "uid-stranger", driverkit.AllocatedDevice{Pool: node, Device: migDev(1, "1g.5gb", 0)}); err != nil {
+	if _, err := e.GPUs.CreatePartition(ctx, "uid-stranger", prepare.AllocatedDevice{Pool: node, Device: migDev(1, "1g.5gb", 0)}); err != nil {
 		t.Fatal(err)
 	}
-	rep := e.restart()
+	rep := e.Restart()
 	if len(rep.Destroyed) != 1 || rep.Destroyed[0].Claim != "uid-stranger" || !slices.Equal(rep.Prepared, []types.UID{"uid-kept"}) {
 		t.Fatalf("report %+v", rep)
 	}
-	if want := []string{migDev(0, "3g.20gb", 4) + "@uid-kept"}; !slices.Equal(e.partitions(), want) {
-		t.Fatalf("partitions %v, want %v", e.partitions(), want)
+	if want := []string{migDev(0, "3g.20gb", 4) + "@uid-kept"}; !slices.Equal(e.Partitions(), want) {
+		t.Fatalf("partitions %v, want %v", e.Partitions(), want)
 	}
-	_, err := e.kit.Prepare(ctx, claim("late", migDev(0, "1g.5gb", 5)))
+	_, err := e.Kit.Prepare(ctx, claim("late", migDev(0, "1g.5gb", 5)))
 	if !strings.Contains(fmt.Sprint(err), "held by claim uid-kept") {
 		t.Fatalf("prepare over a restored claim: %v", err)
 	}
@@ -430,15 +348,15 @@ func TestCDISpecsOutliveTheRuntimeDirectory(t *testing.T) {
 	ctx := context.Background()
 	a, b := claim("a", migDev(0, "3g.20gb", 4)), claim("b", migDev(1, "1g.5gb", 0))
 	for _, c := range []*resourcev1.ResourceClaim{a, b} {
-		if _, err := e.kit.Prepare(ctx, c); err != nil {
+		if _, err := e.Kit.Prepare(ctx, c); err != nil {
 			t.Fatal(err)
 		}
 	}
-	specs := e.specs()
+	specs := e.Specs()
 	read := func() map[string]string {
 		out := map[string]string{}
-		for _, name := range e.specs() {
-			data, err := os.ReadFile(filepath.Join(e.dir, "cdi", name))
+		for _, name := range e.Specs() {
+			data, err := os.ReadFile(filepath.Join(e.Dir, "cdi", name))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -447,17 +365,17 @@ func TestCDISpecsOutliveTheRuntimeDirectory(t *testing.T) {
 		return out
 	}
 	want := read()
-	parts := e.partitions()
+	parts := e.Partitions()
 
-	if rep := e.restart(); len(rep.RewrittenSpecs) != 0 {
+	if rep := e.Restart(); len(rep.RewrittenSpecs) != 0 {
 		t.Fatalf("a restart over intact specs rewrote %v", rep.RewrittenSpecs)
 	}
 
 	// A reboot: the directory itself is gone.
-	if err := os.RemoveAll(filepath.Join(e.dir, "cdi")); err != nil {
+	if err := os.RemoveAll(filepath.Join(e.Dir, "cdi")); err != nil {
 		t.Fatal(err)
 	}
-	rep := e.restart()
+	rep := e.Restart()
 	slices.Sort(rep.RewrittenSpecs)
 	if !slices.Equal(rep.RewrittenSpecs, []types.UID{"uid-a", "uid-b"}) {
 		t.Fatalf("rewritten after the directory was emptied: %v, want both claims", rep.RewrittenSpecs)
@@ -467,11 +385,11 @@ func TestCDISpecsOutliveTheRuntimeDirectory(t *testing.T) {
 	}
 
 	// A damaged file: still there, but no longer the claim's spec.
-	path := filepath.Join(e.dir, "cdi", specs[0])
+	path := filepath.Join(e.Dir, "cdi", specs[0])
 	if err := os.WriteFile(path, []byte(want[specs[0]][:40]), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if rep := e.restart(); len(rep.RewrittenSpecs) != 1 {
+	if rep := e.Restart(); len(rep.RewrittenSpecs) != 1 {
 		t.Fatalf("rewritten after a spec was damaged: %v, want one", rep.RewrittenSpecs)
 	}
 	if got := read(); fmt.Sprint(got) != fmt.Sprint(want) {
@@ -480,19 +398,19 @@ func TestCDISpecsOutliveTheRuntimeDirectory(t *testing.T) {
 
 	// The kubelet's prepare of a prepared claim, the driver running.
 	for _, name := range specs {
-		if err := os.Remove(filepath.Join(e.dir, "cdi", name)); err != nil {
+		if err := os.Remove(filepath.Join(e.Dir, "cdi", name)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for _, c := range []*resourcev1.ResourceClaim{a, b} {
-		if _, err := e.kit.Prepare(ctx, c); err != nil {
+		if _, err := e.Kit.Prepare(ctx, c); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if got := read(); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("specs after prepares of prepared claims:\n%v\nwant\n%v", got, want)
 	}
-	if got := e.partitions(); !slices.Equal(got, parts) {
+	if got := e.Partitions(); !slices.Equal(got, parts) {
 		t.Fatalf("partitions %v, were %v: nothing but specs may be made again", got, parts)
 	}
 }
@@ -505,22 +423,22 @@ func TestCDISpecsOutliveTheRuntimeDirectory(t *testing.T) {
 func TestPrepareChecksDeviceNodes(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	node := filepath.Join(e.gpus.DevDir(), "nvidia1")
+	node := filepath.Join(e.GPUs.DevDir(), "nvidia1")
 	if err := os.Remove(node); err != nil {
 		t.Fatal(err)
 	}
 	c := claim("a", migDev(1, "2g.10gb", 2))
-	_, err := e.kit.Prepare(ctx, c)
+	_, err := e.Kit.Prepare(ctx, c)
 	if want := "device node /dev/nvidia1 is not on this host (" + node + ")"; err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("prepare: %v, want %q", err, want)
 	}
-	if len(e.partitions())+len(e.specs()) != 0 {
-		t.Fatalf("left by the failed prepare: partitions %v, specs %v", e.partitions(), e.specs())
+	if len(e.Partitions())+len(e.Specs()) != 0 {
+		t.Fatalf("left by the failed prepare: partitions %v, specs %v", e.Partitions(), e.Specs())
 	}
-	if err := e.gpus.CreateDeviceNodes(); err != nil {
+	if err := e.GPUs.CreateDeviceNodes(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.kit.Prepare(ctx, c); err != nil {
+	if _, err := e.Kit.Prepare(ctx, c); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -530,32 +448,18 @@ func TestFailpointsInOrder(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	c := claim("a", migDev(0, "1g.5gb", 0))
-	if _, err := e.kit.Prepare(ctx, c); err != nil {
+	if _, err := e.Kit.Prepare(ctx, c); err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(e.hits, driverkit.PrepareFailpoints) {
-		t.Fatalf("prepare steps %v, want %v", e.hits, driverkit.PrepareFailpoints)
+	if hits := e.Hits(); !slices.Equal(hits, prepare.PrepareFailpoints) {
+		t.Fatalf("prepare steps %v, want %v", hits, prepare.PrepareFailpoints)
 	}
-	e.hits = nil
-	if err := e.kit.Unprepare(ctx, c.UID); err != nil {
+	if err := e.Kit.Unprepare(ctx, c.UID); err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(e.hits, driverkit.UnprepareFailpoints) {
-		t.Fatalf("unprepare steps %v, want %v", e.hits, driverkit.UnprepareFailpoints)
+	if hits := e.Hits(); !slices.Equal(hits, prepare.UnprepareFailpoints) {
+		t.Fatalf("unprepare steps %v, want %v", hits, prepare.UnprepareFailpoints)
 	}
-}
-
-func equalJSON(t *testing.T, a, b any) bool {
-	t.Helper()
-	x, err := json.Marshal(a)
-	if err != nil {
-		t.Fatal(err)
-	}
-	y, err := json.Marshal(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(x) == string(y)
 }
 
 // TestConfigReachesTheProfile: the mock backend gets a claim's GpuConfig
@@ -574,17 +478,17 @@ func TestConfigReachesTheProfile(t *testing.T) {
 		}}
 		return c
 	}
-	if _, err := e.kit.Prepare(ctx, withConfig("ci", `"computeInstanceProfile":"1c"`)); err == nil || !strings.Contains(err.Error(), "the mock backend simulates GPU instances only") {
+	if _, err := e.Kit.Prepare(ctx, withConfig("ci", `"computeInstanceProfile":"1c"`)); err == nil || !strings.Contains(err.Error(), "the mock backend simulates GPU instances only") {
 		t.Fatalf("computeInstanceProfile on the mock: %v", err)
 	}
-	if got := e.partitions(); len(got) != 0 {
+	if got := e.Partitions(); len(got) != 0 {
 		t.Fatalf("partitions after a refused prepare: %v", got)
 	}
-	got, err := e.kit.Prepare(ctx, withConfig("ts", `"timeSlicing":{"interval":"Medium"}`))
+	got, err := e.Kit.Prepare(ctx, withConfig("ts", `"timeSlicing":{"interval":"Medium"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	cache, err := cdiapi.NewCache(cdiapi.WithSpecDirs(filepath.Join(e.dir, "cdi")), cdiapi.WithAutoRefresh(false))
+	cache, err := cdiapi.NewCache(cdiapi.WithSpecDirs(filepath.Join(e.Dir, "cdi")), cdiapi.WithAutoRefresh(false))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,22 +1,22 @@
-package driverkit_test
+package prepare_test
 
 import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"slices"
 	"sync"
 	"testing"
-	"time"
 
-	"github.com/dractl/dractl/pkg/driver/driverkit"
+	"github.com/dractl/dractl/internal/testing/drivertest"
 	"github.com/dractl/dractl/pkg/driver/gpu"
 	"github.com/dractl/dractl/pkg/driver/mig"
+	"github.com/dractl/dractl/pkg/driver/prepare"
+	"github.com/dractl/dractl/pkg/driver/publish"
 )
 
 // bigNode is a node of 16 H100s: 112 1g.10gb placements, so 100 claims
 // get a MIG device each without overlapping.
-func bigNode(tb testing.TB) (*driverkit.Kit, []string) {
+func bigNode(tb testing.TB) (*prepare.Kit, []string) {
 	dir := tb.TempDir()
 	gpus, err := gpu.New(driver, node, "h100", 16, filepath.Join(dir, "gpus"))
 	if err != nil {
@@ -25,15 +25,7 @@ func bigNode(tb testing.TB) (*driverkit.Kit, []string) {
 	if err := gpus.CreateDeviceNodes(); err != nil {
 		tb.Fatal(err)
 	}
-	kit, err := driverkit.New(driverkit.Config{DriverName: driver, Profile: gpus, StateDir: dir, CDIDir: filepath.Join(dir, "cdi")})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	p, err := driverkit.Build(driver, node, gpus.Pool())
-	if err != nil {
-		tb.Fatal(err)
-	}
-	kit.SetPublished(p)
+	kit, _ := drivertest.NewKit(tb, prepare.Config{DriverName: driver, Profile: gpus, StateDir: dir, CDIDir: filepath.Join(dir, "cdi")}, node, gpus.Pool())
 	var devices []string
 	for gpu := range 16 {
 		for start := range 7 {
@@ -45,7 +37,7 @@ func bigNode(tb testing.TB) (*driverkit.Kit, []string) {
 
 // prepareInParallel prepares one claim per device concurrently and
 // returns the errors.
-func prepareInParallel(kit *driverkit.Kit, devices []string, round int) []error {
+func prepareInParallel(kit *prepare.Kit, devices []string, round int) []error {
 	errs := make([]error, len(devices))
 	var wg sync.WaitGroup
 	for i, d := range devices {
@@ -80,24 +72,7 @@ func TestHundredParallelPrepares(t *testing.T) {
 // unprepared, with every checkpoint fsynced; p50 and p99 per pair.
 func BenchmarkPrepareUnprepare(b *testing.B) {
 	kit, devices := bigNode(b)
-	ctx := context.Background()
-	lat := make([]time.Duration, 0, b.N)
-	b.ResetTimer()
-	for i := range b.N {
-		start := time.Now()
-		c := claim(fmt.Sprintf("c%d", i), devices[i%len(devices)])
-		if _, err := kit.Prepare(ctx, c); err != nil {
-			b.Fatal(err)
-		}
-		if err := kit.Unprepare(ctx, c.UID); err != nil {
-			b.Fatal(err)
-		}
-		lat = append(lat, time.Since(start))
-	}
-	b.StopTimer()
-	slices.Sort(lat)
-	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
-	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+	drivertest.BenchPrepareUnprepare(b, kit, driver, node, devices)
 }
 
 // BenchmarkPrepare100Parallel: 100 claims prepared at once, then
@@ -130,7 +105,7 @@ func BenchmarkBuild8x19(b *testing.B) {
 	desc := n.Slices(mig.Mixins)
 	b.ReportAllocs()
 	for b.Loop() {
-		p, err := driverkit.Build(driver, node, desc)
+		p, err := publish.Build(driver, node, desc)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package driverkit_test
+package publish_test
 
 import (
 	"errors"
@@ -12,10 +12,12 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/utils/ptr"
 
+	"github.com/dractl/dractl/internal/testing/drivertest"
 	"github.com/dractl/dractl/internal/testing/fakeapi"
 	"github.com/dractl/dractl/pkg/core/api"
 	"github.com/dractl/dractl/pkg/core/validation"
-	"github.com/dractl/dractl/pkg/driver/driverkit"
+	"github.com/dractl/dractl/pkg/driver/gpu"
+	"github.com/dractl/dractl/pkg/driver/publish"
 )
 
 // ref is an OpenAPI v3 property that is an object of a named schema, as
@@ -57,9 +59,7 @@ func discover(t *testing.T, f fakeapi.Server) discovery.DiscoveryInterface {
 
 func qty(s string) resource.Quantity { return resource.MustParse(s) }
 
-// fakeClientServer is the server of tests on a fake clientset, which
-// serves no discovery and stores every field: known by its version only.
-var fakeClientServer = &driverkit.Server{Version: "v1.37.2", Minor: validation.KubeVersion{Minor: 37}, Rules: validation.KubeVersion{Minor: 37}}
+var fakeClientServer = drivertest.FakeServer
 
 var served = fakeapi.Served
 
@@ -91,7 +91,7 @@ func TestReadServer(t *testing.T) {
 			err: `expected a Kubernetes version such as 1.38, found "v2.0.0"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s, err := driverkit.ReadServer(discover(t, tc.server))
+			s, err := publish.ReadServer(discover(t, tc.server))
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("ReadServer: %v, %v; want error %q", s, err, tc.err)
@@ -113,8 +113,8 @@ func TestReadServer(t *testing.T) {
 // and refused for 1.38, a field the server's schema lacks is refused with
 // its path, what every server knows is published.
 func TestBuildForServer(t *testing.T) {
-	read := func(git string, minor int, withPartitionType bool) *driverkit.Server {
-		s, err := driverkit.ReadServer(discover(t, fakeapi.Server{Version: fakeapi.Release(git, minor), Resources: served, Schema: sliceSchema(withPartitionType)}))
+	read := func(git string, minor int, withPartitionType bool) *publish.Server {
+		s, err := publish.ReadServer(discover(t, fakeapi.Server{Version: fakeapi.Release(git, minor), Resources: served, Schema: sliceSchema(withPartitionType)}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -136,7 +136,7 @@ func TestBuildForServer(t *testing.T) {
 	plain := slice(func(*api.ResourceSlice) {})
 	for _, tc := range []struct {
 		name   string
-		server *driverkit.Server
+		server *publish.Server
 		desc   []*api.ResourceSlice
 		want   string // "" when published
 	}{
@@ -150,7 +150,7 @@ func TestBuildForServer(t *testing.T) {
 		{"a field the schema lacks", s137, boolAttribute, "pool node-1 slice nics (flattened): spec.devices[0].attributes[sriov].bool: Forbidden: kube-apiserver v1.37.2 does not know this field of resource.k8s.io/v1 and would drop it"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p, err := driverkit.BuildFor(tc.server, driver, node, tc.desc)
+			p, err := publish.BuildFor(tc.server, driver, node, tc.desc)
 			if tc.want == "" {
 				if err != nil {
 					t.Fatalf("refused: %v", err)
@@ -160,7 +160,7 @@ func TestBuildForServer(t *testing.T) {
 				}
 				return
 			}
-			var invalid *driverkit.InvalidPoolError
+			var invalid *publish.InvalidPoolError
 			if !errors.As(err, &invalid) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("error %v, want an InvalidPoolError with %q", err, tc.want)
 			}
@@ -194,7 +194,7 @@ func TestBuildForServer(t *testing.T) {
 	})...)
 	for _, tc := range []struct {
 		name   string
-		server *driverkit.Server
+		server *publish.Server
 		desc   []*api.ResourceSlice
 		want   string
 	}{
@@ -205,7 +205,7 @@ func TestBuildForServer(t *testing.T) {
 		{"partitionTypeAttribute, 1.36", s136, partitionType, "spec.partitionTypeAttribute: Forbidden: kube-apiserver v1.36.3 does not know this field of resource.k8s.io/v1 and would drop it"},
 	} {
 		t.Run("central/"+tc.name, func(t *testing.T) {
-			_, err := driverkit.BuildCentralFor(tc.server, driver, tc.desc)
+			_, err := publish.BuildCentralFor(tc.server, driver, tc.desc)
 			if tc.want == "" {
 				if err != nil {
 					t.Fatalf("refused: %v", err)
@@ -218,3 +218,8 @@ func TestBuildForServer(t *testing.T) {
 		})
 	}
 }
+
+const (
+	driver = gpu.DriverName
+	node   = "node-1"
+)

@@ -1,4 +1,4 @@
-package driverkit
+package publish
 
 import (
 	"context"
@@ -41,7 +41,7 @@ type ControllerOptions struct {
 // perDeviceNodeSelection, devices every node sees — from the control
 // plane, as KEP-4815 has them published. Replicas of a Deployment run one
 // each; the one holding the Lease publishes, the others wait to take
-// over. A node's own devices are the kubelet plugin's (Start).
+// over. A node's own devices are the kubelet plugin's (driverkit.Start).
 type Controller struct {
 	opts ControllerOptions
 
@@ -61,7 +61,7 @@ type Controller struct {
 // driver's nodes (nodeName set) are never touched.
 func StartController(ctx context.Context, opts ControllerOptions, pool []*api.ResourceSlice) (*Controller, error) {
 	if opts.DriverName == "" || opts.KubeClient == nil || opts.LeaderElection.Namespace == "" {
-		return nil, errors.New("driverkit: DriverName, KubeClient and LeaderElection.Namespace must be set")
+		return nil, errors.New("publish: DriverName, KubeClient and LeaderElection.Namespace must be set")
 	}
 	if opts.Server == nil {
 		var err error
@@ -69,7 +69,7 @@ func StartController(ctx context.Context, opts ControllerOptions, pool []*api.Re
 			return nil, err
 		}
 	}
-	logServer(klog.FromContext(ctx), opts.Server)
+	opts.Server.Log(klog.FromContext(ctx))
 	published, err := BuildCentralFor(opts.Server, opts.DriverName, pool)
 	if err != nil {
 		return nil, err

@@ -1,4 +1,4 @@
-package driverkit
+package prepare
 
 import (
 	"context"
@@ -73,7 +73,7 @@ type Kit struct {
 	claimLocks claimlock.Locks
 
 	mu   sync.Mutex
-	inv  inventory
+	inv  Inventory
 	held map[DeviceKey]types.UID // exclusive devices by claim
 	// used sums the counters of held devices per counter set (pool,
 	// set); claimUse is each claim's share, so release undoes exactly
@@ -108,7 +108,7 @@ func (u counterUse) add(set counterSetKey, counter string, v resource.Quantity, 
 // New creates a Kit. Call Reconcile before the first Prepare.
 func New(cfg Config) (*Kit, error) {
 	if cfg.DriverName == "" || cfg.Profile == nil || cfg.StateDir == "" || cfg.CDIDir == "" {
-		return nil, errors.New("driverkit: DriverName, Profile, StateDir and CDIDir must be set")
+		return nil, errors.New("prepare: DriverName, Profile, StateDir and CDIDir must be set")
 	}
 	if cfg.CDIClass == "" {
 		cfg.CDIClass = "claim"
@@ -128,12 +128,22 @@ func New(cfg Config) (*Kit, error) {
 	}, nil
 }
 
-// SetPublished tells the kit what is published, so that prepares of
+// SetInventory tells the kit what is published, so that prepares of
 // devices it does not publish, or beyond its counters, are refused.
-func (k *Kit) SetPublished(p *Published) {
+func (k *Kit) SetInventory(inv Inventory) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	k.inv = p.inventory
+	k.inv = inv
+}
+
+// Prepared are the claims the kit holds prepared (PrepareCompleted), with
+// their devices; what the driver's metrics count.
+func (k *Kit) Prepared() map[types.UID][]PreparedDevice {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	// The device lists are cloned when a claim is marked prepared and
+	// never changed after, so sharing them is safe.
+	return maps.Clone(k.prepared)
 }
 
 func (k *Kit) failpoint(f Failpoint) {
@@ -419,7 +429,7 @@ func (k *Kit) reserve(uid types.UID, devices []PreparedDevice, force bool) error
 	var mine []DeviceKey
 	for _, d := range devices {
 		key := DeviceKey{d.Pool, d.Device}
-		if !k.inv.known(key) && !force {
+		if !k.inv.Known(key) && !force {
 			return &PrepareConflictError{Claim: uid, Device: key, Reason: "is not published by this driver"}
 		}
 		if !d.exclusive() {

@@ -1,4 +1,4 @@
-package driverkit
+package prepare
 
 import (
 	"context"
@@ -58,16 +58,6 @@ type Profile interface {
 	// ContainerEdits is what a container using dev gets: environment,
 	// device nodes, mounts. The kit adds nothing hardware-specific.
 	ContainerEdits(claim types.UID, dev AllocatedDevice, p Partition) cdispec.ContainerEdits
-}
-
-// HealthProfile is a Profile that knows the health of its devices. The kit
-// serves it through the kubelet's DRAResourceHealth service; without it
-// the service answers that health is not supported.
-type HealthProfile interface {
-	Profile
-	// Health reports every published device that is not healthy, by
-	// pool and device name; devices not listed are healthy.
-	Health(ctx context.Context) (map[DeviceKey]string, error)
 }
 
 // DeviceKey names a published device.

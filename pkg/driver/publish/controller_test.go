@@ -1,4 +1,4 @@
-package driverkit_test
+package publish_test
 
 import (
 	"context"
@@ -20,7 +20,7 @@ import (
 
 	"github.com/dractl/dractl/pkg/core/api"
 	"github.com/dractl/dractl/pkg/core/decode"
-	"github.com/dractl/dractl/pkg/driver/driverkit"
+	"github.com/dractl/dractl/pkg/driver/publish"
 )
 
 const tpuDriver = "tpu.google.com"
@@ -49,7 +49,7 @@ func tpuPool(t testing.TB) []*api.ResourceSlice {
 // Build's validation and flattening, and refuses a node's devices or a
 // pool that does not say which nodes see it.
 func TestBuildCentral(t *testing.T) {
-	p, err := driverkit.BuildCentral(tpuDriver, tpuPool(t))
+	p, err := publish.BuildCentral(tpuDriver, tpuPool(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +74,7 @@ func TestBuildCentral(t *testing.T) {
 				Devices: []api.Device{{Name: "nic-1"}}}},
 		}
 	}
-	p, err = driverkit.BuildCentral(tpuDriver, allNodes())
+	p, err = publish.BuildCentral(tpuDriver, allNodes())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,8 +101,8 @@ func TestBuildCentral(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ss := allNodes()
 			tc.break_(ss)
-			_, err := driverkit.BuildCentral(tpuDriver, ss)
-			var invalid *driverkit.InvalidPoolError
+			_, err := publish.BuildCentral(tpuDriver, ss)
+			var invalid *publish.InvalidPoolError
 			if !errors.As(err, &invalid) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("error %v, want an InvalidPoolError with %q", err, tc.want)
 			}
@@ -134,13 +134,13 @@ func TestControllerLeaderElection(t *testing.T) {
 		}
 		return false, nil, nil
 	})
-	le := driverkit.LeaderElection{Namespace: "kube-system", LeaseDuration: 5 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 50 * time.Millisecond}
+	le := publish.LeaderElection{Namespace: "kube-system", LeaseDuration: 5 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 50 * time.Millisecond}
 
-	start := func(identity string) (*driverkit.Controller, context.CancelFunc) {
+	start := func(identity string) (*publish.Controller, context.CancelFunc) {
 		ctx, cancel := context.WithCancel(context.Background())
 		le := le
 		le.Identity = identity
-		c, err := driverkit.StartController(ctx, driverkit.ControllerOptions{DriverName: tpuDriver, KubeClient: client, LeaderElection: le, SyncDelay: 50 * time.Millisecond, Server: fakeClientServer}, tpuPool(t))
+		c, err := publish.StartController(ctx, publish.ControllerOptions{DriverName: tpuDriver, KubeClient: client, LeaderElection: le, SyncDelay: 50 * time.Millisecond, Server: fakeClientServer}, tpuPool(t))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package driverkit
+package prepare
 
 import (
 	"fmt"

@@ -1,10 +1,12 @@
-// Package driverproc runs a node driver as a child process for crash
+// Package drivertest builds what the driver side's tests run: a node's
+// prepare kit over a Profile (NewKit), the allocated claims it prepares
+// (Claim), and a node driver run as a child process for crash
 // tests: the test binary re-executes itself with the driver's
 // configuration in an environment variable (the test's TestMain turns
 // such a child into the driver), serves the kubelet's DRA gRPC API on a
 // socket, and can be killed at a failpoint and started again over the
 // same directories, as a node's driver is.
-package driverproc
+package drivertest
 
 import (
 	"context"
@@ -86,9 +88,9 @@ type Proc struct {
 	dra     drapbv1.DRAPluginClient
 }
 
-// New returns the driver of a node whose plugin serves in pluginDir and
+// NewProc returns the driver of a node whose plugin serves in pluginDir and
 // registers in registrarDir as driver; it is stopped when the test ends.
-func New(t testing.TB, env, driver, pluginDir, registrarDir string) *Proc {
+func NewProc(t testing.TB, env, driver, pluginDir, registrarDir string) *Proc {
 	p := &Proc{t: t, Env: env, Sockets: []string{filepath.Join(pluginDir, "dra.sock"), filepath.Join(registrarDir, driver+"-reg.sock")}}
 	t.Cleanup(p.Stop)
 	return p

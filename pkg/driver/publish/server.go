@@ -1,4 +1,4 @@
-package driverkit
+package publish
 
 import (
 	"encoding/json"
@@ -8,6 +8,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/discovery"
+	"k8s.io/klog/v2"
 
 	"github.com/dractl/dractl/pkg/core/validation"
 	"github.com/dractl/dractl/pkg/internal/resourceapi"
@@ -63,6 +64,17 @@ func ReadServer(d discovery.DiscoveryInterface) (*Server, error) {
 		return nil, fmt.Errorf("kube-apiserver %s: the OpenAPI v3 schema of resource.k8s.io/v1 has no %s", info.GitVersion, sliceSchema)
 	}
 	return s, nil
+}
+
+// Log says which rules the kit publishes by, and why when they are not
+// the server's own.
+func (s *Server) Log(logger klog.Logger) {
+	if s.Rules == s.Minor {
+		logger.Info("Publishing for kube-apiserver", "version", s.Version, "rules", s.Rules.String())
+		return
+	}
+	logger.Info("No rules of this kube-apiserver's minor; publishing by the nearest minor's, and refusing fields the server does not know",
+		"version", s.Version, "minor", s.Minor.String(), "rules", s.Rules.String(), "supported", validation.SupportedList())
 }
 
 // firstSeparateCounterSetsMinor is the first minor whose kube-apiserver
