@@ -12,7 +12,7 @@ import (
 // TestArchitectureListsEveryFile: docs/architecture.md's table of the
 // plugin's files names each source file of the package, and no other.
 func TestArchitectureListsEveryFile(t *testing.T) {
-	doc, err := os.ReadFile("../../docs/architecture.md")
+	doc, err := os.ReadFile("../../../docs/architecture.md")
 	if err != nil {
 		t.Fatal(err)
 	}
