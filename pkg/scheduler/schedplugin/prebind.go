@@ -33,8 +33,9 @@ var (
 // binder writes the plugin's claims to the API server: PreBind's
 // finalizer, allocation and reservation (bindClaim) and its wait for
 // binding conditions (claimsReadyForBinding), and the writes that take
-// them back: Unreserve's and PodGroupPostFilter's unreserve, PostFilter's
-// deallocate, deleteClaim of an extended-resource claim. It holds the
+// them back: unreserve (Unreserve, PodGroupPostFilter), deallocate
+// (PostFilter, PodGroupPostFilter) and deleteClaim of an extended-resource
+// claim. It holds the
 // gate that paces scheduling cycles to PreBind's writes, since the gate
 // counts the pods whose writes are still to come.
 type binder struct {
