@@ -93,6 +93,7 @@ func TestPreBindWaitsForBindingConditions(t *testing.T) {
 				c.tracker.set(withDeviceConditions(written, alloc, conds...))
 			}}
 			c.pl.dra = &watchedDRA{fakeDRA: c.handle.dra, tracker: watched}
+			c.pl.binder.dra = c.pl.dra
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			st := c.pl.PreBind(ctx, cs, pod, node)

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
@@ -34,15 +35,36 @@ type podClaim struct {
 	consumer resourcev1.ResourceClaimConsumerReference
 }
 
+// claimIndex finds a pod's claims, and the pods a claim event may
+// concern: it is what PreEnqueue, SignPod, PreFilter and the queueing
+// hints (EventsToRegister) look claims up with. New fills it in before
+// the informers start, and nothing changes it after, so it needs no
+// lock.
+type claimIndex struct {
+	dra fwk.SharedDRAManager
+	fts Features
+	// extendedClaimOf finds the extended-resource claim an earlier
+	// attempt created for a pod (nil: DRAExtendedResource is off; see
+	// indexExtendedClaims).
+	extendedClaimOf func(*v1.Pod) *resourcev1.ResourceClaim
+	// claimsListed reports whether the claim informer has listed every
+	// claim (see PreEnqueue).
+	claimsListed cache.InformerSynced
+	// podsByClaimName indexes the scheduler's pods, under index
+	// podsByClaimIndex, by the claims they reference (see podsOfClaim).
+	podsByClaimName  cache.Indexer
+	podsByClaimIndex string
+}
+
 // resolver is the plugin's pod → claim resolver: the claim tracker's
 // claims, and, with DRAExtendedResource, the extended resources that the
 // scheduler's DeviceClass cache maps (the one NodeResourcesFit reads, so
 // that both plugins agree which resources are DRA's).
-func (pl *Plugin) resolver() podclaims.Resolver {
-	r := podclaims.Resolver{Claim: pl.dra.ResourceClaims().Get, AcceptPodGroupOwner: pl.fts.WorkloadResourceClaims}
-	if pl.fts.ExtendedResource {
-		r.Classes = pl.dra.DeviceClassResolver()
-		r.ExtendedClaim = pl.extendedClaimOf
+func (ci *claimIndex) resolver() podclaims.Resolver {
+	r := podclaims.Resolver{Claim: ci.dra.ResourceClaims().Get, AcceptPodGroupOwner: ci.fts.WorkloadResourceClaims}
+	if ci.fts.ExtendedResource {
+		r.Classes = ci.dra.DeviceClassResolver()
+		r.ExtendedClaim = ci.extendedClaimOf
 	}
 	return r
 }
@@ -56,8 +78,8 @@ func (pl *Plugin) resolver() podclaims.Resolver {
 // ext is what the pod asks of extended resources that DeviceClasses
 // back, when their claim is yet to be made; an extended-resource claim
 // made by an earlier attempt is among the claims instead.
-func (pl *Plugin) podClaims(pod *v1.Pod) (claims []podClaim, ext *podclaims.Extended, err error) {
-	entries, err := pl.resolver().Resolve(pod)
+func (ci *claimIndex) podClaims(pod *v1.Pod) (claims []podClaim, ext *podclaims.Extended, err error) {
+	entries, err := ci.resolver().Resolve(pod)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -83,11 +105,11 @@ func (pl *Plugin) podClaims(pod *v1.Pod) (claims []podClaim, ext *podclaims.Exte
 // make the queue ask every gated pod about every claim the informer then
 // adds (pods × claims queueing-hint calls).
 func (pl *Plugin) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status {
-	if pl.maySkip(pod) {
+	if pl.claims.maySkip(pod) {
 		return nil
 	}
-	if _, _, err := pl.podClaims(pod); err != nil {
-		if !pl.claimsListed() {
+	if _, _, err := pl.claims.podClaims(pod); err != nil {
+		if !pl.claims.claimsListed() {
 			return nil
 		}
 		return unresolvable(klog.FromContext(ctx), err.Error())
@@ -103,11 +125,11 @@ func (pl *Plugin) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status {
 // whose extended resources a DeviceClass backs.
 func (pl *Plugin) SignPod(_ context.Context, pod *v1.Pod) ([]fwk.SignFragment, *fwk.Status) {
 	if len(pod.Spec.ResourceClaims) > 0 {
-		return nil, fwk.NewStatus(fwk.Unschedulable, "pods with dra resource claims are not signable")
+		return nil, fwk.NewStatus(fwk.Unschedulable, reasonUnsignableClaims)
 	}
-	if !pl.maySkip(pod) {
+	if !pl.claims.maySkip(pod) {
 		if ext, err := podclaims.ExtendedOf(pod, pl.dra.DeviceClassResolver()); err != nil || ext != nil {
-			return nil, fwk.NewStatus(fwk.Unschedulable, "pods with extended resources backed by dra are not signable")
+			return nil, fwk.NewStatus(fwk.Unschedulable, reasonUnsignableExtended)
 		}
 	}
 	return nil, nil
@@ -120,13 +142,13 @@ func (pl *Plugin) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint,
 		// Node labels can satisfy a node selector of a device or allocation.
 		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeLabel | fwk.UpdateNodeAllocatable}},
 		// Claims: created for the pod, allocated or deallocated.
-		{Event: fwk.ClusterEvent{Resource: fwk.ResourceClaim, ActionType: fwk.Add | fwk.Update | fwk.Delete}, QueueingHintFn: pl.afterClaimChange, PreQueueingHintFn: pl.podsOfClaim},
+		{Event: fwk.ClusterEvent{Resource: fwk.ResourceClaim, ActionType: fwk.Add | fwk.Update | fwk.Delete}, QueueingHintFn: pl.claims.afterClaimChange, PreQueueingHintFn: pl.claims.podsOfClaim},
 		// The resourceclaim controller records generated claims in the pod.
-		{Event: fwk.ClusterEvent{Resource: fwk.TargetPod, ActionType: fwk.UpdatePodGeneratedResourceClaim}, QueueingHintFn: pl.afterPodUpdate},
+		{Event: fwk.ClusterEvent{Resource: fwk.TargetPod, ActionType: fwk.UpdatePodGeneratedResourceClaim}, QueueingHintFn: pl.claims.afterPodUpdate},
 		// A class the pod waits for appears, or its selectors change.
-		{Event: fwk.ClusterEvent{Resource: fwk.DeviceClass, ActionType: fwk.Add | fwk.Update}, QueueingHintFn: pl.afterClassChange},
+		{Event: fwk.ClusterEvent{Resource: fwk.DeviceClass, ActionType: fwk.Add | fwk.Update}, QueueingHintFn: pl.claims.afterClassChange},
 		// New devices, or devices that changed.
-		{Event: fwk.ClusterEvent{Resource: fwk.ResourceSlice, ActionType: fwk.Add | fwk.Update}, QueueingHintFn: pl.afterSliceChange},
+		{Event: fwk.ClusterEvent{Resource: fwk.ResourceSlice, ActionType: fwk.Add | fwk.Update}, QueueingHintFn: pl.claims.afterSliceChange},
 	}, nil
 }
 
@@ -135,7 +157,7 @@ func (pl *Plugin) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint,
 // claims matters, and of those only creation and status changes (the
 // finalizer alone changes nothing). The event may reach the queue before
 // the State has it; the waitlist then brings the pod back.
-func (pl *Plugin) afterClaimChange(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
+func (ci *claimIndex) afterClaimChange(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
 	if freedDevices(oldObj, newObj) {
 		return fwk.Queue, nil
 	}
@@ -157,7 +179,7 @@ func (pl *Plugin) afterClaimChange(logger klog.Logger, pod *v1.Pod, oldObj, newO
 		// the names decide without looking anything up.
 		return fwk.QueueSkip, nil
 	}
-	claims, _, err := pl.podClaims(pod)
+	claims, _, err := ci.podClaims(pod)
 	if err != nil {
 		logger.V(6).Info("Pod still not schedulable after claim change", "pod", klog.KObj(pod), "claim", klog.KObj(cur), "reason", err)
 		return fwk.QueueSkip, nil
@@ -193,7 +215,7 @@ func freedDevices(oldObj, newObj any) bool {
 // requeue for it (with the SchedulerPreQueueingHints feature, kube-scheduler
 // then asks only them): every pod when devices were freed, else the pods
 // that name the claim and the pod that controls it.
-func (pl *Plugin) podsOfClaim(_ klog.Logger, oldObj, newObj any) (fwk.PreQueueingHintResult, error) {
+func (ci *claimIndex) podsOfClaim(_ klog.Logger, oldObj, newObj any) (fwk.PreQueueingHintResult, error) {
 	all := fwk.PreQueueingHintResult{AllPods: true}
 	if freedDevices(oldObj, newObj) {
 		return all, nil
@@ -212,7 +234,7 @@ func (pl *Plugin) podsOfClaim(_ klog.Logger, oldObj, newObj any) (fwk.PreQueuein
 		}
 		return fwk.PreQueueingHintResult{}, nil
 	}
-	objs, err := pl.podsByClaimName.ByIndex(pl.podsByClaimIndex, cur.Namespace+"/"+cur.Name)
+	objs, err := ci.podsByClaimName.ByIndex(ci.podsByClaimIndex, cur.Namespace+"/"+cur.Name)
 	if err != nil {
 		return all, err
 	}
@@ -234,12 +256,12 @@ func (pl *Plugin) podsOfClaim(_ klog.Logger, oldObj, newObj any) (fwk.PreQueuein
 
 // afterPodUpdate: the pod's generated claims were recorded; requeue once
 // all of them are there.
-func (pl *Plugin) afterPodUpdate(logger klog.Logger, pod *v1.Pod, _, newObj any) (fwk.QueueingHint, error) {
+func (ci *claimIndex) afterPodUpdate(logger klog.Logger, pod *v1.Pod, _, newObj any) (fwk.QueueingHint, error) {
 	cur, ok := newObj.(*v1.Pod)
 	if !ok {
 		return fwk.Queue, fmt.Errorf("unexpected object %T in a Pod event", newObj)
 	}
-	if _, _, err := pl.podClaims(cur); err != nil {
+	if _, _, err := ci.podClaims(cur); err != nil {
 		logger.V(6).Info("Pod still not schedulable after update", "pod", klog.KObj(pod), "reason", err)
 		return fwk.QueueSkip, nil
 	}
@@ -249,12 +271,12 @@ func (pl *Plugin) afterPodUpdate(logger klog.Logger, pod *v1.Pod, _, newObj any)
 // afterClassChange: a class change matters to pods whose claims name the
 // class; pods whose claims the plugin cannot read are left to the claim
 // events.
-func (pl *Plugin) afterClassChange(logger klog.Logger, pod *v1.Pod, _, newObj any) (fwk.QueueingHint, error) {
+func (ci *claimIndex) afterClassChange(logger klog.Logger, pod *v1.Pod, _, newObj any) (fwk.QueueingHint, error) {
 	class, ok := newObj.(*resourcev1.DeviceClass)
 	if !ok {
 		return fwk.Queue, fmt.Errorf("unexpected object %T in a DeviceClass event", newObj)
 	}
-	claims, ext, err := pl.podClaims(pod)
+	claims, ext, err := ci.podClaims(pod)
 	if err != nil {
 		return fwk.QueueSkip, nil
 	}
@@ -297,7 +319,7 @@ func usesClass(c *resourcev1.ResourceClaim, class string) bool {
 // start-up every slice event is asked about every pod whose claims the
 // informers had not delivered yet, and requeueing each would run its
 // PreEnqueue again for nothing.
-func (pl *Plugin) afterSliceChange(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
+func (ci *claimIndex) afterSliceChange(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
 	cur, ok := newObj.(*resourcev1.ResourceSlice)
 	if !ok {
 		return fwk.Queue, fmt.Errorf("unexpected object %T in a ResourceSlice event", newObj)
@@ -305,7 +327,7 @@ func (pl *Plugin) afterSliceChange(logger klog.Logger, pod *v1.Pod, oldObj, newO
 	if old, _ := oldObj.(*resourcev1.ResourceSlice); old != nil && old.Generation == cur.Generation {
 		return fwk.QueueSkip, nil
 	}
-	if _, _, err := pl.podClaims(pod); err != nil {
+	if _, _, err := ci.podClaims(pod); err != nil {
 		logger.V(6).Info("Pod waits for its claims, not for devices", "pod", klog.KObj(pod), "reason", err)
 		return fwk.QueueSkip, nil
 	}
@@ -325,4 +347,38 @@ func references(pod *v1.Pod, claim *resourcev1.ResourceClaim) bool {
 		}
 	}
 	return metav1.IsControlledBy(claim, pod)
+}
+
+// indexClaimNames indexes the scheduler's pods by the claims they
+// reference (see claimKeys); a generated claim whose name the pod's status
+// does not carry yet is known by its controlling pod instead.
+func (ci *claimIndex) indexClaimNames(pods cache.SharedIndexInformer, profile string) error {
+	name := Name + "/pods-by-claim-name-" + profile
+	err := pods.AddIndexers(cache.Indexers{name: func(obj any) ([]string, error) {
+		pod, ok := obj.(*v1.Pod)
+		if !ok {
+			return nil, nil
+		}
+		return claimKeys(pod), nil
+	}})
+	if err != nil {
+		return fmt.Errorf("index pods by claim name: %w", err)
+	}
+	ci.podsByClaimName, ci.podsByClaimIndex = pods.GetIndexer(), name
+	return nil
+}
+
+// claimKeys are the claims ("namespace/name") the pod references; a
+// template's claim is known once the pod's status names it.
+func claimKeys(pod *v1.Pod) []string {
+	if len(pod.Spec.ResourceClaims) == 0 {
+		return nil
+	}
+	keys := make([]string, 0, len(pod.Spec.ResourceClaims))
+	for i := range pod.Spec.ResourceClaims {
+		if claim, _, err := resourceclaim.Name(pod, &pod.Spec.ResourceClaims[i]); err == nil && claim != nil {
+			keys = append(keys, pod.Namespace+"/"+*claim)
+		}
+	}
+	return keys
 }

@@ -55,7 +55,9 @@ type cycleState struct {
 	// Reserve read those fields and take mu for that reason. The fields
 	// above mu are set in PreFilter, before any Filter, and only read
 	// afterwards; the ones Reserve sets below are the binding cycle's,
-	// one goroutine at a time, and need no lock.
+	// one goroutine at a time, and need no lock. It is the cycle's own,
+	// not one of the plugin's: the Filters of one pod wait only for each
+	// other, never for another pod's cycle or the informers' handlers.
 	mu sync.Mutex
 	// results are the allocations per node, one per pending claim.
 	results map[string][]*resourcev1.AllocationResult

@@ -32,7 +32,12 @@
 //
 // Each phase is in a file named for it (prefilter.go, filter.go,
 // postfilter.go, score.go, reserve.go, prebind.go; PreEnqueue and the
-// queueing hints in claims.go); docs/architecture.md lists them all.
+// queueing hints in claims.go); docs/architecture.md lists them all. The
+// framework's methods are Plugin's; the state a phase keeps across cycles
+// is a part of Plugin's with the methods that use it, in the phase's
+// file: claimIndex (claims.go), binder (prebind.go), nodeResources
+// (nodealloc.go), resultMaps (reuse.go). The reasons the plugin gives,
+// the in-tree plugin's among them, are explain.go's reason table.
 //
 // The State is fed by the scheduler's informers (ResourceSlices,
 // DeviceTaintRules when that feature is on, which the State applies to the

@@ -20,19 +20,72 @@ type verdict struct {
 
 func (v verdict) String() string { return "claim " + v.claim + ": " + v.why }
 
-// The in-tree plugin's reasons, which kube-scheduler counts per node into
-// the pod's PodScheduled message ("0/3 nodes are available: 3 cannot
-// allocate all claims."). The plugin reports these unless its args ask for
+// The reason table: every reason the plugin gives kube-scheduler or the
+// pod's Events, gathered here so that they are read, and compared with
+// the in-tree DynamicResources plugin's, in one place. Where the in-tree
+// plugin has a reason for the case, the plugin words it the same, since
+// users and tools match on it; dractl's own account of a rejection is
+// the verdicts below.
+//
+// Rejections of a node, which kube-scheduler counts per node into the
+// pod's PodScheduled message ("0/3 nodes are available: 3 cannot allocate
+// all claims."). Filter reports these unless the plugin's args ask for
 // the explanation inline.
 const (
 	reasonCannotAllocate = "cannot allocate all claims"
 	reasonInvalidPools   = "invalid resource pools were encountered"
 	reasonNotAvailable   = "resourceclaim not available on the node"
+	// reasonStaleExtended: a pod whose extended-resource claim an earlier
+	// attempt created; PostFilter deletes it and the next attempt starts
+	// anew.
+	reasonStaleExtended = "cannot schedule extended resource claim"
+	// reasonCannotFitResource: a node that neither advertises an
+	// extended resource of the pod nor has DRA serve it.
+	reasonCannotFitResource = "cannot fit resource"
+	// whyMappedShared (a claim's name): a pod that would share a claim
+	// standing for another pod's node resources (KEP-5517).
+	whyMappedShared = "node allocatable resource claim %s has a mapped device and cannot be shared across pods"
+	// reasonStopped (the cause): the cycle was cancelled mid-allocation.
+	reasonStopped = "asked by caller to stop allocating devices: %v"
 )
 
-// eventReason is the reason of the Event that carries dractl's account of
-// why no node fits.
-const eventReason = "DevicesUnavailable"
+// Rejections of the pod, on every node, in PreFilter.
+const (
+	reasonInUse = "resourceclaim in use"
+	// reasonBeingAllocated (the claim): another cycle's allocation of the
+	// claim is in flight.
+	reasonBeingAllocated = "resource claim %s is in the process of being allocated"
+	// reasonNoClass (the request, the class).
+	reasonNoClass = "request %s: device class %s does not exist"
+	// reasonUnknownRequest (the claim, the request).
+	reasonUnknownRequest = "resource claim %s, request %s: unknown request type"
+)
+
+// What PostFilter and PodGroupPostFilter did, in the status that ends
+// them.
+const (
+	reasonDeletedStale     = "deletion of ResourceClaim completed"
+	reasonDeallocated      = "deallocation of ResourceClaim completed"
+	reasonGroupDone        = "deallocation and deletion of ResourceClaims completed"
+	reasonGroupDeallocated = "deallocation of PodGroup ResourceClaim completed"
+	reasonGroupUnreserved  = "ResourceClaim unreserved for PodGroup"
+)
+
+// Why SignPod gives a pod no signature.
+const (
+	reasonUnsignableClaims   = "pods with dra resource claims are not signable"
+	reasonUnsignableExtended = "pods with extended resources backed by dra are not signable"
+)
+
+// The reasons of the pod's Events.
+const (
+	// eventReason: dractl's account of why no node fits (PostFilter,
+	// PodGroupPostFilter).
+	eventReason = "DevicesUnavailable"
+	// eventBindingConditionsPending: PreBind waits for the devices'
+	// binding conditions, as the in-tree plugin reports it.
+	eventBindingConditionsPending = "BindingConditionsPending"
+)
 
 // Verdicts for allocated claims that the node cannot use.
 const (

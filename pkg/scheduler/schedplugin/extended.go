@@ -11,15 +11,15 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/dractl/dractl/pkg/core/podclaims"
 	"github.com/dractl/dractl/pkg/core/state"
@@ -40,15 +40,6 @@ import (
 // framework's claim tracker knows the allocation under a placeholder UID,
 // as it does for kube-scheduler's, so that NodeResourcesFit and other
 // profiles count its devices.
-
-// reasonStaleExtended is the in-tree plugin's reason for a pod whose
-// extended-resource claim an earlier attempt created: it is deleted in
-// PostFilter and the next attempt starts anew.
-const reasonStaleExtended = "cannot schedule extended resource claim"
-
-// reasonCannotFitResource is the in-tree plugin's reason for a node that
-// neither advertises an extended resource of the pod nor has DRA serve it.
-const reasonCannotFitResource = "cannot fit resource"
 
 // trackerWait bounds how long PreBind waits for the claim tracker to show
 // a claim it created (kube-scheduler waits as long), before it takes the
@@ -122,11 +113,11 @@ func (s *cycleState) extendedVariant(node string, need podclaims.Need) *variant 
 // maySkip reports whether the pod asks for nothing the plugin looks at:
 // no claims, and no container request with a domain, which every
 // extended resource name has.
-func (pl *Plugin) maySkip(pod *v1.Pod) bool {
+func (ci *claimIndex) maySkip(pod *v1.Pod) bool {
 	if len(pod.Spec.ResourceClaims) > 0 {
 		return false
 	}
-	if !pl.fts.ExtendedResource {
+	if !ci.fts.ExtendedResource {
 		return true
 	}
 	for _, cs := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
@@ -158,16 +149,15 @@ func extendedClaimOwner(obj any) ([]string, error) {
 
 // indexExtendedClaims lets PreFilter find a pod's extended-resource claim
 // an earlier attempt created without looking at every claim. Profiles
-// share the informer, and the index.
-func (pl *Plugin) indexExtendedClaims() error {
-	inf := pl.fh.SharedInformerFactory().Resource().V1().ResourceClaims().Informer()
+// share the claim informer, and the index.
+func (ci *claimIndex) indexExtendedClaims(inf cache.SharedIndexInformer) error {
 	if _, ok := inf.GetIndexer().GetIndexers()[extendedClaimIndex]; !ok {
 		if err := inf.AddIndexers(cache.Indexers{extendedClaimIndex: extendedClaimOwner}); err != nil {
 			return fmt.Errorf("index extended-resource claims: %w", err)
 		}
 	}
 	indexer := inf.GetIndexer()
-	pl.extendedClaimOf = func(pod *v1.Pod) *resourcev1.ResourceClaim {
+	ci.extendedClaimOf = func(pod *v1.Pod) *resourcev1.ResourceClaim {
 		objs, err := indexer.ByIndex(extendedClaimIndex, string(pod.UID))
 		if err != nil {
 			return nil
@@ -226,7 +216,7 @@ func (pl *Plugin) bindExtended(ctx context.Context, s *cycleState, pod *v1.Pod) 
 		pl.feed.created(created)
 	}
 	key := state.KeyOf(x.created)
-	stored, err := pl.bindClaim(ctx, x.created, x.reserved.Status.Allocation, podConsumer(pod))
+	stored, err := pl.binder.bindClaim(ctx, x.created, x.reserved.Status.Allocation, podConsumer(pod))
 	if err != nil {
 		var uw *uncertainWriteError
 		if errors.As(err, &uw) {
@@ -237,10 +227,10 @@ func (pl *Plugin) bindExtended(ctx context.Context, s *cycleState, pod *v1.Pod) 
 	}
 	x.created, x.written = stored, true
 	pl.feed.written(key, stored.ResourceVersion)
-	if err := pl.patchExtendedStatus(ctx, pod, stored.Name, x.mappings); err != nil {
+	if err := patchExtendedStatus(ctx, pl.clientset, pod, stored.Name, x.mappings); err != nil {
 		return err
 	}
-	pl.awaitTracker(ctx, stored)
+	awaitTracker(ctx, pl.dra.ResourceClaims(), stored)
 	pl.dra.ResourceClaims().MaybeRemoveClaimPendingAllocation(x.uid, true)
 	x.inFlight = false
 	// From here on it is one of the pod's claims: binding conditions
@@ -253,7 +243,7 @@ func (pl *Plugin) bindExtended(ctx context.Context, s *cycleState, pod *v1.Pod) 
 // patchExtendedStatus writes the pod's status.extendedResourceClaimStatus.
 // A merge patch replaces the mappings of an earlier attempt whole; the
 // UID makes it fail for another pod of the same name.
-func (pl *Plugin) patchExtendedStatus(ctx context.Context, pod *v1.Pod, claim string, mappings []v1.ContainerExtendedResourceRequest) error {
+func patchExtendedStatus(ctx context.Context, client kubernetes.Interface, pod *v1.Pod, claim string, mappings []v1.ContainerExtendedResourceRequest) error {
 	patch, err := json.Marshal(map[string]any{
 		"metadata": map[string]any{"uid": pod.UID},
 		"status": map[string]any{"extendedResourceClaimStatus": v1.PodExtendedResourceClaimStatus{
@@ -263,7 +253,7 @@ func (pl *Plugin) patchExtendedStatus(ctx context.Context, pod *v1.Pod, claim st
 	if err != nil {
 		return err
 	}
-	if _, err := pl.clientset.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
+	if _, err := client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
 		return fmt.Errorf("update pod %s extendedResourceClaimStatus: %w", klog.KObj(pod), err)
 	}
 	return nil
@@ -273,8 +263,7 @@ func (pl *Plugin) patchExtendedStatus(ctx context.Context, pod *v1.Pod, claim st
 // its allocation: taken out of flight before, its devices would look free
 // to NodeResourcesFit and to other profiles until the informer delivers
 // the claim.
-func (pl *Plugin) awaitTracker(ctx context.Context, stored *resourcev1.ResourceClaim) {
-	tr := pl.dra.ResourceClaims()
+func awaitTracker(ctx context.Context, tr fwk.ResourceClaimTracker, stored *resourcev1.ResourceClaim) {
 	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, trackerWait, true, func(context.Context) (bool, error) {
 		cur, err := tr.Get(stored.Namespace, stored.Name)
 		if err != nil || cur.UID != stored.UID {
@@ -312,43 +301,10 @@ func (pl *Plugin) unreserveExtended(ctx context.Context, s *cycleState) {
 	if x.created == nil {
 		pl.feed.dropPlaceholder(key, x.uid)
 	} else if !s.preBound {
-		if err := pl.deleteClaim(ctx, x.created); err != nil {
+		if err := pl.binder.deleteClaim(ctx, x.created); err != nil {
 			klog.FromContext(ctx).Error(err, "Delete extended-resource claim", "resourceclaim", klog.KObj(x.created))
 		}
 		x.created, x.written = nil, false
 	}
 	x.reserved, x.mappings = nil, nil
-}
-
-// deleteClaim deletes a claim the scheduler created, its finalizer
-// removed first (the claim is nobody's once the pod does not use it).
-func (pl *Plugin) deleteClaim(ctx context.Context, c *resourcev1.ResourceClaim) error {
-	client := pl.clientset.ResourceV1().ResourceClaims(c.Namespace)
-	refresh := false
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if refresh {
-			latest, err := client.Get(ctx, c.Name, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			c = latest
-		}
-		refresh = true
-		i := slices.Index(c.Finalizers, resourcev1.Finalizer)
-		if i < 0 {
-			return nil
-		}
-		c = c.DeepCopy()
-		c.Finalizers = slices.Delete(c.Finalizers, i, i+1)
-		_, err := client.Update(ctx, c, metav1.UpdateOptions{})
-		return err
-	})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("remove the finalizer of claim %s: %w", klog.KObj(c), err)
-	}
-	err = client.Delete(ctx, c.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &c.UID}})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("delete claim %s: %w", klog.KObj(c), err)
-	}
-	return nil
 }

@@ -237,7 +237,7 @@ func TestExtendedResourceStaleClaim(t *testing.T) {
 	if _, err := c.client.ResourceV1().ResourceClaims("default").Get(ctx, stale.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("stale claim not deleted: %v", err)
 	}
-	hint, err := c.pl.afterClaimChange(c.pl.feed.logger, pod, stale, nil)
+	hint, err := c.pl.claims.afterClaimChange(c.pl.feed.logger, pod, stale, nil)
 	if err != nil || hint != fwk.Queue {
 		t.Errorf("deletion of the stale claim: hint %v, %v; want the pod queued", hint, err)
 	}

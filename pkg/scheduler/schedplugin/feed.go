@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
@@ -33,6 +34,10 @@ type feed struct {
 	// mu guards every field below and orders the State's writes: the
 	// informer's handlers, Reserve, Unreserve and PreBind all change
 	// claims or assumptions, and each reads the State before writing it.
+	// It is not the waitlist's lock: the feed tells the waitlist only
+	// after it has let mu go (released), so that Filter, which records
+	// rejections on the waitlist, never waits for a claim event; nor is
+	// it held across API calls, as binder.writing is.
 	mu sync.Mutex
 	// foreignClaims returns the claims ("namespace/name") that pods of
 	// other scheduling profiles reference: of the pending claims, the only
@@ -457,4 +462,29 @@ func newerVersion(a, b string) bool {
 	x, err1 := strconv.ParseInt(a, 10, 64)
 	y, err2 := strconv.ParseInt(b, 10, 64)
 	return err1 == nil && err2 == nil && x > y
+}
+
+// indexForeignClaims indexes the scheduler's pods by the claims that pods
+// of other profiles reference, which another DRA plugin of the scheduler
+// may be allocating (see sync), and hands the feed the index as
+// foreignClaims. The informer updates its index before it notifies the
+// scheduling queue, so a pod is indexed before another profile can
+// schedule it. Pods of every phase but the terminal ones, which the
+// scheduler does not watch, stay indexed: a bound pod's claim may reach
+// the State after the pod's binding does.
+func (f *feed) indexForeignClaims(pods cache.SharedIndexInformer, profile string) error {
+	name := Name + "/claims-of-pods-not-in-" + profile
+	err := pods.AddIndexers(cache.Indexers{name: func(obj any) ([]string, error) {
+		pod, ok := obj.(*v1.Pod)
+		if !ok || pod.Spec.SchedulerName == profile {
+			return nil, nil
+		}
+		return claimKeys(pod), nil
+	}})
+	if err != nil {
+		return fmt.Errorf("index pods by claim: %w", err)
+	}
+	indexer := pods.GetIndexer()
+	f.foreignClaims = func() []string { return indexer.ListIndexFuncValues(name) }
+	return nil
 }

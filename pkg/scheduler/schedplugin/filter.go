@@ -56,7 +56,7 @@ func (pl *Plugin) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, no
 			switch {
 			case err != nil:
 				why = whyBindingFailed
-			case !ready && pl.bindingTimedOut(pc.claim):
+			case !ready && pl.binder.bindingTimedOut(pc.claim):
 				why = whyBindingTimedOut
 			}
 		}
@@ -96,7 +96,7 @@ func (pl *Plugin) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, no
 		cycle = s.extendedVariant(node.Name, need).cycle
 	}
 	if cycle == nil {
-		return pl.fitNodeResources(logger, s, pod, nodeInfo, nil)
+		return pl.nodeResources.fit(logger, s, pod, nodeInfo, nil)
 	}
 	res, err := cycle.Allocate(ctx, node)
 	var unfit *allocator.UnfitError
@@ -125,7 +125,7 @@ func (pl *Plugin) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, no
 		}
 		return unresolvable(logger, reasonCannotAllocate)
 	case ctx.Err() != nil:
-		return unresolvable(logger, fmt.Sprintf("asked by caller to stop allocating devices: %v", context.Cause(ctx)))
+		return unresolvable(logger, fmt.Sprintf(reasonStopped, context.Cause(ctx)))
 	case errors.Is(err, context.DeadlineExceeded):
 		// Possibly transient: an error retries after a backoff rather
 		// than waiting for a cluster event.
@@ -136,7 +136,7 @@ func (pl *Plugin) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, no
 	case len(res) != len(s.pending) && len(res) != len(s.pending)+1:
 		return asError(logger, fmt.Errorf("node %s: %d allocation results for %d claims", node.Name, len(res), len(s.pending)))
 	}
-	if st := pl.fitNodeResources(logger, s, pod, nodeInfo, res); st != nil {
+	if st := pl.nodeResources.fit(logger, s, pod, nodeInfo, res); st != nil {
 		return st
 	}
 	s.mu.Lock()

@@ -35,7 +35,9 @@ type bindGate struct {
 	now        func() time.Time
 
 	// mu guards inFlight, freed and waiters: the scheduling cycle adds,
-	// binding cycles (one goroutine per pod) remove.
+	// binding cycles (one goroutine per pod) remove. It is the gate's
+	// alone: PreFilter waits on freed without holding it, and the count
+	// shares nothing with the feed's or the waitlist's state.
 	mu sync.Mutex
 	// inFlight are the pods that passed Reserve, with when they did.
 	inFlight map[types.UID]time.Time

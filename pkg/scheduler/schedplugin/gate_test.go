@@ -115,13 +115,13 @@ func TestGatePacesCycles(t *testing.T) {
 	c := newCluster(t, &Args{BindingsInFlight: ptr.To[int32](1)}, objs...)
 	// No pod in flight goes stale however slowly the test runs.
 	now := time.Now()
-	c.pl.gate.now = func() time.Time { return now }
+	c.pl.binder.gate.now = func() time.Time { return now }
 	ctx := context.Background()
 	wantInFlight := func(after string, want int) {
 		t.Helper()
-		c.pl.gate.mu.Lock()
-		got := len(c.pl.gate.inFlight)
-		c.pl.gate.mu.Unlock()
+		c.pl.binder.gate.mu.Lock()
+		got := len(c.pl.binder.gate.inFlight)
+		c.pl.binder.gate.mu.Unlock()
 		if got != want {
 			t.Fatalf("after %s %d pods in flight, want %d", after, got, want)
 		}
@@ -144,7 +144,7 @@ func TestGatePacesCycles(t *testing.T) {
 
 	podA := gpuPod("pod-a", "a")
 	csA, node := place(podA)
-	done := inBackground(t, c.pl.gate, func() { _, _ = c.pl.PreFilter(ctx, newCycleState(), gpuPod("pod-b", "b"), nil) })
+	done := inBackground(t, c.pl.binder.gate, func() { _, _ = c.pl.PreFilter(ctx, newCycleState(), gpuPod("pod-b", "b"), nil) })
 	if returned(done) {
 		t.Fatal("pod-b's PreFilter did not wait for pod-a's binding")
 	}

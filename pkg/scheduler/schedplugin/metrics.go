@@ -69,7 +69,8 @@ var (
 	states = &stateCollector{states: map[string]*state.State{}}
 	// registerOnce: the metrics are process-wide (legacyregistry) while
 	// a plugin is made per profile and again after a restart in the
-	// process; registering twice panics.
+	// process; registering twice panics. The profiles' States are not
+	// added under it: every plugin made adds its own, under states.mu.
 	registerOnce sync.Once
 )
 
@@ -90,7 +91,8 @@ func registerMetrics(profile string, st *state.State) {
 // stateCollector reads what the profiles' States count when scraped.
 type stateCollector struct {
 	metrics.BaseStableCollector
-	// mu guards states: plugins register while a scrape reads.
+	// mu guards states: plugins register while a scrape reads. Nothing
+	// else of the plugin's is read during a scrape.
 	mu     sync.Mutex
 	states map[string]*state.State
 }

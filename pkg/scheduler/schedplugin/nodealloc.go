@@ -10,6 +10,7 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -31,16 +32,28 @@ import (
 // placed without them until the informer brings the bound pod with its
 // status. footprints bridges that gap.
 
-// whyMappedShared is upstream's reason for a pod that would share a claim
-// standing for another pod's node resources.
-const whyMappedShared = "node allocatable resource claim %s has a mapped device and cannot be shared across pods"
+// nodeResources is the plugin's part in KEP-5517 across the phases:
+// Filter's fit of the devices' node resources (fit), the footprint
+// Reserve counts (reserve), the statuses PreBind writes into the pod
+// (write) and Unreserve clears (unreserve). It owns the footprints, which
+// outlive the cycles: the pod informer's handler forgets them
+// (forgetGone).
+type nodeResources struct {
+	clientset kubernetes.Interface
+	fts       Features
+	// footprints are the node resources of placed pods the scheduler's
+	// cache does not count yet.
+	footprints footprints
+}
 
 // footprints are what pods this plugin placed take from their node beyond
 // their containers' requests, kept from Reserve until the scheduler's
 // cache holds the pod with its statuses (or the pod is gone).
 type footprints struct {
 	// mu guards nodes: Reserve adds, the pod informer's handler forgets,
-	// and Filter reads on many goroutines.
+	// and Filter reads on many goroutines. It is not a cycle's lock
+	// (cycleState.mu): the footprints are every cycle's, and a Filter
+	// holds this one only to sum a node's, never while it allocates.
 	mu    sync.Mutex
 	nodes map[string]map[types.UID]nodealloc.Amounts
 }
@@ -94,26 +107,26 @@ func (f *footprints) on(nodeInfo fwk.NodeInfo) nodealloc.Amounts {
 	return sum
 }
 
-// watchPodsGone forgets the footprints of deleted pods.
-func (pl *Plugin) watchPodsGone() error {
-	_, err := pl.fh.SharedInformerFactory().Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+// forgetGone forgets the footprints of pods the informer reports deleted.
+func (n *nodeResources) forgetGone(pods cache.SharedIndexInformer) error {
+	_, err := pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		DeleteFunc: func(obj any) {
 			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 				obj = d.Obj
 			}
 			if p, ok := obj.(*v1.Pod); ok {
-				pl.footprints.forget(p.UID)
+				n.footprints.forget(p.UID)
 			}
 		},
 	})
 	return err
 }
 
-// fitNodeResources is Filter's KEP-5517 step for one node; res are the
+// fit is Filter's KEP-5517 step for one node; res are the
 // allocations the node would give the pending claims (nil: none pending).
 // It records the statuses the pod would get there.
-func (pl *Plugin) fitNodeResources(logger klog.Logger, s *cycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo, res []*resourcev1.AllocationResult) *fwk.Status {
-	if !pl.fts.NodeAllocatableResources || s.snap == nil {
+func (n *nodeResources) fit(logger klog.Logger, s *cycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo, res []*resourcev1.AllocationResult) *fwk.Status {
+	if !n.fts.NodeAllocatableResources || s.snap == nil {
 		return nil
 	}
 	devices := deviceResources(s.snap)
@@ -132,7 +145,7 @@ func (pl *Plugin) fitNodeResources(logger klog.Logger, s *cycleState, pod *v1.Po
 		}
 		if j, ok := pendingAt[i]; ok && j < len(res) {
 			a = res[j]
-		} else if a != nil && (inGroup || len(pc.claim.Status.ReservedFor) > 0 && !pl.reservedFor(pod, pc.claim)) && nodealloc.Mapped(a, devices) {
+		} else if a != nil && (inGroup || len(pc.claim.Status.ReservedFor) > 0 && !n.fts.reservedFor(pod, pc.claim)) && nodealloc.Mapped(a, devices) {
 			return unresolvable(logger, fmt.Sprintf(whyMappedShared, pc.claim.Name))
 		}
 		if a != nil {
@@ -146,13 +159,13 @@ func (pl *Plugin) fitNodeResources(logger klog.Logger, s *cycleState, pod *v1.Po
 	if len(statuses) == 0 {
 		return nil
 	}
-	if pl.fts.PodLevelResources {
+	if n.fts.PodLevelResources {
 		if why := nodealloc.PodLevelShortfall(pod, statuses); why != "" {
 			return unresolvable(logger, why)
 		}
 	}
-	demand := nodealloc.Demand(pod, statuses, pl.fts.PodLevelResources)
-	requested := amountsOf(nodeInfo.GetRequested()).Add(pl.footprints.on(nodeInfo))
+	demand := nodealloc.Demand(pod, statuses, n.fts.PodLevelResources)
+	requested := amountsOf(nodeInfo.GetRequested()).Add(n.footprints.on(nodeInfo))
 	if reasons, unres := nodealloc.Fit(demand, amountsOf(nodeInfo.GetAllocatable()), requested); len(reasons) > 0 {
 		code := fwk.Unschedulable
 		if unres {
@@ -169,20 +182,20 @@ func (pl *Plugin) fitNodeResources(logger klog.Logger, s *cycleState, pod *v1.Po
 	return nil
 }
 
-// reserveNodeResources counts the pod's footprint on the chosen node.
-func (pl *Plugin) reserveNodeResources(s *cycleState, pod *v1.Pod, node string) {
+// reserve counts the pod's footprint on the chosen node.
+func (n *nodeResources) reserve(s *cycleState, pod *v1.Pod, node string) {
 	s.mu.Lock()
 	statuses := s.nodeStatuses[node]
 	s.mu.Unlock()
 	s.reservedStatuses = statuses
 	if len(statuses) > 0 {
-		pl.footprints.add(node, pod.UID, nodealloc.AmountsOf(nodealloc.Extra(pod, statuses, pl.fts.PodLevelResources)))
+		n.footprints.add(node, pod.UID, nodealloc.AmountsOf(nodealloc.Extra(pod, statuses, n.fts.PodLevelResources)))
 	}
 }
 
-// writeNodeResources records the statuses in the pod before it is bound,
+// write records the statuses in the pod before it is bound,
 // so that the kubelet sizes it with its devices' node resources.
-func (pl *Plugin) writeNodeResources(ctx context.Context, s *cycleState, pod *v1.Pod) error {
+func (n *nodeResources) write(ctx context.Context, s *cycleState, pod *v1.Pod) error {
 	if len(s.reservedStatuses) == 0 {
 		return nil
 	}
@@ -192,16 +205,16 @@ func (pl *Plugin) writeNodeResources(ctx context.Context, s *cycleState, pod *v1
 	}
 	// Written whatever the outcome: Unreserve clears an unknown one.
 	s.statusesWritten = true
-	if _, err := pl.clientset.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
+	if _, err := n.clientset.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
 		return fmt.Errorf("pod %s: write nodeAllocatableResourceClaimStatuses: %w", klog.KObj(pod), err)
 	}
 	return nil
 }
 
-// unreserveNodeResources forgets the footprint and clears statuses
+// unreserve forgets the footprint and clears statuses
 // PreBind wrote, unless the pod may be bound (see Unreserve).
-func (pl *Plugin) unreserveNodeResources(ctx context.Context, logger klog.Logger, s *cycleState, pod *v1.Pod) {
-	pl.footprints.forget(pod.UID)
+func (n *nodeResources) unreserve(ctx context.Context, logger klog.Logger, s *cycleState, pod *v1.Pod) {
+	n.footprints.forget(pod.UID)
 	if !s.statusesWritten || s.preBound {
 		return
 	}
@@ -209,7 +222,7 @@ func (pl *Plugin) unreserveNodeResources(ctx context.Context, logger klog.Logger
 	// from one to clear. The uid keeps the patch off a namesake.
 	patch, err := statusesPatch(pod.UID, []v1.NodeAllocatableResourceClaimStatus{})
 	if err == nil {
-		_, err = pl.clientset.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
+		_, err = n.clientset.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
 	}
 	if err != nil {
 		// The next attempt writes the statuses again.

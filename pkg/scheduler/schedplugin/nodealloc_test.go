@@ -145,11 +145,11 @@ func TestNodeAllocatableResources(t *testing.T) {
 	if _, node, _ := schedule(t, c, podC, cpuNode(7, podA)); node != "" {
 		t.Fatalf("pod-c placed with 16-7-9=0 CPUs left")
 	}
-	if n := len(c.pl.footprints.nodes["node-1"]); n != 1 {
+	if n := len(c.pl.nodeResources.footprints.nodes["node-1"]); n != 1 {
 		t.Errorf("footprints on node-1: %d, want pod-b's alone once pod-a is in the cache", n)
 	}
 	// pod-b never bound: Unreserve frees its CPUs.
-	c.pl.footprints.forget(podB.UID)
+	c.pl.nodeResources.footprints.forget(podB.UID)
 	if _, node, statuses := schedule(t, c, podC, cpuNode(7, podA)); node != "node-1" {
 		t.Fatalf("pod-c not placed after pod-b's footprint was dropped: %v", statuses)
 	}
@@ -168,7 +168,7 @@ func TestNodeAllocatableUnreserveClears(t *testing.T) {
 	}
 	s, err := readState(cs)
 	must(t, err)
-	must(t, c.pl.writeNodeResources(ctx, s, podA))
+	must(t, c.pl.nodeResources.write(ctx, s, podA))
 	written := func() int {
 		got, err := c.client.CoreV1().Pods("default").Get(ctx, "pod-a", metav1.GetOptions{})
 		must(t, err)
@@ -187,8 +187,8 @@ func TestNodeAllocatableUnreserveClears(t *testing.T) {
 	if written() != 0 {
 		t.Error("Unreserve left the statuses")
 	}
-	if len(c.pl.footprints.nodes) != 0 {
-		t.Errorf("Unreserve left footprints %v", c.pl.footprints.nodes)
+	if len(c.pl.nodeResources.footprints.nodes) != 0 {
+		t.Errorf("Unreserve left footprints %v", c.pl.nodeResources.footprints.nodes)
 	}
 }
 
@@ -250,7 +250,7 @@ func TestNodeAllocatableGateOff(t *testing.T) {
 	}
 	s, err := readState(cs)
 	must(t, err)
-	must(t, c.pl.writeNodeResources(context.Background(), s, pod))
+	must(t, c.pl.nodeResources.write(context.Background(), s, pod))
 	got, err := c.client.CoreV1().Pods("default").Get(context.Background(), "pod-a", metav1.GetOptions{})
 	must(t, err)
 	if len(got.Status.NodeAllocatableResourceClaimStatuses) != 0 {

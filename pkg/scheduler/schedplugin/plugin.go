@@ -3,26 +3,33 @@ package schedplugin
 import (
 	"context"
 	"fmt"
-	"sync"
 
 	v1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/dractl/dractl/pkg/core/state"
 	"github.com/dractl/dractl/pkg/core/state/informer"
-	"github.com/dractl/dractl/pkg/internal/claimlock"
 )
 
 // Name is the plugin's name in a KubeSchedulerConfiguration.
 const Name = "DractlDynamicResources"
 
 // Plugin is dractl's DRA scheduler plugin. Make one with NewFactory.
+//
+// kube-scheduler calls the framework's extension points on Plugin, one
+// file per phase; the state a phase keeps across cycles is in a part of
+// its own, beside the methods that use it: claims (the claim and pod
+// lookups of PreEnqueue, PreFilter and the queueing hints), results (the
+// reused per-node results maps), binder (PreBind's writes and the gate
+// that paces cycles to them), nodeResources (KEP-5517's footprints) and
+// feed and waiting, which the informers' handlers drive. Plugin holds no
+// lock of its own: each part guards its own state, and what one cycle
+// knows is its cycleState.
 type Plugin struct {
 	cfg       config
 	fts       Features
@@ -36,25 +43,15 @@ type Plugin struct {
 	// synced reports whether the State has seen every object the
 	// informers listed at start.
 	synced []cache.InformerSynced
-	// claimsListed reports whether the claim informer has listed every
-	// claim (see PreEnqueue).
-	claimsListed cache.InformerSynced
-	// podsByClaimName indexes the scheduler's pods by the claims they
-	// reference (see podsOfClaim).
-	podsByClaimName  cache.Indexer
-	podsByClaimIndex string
-	// resultMaps holds cycles' results maps for reuse (see resultsMap).
-	resultMaps sync.Pool
-	// gate paces the cycles to the binding cycles (nil: no bound).
-	gate *bindGate
-	// footprints are the node resources of placed pods the scheduler's
-	// cache does not count yet (see nodealloc.go).
-	footprints footprints
-	// extendedClaimOf finds the extended-resource claim an earlier
-	// attempt created for a pod (nil: DRAExtendedResource is off).
-	extendedClaimOf func(*v1.Pod) *resourcev1.ResourceClaim
-	// writing takes PreBind's writes of one claim in turn (see bindClaim).
-	writing claimlock.Locks
+	// claims finds pods' claims and claims' pods (see claimIndex).
+	claims claimIndex
+	// results holds cycles' results maps for reuse (see resultMaps).
+	results resultMaps
+	// binder writes the claims and paces the cycles (see binder).
+	binder binder
+	// nodeResources counts devices that stand for node resources (see
+	// nodeResources).
+	nodeResources nodeResources
 }
 
 var (
@@ -105,8 +102,13 @@ func New(ctx context.Context, args runtime.Object, fh fwk.Handle, fts Features, 
 	st := state.New(stateOpts)
 	// The framework's PodActivator is set after the plugins are made.
 	waiting := newWaitlist(func(pods map[string]*v1.Pod) { fh.Activate(logger, pods) })
-	pl := &Plugin{cfg: cfg, fts: fts, fh: fh, clientset: fh.ClientSet(), dra: dra, st: st,
-		feed: newFeed(st, waiting, logger), waiting: waiting, gate: newBindGate(cfg.bindingsInFlight)}
+	clientset := fh.ClientSet()
+	pl := &Plugin{cfg: cfg, fts: fts, fh: fh, clientset: clientset, dra: dra, st: st,
+		feed: newFeed(st, waiting, logger), waiting: waiting,
+		claims: claimIndex{dra: dra, fts: fts},
+		binder: binder{clientset: clientset, dra: dra, conditions: fts.BindingConditions,
+			timeout: cfg.bindingTimeout, gate: newBindGate(cfg.bindingsInFlight)},
+		nodeResources: nodeResources{clientset: clientset, fts: fts}}
 	pl.feed.tracker = dra.ResourceClaims()
 	// Registered first: until then the metrics count nothing.
 	registerMetrics(fh.ProfileName(), st)
@@ -115,7 +117,7 @@ func New(ctx context.Context, args runtime.Object, fh fwk.Handle, fts Features, 
 		return nil, err
 	}
 	if fts.NodeAllocatableResources {
-		if err := pl.watchPodsGone(); err != nil {
+		if err := pl.nodeResources.forgetGone(fh.SharedInformerFactory().Core().V1().Pods().Informer()); err != nil {
 			return nil, err
 		}
 	}
@@ -164,16 +166,17 @@ func (pl *Plugin) watch(logger klog.Logger) error {
 		}
 		pl.synced = append(pl.synced, ruleReg.HasSynced)
 	}
-	pl.claimsListed = inf.ResourceClaims().Informer().HasSynced
-	if err := pl.indexClaimNames(); err != nil {
+	pl.claims.claimsListed = inf.ResourceClaims().Informer().HasSynced
+	pods := pl.fh.SharedInformerFactory().Core().V1().Pods().Informer()
+	if err := pl.claims.indexClaimNames(pods, profile); err != nil {
 		return err
 	}
 	if pl.fts.ExtendedResource {
-		if err := pl.indexExtendedClaims(); err != nil {
+		if err := pl.claims.indexExtendedClaims(inf.ResourceClaims().Informer()); err != nil {
 			return err
 		}
 	}
-	return pl.indexForeignClaims()
+	return pl.feed.indexForeignClaims(pods, profile)
 }
 
 // roomMadeBy tells the waiting pods when the State took an added or
@@ -184,67 +187,6 @@ func roomMadeBy[T any](waiting *waitlist) func(informer.Delta[T]) {
 			waiting.roomMade()
 		}
 	}
-}
-
-// indexClaimNames indexes the scheduler's pods by the claims they
-// reference (see claimKeys); a generated claim whose name the pod's status
-// does not carry yet is known by its controlling pod instead.
-func (pl *Plugin) indexClaimNames() error {
-	name := Name + "/pods-by-claim-name-" + pl.fh.ProfileName()
-	pods := pl.fh.SharedInformerFactory().Core().V1().Pods().Informer()
-	err := pods.AddIndexers(cache.Indexers{name: func(obj any) ([]string, error) {
-		pod, ok := obj.(*v1.Pod)
-		if !ok {
-			return nil, nil
-		}
-		return claimKeys(pod), nil
-	}})
-	if err != nil {
-		return fmt.Errorf("index pods by claim name: %w", err)
-	}
-	pl.podsByClaimName, pl.podsByClaimIndex = pods.GetIndexer(), name
-	return nil
-}
-
-// indexForeignClaims indexes the scheduler's pods by the claims that pods
-// of other profiles reference, which another DRA plugin of the scheduler
-// may be allocating (see feed.sync). The informer updates its index before
-// it notifies the scheduling queue, so a pod is indexed before another
-// profile can schedule it. Pods of every phase but the terminal ones,
-// which the scheduler does not watch, stay indexed: a bound pod's claim
-// may reach the State after the pod's binding does.
-func (pl *Plugin) indexForeignClaims() error {
-	profile := pl.fh.ProfileName()
-	name := Name + "/claims-of-pods-not-in-" + profile
-	pods := pl.fh.SharedInformerFactory().Core().V1().Pods().Informer()
-	err := pods.AddIndexers(cache.Indexers{name: func(obj any) ([]string, error) {
-		pod, ok := obj.(*v1.Pod)
-		if !ok || pod.Spec.SchedulerName == profile {
-			return nil, nil
-		}
-		return claimKeys(pod), nil
-	}})
-	if err != nil {
-		return fmt.Errorf("index pods by claim: %w", err)
-	}
-	indexer := pods.GetIndexer()
-	pl.feed.foreignClaims = func() []string { return indexer.ListIndexFuncValues(name) }
-	return nil
-}
-
-// claimKeys are the claims ("namespace/name") the pod references; a
-// template's claim is known once the pod's status names it.
-func claimKeys(pod *v1.Pod) []string {
-	if len(pod.Spec.ResourceClaims) == 0 {
-		return nil
-	}
-	keys := make([]string, 0, len(pod.Spec.ResourceClaims))
-	for i := range pod.Spec.ResourceClaims {
-		if claim, _, err := resourceclaim.Name(pod, &pod.Spec.ResourceClaims[i]); err == nil && claim != nil {
-			keys = append(keys, pod.Namespace+"/"+*claim)
-		}
-	}
-	return keys
 }
 
 // Name implements fwk.Plugin.

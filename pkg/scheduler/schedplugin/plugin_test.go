@@ -697,14 +697,14 @@ func TestQueueingHints(t *testing.T) {
 		old, cur any
 		want     fwk.QueueingHint
 	}{
-		{"the pod's claim appears", c.pl.afterClaimChange, gpuPod("p", "a"), nil, gpuClaim("a", 1), fwk.Queue},
-		{"another claim appears", c.pl.afterClaimChange, gpuPod("p", "a"), nil, gpuClaim("other", 1), fwk.QueueSkip},
-		{"another claim is deallocated", c.pl.afterClaimChange, gpuPod("p", "a"), allocated, gpuClaim("b", 1), fwk.Queue},
-		{"the claim generated for the pod appears", c.pl.afterClaimChange, withTemplate, nil, generated, fwk.Queue},
-		{"a claim generated for another pod appears", c.pl.afterClaimChange, withTemplate, nil, forOther, fwk.QueueSkip},
-		{"a slice appears, the pod's claims are there", c.pl.afterSliceChange, gpuPod("p", "a"), nil, slice, fwk.Queue},
-		{"a slice appears, the pod's claim is not there", c.pl.afterSliceChange, gpuPod("p", "missing"), nil, slice, fwk.QueueSkip},
-		{"a slice's labels change", c.pl.afterSliceChange, gpuPod("p", "a"), slice, relabelled, fwk.QueueSkip},
+		{"the pod's claim appears", c.pl.claims.afterClaimChange, gpuPod("p", "a"), nil, gpuClaim("a", 1), fwk.Queue},
+		{"another claim appears", c.pl.claims.afterClaimChange, gpuPod("p", "a"), nil, gpuClaim("other", 1), fwk.QueueSkip},
+		{"another claim is deallocated", c.pl.claims.afterClaimChange, gpuPod("p", "a"), allocated, gpuClaim("b", 1), fwk.Queue},
+		{"the claim generated for the pod appears", c.pl.claims.afterClaimChange, withTemplate, nil, generated, fwk.Queue},
+		{"a claim generated for another pod appears", c.pl.claims.afterClaimChange, withTemplate, nil, forOther, fwk.QueueSkip},
+		{"a slice appears, the pod's claims are there", c.pl.claims.afterSliceChange, gpuPod("p", "a"), nil, slice, fwk.Queue},
+		{"a slice appears, the pod's claim is not there", c.pl.claims.afterSliceChange, gpuPod("p", "missing"), nil, slice, fwk.QueueSkip},
+		{"a slice's labels change", c.pl.claims.afterSliceChange, gpuPod("p", "a"), slice, relabelled, fwk.QueueSkip},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := tc.hint(logger, tc.pod, tc.old, tc.cur)
@@ -750,7 +750,7 @@ func TestPreQueueingHintNarrowsClaimEvents(t *testing.T) {
 		{"a claim is deleted in an unknown state", cache.DeletedFinalStateUnknown{Key: "default/b", Obj: allocatedB}, nil, []string{all}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			res, err := c.pl.podsOfClaim(klog.Background(), tc.old, tc.cur)
+			res, err := c.pl.claims.podsOfClaim(klog.Background(), tc.old, tc.cur)
 			must(t, err)
 			var got []string
 			if res.AllPods {
@@ -764,7 +764,7 @@ func TestPreQueueingHintNarrowsClaimEvents(t *testing.T) {
 				t.Errorf("narrowed to %v, want %v", got, tc.want)
 			}
 			for _, p := range pods {
-				hint, err := c.pl.afterClaimChange(klog.Background(), p, tc.old, tc.cur)
+				hint, err := c.pl.claims.afterClaimChange(klog.Background(), p, tc.old, tc.cur)
 				must(t, err)
 				if hint == fwk.Queue && !res.AllPods && !slices.Contains(got, p.Name) {
 					t.Errorf("the claim hint requeues %s, which the narrowing leaves out", p.Name)

@@ -8,7 +8,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	"k8s.io/klog/v2"
@@ -37,9 +36,11 @@ import (
 // (resourceclaim.BindTo): status.reservedFor holds at most 256 consumers,
 // and a group may have many more pods.
 
-// groupState is what the plugin keeps in a pod-group cycle's state. The
-// framework runs the members of a group one at a time and drops the state
-// before binding starts, so it needs no lock.
+// groupState is what the plugin keeps in a pod-group cycle's state: the
+// allocations in flight that the group's members share, and each member's
+// cycle state for PodGroupPostFilter. The framework runs the members of a
+// group one at a time and drops the state before binding starts, so it
+// needs no lock.
 type groupState struct {
 	// inFlight are the claims whose allocation a member of this group
 	// cycle put in flight in Reserve, with the members sharing it.
@@ -95,14 +96,15 @@ func (g *groupState) landed(uid types.UID) {
 	}
 }
 
-// sharedInGroup returns the allocation of the claim that a member of the
-// pod's group cycle has in flight, nil if none: only such an allocation
-// may be shared before it is written.
-func (pl *Plugin) sharedInGroup(g *groupState, c *resourcev1.ResourceClaim) *resourcev1.AllocationResult {
+// sharedAllocation returns the allocation of the claim that a member of
+// the group cycle has in flight, as the claim tracker holds it; nil if
+// none, or outside a group cycle: only such an allocation may be shared
+// before it is written.
+func (g *groupState) sharedAllocation(tr fwk.ResourceClaimTracker, c *resourcev1.ResourceClaim) *resourcev1.AllocationResult {
 	if g == nil || len(g.inFlight[c.UID]) == 0 {
 		return nil
 	}
-	return pl.dra.ResourceClaims().GetPendingAllocation(c.UID)
+	return tr.GetPendingAllocation(c.UID)
 }
 
 // podGroupOf returns the pod's PodGroup from the scheduler's snapshot when
@@ -141,9 +143,9 @@ func podConsumer(pod *v1.Pod) resourcev1.ResourceClaimConsumerReference {
 }
 
 // reservedFor reports whether the claim is reserved for the pod, or for
-// its PodGroup where claims may be the group's.
-func (pl *Plugin) reservedFor(pod *v1.Pod, c *resourcev1.ResourceClaim) bool {
-	return resourceclaim.IsReservedForPod(pod, c, pl.fts.WorkloadResourceClaims)
+// its PodGroup where the gates let claims be the group's.
+func (f Features) reservedFor(pod *v1.Pod, c *resourcev1.ResourceClaim) bool {
+	return resourceclaim.IsReservedForPod(pod, c, f.WorkloadResourceClaims)
 }
 
 // PodGroupPostFilter runs when a pod group cycle found no placement for
@@ -200,7 +202,7 @@ func (pl *Plugin) PodGroupPostFilter(ctx context.Context, gcs fwk.PodGroupCycleS
 			return nil, st
 		}
 	}
-	return nil, fwk.NewStatus(fwk.Unschedulable, "deallocation and deletion of ResourceClaims completed")
+	return nil, fwk.NewStatus(fwk.Unschedulable, reasonGroupDone)
 }
 
 // freeGroupClaims frees one claim of the pod's group while none of the
@@ -237,10 +239,10 @@ func (pl *Plugin) freeGroupClaims(ctx context.Context, g *groupState, pod *v1.Po
 					continue
 				}
 				logger.V(5).Info("Deallocating PodGroup ResourceClaim", "podGroup", klog.KObj(group), "resourceclaim", klog.KObj(c))
-				if err := pl.deallocate(ctx, c); err != nil {
+				if err := pl.binder.deallocate(ctx, c); err != nil {
 					return asError(logger, err)
 				}
-				return fwk.NewStatus(fwk.Unschedulable, "deallocation of PodGroup ResourceClaim completed")
+				return fwk.NewStatus(fwk.Unschedulable, reasonGroupDeallocated)
 			}
 		}
 	}
@@ -259,34 +261,16 @@ func (pl *Plugin) freeGroupClaims(ctx context.Context, g *groupState, pod *v1.Po
 		if mustCheckOwner && resourceclaim.IsForPodGroup(group, c) != nil {
 			continue
 		}
-		if c.Status.Allocation == nil || !pl.reservedFor(pod, c) {
+		if c.Status.Allocation == nil || !pl.fts.reservedFor(pod, c) {
 			continue
 		}
 		logger.V(5).Info("Unreserving ResourceClaim for PodGroup", "podGroup", klog.KObj(group), "resourceclaim", klog.KObj(c))
-		if err := pl.unreserve(ctx, c, group.UID); err != nil {
+		if err := pl.binder.unreserve(ctx, c, group.UID); err != nil {
 			// The next cycle of the group gets here again.
 			logger.Error(err, "Unreserve ResourceClaim for PodGroup", "resourceclaim", klog.KObj(c))
 			continue
 		}
-		return fwk.NewStatus(fwk.Unschedulable, "ResourceClaim unreserved for PodGroup")
+		return fwk.NewStatus(fwk.Unschedulable, reasonGroupUnreserved)
 	}
 	return nil
-}
-
-// deallocate clears the claim's allocation and reservations.
-func (pl *Plugin) deallocate(ctx context.Context, c *resourcev1.ResourceClaim) error {
-	c = c.DeepCopy()
-	c.Status.ReservedFor = nil
-	c.Status.Allocation = nil
-	c.Status.Devices = nil
-	_, err := pl.clientset.ResourceV1().ResourceClaims(c.Namespace).UpdateStatus(ctx, c, metav1.UpdateOptions{})
-	return err
-}
-
-// unreserve takes consumer uid out of the claim's reservedFor. A strategic
-// merge patch removes the entry without needing the latest claim.
-func (pl *Plugin) unreserve(ctx context.Context, c *resourcev1.ResourceClaim, uid types.UID) error {
-	patch := fmt.Sprintf(`{"metadata":{"uid":%q},"status":{"reservedFor":[{"$patch":"delete","uid":%q}]}}`, c.UID, uid)
-	_, err := pl.clientset.ResourceV1().ResourceClaims(c.Namespace).Patch(ctx, c.Name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}, "status")
-	return err
 }

@@ -197,7 +197,7 @@ func TestGroupMembersWriteClaimInTurn(t *testing.T) {
 	second := bind(1)
 	// The second member waits for the claim's turn.
 	err := wait.PollUntilContextTimeout(ctx, time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-		return c.pl.writing.Users("uid-shared") == 2, nil
+		return c.pl.binder.writing.Users("uid-shared") == 2, nil
 	})
 	must(t, err)
 	if returned(second) {
@@ -221,7 +221,7 @@ func TestGroupMembersWriteClaimInTurn(t *testing.T) {
 	if want := []resourcev1.ResourceClaimConsumerReference{groupConsumer}; got.Status.Allocation == nil || !apiequality.Semantic.DeepEqual(got.Status.ReservedFor, want) {
 		t.Errorf("claim allocated %v, reserved for %v, want allocated and reserved for %v", got.Status.Allocation != nil, got.Status.ReservedFor, want)
 	}
-	if n := c.pl.writing.Users("uid-shared"); n != 0 {
+	if n := c.pl.binder.writing.Users("uid-shared"); n != 0 {
 		t.Errorf("%d still hold or wait for the claim's turn", n)
 	}
 }
@@ -437,7 +437,7 @@ func TestGateLetsGroupMembersThrough(t *testing.T) {
 	c.handle.groups.groups["default/pg"] = podGroup("shared", false)
 	// No pod in flight goes stale however slowly the test runs.
 	now := time.Now()
-	c.pl.gate.now = func() time.Time { return now }
+	c.pl.binder.gate.now = func() time.Time { return now }
 	ctx := context.Background()
 	group := newGroupCycle()
 	p0 := groupPod("p0", "shared", false)
@@ -445,12 +445,12 @@ func TestGateLetsGroupMembersThrough(t *testing.T) {
 
 	member := newCycleState()
 	member.group = group
-	if done := inBackground(t, c.pl.gate, func() { _, _ = c.pl.PreFilter(ctx, member, groupPod("p1", "shared", false), nil) }); !returned(done) {
+	if done := inBackground(t, c.pl.binder.gate, func() { _, _ = c.pl.PreFilter(ctx, member, groupPod("p1", "shared", false), nil) }); !returned(done) {
 		t.Fatal("a later member of the group cycle waited for the first")
 	}
 	first := newCycleState()
 	first.group = newGroupCycle()
-	done := inBackground(t, c.pl.gate, func() { _, _ = c.pl.PreFilter(ctx, first, groupPod("p2", "shared", false), nil) })
+	done := inBackground(t, c.pl.binder.gate, func() { _, _ = c.pl.PreFilter(ctx, first, groupPod("p2", "shared", false), nil) })
 	if returned(done) {
 		t.Fatal("the first member of the next group cycle did not wait for p0's binding")
 	}

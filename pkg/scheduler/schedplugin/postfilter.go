@@ -24,10 +24,10 @@ func (pl *Plugin) PostFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod
 		pl.countPending(pod, s, OutcomeUnschedulable, s.ext != nil)
 	}
 	if s.stale != nil {
-		if err := pl.deleteClaim(ctx, s.stale); err != nil {
+		if err := pl.binder.deleteClaim(ctx, s.stale); err != nil {
 			return nil, asError(klog.FromContext(ctx), err)
 		}
-		return nil, fwk.NewStatus(fwk.Unschedulable, "deletion of ResourceClaim completed")
+		return nil, fwk.NewStatus(fwk.Unschedulable, reasonDeletedStale)
 	}
 	if found, st := pl.deallocateUnavailable(ctx, pod, s); found {
 		return nil, st
@@ -85,10 +85,10 @@ func (pl *Plugin) deallocateUnavailable(ctx context.Context, pod *v1.Pod, s *cyc
 			continue
 		}
 		logger.V(5).Info("Deallocating ResourceClaim", "pod", klog.KObj(pod), "resourceclaim", klog.KObj(c))
-		if err := pl.deallocate(ctx, c); err != nil {
+		if err := pl.binder.deallocate(ctx, c); err != nil {
 			return true, asError(logger, err)
 		}
-		return true, fwk.NewStatus(fwk.Unschedulable, "deallocation of ResourceClaim completed")
+		return true, fwk.NewStatus(fwk.Unschedulable, reasonDeallocated)
 	}
 	return false, nil
 }

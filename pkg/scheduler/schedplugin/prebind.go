@@ -15,11 +15,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/dractl/dractl/pkg/core/state"
+	"github.com/dractl/dractl/pkg/internal/claimlock"
 )
 
 // Errors of the binding-conditions wait in PreBind.
@@ -27,6 +29,33 @@ var (
 	ErrBindingTimeout = errors.New("device binding timeout")
 	ErrBindingFailed  = errors.New("device binding failed")
 )
+
+// binder writes the plugin's claims to the API server: PreBind's
+// finalizer, allocation and reservation (bindClaim) and its wait for
+// binding conditions (claimsReadyForBinding), and the writes that take
+// them back: unreserve (Unreserve, PodGroupPostFilter), deallocate
+// (PostFilter, PodGroupPostFilter) and deleteClaim of an extended-resource
+// claim. It holds the
+// gate that paces scheduling cycles to PreBind's writes, since the gate
+// counts the pods whose writes are still to come.
+type binder struct {
+	clientset kubernetes.Interface
+	dra       fwk.SharedDRAManager
+	// conditions: DRADeviceBindingConditions is on; PreBind waits up to
+	// timeout for the devices' binding conditions.
+	conditions bool
+	timeout    time.Duration
+	// writing takes the writes of one claim in turn (see bindClaim): the
+	// members of a pod group are bound concurrently and share claims. It
+	// locks per claim, so that writes of unrelated claims, each an API
+	// round trip, do not queue behind each other, and it is no other
+	// lock of the plugin: it is held across API calls, which the feed's
+	// and the waitlist's holders (the informers' handlers, Filter) must
+	// never wait for.
+	writing claimlock.Locks
+	// gate paces the cycles to the binding cycles (nil: no bound).
+	gate *bindGate
+}
 
 // bindingPollInterval is how often PreBind looks at the claims while it
 // waits for binding conditions (the in-tree plugin's interval).
@@ -59,14 +88,14 @@ func (pl *Plugin) PreBind(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, n
 		return nil
 	}
 	// Past Reserve for good: no node's results are read any more.
-	pl.releaseResults(s)
-	defer pl.gate.release(pod.UID)
+	pl.results.release(s)
+	defer pl.binder.gate.release(pod.UID)
 	pendingAt := map[int]int{}
 	for j, i := range s.pending {
 		pendingAt[i] = j
 	}
 	for i, pc := range s.claims {
-		if pl.reservedFor(pod, pc.claim) {
+		if pl.fts.reservedFor(pod, pc.claim) {
 			continue
 		}
 		allocation := s.shared[i]
@@ -74,7 +103,7 @@ func (pl *Plugin) PreBind(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, n
 		if pending {
 			allocation = s.allocations[j]
 		}
-		c, err := pl.bindClaim(ctx, pc.claim, allocation, pc.consumer)
+		c, err := pl.binder.bindClaim(ctx, pc.claim, allocation, pc.consumer)
 		if err != nil {
 			var uw *uncertainWriteError
 			if allocation != nil && errors.As(err, &uw) {
@@ -109,7 +138,7 @@ func (pl *Plugin) PreBind(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, n
 			return asError(logger, err)
 		}
 	}
-	if err := pl.writeNodeResources(ctx, s, pod); err != nil {
+	if err := pl.nodeResources.write(ctx, s, pod); err != nil {
 		return asError(logger, err)
 	}
 	if !pl.fts.BindingConditions || !hasBindingConditions(s) {
@@ -117,10 +146,10 @@ func (pl *Plugin) PreBind(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, n
 		return nil
 	}
 	// Waiting for devices is not the API server's work.
-	pl.gate.release(pod.UID)
-	pl.fh.EventRecorder().Eventf(pod, nil, v1.EventTypeNormal, "BindingConditionsPending", "Scheduling", "waiting for binding conditions for device on node %s", nodeName)
-	err = wait.PollUntilContextTimeout(ctx, bindingPollInterval, pl.cfg.bindingTimeout, true, func(context.Context) (bool, error) {
-		return pl.claimsReadyForBinding(s)
+	pl.binder.gate.release(pod.UID)
+	pl.fh.EventRecorder().Eventf(pod, nil, v1.EventTypeNormal, eventBindingConditionsPending, "Scheduling", "waiting for binding conditions for device on node %s", nodeName)
+	err = wait.PollUntilContextTimeout(ctx, bindingPollInterval, pl.binder.timeout, true, func(context.Context) (bool, error) {
+		return pl.binder.claimsReadyForBinding(s)
 	})
 	if errors.Is(err, context.DeadlineExceeded) {
 		err = fmt.Errorf("%w: %w", ErrBindingTimeout, err)
@@ -144,14 +173,14 @@ func (pl *Plugin) PreBind(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, n
 // group's new claim unwritten; in turn, every member after the first
 // finds the first's write in the assume cache and writes nothing, where
 // racing each would pay a conflict, a read and a retry.
-func (pl *Plugin) bindClaim(ctx context.Context, claim *resourcev1.ResourceClaim, allocation *resourcev1.AllocationResult, consumer resourcev1.ResourceClaimConsumerReference) (*resourcev1.ResourceClaim, error) {
-	defer pl.writing.Lock(claim.UID)()
+func (b *binder) bindClaim(ctx context.Context, claim *resourcev1.ResourceClaim, allocation *resourcev1.AllocationResult, consumer resourcev1.ResourceClaimConsumerReference) (*resourcev1.ResourceClaim, error) {
+	defer b.writing.Lock(claim.UID)()
 	logger := klog.FromContext(ctx)
-	client := pl.clientset.ResourceV1().ResourceClaims(claim.Namespace)
+	client := b.clientset.ResourceV1().ResourceClaims(claim.Namespace)
 	c := claim.DeepCopy()
 	if consumer.Resource != "pods" {
 		// The claim as the last write of any pod of the group left it.
-		if cur, err := pl.dra.ResourceClaims().Get(c.Namespace, c.Name); err == nil && cur.UID == c.UID {
+		if cur, err := b.dra.ResourceClaims().Get(c.Namespace, c.Name); err == nil && cur.UID == c.UID {
 			c = cur.DeepCopy()
 		}
 	}
@@ -197,7 +226,7 @@ func (pl *Plugin) bindClaim(ctx context.Context, claim *resourcev1.ResourceClaim
 			c.Status.Allocation = allocation
 		}
 		c.Status.ReservedFor = append(c.Status.ReservedFor, consumer)
-		if pl.fts.BindingConditions {
+		if b.conditions {
 			if c.Status.Allocation == nil {
 				return fmt.Errorf("claim %s got deallocated elsewhere in the meantime", klog.KObj(c))
 			}
@@ -222,7 +251,7 @@ func (pl *Plugin) bindClaim(ctx context.Context, claim *resourcev1.ResourceClaim
 	})
 	if stored != nil {
 		// Newer than the informer until it catches up.
-		if err := pl.dra.ResourceClaims().AssumeClaimAfterAPICall(stored); err != nil {
+		if err := b.dra.ResourceClaims().AssumeClaimAfterAPICall(stored); err != nil {
 			logger.V(5).Info("Claim not stored in the assume cache", "resourceclaim", klog.KObj(stored), "err", err)
 		}
 	}
@@ -288,9 +317,9 @@ func hasBindingConditions(s *cycleState) bool {
 
 // claimsReadyForBinding re-reads the pod's claims and reports whether all of
 // their binding conditions hold.
-func (pl *Plugin) claimsReadyForBinding(s *cycleState) (bool, error) {
+func (b *binder) claimsReadyForBinding(s *cycleState) (bool, error) {
 	for i, pc := range s.claims {
-		c, err := pl.dra.ResourceClaims().Get(pc.claim.Namespace, pc.claim.Name)
+		c, err := b.dra.ResourceClaims().Get(pc.claim.Namespace, pc.claim.Name)
 		if err != nil {
 			return false, err
 		}
@@ -300,7 +329,7 @@ func (pl *Plugin) claimsReadyForBinding(s *cycleState) (bool, error) {
 			return false, err
 		}
 		if !ready {
-			if pl.bindingTimedOut(c) {
+			if b.bindingTimedOut(c) {
 				return false, fmt.Errorf("%w: claim %s", ErrBindingTimeout, c.Name)
 			}
 			return false, nil
@@ -339,14 +368,14 @@ func claimReadyForBinding(c *resourcev1.ResourceClaim) (bool, error) {
 
 // bindingTimedOut: the claim's devices have binding conditions and were
 // allocated longer than the binding timeout ago.
-func (pl *Plugin) bindingTimedOut(c *resourcev1.ResourceClaim) bool {
+func (b *binder) bindingTimedOut(c *resourcev1.ResourceClaim) bool {
 	a := c.Status.Allocation
-	if !pl.fts.BindingConditions || a == nil || a.AllocationTimestamp == nil {
+	if !b.conditions || a == nil || a.AllocationTimestamp == nil {
 		return false
 	}
 	for _, r := range a.Devices.Results {
 		if len(r.BindingConditions) > 0 {
-			return a.AllocationTimestamp.Add(pl.cfg.bindingTimeout).Before(time.Now())
+			return a.AllocationTimestamp.Add(b.timeout).Before(time.Now())
 		}
 	}
 	return false
@@ -358,6 +387,57 @@ func deviceStatus(c *resourcev1.ResourceClaim, r *resourcev1.DeviceRequestAlloca
 		if d.Driver == r.Driver && d.Pool == r.Pool && d.Device == r.Device {
 			return d
 		}
+	}
+	return nil
+}
+
+// deallocate clears the claim's allocation and reservations.
+func (b *binder) deallocate(ctx context.Context, c *resourcev1.ResourceClaim) error {
+	c = c.DeepCopy()
+	c.Status.ReservedFor = nil
+	c.Status.Allocation = nil
+	c.Status.Devices = nil
+	_, err := b.clientset.ResourceV1().ResourceClaims(c.Namespace).UpdateStatus(ctx, c, metav1.UpdateOptions{})
+	return err
+}
+
+// unreserve takes consumer uid out of the claim's reservedFor. A strategic
+// merge patch removes the entry without needing the latest claim.
+func (b *binder) unreserve(ctx context.Context, c *resourcev1.ResourceClaim, uid types.UID) error {
+	patch := fmt.Sprintf(`{"metadata":{"uid":%q},"status":{"reservedFor":[{"$patch":"delete","uid":%q}]}}`, c.UID, uid)
+	_, err := b.clientset.ResourceV1().ResourceClaims(c.Namespace).Patch(ctx, c.Name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}, "status")
+	return err
+}
+
+// deleteClaim deletes a claim the scheduler created, its finalizer
+// removed first (the claim is nobody's once the pod does not use it).
+func (b *binder) deleteClaim(ctx context.Context, c *resourcev1.ResourceClaim) error {
+	client := b.clientset.ResourceV1().ResourceClaims(c.Namespace)
+	refresh := false
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if refresh {
+			latest, err := client.Get(ctx, c.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			c = latest
+		}
+		refresh = true
+		i := slices.Index(c.Finalizers, resourcev1.Finalizer)
+		if i < 0 {
+			return nil
+		}
+		c = c.DeepCopy()
+		c.Finalizers = slices.Delete(c.Finalizers, i, i+1)
+		_, err := client.Update(ctx, c, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("remove the finalizer of claim %s: %w", klog.KObj(c), err)
+	}
+	err = client.Delete(ctx, c.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &c.UID}})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete claim %s: %w", klog.KObj(c), err)
 	}
 	return nil
 }

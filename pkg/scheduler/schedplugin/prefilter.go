@@ -23,7 +23,7 @@ func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 	logger := klog.FromContext(ctx)
 	s := &cycleState{}
 	cs.Write(stateKey, s)
-	if pl.maySkip(pod) {
+	if pl.claims.maySkip(pod) {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
 	group, err := groupStateOf(cs, false)
@@ -34,7 +34,7 @@ func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 		// The pods in flight that later members of a pod group cycle
 		// would wait for are the earlier members, which are bound only
 		// once the cycle is over: the gate holds back the first member.
-		pl.gate.wait(ctx)
+		pl.binder.gate.wait(ctx)
 		if group, err = groupStateOf(cs, true); err != nil {
 			return nil, asError(logger, err)
 		}
@@ -45,7 +45,7 @@ func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 	// A new attempt: whatever turned the pod away before is looked at
 	// again.
 	pl.waiting.drop(pod.UID)
-	claims, ext, err := pl.podClaims(pod)
+	claims, ext, err := pl.claims.podClaims(pod)
 	if err != nil {
 		return nil, unresolvable(logger, err.Error())
 	}
@@ -69,13 +69,13 @@ func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 			return nil, nil
 		}
 		a := c.Status.Allocation
-		if a != nil && !resourceclaim.CanBeReserved(c) && !pl.reservedFor(pod, c) {
-			return nil, unresolvable(logger, "resourceclaim in use")
+		if a != nil && !resourceclaim.CanBeReserved(c) && !pl.fts.reservedFor(pod, c) {
+			return nil, unresolvable(logger, reasonInUse)
 		}
 		if a == nil {
 			// Allocated by an earlier member of this pod group cycle and
 			// not written yet: used as if it were.
-			a = pl.sharedInGroup(group, c)
+			a = group.sharedAllocation(pl.dra.ResourceClaims(), c)
 			s.shared[i] = a
 		}
 		if a != nil {
@@ -95,7 +95,7 @@ func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 			return nil, asError(logger, fmt.Errorf("resourceclaim %s: the API server did not say whether it stored the claim's allocation; waiting for the claim to show it", klog.KObj(c)))
 		}
 		if pl.dra.ResourceClaims().GetPendingAllocation(c.UID) != nil {
-			return nil, unresolvable(logger, fmt.Sprintf("resource claim %s is in the process of being allocated", klog.KObj(c)))
+			return nil, unresolvable(logger, fmt.Sprintf(reasonBeingAllocated, klog.KObj(c)))
 		}
 		if st := pl.checkClasses(logger, c); st != nil {
 			return nil, st
@@ -141,7 +141,7 @@ func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 		// per kind of node.
 		s.ext = newExtendedState(ext, pod)
 	}
-	s.results = pl.resultsMap(len(nodes))
+	s.results = pl.results.get(len(nodes))
 	pl.countPending(pod, s, "", s.ext != nil)
 	return nil, nil
 }
@@ -156,7 +156,7 @@ func (pl *Plugin) checkClasses(logger klog.Logger, c *resourcev1.ResourceClaim) 
 		_, err := pl.dra.DeviceClasses().Get(class)
 		switch {
 		case apierrors.IsNotFound(err):
-			return unresolvable(logger, fmt.Sprintf("request %s: device class %s does not exist", request, class))
+			return unresolvable(logger, fmt.Sprintf(reasonNoClass, request, class))
 		case err != nil:
 			return asError(logger, err)
 		}
@@ -178,7 +178,7 @@ func (pl *Plugin) checkClasses(logger klog.Logger, c *resourcev1.ResourceClaim) 
 				}
 			}
 		default:
-			return unresolvable(logger, fmt.Sprintf("resource claim %s, request %s: unknown request type", klog.KObj(c), r.Name))
+			return unresolvable(logger, fmt.Sprintf(reasonUnknownRequest, klog.KObj(c), r.Name))
 		}
 	}
 	return nil

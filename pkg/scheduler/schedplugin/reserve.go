@@ -25,9 +25,9 @@ func (pl *Plugin) Reserve(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, n
 	if len(s.claims) > 0 || s.ext != nil {
 		// PreBind writes the claims; Unreserve ends the count if it never
 		// gets there.
-		pl.gate.take(pod.UID)
+		pl.binder.gate.take(pod.UID)
 	}
-	pl.reserveNodeResources(s, pod, nodeName)
+	pl.nodeResources.reserve(s, pod, nodeName)
 	// Nil once the group's pods are reserved for binding: what is shared
 	// from then on is counted in the claim tracker alone.
 	group, err := groupStateOf(cs, false)
@@ -129,12 +129,12 @@ func (pl *Plugin) reserveShared(logger klog.Logger, s *cycleState, pod *v1.Pod, 
 // claims' reservedFor. It is idempotent.
 func (pl *Plugin) Unreserve(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, _ string) {
 	logger := klog.FromContext(ctx)
-	pl.gate.release(pod.UID)
+	pl.binder.gate.release(pod.UID)
 	s, err := readState(cs)
 	if err != nil || len(s.claims) == 0 && s.ext == nil {
 		return
 	}
-	pl.unreserveNodeResources(ctx, logger, s, pod)
+	pl.nodeResources.unreserve(ctx, logger, s, pod)
 	group, _ := groupStateOf(cs, false)
 	// An allocation in flight ends with its last sharer: other members of
 	// the pod's group may still use it.
@@ -186,7 +186,7 @@ func (pl *Plugin) Unreserve(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 		if pc.extended || c.Status.Allocation == nil || !resourceclaim.IsReservedForPod(pod, c, false) {
 			continue
 		}
-		if err := pl.unreserve(ctx, c, pod.UID); err != nil {
+		if err := pl.binder.unreserve(ctx, c, pod.UID); err != nil {
 			// The next attempt for the pod gets here again.
 			logger.Error(err, "Unreserve", "resourceclaim", klog.KObj(c))
 		}

@@ -33,7 +33,9 @@ type waitlist struct {
 	// mu guards mark and pods together: a rejection is recorded against
 	// the mark it read, and a change bumps the mark and activates the
 	// pods that saw an older one, so neither may interleave with the
-	// other.
+	// other. It is not the feed's lock: Filter's goroutines take it to
+	// record rejections and must not wait while the feed applies a claim
+	// event; the feed calls roomMade once it has let its own lock go.
 	mu sync.Mutex
 	// mark counts the State changes that may have made room.
 	mark uint64
