@@ -25,7 +25,7 @@ func attachedGPU(t *testing.T) []runtime.Object {
 	t.Helper()
 	v, err := api.ToUpstream(at.Slice("node-1-devices").Driver(driver).Pool("node-1").Node("node-1").Count(1).
 		Device(at.Device("gpu-0").BindingConditions("attached")).Obj())
-	must(t, err)
+	at.Must(t, err)
 	v.UID = types.UID("uid-" + v.Name)
 	return []runtime.Object{v, at.Class("gpu", `device.driver == "`+driver+`"`), gpuClaim("a", 1)}
 }
@@ -89,7 +89,7 @@ func TestPreBindWaitsForBindingConditions(t *testing.T) {
 					conds = tc.later
 				}
 				written, err := c.tracker.Get("default", "a")
-				must(t, err)
+				at.Must(t, err)
 				c.tracker.set(withDeviceConditions(written, alloc, conds...))
 			}}
 			c.pl.dra = &watchedDRA{fakeDRA: c.handle.dra, tracker: watched}
@@ -110,7 +110,7 @@ func TestPreBindWaitsForBindingConditions(t *testing.T) {
 			// The allocation was written before the wait, whatever its end:
 			// the next attempt's PostFilter deallocates a failed one.
 			got, err := c.client.ResourceV1().ResourceClaims("default").Get(ctx, "a", metav1.GetOptions{})
-			must(t, err)
+			at.Must(t, err)
 			if got.Status.Allocation == nil || len(got.Status.ReservedFor) != 1 {
 				t.Errorf("claim not written before waiting: %+v", got.Status)
 			}

@@ -19,7 +19,7 @@ const driver = "gpu.example.com"
 // partition also taking its own memory slice counter.
 func gpuNode(t *testing.T, st *state.State, node string) {
 	t.Helper()
-	must(t, st.SetMixinSlice(at.Slice(node+"-counters").Driver(driver).Pool(node).Node(node).Count(2).
+	at.Must(t, st.SetMixinSlice(at.Slice(node+"-counters").Driver(driver).Pool(node).Node(node).Count(2).
 		Counters("gpu-0-counters", "memory", "40Gi", "memory-slice-0", "1", "memory-slice-1", "1", "memory-slice-2", "1", "memory-slice-3", "1").Obj()))
 	whole := at.Device("gpu-0").Str("model", "A100").
 		Consumes("gpu-0-counters", "memory", "40Gi", "memory-slice-0", "1", "memory-slice-1", "1", "memory-slice-2", "1", "memory-slice-3", "1")
@@ -28,14 +28,7 @@ func gpuNode(t *testing.T, st *state.State, node string) {
 		devs = append(devs, at.Device(at.Name("gpu-0-part", i)).Str("model", "A100").
 			Consumes("gpu-0-counters", "memory", "10Gi", at.Name("memory-slice", i), "1"))
 	}
-	must(t, st.SetMixinSlice(at.Slice(node+"-devices").Driver(driver).Pool(node).Node(node).Count(2).Device(devs...).Obj()))
-}
-
-func must(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
+	at.Must(t, st.SetMixinSlice(at.Slice(node+"-devices").Driver(driver).Pool(node).Node(node).Count(2).Device(devs...).Obj()))
 }
 
 // explain allocates claims on node and returns the allocator's
@@ -53,12 +46,12 @@ func explain(t *testing.T, st *state.State, node string, claims ...*resourcev1.R
 func TestVerdicts(t *testing.T) {
 	st := state.New(state.Options{})
 	gpuNode(t, st, "node-1")
-	must(t, st.SetClass(at.Class("gpu", `device.driver == "`+driver+`"`)))
-	must(t, st.SetClass(at.Class("tpu", `device.driver == "tpu.example.com"`)))
+	at.Must(t, st.SetClass(at.Class("gpu", `device.driver == "`+driver+`"`)))
+	at.Must(t, st.SetClass(at.Class("tpu", `device.driver == "tpu.example.com"`)))
 	// Every partition is taken: the whole GPU's memory-slice counters are
 	// gone, and so are the partitions.
 	for i := range 4 {
-		must(t, st.SetClaim(at.Claim(at.Name("held", i)).Request(at.Request("gpu", "gpu")).
+		at.Must(t, st.SetClaim(at.Claim(at.Name("held", i)).Request(at.Request("gpu", "gpu")).
 			Allocated(at.Result("gpu", driver, "node-1", at.Name("gpu-0-part", i))).Obj()))
 	}
 	whole := at.Claim("whole").Request(at.Request("gpu", "gpu").Selector(`device.attributes["` + driver + `"].model == "A100"`)).Obj()
@@ -81,7 +74,7 @@ func TestVerdicts(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, c := range tc.claims {
-				must(t, st.SetClaim(c))
+				at.Must(t, st.SetClaim(c))
 			}
 			got := verdictStrings(verdicts(explain(t, st, "node-1", tc.claims...), names))
 			if len(got) != len(tc.want) {
@@ -99,12 +92,12 @@ func TestVerdicts(t *testing.T) {
 func TestVerdictWhenClaimsFitOnlyAlone(t *testing.T) {
 	st := state.New(state.Options{})
 	gpuNode(t, st, "node-1")
-	must(t, st.SetClass(at.Class("gpu", `device.driver == "`+driver+`"`)))
+	at.Must(t, st.SetClass(at.Class("gpu", `device.driver == "`+driver+`"`)))
 	// Each wants 30Gi of the 40Gi GPU: either fits, both do not.
 	a := at.Claim("a").Request(at.Request("gpu", "gpu").Selector(`device.attributes["` + driver + `"].model == "A100"`).Count(3)).Obj()
 	b := at.Claim("b").Request(at.Request("gpu", "gpu").Count(3)).Obj()
-	must(t, st.SetClaim(a))
-	must(t, st.SetClaim(b))
+	at.Must(t, st.SetClaim(a))
+	at.Must(t, st.SetClaim(b))
 	got := verdictStrings(verdicts(explain(t, st, "node-1", a, b), map[string]string{"default/a": "a", "default/b": "b"}))
 	if len(got) != 1 || got[0] != "claim a, b: "+whyTogether {
 		t.Errorf("verdicts %q, want one pod-level verdict", got)

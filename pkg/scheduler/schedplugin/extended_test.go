@@ -107,7 +107,7 @@ func TestExtendedResourceClaim(t *testing.T) {
 		t.Fatalf("not placed: %v", statuses)
 	}
 	s, err := readState(cs)
-	must(t, err)
+	at.Must(t, err)
 	name := s.ext.name
 	if !strings.HasPrefix(name, "pod-a-extended-resources-") || len(name) != len("pod-a-extended-resources-")+5 {
 		t.Errorf("claim name %q", name)
@@ -124,7 +124,7 @@ func TestExtendedResourceClaim(t *testing.T) {
 		t.Fatalf("PreBind: %v", st)
 	}
 	claim, err := c.client.ResourceV1().ResourceClaims("default").Get(ctx, name, metav1.GetOptions{})
-	must(t, err)
+	at.Must(t, err)
 	if !podclaims.IsExtendedClaimOf(pod, claim) || claim.GenerateName != "pod-a-extended-resources-" {
 		t.Errorf("claim metadata %+v: want the pod's extended-resource claim", claim.ObjectMeta)
 	}
@@ -142,7 +142,7 @@ func TestExtendedResourceClaim(t *testing.T) {
 		t.Errorf("reservedFor %v", rf)
 	}
 	got, err := c.client.CoreV1().Pods("default").Get(ctx, pod.Name, metav1.GetOptions{})
-	must(t, err)
+	at.Must(t, err)
 	want := &v1.PodExtendedResourceClaimStatus{ResourceClaimName: name, RequestMappings: []v1.ContainerExtendedResourceRequest{
 		{ContainerName: "main", ResourceName: "example.com/gpu", RequestName: "container-0-request-0"}}}
 	if st := got.Status.ExtendedResourceClaimStatus; st == nil || st.ResourceClaimName != want.ResourceClaimName || !slices.Equal(st.RequestMappings, want.RequestMappings) {
@@ -180,7 +180,7 @@ func TestExtendedResourceUnreserve(t *testing.T) {
 		t.Fatal("not placed")
 	}
 	s, err := readState(cs)
-	must(t, err)
+	at.Must(t, err)
 	key := state.ClaimKey{Namespace: "default", Name: s.ext.name}
 	c.pl.Unreserve(ctx, cs, pod, node)
 	if c.tracker.GetPendingAllocation(s.ext.uid) != nil || c.pl.st.Observed(key) != nil {
@@ -217,9 +217,9 @@ func TestExtendedResourceStaleClaim(t *testing.T) {
 	pod := extendedPod("pod-a", "example.com/gpu", "1")
 	ext, err := podclaims.ExtendedOf(pod, (&fakeDRA{classes: fakeClasses{classes: map[string]*resourcev1.DeviceClass{
 		"gpu": {ObjectMeta: metav1.ObjectMeta{Name: "gpu"}, Spec: resourcev1.DeviceClassSpec{ExtendedResourceName: ptr.To("example.com/gpu")}}}}}).DeviceClassResolver())
-	must(t, err)
+	at.Must(t, err)
 	need, err := ext.OnNode(nil)
-	must(t, err)
+	at.Must(t, err)
 	stale, _ := ext.Claim(need, podclaims.ExtendedClaimName(pod.Name, "zzzzz"))
 	stale.UID, stale.Finalizers = "stale-uid", []string{resourcev1.Finalizer}
 	c := newCluster(t, nil, append(extendedObjects(t), pod, stale)...)
@@ -254,10 +254,10 @@ func TestCreatedClaimBeforeCreateReturns(t *testing.T) {
 	assumed := placeholder.DeepCopy()
 	assumed.Status.Allocation = &resourcev1.AllocationResult{Devices: resourcev1.DeviceAllocationResult{Results: []resourcev1.DeviceRequestAllocationResult{
 		{Request: "gpu", Driver: driver, Pool: "node-1", Device: "gpu-0"}}}}
-	must(t, c.pl.feed.assumeNew(placeholder, assumed))
+	at.Must(t, c.pl.feed.assumeNew(placeholder, assumed))
 	created := placeholder.DeepCopy()
 	created.UID, created.ResourceVersion = "real", "7"
-	must(t, c.pl.feed.setClaim(created))
+	at.Must(t, c.pl.feed.setClaim(created))
 	key := state.KeyOf(created)
 	if a, ok := c.pl.st.Assumption(key); !ok || a.Claim.UID != "real" {
 		t.Fatalf("assumption after the informer delivered the created claim: %+v (%v)", a, ok)
@@ -269,7 +269,7 @@ func TestCreatedClaimBeforeCreateReturns(t *testing.T) {
 	}
 	// Another claim on the same device is refused: the device stayed held.
 	other := gpuClaim("b", 1)
-	must(t, c.pl.st.SetClaim(other))
+	at.Must(t, c.pl.st.SetClaim(other))
 	taken := other.DeepCopy()
 	taken.Status.Allocation = assumed.Status.Allocation
 	if err := c.pl.st.Assume(taken); err == nil {

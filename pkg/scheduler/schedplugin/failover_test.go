@@ -9,6 +9,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/dractl/dractl/pkg/core/coretest"
 )
 
 // TestNewLeaderStartsFromTheAPI: a leader reserves gpu-0 for pod-a, its
@@ -37,7 +39,7 @@ func TestNewLeaderStartsFromTheAPI(t *testing.T) {
 		t.Fatalf("the old leader placed pod-b on %s while its write's outcome is unknown", node)
 	}
 	s, err := readState(cs)
-	must(t, err)
+	coretest.Must(t, err)
 	written := s.allocations[0]
 
 	for _, tc := range []struct {

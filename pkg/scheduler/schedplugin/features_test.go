@@ -5,18 +5,19 @@ import (
 
 	"k8s.io/component-base/featuregate"
 
+	"github.com/dractl/dractl/pkg/core/coretest"
 	"github.com/dractl/dractl/pkg/core/features"
 )
 
 func TestFeaturesFromKubeSchedulerGates(t *testing.T) {
 	fg := featuregate.NewFeatureGate()
 	spec := featuregate.FeatureSpec{Default: true, PreRelease: featuregate.Beta}
-	must(t, fg.Add(map[featuregate.Feature]featuregate.FeatureSpec{
+	coretest.Must(t, fg.Add(map[featuregate.Feature]featuregate.FeatureSpec{
 		"DRAPartitionableDevices": spec, "DRADeviceBindingConditions": spec, "DRAResourceClaimDeviceStatus": spec,
 		"DRASchedulerFilterTimeout": spec, "DRAPrioritizedList": spec, "DRAWorkloadResourceClaims": spec,
 		"DRAExtendedResource": spec,
 	}))
-	must(t, fg.SetFromMap(map[string]bool{"DRAPartitionableDevices": false, "DRAResourceClaimDeviceStatus": false, "DRASchedulerFilterTimeout": false, "DRAWorkloadResourceClaims": false, "DRAExtendedResource": false}))
+	coretest.Must(t, fg.SetFromMap(map[string]bool{"DRAPartitionableDevices": false, "DRAResourceClaimDeviceStatus": false, "DRASchedulerFilterTimeout": false, "DRAWorkloadResourceClaims": false, "DRAExtendedResource": false}))
 	got := FeaturesFrom(fg)
 	if got.Allocation.Enabled(features.PartitionableDevices) {
 		t.Error("DRAPartitionableDevices=false did not reach the allocator")

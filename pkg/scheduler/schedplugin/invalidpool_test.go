@@ -30,7 +30,7 @@ func TestInvalidPoolInPodStatus(t *testing.T) {
 		slice: func(t *testing.T) runtime.Object {
 			v, err := api.ToUpstream(at.Slice("node-1-devices").Driver(driver).Pool("node-1").Node("node-1").Count(1).
 				Device(at.Device("gpu-0").Consumes("gpu-0-counters", "memory", "40Gi")).Obj())
-			must(t, err)
+			at.Must(t, err)
 			return v
 		},
 		want: `pool gpu.example.com/node-1 is invalid: ResourceSlice node-1-devices: spec.devices[0].consumesCounters[0].counterSet: Not found: "gpu-0-counters"`,
@@ -39,7 +39,7 @@ func TestInvalidPoolInPodStatus(t *testing.T) {
 		slice: func(t *testing.T) runtime.Object {
 			v, err := api.ToUpstream(at.Slice("node-1-devices").Driver(driver).Pool("node-1").Node("node-1").Count(1).
 				Device(at.Device("gpu-0")).Obj())
-			must(t, err)
+			at.Must(t, err)
 			v.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "driver", Operation: metav1.ManagedFieldsOperationApply, FieldsType: "FieldsV1",
 				FieldsV1: metav1.NewFieldsV1(`{"f:spec":{"f:devices":{},"f:driver":{},"f:mixins":{"f:device":{}}}}`)}}
 			return v

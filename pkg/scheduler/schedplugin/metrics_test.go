@@ -14,13 +14,15 @@ import (
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/component-base/metrics/testutil"
 	"k8s.io/utils/ptr"
+
+	"github.com/dractl/dractl/pkg/core/coretest"
 )
 
 // served reads a series of the plugin from kube-scheduler's registry.
 func served(t *testing.T, name string, labels map[string]string) float64 {
 	t.Helper()
 	mfs, err := legacyregistry.DefaultGatherer.Gather()
-	must(t, err)
+	coretest.Must(t, err)
 	for _, mf := range mfs {
 		if mf.GetName() != name {
 			continue
@@ -66,7 +68,7 @@ func TestMetrics(t *testing.T) {
 		case MetricStateDeltas:
 			v, err = testutil.GetCounterMetricValue(stateDeltas.WithLabelValues(labels...))
 		}
-		must(t, err)
+		coretest.Must(t, err)
 		return v
 	}
 	// The counters are the process's: what this test adds is measured.

@@ -62,7 +62,7 @@ func cpuObjects(t *testing.T) []runtime.Object {
 		NodeResource(v1.ResourceMemory, resourcev1.NodeAllocatableResource{Overhead: &resourcev1.NodeAllocatableOverhead{
 			PerPod: ptr.To(resource.MustParse("100Mi")), PerContainer: ptr.To(resource.MustParse("10Mi"))}}))
 	v, err := api.ToUpstream(b.Obj())
-	must(t, err)
+	at.Must(t, err)
 	v.UID = "uid-node-1-cpus"
 	return []runtime.Object{v,
 		at.Class("cpus", `device.driver == "`+driver+`" && device.attributes["`+driver+`"].kind == "cpuset"`),
@@ -110,12 +110,12 @@ func TestNodeAllocatableResources(t *testing.T) {
 	if st := c.pl.Filter(ctx, csA, podA, cpuNode(2)); !st.IsSuccess() {
 		t.Fatalf("Filter pod-a: %v", st)
 	}
-	must(t, c.pl.Reserve(ctx, csA, podA, "node-1").AsError())
+	at.Must(t, c.pl.Reserve(ctx, csA, podA, "node-1").AsError())
 	if st := c.pl.PreBind(ctx, csA, podA, "node-1"); !st.IsSuccess() {
 		t.Fatalf("PreBind pod-a: %v", st)
 	}
 	got, err := c.client.CoreV1().Pods("default").Get(ctx, "pod-a", metav1.GetOptions{})
-	must(t, err)
+	at.Must(t, err)
 	sts := got.Status.NodeAllocatableResourceClaimStatuses
 	if len(sts) != 1 || sts[0].ResourceClaimName != "a" || len(sts[0].Mapping) != 1 ||
 		sts[0].Mapping[0].Name != v1.ResourceCPU || sts[0].Mapping[0].Quantity.Cmp(resource.MustParse("4")) != 0 ||
@@ -167,11 +167,11 @@ func TestNodeAllocatableUnreserveClears(t *testing.T) {
 		t.Fatalf("not placed: %v", statuses)
 	}
 	s, err := readState(cs)
-	must(t, err)
-	must(t, c.pl.nodeResources.write(ctx, s, podA))
+	at.Must(t, err)
+	at.Must(t, c.pl.nodeResources.write(ctx, s, podA))
 	written := func() int {
 		got, err := c.client.CoreV1().Pods("default").Get(ctx, "pod-a", metav1.GetOptions{})
-		must(t, err)
+		at.Must(t, err)
 		return len(got.Status.NodeAllocatableResourceClaimStatuses)
 	}
 	if written() != 1 {
@@ -218,7 +218,7 @@ func TestNodeAllocatableSharing(t *testing.T) {
 		t.Fatalf("pod sharing the overhead-only claim not placed: %v", statuses)
 	}
 	s, err := readState(cs)
-	must(t, err)
+	at.Must(t, err)
 	if got := s.reservedStatuses; len(got) != 1 || len(got[0].Overhead) != 1 || got[0].Overhead[0].PerPod.Cmp(resource.MustParse("100Mi")) != 0 {
 		t.Errorf("statuses for the NIC claim: %+v", got)
 	}
@@ -249,10 +249,10 @@ func TestNodeAllocatableGateOff(t *testing.T) {
 		t.Fatalf("not placed with the gate off: %v", statuses)
 	}
 	s, err := readState(cs)
-	must(t, err)
-	must(t, c.pl.nodeResources.write(context.Background(), s, pod))
+	at.Must(t, err)
+	at.Must(t, c.pl.nodeResources.write(context.Background(), s, pod))
 	got, err := c.client.CoreV1().Pods("default").Get(context.Background(), "pod-a", metav1.GetOptions{})
-	must(t, err)
+	at.Must(t, err)
 	if len(got.Status.NodeAllocatableResourceClaimStatuses) != 0 {
 		t.Errorf("statuses written with the gate off: %+v", got.Status.NodeAllocatableResourceClaimStatuses)
 	}

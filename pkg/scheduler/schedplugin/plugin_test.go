@@ -43,7 +43,7 @@ func gpuObjects(t *testing.T) []runtime.Object {
 			at.Device("gpu-0-part-1").Consumes("gpu-0-counters", "memory", "20Gi")).Obj(),
 	} {
 		v, err := api.ToUpstream(s)
-		must(t, err)
+		at.Must(t, err)
 		v.UID = types.UID("uid-" + v.Name)
 		out = append(out, v)
 	}
@@ -118,7 +118,7 @@ func TestCycleResultsStartEmpty(t *testing.T) {
 			t.Fatalf("PreFilter %s: %v", pod.Name, st)
 		}
 		s, err := readState(cs)
-		must(t, err)
+		at.Must(t, err)
 		if len(s.results) != 0 {
 			t.Fatalf("cycle %d starts with results %v", i, s.results)
 		}
@@ -166,7 +166,7 @@ func TestPhasesAllocateReserveAndBind(t *testing.T) {
 		t.Fatalf("PreBind: %v", st)
 	}
 	got, err := c.client.ResourceV1().ResourceClaims("default").Get(ctx, "a", metav1.GetOptions{})
-	must(t, err)
+	at.Must(t, err)
 	if !slices.Contains(got.Finalizers, resourcev1.Finalizer) {
 		t.Errorf("finalizers %v, want %s", got.Finalizers, resourcev1.Finalizer)
 	}
@@ -204,7 +204,7 @@ func TestDeviceTaintRulesApply(t *testing.T) {
 		t.Fatalf("pod-a not placed: %v", statuses)
 	}
 	s, err := readState(cs)
-	must(t, err)
+	at.Must(t, err)
 	if got := s.allocations[0].Devices.Results[0].Device; got != "gpu-0-part-0" {
 		t.Errorf("allocated %s, want gpu-0-part-0 (gpu-0 is tainted NoSchedule)", got)
 	}
@@ -261,7 +261,7 @@ func TestReserveAgainAfterUnreserve(t *testing.T) {
 		t.Fatalf("PreBind: %v", st)
 	}
 	got, err := c.client.ResourceV1().ResourceClaims("default").Get(ctx, "a", metav1.GetOptions{})
-	must(t, err)
+	at.Must(t, err)
 	if got.Status.Allocation == nil || got.Status.Allocation.Devices.Results[0].Device != "gpu-0" {
 		t.Errorf("claim written with %v", got.Status.Allocation)
 	}
@@ -284,7 +284,7 @@ func TestPreBindRetriesConflicts(t *testing.T) {
 		t.Fatalf("PreBind: %v", st)
 	}
 	got, err := c.client.ResourceV1().ResourceClaims("default").Get(context.Background(), "a", metav1.GetOptions{})
-	must(t, err)
+	at.Must(t, err)
 	if conflicts != 1 || got.Status.Allocation == nil || len(got.Status.ReservedFor) != 1 {
 		t.Errorf("after %d conflicts: allocation %v, reservedFor %v", conflicts, got.Status.Allocation, got.Status.ReservedFor)
 	}
@@ -298,7 +298,7 @@ func TestForeignAllocationInFlight(t *testing.T) {
 	stock := gpuClaim("stock", 1)
 	stock.Status.Allocation = &resourcev1.AllocationResult{Devices: resourcev1.DeviceAllocationResult{
 		Results: []resourcev1.DeviceRequestAllocationResult{at.Result("gpu", driver, "node-1", "gpu-0")}}}
-	must(t, c.tracker.SignalClaimPendingAllocation(stock.UID, stock))
+	at.Must(t, c.tracker.SignalClaimPendingAllocation(stock.UID, stock))
 	if _, node, _ := schedule(t, c, gpuPod("pod-mine", "mine"), node1); node != "" {
 		t.Fatalf("placed on %s although gpu-0 is in flight for another plugin", node)
 	}
@@ -398,7 +398,7 @@ func TestPostFilterDeallocatesUnusableClaim(t *testing.T) {
 		t.Fatalf("PostFilter: %v", st)
 	}
 	got, err := c.client.ResourceV1().ResourceClaims("default").Get(context.Background(), "stale", metav1.GetOptions{})
-	must(t, err)
+	at.Must(t, err)
 	if got.Status.Allocation != nil {
 		t.Errorf("allocation %v, want none", got.Status.Allocation)
 	}
@@ -518,7 +518,7 @@ func TestWriteOfUnknownOutcomeKeepsDevices(t *testing.T) {
 				t.Fatalf("pod-b placed on %s right after a write of unknown outcome", node)
 			}
 			s, err := readState(cs)
-			must(t, err)
+			at.Must(t, err)
 			if tc.stored || tc.changed {
 				a := gpuClaim("a", 1)
 				a.ResourceVersion = "2"
@@ -615,7 +615,7 @@ func TestCycleLooksOnlyAtForeignClaims(t *testing.T) {
 	err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
 		return len(c.pl.st.Snapshot().Claims()) == 51, nil
 	})
-	must(t, err)
+	at.Must(t, err)
 	c.tracker.mu.Lock()
 	c.tracker.lookups = 0
 	c.tracker.mu.Unlock()
@@ -646,12 +646,12 @@ func TestUnreserveAfterPreBindKeepsReservation(t *testing.T) {
 				t.Fatalf("PreBind: %v", st)
 			}
 			s, err := readState(cs)
-			must(t, err)
+			at.Must(t, err)
 			// A failure in the binding cycle before PreBind ended.
 			s.preBound = preBound
 			c.pl.Unreserve(ctx, cs, podA, node)
 			got, err := c.client.ResourceV1().ResourceClaims("default").Get(ctx, "a", metav1.GetOptions{})
-			must(t, err)
+			at.Must(t, err)
 			if reserved := len(got.Status.ReservedFor) == 1; reserved != preBound {
 				t.Errorf("claim reserved for the pod after Unreserve: %v, want %v", reserved, preBound)
 			}
@@ -708,7 +708,7 @@ func TestQueueingHints(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := tc.hint(logger, tc.pod, tc.old, tc.cur)
-			must(t, err)
+			at.Must(t, err)
 			if got != tc.want {
 				t.Errorf("hint %v, want %v", got, tc.want)
 			}
@@ -751,7 +751,7 @@ func TestPreQueueingHintNarrowsClaimEvents(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res, err := c.pl.claims.podsOfClaim(klog.Background(), tc.old, tc.cur)
-			must(t, err)
+			at.Must(t, err)
 			var got []string
 			if res.AllPods {
 				got = []string{all}
@@ -765,7 +765,7 @@ func TestPreQueueingHintNarrowsClaimEvents(t *testing.T) {
 			}
 			for _, p := range pods {
 				hint, err := c.pl.claims.afterClaimChange(klog.Background(), p, tc.old, tc.cur)
-				must(t, err)
+				at.Must(t, err)
 				if hint == fwk.Queue && !res.AllPods && !slices.Contains(got, p.Name) {
 					t.Errorf("the claim hint requeues %s, which the narrowing leaves out", p.Name)
 				}

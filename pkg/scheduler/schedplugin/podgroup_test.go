@@ -138,7 +138,7 @@ func TestPodGroupCycleSharesClaim(t *testing.T) {
 				}
 			}
 			got, err := c.client.ResourceV1().ResourceClaims("default").Get(ctx, "shared", metav1.GetOptions{})
-			must(t, err)
+			at.Must(t, err)
 			if got.Status.Allocation == nil || !sameDevices(got.Status.Allocation, first) {
 				t.Errorf("allocation %v, want %v", got.Status.Allocation, first)
 			}
@@ -199,7 +199,7 @@ func TestGroupMembersWriteClaimInTurn(t *testing.T) {
 	err := wait.PollUntilContextTimeout(ctx, time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
 		return c.pl.binder.writing.Users("uid-shared") == 2, nil
 	})
-	must(t, err)
+	at.Must(t, err)
 	if returned(second) {
 		t.Fatal("the second member's PreBind ended while the first's write was in flight")
 	}
@@ -217,7 +217,7 @@ func TestGroupMembersWriteClaimInTurn(t *testing.T) {
 		t.Errorf("%d writes of the claim, want 2 (the first member's)", claimWrites)
 	}
 	got, err := c.client.ResourceV1().ResourceClaims("default").Get(ctx, "shared", metav1.GetOptions{})
-	must(t, err)
+	at.Must(t, err)
 	if want := []resourcev1.ResourceClaimConsumerReference{groupConsumer}; got.Status.Allocation == nil || !apiequality.Semantic.DeepEqual(got.Status.ReservedFor, want) {
 		t.Errorf("claim allocated %v, reserved for %v, want allocated and reserved for %v", got.Status.Allocation != nil, got.Status.ReservedFor, want)
 	}
@@ -262,7 +262,7 @@ func TestGroupPodOwnClaimReservedForPod(t *testing.T) {
 		t.Fatalf("PreBind: %v", st)
 	}
 	got, err := c.client.ResourceV1().ResourceClaims("default").Get(context.Background(), "own", metav1.GetOptions{})
-	must(t, err)
+	at.Must(t, err)
 	if len(got.Status.ReservedFor) != 1 || got.Status.ReservedFor[0] != podConsumer(pod) {
 		t.Errorf("reservedFor %v, want the pod", got.Status.ReservedFor)
 	}

@@ -67,13 +67,13 @@ func deallocate(t *testing.T, c *cluster, name string) *resourcev1.ResourceClaim
 	t.Helper()
 	ctx := context.Background()
 	claim, err := c.client.ResourceV1().ResourceClaims("default").Get(ctx, name, metav1.GetOptions{})
-	must(t, err)
+	at.Must(t, err)
 	claim = claim.DeepCopy()
 	claim.Status.Allocation = nil
 	claim.Status.ReservedFor = nil
 	claim.ResourceVersion = "2"
 	claim, err = c.client.ResourceV1().ResourceClaims("default").UpdateStatus(ctx, claim, metav1.UpdateOptions{})
-	must(t, err)
+	at.Must(t, err)
 	return claim
 }
 
@@ -139,7 +139,7 @@ func TestDeallocationDuringCycleActivatesPod(t *testing.T) {
 		a, ok := c.pl.st.Snapshot().Claim(state.ClaimKey{Namespace: "default", Name: "a"})
 		return ok && a.Status.Allocation == nil, nil
 	})
-	must(t, err)
+	at.Must(t, err)
 	if got := c.handle.takeActivated(); len(got) > 0 {
 		t.Fatalf("activated %v while nobody was turned away", got)
 	}
@@ -164,9 +164,9 @@ func TestNewSliceActivatesPod(t *testing.T) {
 		t.Fatalf("pod-a not placed: %v", statuses)
 	}
 	s, err := api.ToUpstream(at.Slice("node-2-devices").Driver(driver).Pool("node-2").Node("node-2").Device(at.Device("gpu-0")).Obj())
-	must(t, err)
+	at.Must(t, err)
 	_, err = c.client.ResourceV1().ResourceSlices().Create(context.Background(), s, metav1.CreateOptions{})
-	must(t, err)
+	at.Must(t, err)
 	if got := waitActivated(t, c, 1); !slices.Equal(got, []string{"default/pod-b"}) {
 		t.Fatalf("activated %v, want default/pod-b only", got)
 	}
