@@ -24,7 +24,7 @@ import (
 	"github.com/dractl/dractl/e2e/matrix"
 	"github.com/dractl/dractl/pkg/core/api"
 	"github.com/dractl/dractl/pkg/driver/gpu"
-	"github.com/dractl/dractl/pkg/driver/publish"
+	poolpublish "github.com/dractl/dractl/pkg/driver/publish"
 	"github.com/dractl/dractl/pkg/ops/monitor"
 )
 
@@ -159,8 +159,8 @@ func matrixWithoutV1(t *testing.T, c *matrix.Cluster) {
 		t.Logf("monitor: %v", err)
 	}
 
-	_, err = publish.StartController(ctx, publish.ControllerOptions{DriverName: plainDriver, KubeClient: c.Client,
-		LeaderElection: publish.LeaderElection{Namespace: "default", Identity: "matrix", RetryPeriod: 100 * time.Millisecond}},
+	_, err = poolpublish.StartController(ctx, poolpublish.ControllerOptions{DriverName: plainDriver, KubeClient: c.Client,
+		LeaderElection: poolpublish.LeaderElection{Namespace: "default", Identity: "matrix", RetryPeriod: 100 * time.Millisecond}},
 		[]*api.ResourceSlice{{ObjectMeta: metav1.ObjectMeta{Name: "plain"}, Spec: api.ResourceSliceSpec{Pool: api.ResourcePool{Name: "plain"}, AllNodes: ptr.To(true),
 			Devices: []api.Device{{Name: "dev-0"}}}}})
 	if err == nil || !strings.Contains(err.Error(), want) {
@@ -199,8 +199,8 @@ func matrixRun(t *testing.T, c *matrix.Cluster) map[string]string {
 		devices = append(devices, api.Device{Name: fmt.Sprintf("dev-%d", i), Attributes: map[api.QualifiedName]api.DeviceAttribute{"index": {IntValue: ptr.To(int64(i))}}})
 	}
 	pubCtx, stopPublisher := context.WithCancel(ctx)
-	publisher, err := publish.StartController(pubCtx, publish.ControllerOptions{DriverName: plainDriver, KubeClient: c.Client,
-		LeaderElection: publish.LeaderElection{Namespace: "default", Identity: "matrix", RetryPeriod: 100 * time.Millisecond}},
+	publisher, err := poolpublish.StartController(pubCtx, poolpublish.ControllerOptions{DriverName: plainDriver, KubeClient: c.Client,
+		LeaderElection: poolpublish.LeaderElection{Namespace: "default", Identity: "matrix", RetryPeriod: 100 * time.Millisecond}},
 		[]*api.ResourceSlice{{ObjectMeta: metav1.ObjectMeta{Name: "plain"}, Spec: api.ResourceSliceSpec{Pool: api.ResourcePool{Name: "plain"}, AllNodes: ptr.To(true), Devices: devices}}})
 	if err != nil {
 		t.Fatalf("the publisher at %s: %v", c.Release, err)
@@ -302,7 +302,7 @@ func matrixRun(t *testing.T, c *matrix.Cluster) map[string]string {
 // from 1.35 and refuses 1.34 with the reason.
 func matrixDriver(t *testing.T, c *matrix.Cluster) {
 	ctx := t.Context()
-	srv, err := publish.ReadServer(c.Client.Discovery())
+	srv, err := poolpublish.ReadServer(c.Client.Discovery())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -310,7 +310,7 @@ func matrixDriver(t *testing.T, c *matrix.Cluster) {
 	if srv.Minor.Minor != c.Minor || srv.Rules.Minor != max(c.Minor, 37) {
 		t.Errorf("ReadServer: minor %s, rules %s; want 1.%d, 1.%d", srv.Minor, srv.Rules, c.Minor, max(c.Minor, 37))
 	}
-	_, err = publish.BuildFor(srv, gpu.DriverName, "node-2", newerFieldsPool())
+	_, err = poolpublish.BuildFor(srv, gpu.DriverName, "node-2", newerFieldsPool())
 	switch {
 	case c.Minor >= 37 && err != nil:
 		t.Errorf("a pool with the fields of 1.37, at %s: %v", c.Release, err)
