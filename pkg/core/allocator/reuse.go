@@ -140,6 +140,9 @@ func (sc *scratch) probeAttempt() *attempt {
 	return sc.probe
 }
 
+// scratchPool lends scratch to Allocate calls: the scheduler's parallel
+// Filter runs one per node at a time, so a pool, not a lock, lets each
+// goroutine reuse another call's arrays without sharing them.
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
 
 // zeroed returns s with length n, all zero, reusing its array if it fits.

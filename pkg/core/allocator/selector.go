@@ -22,9 +22,17 @@ type exprEntry struct {
 // share a Cache must use the same SelectorCompiler (or compilers that
 // agree). A Cache is safe for concurrent use.
 type Cache struct {
+	// sel and derivs map an expression to its compiled entry. They are
+	// sync.Maps, not a map under a lock, because every Filter of every
+	// node reads them and almost never writes: an expression is compiled
+	// once per cluster.
 	sel    sync.Map // expression → *exprEntry
 	derivs sync.Map // expression → *derivedEntry
-	n      atomic.Int32
+	// n counts compiles since the maps were last cleared, for
+	// maxCompiled. An atomic apart from the maps: the bound may be passed
+	// by a few under concurrent compiles, which is all it needs to hold,
+	// since it only keeps the cache from growing without end.
+	n atomic.Int32
 }
 
 // maxCompiled bounds the expressions a Cache keeps; past it, it starts
