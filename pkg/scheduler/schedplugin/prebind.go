@@ -35,9 +35,8 @@ var (
 // binding conditions (claimsReadyForBinding), and the writes that take
 // them back: unreserve (Unreserve, PodGroupPostFilter), deallocate
 // (PostFilter, PodGroupPostFilter) and deleteClaim of an extended-resource
-// claim. It holds the
-// gate that paces scheduling cycles to PreBind's writes, since the gate
-// counts the pods whose writes are still to come.
+// claim. It holds the gate that paces scheduling cycles to PreBind's
+// writes, since the gate counts the pods whose writes are still to come.
 type binder struct {
 	clientset kubernetes.Interface
 	dra       fwk.SharedDRAManager
