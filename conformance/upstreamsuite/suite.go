@@ -29,20 +29,57 @@ import (
 	"time"
 )
 
-// Module is the upstream module and version whose suite is run; it must be
-// the version conformance/go.mod requires.
-const Module = "k8s.io/dynamic-resource-allocation@v0.37.2"
+// Release is a release of k8s.io/dynamic-resource-allocation whose suite
+// is run, with what dractl needs to build beside it.
+type Release struct {
+	// Minor is the Kubernetes minor of the release.
+	Minor string
+	// Module is the upstream module and version; the first release's must
+	// be the version conformance/go.mod requires.
+	Module string
+	// Cases is how many cases the suite of the release has.
+	Cases int
+	// Tags are the build tags of dractl's packages for that minor's
+	// modules (docs/versions.md).
+	Tags string
+	// NewerGo: the release needs a newer Go than the machine's
+	// (Options.Toolchain).
+	NewerGo bool
+	// slices is the adapter's file for the slice type the suite hands
+	// the allocator factory.
+	slices []byte
+}
+
+// Releases are the releases the suite runs at, oldest first.
+var Releases = []Release{
+	{Minor: "1.37", Module: "k8s.io/dynamic-resource-allocation@v0.37.2", Cases: 283, slices: slicesV1},
+	{Minor: "1.38", Module: "k8s.io/dynamic-resource-allocation@v0.38.0-beta.0", Cases: 322, Tags: "k8s138", NewerGo: true, slices: slicesDRAAPI},
+}
+
+// Module is the first release's module.
+var Module = Releases[0].Module
 
 // adapterDir is where the adapter goes inside the module copy.
 const adapterDir = "structured/internal/dractl"
 
-//go:embed testdata/adapter_test.go
-var adapter []byte
+var (
+	//go:embed testdata/adapter_test.go
+	adapter []byte
+	//go:embed testdata/slices_v1_test.go
+	slicesV1 []byte
+	//go:embed testdata/slices_draapi_test.go
+	slicesDRAAPI []byte
+)
 
 // Options configure Run.
 type Options struct {
 	// Repo is the root of the dractl checkout to test.
 	Repo string
+	// Release is the suite's release; the zero value is Releases[0].
+	Release Release
+	// Toolchain is the GOTOOLCHAIN of a release that needs a newer Go
+	// than the machine's (the Makefile's GOTOOLCHAIN_138).
+	Toolchain string
 	// Work is the directory the module is copied into; empty means a new
 	// temporary directory, removed afterwards. A Work directory that holds
 	// a prepared copy already is reused: only the adapter is rewritten.
@@ -108,7 +145,18 @@ func Run(opts Options) (*Report, error) {
 	if opts.Log == nil {
 		opts.Log = io.Discard
 	}
-	src, err := moduleDir(opts.Repo, opts.Log)
+	rel := opts.Release
+	if rel.Module == "" {
+		rel = Releases[0]
+	}
+	var env []string
+	if rel.NewerGo {
+		if opts.Toolchain == "" {
+			return nil, fmt.Errorf("%s needs a newer Go than this one: set Options.Toolchain (GOTOOLCHAIN)", rel.Module)
+		}
+		env = []string{"GOTOOLCHAIN=" + opts.Toolchain}
+	}
+	src, err := moduleDir(opts.Repo, rel.Module, env, opts.Log)
 	if err != nil {
 		return nil, err
 	}
@@ -119,8 +167,8 @@ func Run(opts Options) (*Report, error) {
 		}
 		defer os.RemoveAll(work)
 	}
-	mod := filepath.Join(work, "module")
-	marker := filepath.Join(work, "prepared")
+	mod := filepath.Join(work, "module-"+rel.Minor)
+	marker := filepath.Join(work, "prepared-"+rel.Minor)
 	_, err = os.Stat(marker)
 	prepared := err == nil
 	if !prepared {
@@ -131,8 +179,10 @@ func Run(opts Options) (*Report, error) {
 	if err := os.MkdirAll(filepath.Join(mod, adapterDir), 0o755); err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(filepath.Join(mod, adapterDir, "adapter_test.go"), adapter, 0o644); err != nil {
-		return nil, err
+	for name, data := range map[string][]byte{"adapter_test.go": adapter, "slices_test.go": rel.slices} {
+		if err := os.WriteFile(filepath.Join(mod, adapterDir, name), data, 0o644); err != nil {
+			return nil, err
+		}
 	}
 	repo, err := filepath.Abs(opts.Repo)
 	if err != nil {
@@ -146,7 +196,7 @@ func Run(opts Options) (*Report, error) {
 		if prepared {
 			break
 		}
-		if err := run(mod, opts.Log, nil, s...); err != nil {
+		if err := run(mod, opts.Log, nil, env, s...); err != nil {
 			return nil, err
 		}
 	}
@@ -156,7 +206,7 @@ func Run(opts Options) (*Report, error) {
 	var out bytes.Buffer
 	// A failing case makes go test exit non-zero; the report says which.
 	count := max(opts.Count, 1)
-	testErr := run(mod, opts.Log, &out, "go", "test", "-json", "-count="+strconv.Itoa(count), "-run", "^TestAllocator$", "./"+adapterDir)
+	testErr := run(mod, opts.Log, &out, env, "go", "test", "-json", "-count="+strconv.Itoa(count), "-tags="+rel.Tags, "-run", "^TestAllocator$", "./"+adapterDir)
 	rep, err := parse(&out)
 	if err != nil {
 		return nil, err
@@ -168,22 +218,22 @@ func Run(opts Options) (*Report, error) {
 }
 
 // moduleDir downloads (or finds in the module cache) the upstream module.
-func moduleDir(repo string, log io.Writer) (string, error) {
+func moduleDir(repo, module string, env []string, log io.Writer) (string, error) {
 	var out bytes.Buffer
-	if err := run(filepath.Join(repo, "conformance"), log, &out, "go", "mod", "download", "-json", Module); err != nil {
+	if err := run(filepath.Join(repo, "conformance"), log, &out, env, "go", "mod", "download", "-json", module); err != nil {
 		return "", err
 	}
 	var info struct{ Dir, Error string }
 	if err := json.Unmarshal(out.Bytes(), &info); err != nil {
-		return "", fmt.Errorf("go mod download %s: %w", Module, err)
+		return "", fmt.Errorf("go mod download %s: %w", module, err)
 	}
 	if info.Error != "" || info.Dir == "" {
-		return "", fmt.Errorf("go mod download %s: %s", Module, info.Error)
+		return "", fmt.Errorf("go mod download %s: %s", module, info.Error)
 	}
 	return info.Dir, nil
 }
 
-func run(dir string, log io.Writer, stdout io.Writer, args ...string) error {
+func run(dir string, log io.Writer, stdout io.Writer, env []string, args ...string) error {
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Dir = dir
 	cmd.Stderr = log
@@ -193,7 +243,7 @@ func run(dir string, log io.Writer, stdout io.Writer, args ...string) error {
 	}
 	// The copy is a module of its own: the caller's workspace or vendor
 	// settings must not apply to it.
-	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod")
+	cmd.Env = append(append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod"), env...)
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("%s (in %s): %w", strings.Join(args, " "), dir, err)
 	}

@@ -17,11 +17,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"go/version"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"time"
 )
@@ -30,7 +32,8 @@ import (
 // newest patch of each minor the module proxy serves (`go list -m
 // -versions k8s.io/kubernetes`). 1.34 is the first minor that serves
 // resource.k8s.io/v1; 1.37 is the one dractl is built on.
-var Releases = []string{"v1.34.4", "v1.35.4", "v1.36.3", "v1.37.2"}
+// 1.38 is its newest pre-release, which needs Go 1.27 (Toolchain).
+var Releases = []string{"v1.34.4", "v1.35.4", "v1.36.3", "v1.37.2", "v1.38.0-beta.0"}
 
 // EtcdPackage is etcd's main package; the version is the one the module
 // graph of k8s.io/kubernetes selects, as scheduler_perf's harness builds it.
@@ -94,7 +97,10 @@ func ScratchModule(kubeGoMod []byte, release string) (string, error) {
 // APIServerBinary), stamped with its version as a release build is, unless
 // a binary of that release is there already. The go command's output goes
 // to log. It returns how long the build took (zero when cached).
-func BuildAPIServer(ctx context.Context, bin, release string, log io.Writer) (time.Duration, error) {
+// toolchain is the GOTOOLCHAIN for a release whose go.mod needs a newer
+// Go than the machine's (the Makefile's GOTOOLCHAIN_138); asking for such
+// a release without one is an error that says so.
+func BuildAPIServer(ctx context.Context, bin, release, toolchain string, log io.Writer) (time.Duration, error) {
 	bin, err := filepath.Abs(bin)
 	if err != nil {
 		return 0, err
@@ -116,7 +122,7 @@ func BuildAPIServer(ctx context.Context, bin, release string, log io.Writer) (ti
 	// The module's own go.mod, from the module cache (downloaded if
 	// need be).
 	var dl bytes.Buffer
-	if err := goCmd(ctx, work, &dl, log, "mod", "download", "-json", "k8s.io/kubernetes@"+release); err != nil {
+	if err := goCmd(ctx, work, &dl, log, "", "mod", "download", "-json", "k8s.io/kubernetes@"+release); err != nil {
 		return 0, fmt.Errorf("downloading k8s.io/kubernetes %s: %w", release, err)
 	}
 	var info struct{ GoMod, Error string }
@@ -131,6 +137,12 @@ func BuildAPIServer(ctx context.Context, bin, release string, log io.Writer) (ti
 	if err != nil {
 		return 0, err
 	}
+	goVersion := string(goDirective.FindSubmatch(kubeGoMod)[1])
+	if !NeedsNewerGo(goVersion, runtime.Version()) {
+		toolchain = ""
+	} else if toolchain == "" {
+		return 0, fmt.Errorf("k8s.io/kubernetes %s needs Go %s, newer than this %s: give a toolchain (GOTOOLCHAIN, -toolchain)", release, goVersion, runtime.Version())
+	}
 	if err := os.WriteFile(filepath.Join(work, "go.mod"), []byte(gomod), 0o644); err != nil {
 		return 0, err
 	}
@@ -141,7 +153,7 @@ func BuildAPIServer(ctx context.Context, bin, release string, log io.Writer) (ti
 		return 0, err
 	}
 	// -mod=mod: the go command adds what go.sum lacks, from the proxy.
-	if err := goCmd(ctx, work, log, log, "build", "-mod=mod", "-trimpath", "-ldflags", ldflags, "-o", out, "k8s.io/kubernetes/cmd/kube-apiserver"); err != nil {
+	if err := goCmd(ctx, work, log, log, toolchain, "build", "-mod=mod", "-trimpath", "-ldflags", ldflags, "-o", out, "k8s.io/kubernetes/cmd/kube-apiserver"); err != nil {
 		return 0, fmt.Errorf("building kube-apiserver %s: %w", release, err)
 	}
 	if !Built(out, release) {
@@ -161,15 +173,25 @@ func BuildEtcd(ctx context.Context, module, bin string, log io.Writer) error {
 	if _, err := os.Stat(out); err == nil {
 		return nil
 	}
-	return goCmd(ctx, module, log, log, "build", "-o", out, EtcdPackage)
+	return goCmd(ctx, module, log, log, "", "build", "-o", out, EtcdPackage)
 }
 
-func goCmd(ctx context.Context, dir string, stdout, stderr io.Writer, args ...string) error {
+// NeedsNewerGo reports whether a go.mod's go version is newer than the
+// running Go's (runtime.Version, e.g. go1.26.8).
+func NeedsNewerGo(goModVersion, running string) bool {
+	return version.Compare("go"+goModVersion, running) > 0
+}
+
+// goCmd runs the go command with toolchain as GOTOOLCHAIN, or the
+// machine's own when it is empty.
+func goCmd(ctx context.Context, dir string, stdout, stderr io.Writer, toolchain string, args ...string) error {
 	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = dir
-	// The scratch module stands alone: no workspace, and the machine's
-	// toolchain (every minor here declares a go version it builds).
-	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=", "GOTOOLCHAIN=local")
+	if toolchain == "" {
+		toolchain = "local"
+	}
+	// The scratch module stands alone: no workspace.
+	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=", "GOTOOLCHAIN="+toolchain)
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	return cmd.Run()
 }

@@ -64,3 +64,35 @@ func TestDRAGates(t *testing.T) {
 		t.Errorf("dependency %v", m)
 	}
 }
+
+// TestNeedsNewerGo: a release whose go.mod names a Go newer than the
+// running one is built with the given toolchain, the others with the
+// machine's.
+func TestNeedsNewerGo(t *testing.T) {
+	for _, c := range []struct {
+		gomod, running string
+		want           bool
+	}{
+		{"1.27.0", "go1.26.8", true},
+		{"1.26.0", "go1.26.8", false},
+		{"1.24.0", "go1.26.8", false},
+		{"1.26.8", "go1.26.8", false},
+		{"1.27.0", "go1.27.3", false},
+	} {
+		if got := NeedsNewerGo(c.gomod, c.running); got != c.want {
+			t.Errorf("NeedsNewerGo(%s, %s) = %v, want %v", c.gomod, c.running, got, c.want)
+		}
+	}
+}
+
+// TestScratchModulePreRelease: a pre-release pins its staging modules to
+// the same pre-release.
+func TestScratchModulePreRelease(t *testing.T) {
+	got, err := ScratchModule([]byte("module k8s.io/kubernetes\n\ngo 1.27.0\n\nreplace k8s.io/ktesting => ./staging/src/k8s.io/ktesting\n"), "v1.38.0-beta.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(got, "require k8s.io/kubernetes v1.38.0-beta.0\n") || !strings.Contains(got, "replace k8s.io/ktesting => k8s.io/ktesting v0.38.0-beta.0\n") {
+		t.Errorf("ScratchModule of a pre-release:\n%s", got)
+	}
+}

@@ -12,6 +12,7 @@ replace (
 // matching release of each.
 replace (
 	k8s.io/api => k8s.io/api v0.38.0-beta.0
+	k8s.io/apiextensions-api => k8s.io/apiextensions-api v0.38.0-beta.0
 	k8s.io/apiextensions-apiserver => k8s.io/apiextensions-apiserver v0.38.0-beta.0
 	k8s.io/apimachinery => k8s.io/apimachinery v0.38.0-beta.0
 	k8s.io/apiserver => k8s.io/apiserver v0.38.0-beta.0
@@ -31,6 +32,7 @@ replace (
 	k8s.io/endpointslice => k8s.io/endpointslice v0.38.0-beta.0
 	k8s.io/externaljwt => k8s.io/externaljwt v0.38.0-beta.0
 	k8s.io/kms => k8s.io/kms v0.38.0-beta.0
+	k8s.io/ktesting => k8s.io/ktesting v0.38.0-beta.0
 	k8s.io/kube-aggregator => k8s.io/kube-aggregator v0.38.0-beta.0
 	k8s.io/kube-controller-manager => k8s.io/kube-controller-manager v0.38.0-beta.0
 	k8s.io/kube-proxy => k8s.io/kube-proxy v0.38.0-beta.0
@@ -152,5 +154,3 @@ require (
 	sigs.k8s.io/structured-merge-diff/v7 v7.0.1 // indirect
 	sigs.k8s.io/yaml v1.6.0 // indirect
 )
-
-replace sigs.k8s.io/structured-merge-diff/v7 => sigs.k8s.io/structured-merge-diff/v7 v7.0.0

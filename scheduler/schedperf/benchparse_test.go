@@ -92,4 +92,12 @@ func TestSplice(t *testing.T) {
 	if got := Splice("", header+"| c | 1 |\n"); got != BeginMarker+"\n"+header+"| c | 1 |\n"+EndMarker+"\n" {
 		t.Errorf("splice into an empty file: %q", got)
 	}
+	// Another minor's table has markers of its own: the first one's stays.
+	m138, _ := MinorNamed("1.38")
+	both := SpliceAt(once, header+"| a | 9 |\n", m138)
+	begin, end := Markers(m138)
+	if begin == BeginMarker || !strings.Contains(both, BeginMarker+"\n"+header+"| a | 1 |\n") ||
+		!strings.HasSuffix(both, begin+"\n"+header+"| a | 9 |\n"+end+"\n") {
+		t.Errorf("splice of 1.38's table beside 1.37's:\n%s", both)
+	}
 }

@@ -15,6 +15,7 @@ package schedperf
 
 import (
 	"bufio"
+	"bytes"
 	_ "embed"
 	"encoding/json"
 	"errors"
@@ -26,16 +27,71 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"sigs.k8s.io/yaml"
 )
 
-// Module is the upstream module and version whose scheduler_perf is run;
-// it must be the version scheduler/go.mod requires, so that dractl's
-// plugin runs in the kube-scheduler it ships with.
-const Module = "k8s.io/kubernetes@v1.37.2"
+// Minor is a Kubernetes minor dractl-scheduler is built for: the
+// kube-scheduler whose scheduler_perf judges that build, and where the
+// build lives (docs/versions.md, "The shape chosen for more than one
+// minor").
+type Minor struct {
+	// Name is the minor, as make schedperf's SCHEDPERF_VERSIONS names it.
+	Name string
+	// Module is the k8s.io/kubernetes whose scheduler_perf is run: the
+	// version the minor's scheduler module requires, so that dractl's
+	// plugin runs in the kube-scheduler it ships with.
+	Module string
+	// Dir is the minor's scheduler module, relative to the checkout.
+	Dir string
+	// Tags are the build tags of the minor's build.
+	Tags string
+	// NewerGo: the minor's modules need a newer Go than the machine's
+	// (Options.Toolchain).
+	NewerGo bool
+	// ktesting is the package of scheduler_perf's test context, which the
+	// adapter names: 1.38 moved it into client-go.
+	ktesting string
+}
+
+// Minors are the minors make schedperf can run, oldest first.
+var Minors = []Minor{
+	{Name: "1.37", Module: "k8s.io/kubernetes@v1.37.2", Dir: "scheduler",
+		ktesting: adapterKTesting},
+	{Name: "1.38", Module: "k8s.io/kubernetes@v1.38.0-beta.0", Dir: "scheduler/k8s138", Tags: "k8s138", NewerGo: true,
+		ktesting: "k8s.io/client-go/ktesting"},
+}
+
+// Unserved are minors dractl-scheduler is not built for, each with why:
+// asking for one is an error that says so.
+var Unserved = map[string]string{
+	"1.36": "dractl-scheduler is not built for Kubernetes 1.36: kube-scheduler 1.36 does not compile beside the resource.k8s.io/v1 types of 1.37 that dractl is written on (docs/versions.md, \"Measured: why 1.36 cannot be served honestly\")",
+}
+
+// MinorNamed returns the minor of that name, or an error naming the ones
+// there are.
+func MinorNamed(name string) (Minor, error) {
+	for _, m := range Minors {
+		if m.Name == name {
+			return m, nil
+		}
+	}
+	if why, ok := Unserved[name]; ok {
+		return Minor{}, errors.New(why)
+	}
+	var names []string
+	for _, m := range Minors {
+		names = append(names, m.Name)
+	}
+	return Minor{}, fmt.Errorf("no Kubernetes minor %q: dractl-scheduler is built for %s", name, strings.Join(names, ", "))
+}
+
+// adapterKTesting is the test context package the adapter's source
+// imports (1.37's).
+const adapterKTesting = "k8s.io/kubernetes/test/utils/client-go/ktesting"
 
 // etcdPackage is the main package of etcd, at the version the module
 // graph of k8s.io/kubernetes selects.
@@ -72,12 +128,17 @@ var (
 type Options struct {
 	// Repo is the root of the dractl checkout to test.
 	Repo string
+	// Minor is the kube-scheduler to run; the zero value is Minors[0].
+	Minor Minor
+	// Toolchain is the GOTOOLCHAIN of a minor whose modules need a newer
+	// Go than the machine's (the Makefile's GOTOOLCHAIN_138).
+	Toolchain string
 	// Work is the directory the module is copied into; empty means a new
 	// temporary directory, removed afterwards. A Work directory that holds
 	// a prepared copy already is reused: only the adapter is rewritten.
 	Work string
 	// Bin is where etcd is built and where the logs of failed workloads
-	// go (Bin/schedperf-logs); default Repo/bin.
+	// go (Bin/schedperf/<minor>/etcd and logs); default Repo/bin.
 	Bin string
 	// Run, if set, is the go test -run pattern below TestSchedulerPerf
 	// (for example "dra/dractl"); a partial run does not check that every
@@ -200,7 +261,7 @@ func Run(opts Options) (*Report, error) {
 	start := time.Now()
 	// -vet=off: the package is upstream's; a failing workload makes go
 	// test exit non-zero, and the report says which.
-	args := []string{"go", "test", "-json", "-count=1", "-vet=off", "-timeout=3h", "-run", pattern, "./" + adapterDir}
+	args := []string{"go", "test", "-json", "-count=1", "-vet=off", "-timeout=3h", "-tags=" + opts.Minor.Tags, "-run", pattern, "./" + adapterDir}
 	args = append(args, "-args")
 	if opts.WorkloadTimeout > 0 {
 		args = append(args, "-workload-timeout="+opts.WorkloadTimeout.String())
@@ -226,9 +287,12 @@ func Run(opts Options) (*Report, error) {
 // runEnv is a prepared module copy, etcd built, and the environment the
 // test runs in.
 type runEnv struct {
+	minor     Minor
 	mod, logs string
-	vars      []string
-	cleanup   func()
+	// goEnv is what every go command of the minor needs (GOTOOLCHAIN),
+	// vars that and what the test needs.
+	goEnv, vars []string
+	cleanup     func()
 }
 
 // setUp prepares the module copy in opts.Work (a temporary directory if
@@ -236,6 +300,12 @@ type runEnv struct {
 func setUp(opts *Options) (*runEnv, error) {
 	if opts.Log == nil {
 		opts.Log = io.Discard
+	}
+	if opts.Minor.Name == "" {
+		opts.Minor = Minors[0]
+	}
+	if opts.Minor.NewerGo && opts.Toolchain == "" {
+		return nil, fmt.Errorf("Kubernetes %s needs a newer Go than this one: set Options.Toolchain (GOTOOLCHAIN)", opts.Minor.Name)
 	}
 	repo, err := filepath.Abs(opts.Repo)
 	if err != nil {
@@ -248,7 +318,11 @@ func setUp(opts *Options) (*runEnv, error) {
 	if bin, err = filepath.Abs(bin); err != nil {
 		return nil, err
 	}
-	env := &runEnv{cleanup: func() {}}
+	bin = filepath.Join(bin, "schedperf", opts.Minor.Name)
+	env := &runEnv{cleanup: func() {}, minor: opts.Minor}
+	if opts.Minor.NewerGo {
+		env.goEnv = []string{"GOTOOLCHAIN=" + opts.Toolchain}
+	}
 	work := opts.Work
 	if work == "" {
 		if work, err = os.MkdirTemp("", "schedperf-"); err != nil {
@@ -262,47 +336,48 @@ func setUp(opts *Options) (*runEnv, error) {
 			env.cleanup()
 		}
 	}()
-	env.mod = filepath.Join(work, "module")
-	if err := prepare(repo, env.mod, opts.Log); err != nil {
+	env.mod = filepath.Join(work, "module-"+opts.Minor.Name)
+	if err := env.prepare(repo, opts.Log); err != nil {
 		return nil, err
 	}
 	// The integration framework starts etcd from PATH.
-	if err := run(env.mod, opts.Log, nil, nil, "go", "build", "-o", filepath.Join(bin, "etcd"), etcdPackage); err != nil {
+	if err := run(env.mod, opts.Log, nil, env.goEnv, "go", "build", "-o", filepath.Join(bin, "etcd"), etcdPackage); err != nil {
 		return nil, fmt.Errorf("building etcd: %w", err)
 	}
-	env.logs = filepath.Join(bin, "schedperf-logs")
+	env.logs = filepath.Join(bin, "logs")
 	if err := os.RemoveAll(env.logs); err != nil {
 		return nil, err
 	}
 	if err := os.MkdirAll(env.logs, 0o755); err != nil {
 		return nil, err
 	}
-	env.vars = []string{
-		"PATH=" + bin + string(os.PathListSeparator) + os.Getenv("PATH"),
+	env.vars = append(slices.Clone(env.goEnv),
+		"PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"),
 		// scheduler_perf writes each workload's log to a file there and
 		// removes it when the workload passes.
-		"ARTIFACTS=" + env.logs,
-	}
+		"ARTIFACTS="+env.logs,
+	)
 	ok = true
 	return env, nil
 }
 
-// prepare makes mod a module holding scheduler_perf's package, its DRA
-// configurations and the adapter, on this checkout of dractl.
-func prepare(repo, mod string, log io.Writer) error {
+// prepare makes env.mod a module holding scheduler_perf's package, its
+// DRA configurations and the adapter, on this checkout of dractl.
+func (env *runEnv) prepare(repo string, log io.Writer) error {
+	mod, minor := env.mod, env.minor
 	marker := filepath.Join(mod, ".prepared")
 	if _, err := os.Stat(marker); err != nil {
-		src, err := moduleDir(filepath.Join(repo, "scheduler"), log)
+		src, err := moduleDir(filepath.Join(repo, minor.Dir), minor.Module, env.goEnv, log)
 		if err != nil {
 			return err
 		}
 		if err := copyPerf(filepath.Join(src, upstream), filepath.Join(mod, perfDir)); err != nil {
 			return err
 		}
-		// scheduler/go.mod pins k8s.io/kubernetes and its staging modules
-		// at the versions dractl-scheduler is built with.
+		// The minor's scheduler module pins k8s.io/kubernetes and its
+		// staging modules at the versions dractl-scheduler is built with.
 		for _, f := range []string{"go.mod", "go.sum"} {
-			data, err := os.ReadFile(filepath.Join(repo, "scheduler", f))
+			data, err := os.ReadFile(filepath.Join(repo, minor.Dir, f))
 			if err != nil {
 				return err
 			}
@@ -311,40 +386,104 @@ func prepare(repo, mod string, log io.Writer) error {
 			}
 		}
 		const noVersion = "v0.0.0-00010101000000-000000000000"
-		if err := run(mod, log, nil, nil, "go", "mod", "edit", "-module="+modulePath,
+		// Replacing the checkout's paths also replaces the relative ones
+		// of a per-minor module.
+		if err := run(mod, log, nil, env.goEnv, "go", "mod", "edit", "-module="+modulePath,
 			"-replace=github.com/dractl/dractl="+repo,
 			"-require=github.com/dractl/dractl/scheduler@"+noVersion,
 			"-replace=github.com/dractl/dractl/scheduler="+filepath.Join(repo, "scheduler")); err != nil {
 			return err
 		}
-		if err := writeAdapter(mod); err != nil {
+		if err := writeAdapter(mod, minor); err != nil {
 			return err
 		}
-		if err := run(mod, log, nil, nil, "go", "mod", "tidy"); err != nil {
+		if err := run(mod, log, nil, env.goEnv, "go", "mod", "tidy"); err != nil {
 			return err
 		}
 		return os.WriteFile(marker, nil, 0o644)
 	}
-	return writeAdapter(mod)
+	return writeAdapter(mod, minor)
 }
 
-func writeAdapter(mod string) error {
-	for _, f := range []struct {
+func writeAdapter(mod string, minor Minor) error {
+	files := []struct {
 		path string
 		data []byte
 	}{
-		{filepath.Join(mod, perfDir, "zz_dractl_option.go"), perfOption},
 		{filepath.Join(mod, adapterDir, "adapter_test.go"), adapter},
 		{filepath.Join(mod, adapterDir, "bench_test.go"), benchAdapter},
-	} {
+	}
+	// scheduler_perf has the option itself from 1.38 on.
+	has, err := declares(filepath.Join(mod, perfDir), registryOption)
+	if err != nil {
+		return err
+	}
+	optionFile := filepath.Join(mod, perfDir, "zz_dractl_option.go")
+	if has {
+		if err := os.Remove(optionFile); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	} else {
+		files = append(files, struct {
+			path string
+			data []byte
+		}{optionFile, perfOption})
+	}
+	for _, f := range files {
+		data, err := forMinor(f.data, minor)
+		if err != nil {
+			return fmt.Errorf("%s: %w", filepath.Base(f.path), err)
+		}
 		if err := os.MkdirAll(filepath.Dir(f.path), 0o755); err != nil {
 			return err
 		}
-		if err := os.WriteFile(f.path, f.data, 0o644); err != nil {
+		if err := os.WriteFile(f.path, data, 0o644); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// registryOption is the option of testdata/perf_option.go.
+const registryOption = "func WithOutOfTreePluginRegistry("
+
+// declares reports whether a Go file of upstream's in dir (not the one
+// written here) holds decl.
+func declares(dir, decl string) (bool, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil {
+		return false, err
+	}
+	for _, f := range files {
+		if filepath.Base(f) == "zz_dractl_option.go" {
+			continue
+		}
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return false, err
+		}
+		if bytes.Contains(data, []byte("\n"+decl)) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// forMinor rewrites an adapter file's import of the test context package
+// to the minor's; a file that names another path for it is an error, so
+// that a moved package fails here and not in the build.
+func forMinor(src []byte, minor Minor) ([]byte, error) {
+	if minor.ktesting == "" || minor.ktesting == adapterKTesting {
+		return src, nil
+	}
+	old := []byte(strconv.Quote(adapterKTesting))
+	if !bytes.Contains(src, old) {
+		if bytes.Contains(src, []byte("/ktesting\"")) {
+			return nil, fmt.Errorf("imports a ktesting package other than %s", adapterKTesting)
+		}
+		return src, nil
+	}
+	return bytes.ReplaceAll(src, old, []byte(strconv.Quote(minor.ktesting))), nil
 }
 
 // copyPerf copies the package's non-test Go files and everything below
@@ -384,17 +523,17 @@ func copyPerf(src, dst string) error {
 }
 
 // moduleDir downloads (or finds in the module cache) the upstream module.
-func moduleDir(dir string, log io.Writer) (string, error) {
+func moduleDir(dir, module string, env []string, log io.Writer) (string, error) {
 	var out strings.Builder
-	if err := run(dir, log, &out, nil, "go", "mod", "download", "-json", Module); err != nil {
+	if err := run(dir, log, &out, env, "go", "mod", "download", "-json", module); err != nil {
 		return "", err
 	}
 	var info struct{ Dir, Error string }
 	if err := json.Unmarshal([]byte(out.String()), &info); err != nil {
-		return "", fmt.Errorf("go mod download %s: %w", Module, err)
+		return "", fmt.Errorf("go mod download %s: %w", module, err)
 	}
 	if info.Error != "" || info.Dir == "" {
-		return "", fmt.Errorf("go mod download %s: %s", Module, info.Error)
+		return "", fmt.Errorf("go mod download %s: %s", module, info.Error)
 	}
 	return info.Dir, nil
 }

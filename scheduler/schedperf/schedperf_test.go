@@ -1,11 +1,13 @@
 package schedperf
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -261,16 +263,68 @@ func TestCopyPerf(t *testing.T) {
 	}
 }
 
-// TestModuleVersion keeps Module the k8s.io/kubernetes that
-// dractl-scheduler is built with.
+// TestModuleVersion keeps each minor's Module the k8s.io/kubernetes that
+// its dractl-scheduler is built with, and its tags the ones its build
+// files are behind.
 func TestModuleVersion(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join("..", "go.mod"))
+	for _, m := range Minors {
+		data, err := os.ReadFile(filepath.Join("..", "..", m.Dir, "go.mod"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		path, version, _ := strings.Cut(m.Module, "@")
+		if !regexp.MustCompile(`\n\t` + regexp.QuoteMeta(path+" "+version) + `( // indirect)?\n`).Match(data) {
+			t.Errorf("%s/go.mod does not require %s %s", m.Dir, path, version)
+		}
+		if m.Tags != "" {
+			if _, err := os.Stat(filepath.Join("..", "app", "minor_"+m.Tags+".go")); err != nil {
+				t.Errorf("Kubernetes %s: tag %s has no build file of its own in scheduler/app: %v", m.Name, m.Tags, err)
+			}
+		}
+	}
+}
+
+func TestMinorNamed(t *testing.T) {
+	for _, m := range Minors {
+		if got, err := MinorNamed(m.Name); err != nil || got.Module != m.Module {
+			t.Errorf("MinorNamed(%q) = %v, %v", m.Name, got, err)
+		}
+	}
+	if _, err := MinorNamed("1.36"); err == nil || !strings.Contains(err.Error(), "not built for Kubernetes 1.36") {
+		t.Errorf("MinorNamed(1.36): %v, want why 1.36 is not served", err)
+	}
+	if _, err := MinorNamed("1.99"); err == nil || !strings.Contains(err.Error(), "built for 1.37, 1.38") {
+		t.Errorf("MinorNamed(1.99): %v, want the minors there are", err)
+	}
+}
+
+// TestForMinor: the adapters are written for 1.37's test context package
+// and get each minor's; an adapter that imports another ktesting fails.
+func TestForMinor(t *testing.T) {
+	m138, err := MinorNamed("1.38")
 	if err != nil {
 		t.Fatal(err)
 	}
-	path, version, _ := strings.Cut(Module, "@")
-	if !strings.Contains(string(data), "\t"+path+" "+version+"\n") {
-		t.Errorf("scheduler/go.mod does not require %s %s", path, version)
+	for name, src := range map[string][]byte{"adapter": adapter, "bench": benchAdapter, "option": perfOption} {
+		got, err := forMinor(src, m138)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if bytes.Contains(got, []byte(adapterKTesting)) {
+			t.Errorf("%s still imports %s for 1.38", name, adapterKTesting)
+		}
+		if bytes.Contains(src, []byte(adapterKTesting)) != bytes.Contains(got, []byte(`"k8s.io/client-go/ktesting"`)) {
+			t.Errorf("%s: the import was not rewritten to 1.38's", name)
+		}
+		if same, _ := forMinor(src, Minors[0]); !bytes.Equal(same, src) {
+			t.Errorf("%s is rewritten for 1.37", name)
+		}
+	}
+	if !bytes.Contains(adapter, []byte(adapterKTesting)) {
+		t.Errorf("the adapter does not import %s: adapterKTesting is stale", adapterKTesting)
+	}
+	if _, err := forMinor([]byte(`import "k8s.io/other/ktesting"`), m138); err == nil {
+		t.Error("an adapter importing another ktesting package was rewritten silently")
 	}
 }
 

@@ -15,7 +15,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/dynamic-resource-allocation/cel"
@@ -77,10 +76,11 @@ func gateSet(f internal.Features) features.Set {
 // stateClaims turns an AllocatedState back into allocated claims, one per
 // device entry, the inverse of how kube-scheduler builds the state from
 // claims: exclusive devices, shares, and aggregated consumed capacity
-// (carried by one more share of the device).
+// (carried by one more share of the device). What the state holds is the
+// release's (stateResults in the release's file beside this one).
 func stateClaims(st internal.AllocatedState) []*resourcev1.ResourceClaim {
 	var out []*resourcev1.ResourceClaim
-	add := func(r resourcev1.DeviceRequestAllocationResult) {
+	for _, r := range stateResults(st) {
 		r.Request = "req"
 		out = append(out, &resourcev1.ResourceClaim{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "allocated-state", Name: fmt.Sprintf("claim-%d", len(out))},
@@ -89,27 +89,11 @@ func stateClaims(st internal.AllocatedState) []*resourcev1.ResourceClaim {
 			}},
 		})
 	}
-	for id := range st.AllocatedDevices {
-		add(resourcev1.DeviceRequestAllocationResult{Driver: id.Driver.String(), Pool: id.Pool.String(), Device: id.Device.String()})
-	}
-	for id := range st.AllocatedSharedDeviceIDs {
-		share := types.UID(id.ShareID.String())
-		add(resourcev1.DeviceRequestAllocationResult{Driver: id.Driver.String(), Pool: id.Pool.String(), Device: id.Device.String(), ShareID: &share})
-	}
-	for id, consumed := range st.AggregatedCapacity {
-		share := types.UID("aggregated-" + id.String())
-		r := resourcev1.DeviceRequestAllocationResult{Driver: id.Driver.String(), Pool: id.Pool.String(), Device: id.Device.String(), ShareID: &share,
-			ConsumedCapacity: map[resourcev1.QualifiedName]resource.Quantity{}}
-		for name, q := range consumed {
-			r.ConsumedCapacity[name] = q.DeepCopy()
-		}
-		add(r)
-	}
 	return out
 }
 
 func newAllocator(ctx context.Context, f internal.Features, allocated internal.AllocatedState, classes internal.DeviceClassLister,
-	slices []*resourcev1.ResourceSlice, _ *cel.Cache) (internal.Allocator, error) {
+	slices []*suiteSlice, _ *cel.Cache) (internal.Allocator, error) {
 	start := time.Now()
 	list, err := classes.List()
 	if err != nil {
@@ -121,7 +105,11 @@ func newAllocator(ctx context.Context, f internal.Features, allocated internal.A
 	// it.
 	in := make([]*api.ResourceSlice, len(slices))
 	for i, s := range slices {
-		in[i] = api.FromUpstream(s)
+		v1, err := toV1(s)
+		if err != nil {
+			return nil, err
+		}
+		in[i] = api.FromUpstream(v1)
 	}
 	a, err := allocator.New(allocator.Input{Pools: pool.Assemble(in), Classes: list, Allocated: stateClaims(allocated)},
 		allocator.Options{Features: gateSet(f), Compiler: compiler, NewShareID: func() types.UID { return "fixed" }})

@@ -17,6 +17,7 @@ import (
 func main() {
 	bin := flag.String("bin", "../bin", "where the binaries go")
 	releases := flag.String("releases", strings.Join(matrix.Releases, ","), "the kube-apiserver releases, comma-separated")
+	toolchain := flag.String("toolchain", "", "GOTOOLCHAIN for the releases that need a newer Go than this one (1.38: go1.27.3)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -25,7 +26,7 @@ func main() {
 		os.Exit(1)
 	}
 	for _, r := range strings.Split(*releases, ",") {
-		took, err := matrix.BuildAPIServer(ctx, *bin, r, os.Stderr)
+		took, err := matrix.BuildAPIServer(ctx, *bin, r, *toolchain, os.Stderr)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)

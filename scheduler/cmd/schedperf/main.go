@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -31,34 +32,99 @@ func main() {
 	benchRounds := flag.Int("bench-rounds", 1, "with -bench: rounds, each running every workload with every side")
 	benchOut := flag.String("bench-out", "", "with -bench: a markdown file whose benchmark table (between its markers) is replaced")
 	benchLog := flag.String("bench-log", "", "with -bench: make the table from this saved output of an earlier -bench -v run instead of running")
+	versions := flag.String("versions", "", "space- or comma-separated Kubernetes minors to run, oldest first, or all (default: "+schedperf.Minors[0].Name+"); each runs its own kube-scheduler with its own dractl-scheduler build")
+	toolchain := flag.String("toolchain", "", "GOTOOLCHAIN for the minors whose modules need a newer Go than this one (1.38: go1.27.3)")
 	flag.Parse()
+	minors, unserved := pick(*versions)
+	base := schedperf.Options{Repo: *repo, Work: *work, Bin: *bin, Toolchain: *toolchain, TestArgs: strings.Fields(*testArgs)}
+	if *verbose {
+		base.Log = os.Stderr
+	}
 	if *bench {
-		opts := schedperf.BenchOptions{Options: schedperf.Options{Repo: *repo, Work: *work, Bin: *bin, TestArgs: strings.Fields(*testArgs)},
-			Workloads: *benchWorkloads, Rounds: *benchRounds}
-		if *verbose {
-			opts.Log = os.Stderr
-		}
 		if isSet("workload-timeout") {
-			opts.WorkloadTimeout = *timeout
+			base.WorkloadTimeout = *timeout
 		}
-		if *benchLog != "" {
-			if err := tableFromLog(*repo, *benchLog, *benchOut); err != nil {
-				fmt.Fprintln(os.Stderr, "schedperf:", err)
-				os.Exit(1)
+		ok := len(unserved) == 0
+		for _, m := range minors {
+			opts := schedperf.BenchOptions{Options: base, Workloads: *benchWorkloads, Rounds: *benchRounds}
+			opts.Minor = m
+			fmt.Printf("Kubernetes %s (%s)\n", m.Name, m.Module)
+			var err error
+			if *benchLog != "" {
+				err = tableFromLog(opts.Options, *benchLog, *benchOut)
+			} else {
+				err = runBench(opts, *benchOut)
 			}
-			return
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "schedperf:", err)
+				ok = false
+			}
 		}
-		if err := runBench(opts, *benchOut); err != nil {
-			fmt.Fprintln(os.Stderr, "schedperf:", err)
+		if !ok {
 			os.Exit(1)
 		}
 		return
 	}
 
-	opts := schedperf.Options{Repo: *repo, Work: *work, Bin: *bin, Run: *runPattern, WorkloadTimeout: *timeout, TestArgs: strings.Fields(*testArgs)}
-	if *verbose {
-		opts.Log = os.Stderr
+	base.Run, base.WorkloadTimeout = *runPattern, *timeout
+	passed, failed, ok := 0, 0, len(unserved) == 0
+	for _, m := range minors {
+		opts := base
+		opts.Minor = m
+		if len(minors) > 1 {
+			fmt.Printf("Kubernetes %s (%s)\n", m.Name, m.Module)
+		}
+		rep, err := runMinor(opts)
+		if err != nil {
+			if !errors.Is(err, schedperf.ErrFailed) {
+				fmt.Fprintf(os.Stderr, "schedperf: Kubernetes %s: %v\n", m.Name, err)
+			}
+			ok = false
+		}
+		if rep != nil {
+			passed += rep.Count(schedperf.Dractl, "pass")
+			failed += rep.Count(schedperf.Dractl, "fail")
+		}
 	}
+	fmt.Printf("%d passed, %d failed\n", passed, failed)
+	if !ok {
+		os.Exit(1)
+	}
+}
+
+// pick returns the minors -versions names; one dractl-scheduler is not
+// built for is reported on stderr and returned in unserved, so that the
+// run fails after the others ran.
+func pick(versions string) (minors []schedperf.Minor, unserved []string) {
+	names := strings.FieldsFunc(versions, func(r rune) bool { return r == ',' || r == ' ' })
+	switch {
+	case len(names) == 0:
+		return schedperf.Minors[:1], nil
+	case len(names) == 1 && names[0] == "all":
+		names = nil
+		for name := range schedperf.Unserved {
+			names = append(names, name)
+		}
+		slices.Sort(names)
+		for _, m := range schedperf.Minors {
+			names = append(names, m.Name)
+		}
+	}
+	for _, name := range names {
+		m, err := schedperf.MinorNamed(name)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "schedperf:", err)
+			unserved = append(unserved, name)
+			continue
+		}
+		minors = append(minors, m)
+	}
+	return minors, unserved
+}
+
+// runMinor runs one minor's workloads, printing each as it ends, then
+// the minor's summary.
+func runMinor(opts schedperf.Options) (*schedperf.Report, error) {
 	failedInTree := map[string]bool{}
 	seen := 0
 	opts.Progress = func(c schedperf.Case) {
@@ -70,8 +136,7 @@ func main() {
 	}
 	rep, err := schedperf.Run(opts)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "schedperf:", err)
-		os.Exit(1)
+		return nil, err
 	}
 	for _, c := range rep.Cases[seen:] {
 		fmt.Println(line(c, rep.Failed(schedperf.InTree, c)))
@@ -79,14 +144,9 @@ func main() {
 	if n := rep.Count(schedperf.InTree, "fail"); n > 0 {
 		fmt.Printf("%d workloads fail with the in-tree plugin here as well\n", n)
 	}
-	fmt.Printf("wall time of the test: %s\n", rep.Wall.Round(time.Second))
-	fmt.Printf("%d passed, %d failed\n", rep.Count(schedperf.Dractl, "pass"), rep.Count(schedperf.Dractl, "fail"))
-	if err := rep.Check(); err != nil {
-		if !errors.Is(err, schedperf.ErrFailed) {
-			fmt.Fprintln(os.Stderr, "schedperf:", err)
-		}
-		os.Exit(1)
-	}
+	fmt.Printf("Kubernetes %s: wall time of the test %s; %d passed, %d failed\n", opts.Minor.Name, rep.Wall.Round(time.Second),
+		rep.Count(schedperf.Dractl, "pass"), rep.Count(schedperf.Dractl, "fail"))
+	return rep, rep.Check()
 }
 
 // line is a case's report: PASS|FAIL <test case>/<workload> <plugin>
@@ -130,7 +190,7 @@ func runBench(opts schedperf.BenchOptions, out string) error {
 	if len(rows) == 0 {
 		return err
 	}
-	if werr := writeTable(rows, out); werr != nil {
+	if werr := writeTable(rows, out, opts.Minor); werr != nil {
 		return werr
 	}
 	// Workloads that did not end are in the table; the error says why.
@@ -138,20 +198,20 @@ func runBench(opts schedperf.BenchOptions, out string) error {
 }
 
 // tableFromLog makes the table of a saved run's output.
-func tableFromLog(repo, log, out string) error {
+func tableFromLog(opts schedperf.Options, log, out string) error {
 	f, err := os.Open(log)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	rows, err := schedperf.BenchFromLog(repo, f)
+	rows, err := schedperf.BenchFromLog(opts, f)
 	if err != nil {
 		return fmt.Errorf("%s: %w", log, err)
 	}
-	return writeTable(rows, out)
+	return writeTable(rows, out, opts.Minor)
 }
 
-func writeTable(rows []schedperf.BenchRow, out string) error {
+func writeTable(rows []schedperf.BenchRow, out string, m schedperf.Minor) error {
 	table := schedperf.Table(rows)
 	fmt.Print(table)
 	if out == "" {
@@ -161,5 +221,5 @@ func writeTable(rows []schedperf.BenchRow, out string) error {
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
-	return os.WriteFile(out, []byte(schedperf.Splice(string(doc), table)), 0o644)
+	return os.WriteFile(out, []byte(schedperf.SpliceAt(string(doc), table, m)), 0o644)
 }
