@@ -234,7 +234,7 @@ report-screenshot: build chromium
 N ?= 2000
 SEED ?= 1
 conformance: conformance-test
-	$(MAKE) -C conformance upstream-suite
+	$(MAKE) -C conformance upstream-suite GOTOOLCHAIN_138=$(GOTOOLCHAIN_138)
 	$(MAKE) -C conformance conformance N=$(N) SEED=$(SEED)
 
 conformance-test:
@@ -342,16 +342,17 @@ soak: scheduler
 # The live verbs, the monitor, the control-plane publisher and the mock
 # GPU driver against kube-apiserver processes of every minor that serves
 # resource.k8s.io/v1, and against 1.34 with that API turned off
-# (e2e/matrix_test.go, build tag matrix). Each kube-apiserver is built once
-# into bin/kube-apiserver-<release> from a scratch module on the module
-# proxy's k8s.io/kubernetes (6 to 13 minutes each on 2 cores), etcd into
-# bin/etcd; later runs reuse them and take about 3 minutes (docs/versions.md).
-# Not in make test or CI: on a clean clone the four builds take about 40
-# minutes. MATRIX_RELEASES (comma-separated) picks releases other than
-# e2e/matrix.Releases.
+# (e2e/matrix_test.go, build tag matrix), and from 1.37 dractl's
+# --kube-version verdicts against the server's own. Each kube-apiserver is
+# built once into bin/kube-apiserver-<release> from a scratch module on the
+# module proxy's k8s.io/kubernetes (6 to 13 minutes each on 2 cores; 1.38
+# with Go 1.27), etcd into bin/etcd; later runs reuse them and take about
+# 3 minutes (docs/versions.md). Not in make test or CI: on a clean clone
+# the five builds take about 50 minutes. MATRIX_RELEASES (comma-separated)
+# picks releases other than e2e/matrix.Releases.
 MATRIX_RELEASES ?=
 e2e-matrix:
-	$(GO) -C e2e run ./matrix/build -bin ../bin $(if $(MATRIX_RELEASES),-releases '$(MATRIX_RELEASES)')
+	$(GO) -C e2e run ./matrix/build -bin ../bin -toolchain $(GOTOOLCHAIN_138) $(if $(MATRIX_RELEASES),-releases '$(MATRIX_RELEASES)')
 	$(GO) -C e2e test -tags matrix -count=1 -run '^TestMatrix$$' -timeout $(E2E_TIMEOUT) -v . $(if $(MATRIX_RELEASES),-args -matrix-releases '$(MATRIX_RELEASES)')
 
 # Rewrites e2e/testdata from the current behaviour; review the diff.

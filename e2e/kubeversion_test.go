@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/dractl/dractl/e2e/framework"
 	"github.com/dractl/dractl/pkg/ops/admit"
@@ -66,22 +67,34 @@ func (v verdictOf) String() string {
 // validation, as kubectl creates) and judges the same documents with
 // `dractl validate --kube-version 1.37`: each object must be accepted by
 // both or refused by both, at the same fields. Pool problems are dractl's
-// own (kube-apiserver checks objects one by one) and are left out.
+// own (kube-apiserver checks objects one by one) and are left out. The
+// matrix (matrix_test.go) does the same against kube-apiserver 1.38.
 func TestKubeVersionVerdicts(t *testing.T) {
 	cp := framework.StartControlPlane(t, framework.Options{})
+	judgeKubeVersion(t, cp.Context(), cp.Client, "1.37")
+}
+
+// judgeKubeVersion compares, for every object of kubeVersionInputs, the
+// verdict of the kube-apiserver behind client with that of
+// `dractl validate --kube-version minor`.
+func judgeKubeVersion(t *testing.T, ctx context.Context, client kubernetes.Interface, minor string) {
 	// Admission takes a slice with nodeAllocatableResources only for a node
 	// that declares the feature, as its kubelet would; it reads the node
 	// from an informer, so the probe waits for it to see the declaration.
-	createNodes(t, cp, "node-1")
-	n, err := cp.Client.CoreV1().Nodes().Get(cp.Context(), "node-1", metav1.GetOptions{})
+	if err := createNode(ctx, client, "node-1"); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	n, err := client.CoreV1().Nodes().Get(ctx, "node-1", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	n.Status.DeclaredFeatures = append(n.Status.DeclaredFeatures, "DRANodeAllocatableResources")
-	if _, err := cp.Client.CoreV1().Nodes().UpdateStatus(cp.Context(), n, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
+	if !slices.Contains(n.Status.DeclaredFeatures, "DRANodeAllocatableResources") {
+		n.Status.DeclaredFeatures = append(n.Status.DeclaredFeatures, "DRANodeAllocatableResources")
+		if _, err := client.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
-	rest := cp.Client.ResourceV1().RESTClient()
+	rest := client.ResourceV1().RESTClient()
 	probe := []byte(`{"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice","metadata":{"name":"probe"},"spec":{"driver":"gpu.example.com","nodeName":"node-1",` +
 		`"pool":{"name":"probe","generation":1,"resourceSliceCount":1},"devices":[{"name":"gpu-0","capacity":{"memory":{"value":"1Gi"}},` +
 		`"nodeAllocatableResources":{"memory":{"mapping":{"capacityKey":"memory","capacityMultiplier":"1"}}}}]}}`)
@@ -119,7 +132,7 @@ func TestKubeVersionVerdicts(t *testing.T) {
 		if err := os.WriteFile(copyPath, []byte(strings.Join(stream, "\n---\n")), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		byDoc := dractlVerdicts(t, copyPath, len(objs))
+		byDoc := dractlVerdicts(t, copyPath, len(objs), minor)
 		for i, o := range objs {
 			res := resourceOf(o.kind)
 			req := rest.Post().Resource(res).Body([]byte(o.doc)).SetHeader("Content-Type", "application/json").
@@ -127,7 +140,7 @@ func TestKubeVersionVerdicts(t *testing.T) {
 			if o.namespace != "" {
 				req = req.Namespace(o.namespace)
 			}
-			err := req.Do(cp.Context()).Error()
+			err := req.Do(ctx).Error()
 			server := serverVerdict(err)
 			if err != nil {
 				t.Logf("%s %s/%s: kube-apiserver: %v", file, o.kind, o.name, err)
@@ -137,7 +150,7 @@ func TestKubeVersionVerdicts(t *testing.T) {
 			t.Logf("%s %s/%s: kube-apiserver %s; dractl %s", file, o.kind, o.name, server, dractl)
 			if server.accepted != dractl.accepted ||
 				(!server.accepted && server.fields != nil && !slices.Equal(server.fields, asServerReports(dractl.fields, server.fields))) {
-				t.Errorf("%s %s/%s: kube-apiserver 1.37 %s, dractl validate --kube-version 1.37 %s", file, o.kind, o.name, server, dractl)
+				t.Errorf("%s %s/%s: kube-apiserver %s %s, dractl validate --kube-version %s %s", file, o.kind, o.name, minor, server, minor, dractl)
 			}
 		}
 	}
@@ -252,11 +265,11 @@ func serverVerdict(err error) verdictOf {
 	return v
 }
 
-// dractlVerdicts runs `dractl validate --kube-version 1.37 -o json` on a
-// file of n documents and returns each document's verdict (1-based).
-func dractlVerdicts(t *testing.T, file string, n int) map[int]verdictOf {
+// dractlVerdicts runs `dractl validate --kube-version <minor> -o json` on
+// a file of n documents and returns each document's verdict (1-based).
+func dractlVerdicts(t *testing.T, file string, n int, minor string) map[int]verdictOf {
 	t.Helper()
-	r := dractl(t, "", "validate", "--kube-version", "1.37", "-o", "json", "-f", file)
+	r := dractl(t, "", "validate", "--kube-version", minor, "-o", "json", "-f", file)
 	if r.code != 0 && r.code != 1 {
 		t.Fatalf("dractl validate %s: exit %d\n%s%s", file, r.code, r.out, r.err)
 	}
@@ -264,8 +277,8 @@ func dractlVerdicts(t *testing.T, file string, n int) map[int]verdictOf {
 	if err := json.Unmarshal([]byte(r.out), &rep); err != nil {
 		t.Fatalf("dractl validate %s: %v\n%s", file, err, r.out)
 	}
-	if rep.KubeVersion != "1.37" {
-		t.Fatalf("dractl validate judged for %q, want 1.37", rep.KubeVersion)
+	if rep.KubeVersion != minor {
+		t.Fatalf("dractl validate judged for %q, want %s", rep.KubeVersion, minor)
 	}
 	out := map[int]verdictOf{}
 	for d := 1; d <= n; d++ {

@@ -48,8 +48,9 @@ var matrixVerbs = []struct {
 
 // TestMatrix runs dractl's live verbs, its monitor and its drivers
 // against a kube-apiserver process of each release (matrix.Releases: the
-// newest patch of 1.34 to 1.37 on the module proxy, built by
-// make e2e-matrix), each with every DRA feature gate it has:
+// newest patch of 1.34 to 1.37 and 1.38's newest pre-release on the
+// module proxy, built by make e2e-matrix), each with every DRA feature
+// gate it has:
 //
 //   - the control-plane publisher (publish.StartController) publishes a
 //     pool of plain devices, a claim is allocated on it as kube-scheduler
@@ -65,7 +66,9 @@ var matrixVerbs = []struct {
 //     field named, and taken at 1.37;
 //   - the mock GPU driver publishes its node's partitionable pool from
 //     1.35, and refuses 1.34, whose kube-apiserver wants counter sets in
-//     the slice of their devices, with that reason.
+//     the slice of their devices, with that reason;
+//   - from 1.37, the server and `dractl validate --kube-version` of its
+//     minor give every object of kubeVersionInputs the same verdict.
 func TestMatrix(t *testing.T) {
 	bin, err := filepath.Abs(filepath.Join(repo, "bin"))
 	if err != nil {
@@ -294,6 +297,13 @@ func matrixRun(t *testing.T, c *matrix.Cluster) map[string]string {
 
 	matrixTaintRule(t, c, kc)
 	matrixDriver(t, c)
+	// dractl's verdicts for the minors it has rules of, against the
+	// server itself (1.37 is also judged in TestKubeVersionVerdicts).
+	if c.Minor >= 37 {
+		t.Run("kube-version-verdicts", func(t *testing.T) {
+			judgeKubeVersion(t, t.Context(), c.Client, fmt.Sprintf("1.%d", c.Minor))
+		})
+	}
 	return out
 }
 

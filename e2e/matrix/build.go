@@ -121,9 +121,11 @@ func BuildAPIServer(ctx context.Context, bin, release, toolchain string, log io.
 	defer os.RemoveAll(work)
 	// The module's own go.mod, from the module cache (downloaded if
 	// need be).
+	// The toolchain downloads too: a release that needs a newer Go is
+	// refused by an older go command before its go.mod can be read.
 	var dl bytes.Buffer
-	if err := goCmd(ctx, work, &dl, log, "", "mod", "download", "-json", "k8s.io/kubernetes@"+release); err != nil {
-		return 0, fmt.Errorf("downloading k8s.io/kubernetes %s: %w", release, err)
+	if err := goCmd(ctx, work, &dl, log, toolchain, "mod", "download", "-json", "k8s.io/kubernetes@"+release); err != nil {
+		return 0, fmt.Errorf("downloading k8s.io/kubernetes %s: %w: %s", release, err, strings.TrimSpace(dl.String()))
 	}
 	var info struct{ GoMod, Error string }
 	if err := json.Unmarshal(dl.Bytes(), &info); err != nil || info.GoMod == "" {
