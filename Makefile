@@ -342,8 +342,10 @@ soak: scheduler
 # The live verbs, the monitor, the control-plane publisher and the mock
 # GPU driver against kube-apiserver processes of every minor that serves
 # resource.k8s.io/v1, and against 1.34 with that API turned off
-# (e2e/matrix_test.go, build tag matrix), and from 1.37 dractl's
-# --kube-version verdicts against the server's own. Each kube-apiserver is
+# (e2e/matrix_test.go, build tag matrix), from 1.37 dractl's
+# --kube-version verdicts against the server's own, and each
+# dractl-scheduler build (1.37, 1.38) scheduling a pod where the skew
+# policy allows it and refusing the server elsewhere. Each kube-apiserver is
 # built once into bin/kube-apiserver-<release> from a scratch module on the
 # module proxy's k8s.io/kubernetes (6 to 13 minutes each on 2 cores; 1.38
 # with Go 1.27), etcd into bin/etcd; later runs reuse them and take about
@@ -351,7 +353,7 @@ soak: scheduler
 # the five builds take about 50 minutes. MATRIX_RELEASES (comma-separated)
 # picks releases other than e2e/matrix.Releases.
 MATRIX_RELEASES ?=
-e2e-matrix:
+e2e-matrix: scheduler-1.38
 	$(GO) -C e2e run ./matrix/build -bin ../bin -toolchain $(GOTOOLCHAIN_138) $(if $(MATRIX_RELEASES),-releases '$(MATRIX_RELEASES)')
 	$(GO) -C e2e test -tags matrix -count=1 -run '^TestMatrix$$' -timeout $(E2E_TIMEOUT) -v . $(if $(MATRIX_RELEASES),-args -matrix-releases '$(MATRIX_RELEASES)')
 

@@ -68,7 +68,10 @@ var matrixVerbs = []struct {
 //     1.35, and refuses 1.34, whose kube-apiserver wants counter sets in
 //     the slice of their devices, with that reason;
 //   - from 1.37, the server and `dractl validate --kube-version` of its
-//     minor give every object of kubeVersionInputs the same verdict.
+//     minor give every object of kubeVersionInputs the same verdict;
+//   - each dractl-scheduler build (1.37, 1.38) schedules a pod with a
+//     claim where kube-scheduler's skew policy allows it (a server of its
+//     minor or one newer) and exits at start with the rule elsewhere.
 func TestMatrix(t *testing.T) {
 	bin, err := filepath.Abs(filepath.Join(repo, "bin"))
 	if err != nil {
@@ -81,12 +84,13 @@ func TestMatrix(t *testing.T) {
 		mb, _ := matrix.Minor(b)
 		return mb - ma
 	})
+	schedulers := matrixSchedulers(t, bin)
 	var reference map[string]string
 	for _, release := range releases {
 		t.Run(release, func(t *testing.T) {
 			c := matrix.Start(t, bin, release)
 			t.Logf("kube-apiserver %s: DRA gates on %s, off %v; resource.k8s.io %s served besides v1", release, strings.Join(c.Gates, ","), c.Off, strings.Join(c.RuntimeConfig, ","))
-			out := matrixRun(t, c)
+			out := matrixRun(t, c, schedulers)
 			if reference == nil {
 				reference = out
 				return
@@ -184,7 +188,7 @@ func matrixWithoutV1(t *testing.T, c *matrix.Cluster) {
 
 // matrixRun does everything TestMatrix does at one release and returns
 // the live verbs' and the monitor's outputs by name.
-func matrixRun(t *testing.T, c *matrix.Cluster) map[string]string {
+func matrixRun(t *testing.T, c *matrix.Cluster, schedulers map[int]string) map[string]string {
 	ctx := t.Context()
 	kc := c.Kubeconfig(t)
 	if err := createNode(ctx, c.Client, "node-1"); err != nil {
@@ -304,6 +308,7 @@ func matrixRun(t *testing.T, c *matrix.Cluster) map[string]string {
 			judgeKubeVersion(t, t.Context(), c.Client, fmt.Sprintf("1.%d", c.Minor))
 		})
 	}
+	matrixScheduler(t, c, kc, schedulers)
 	return out
 }
 
