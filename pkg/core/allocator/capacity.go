@@ -21,13 +21,26 @@ import (
 // with DRAConsumableCapacity on. frac selects the DRAFractionalCapacityRange
 // arithmetic: ranges with fractional bounds are rounded in milli units.
 
+// capArith is how consumed capacity is computed: the gates' and the
+// minor's choices.
+type capArith struct {
+	frac bool // DRAFractionalCapacityRange
+	// refuseNegative (ruleNegativeRequestRefused): a negative request is
+	// an error even where the policy would round it up.
+	refuseNegative bool
+}
+
+func (a *Allocator) capArith() capArith {
+	return capArith{frac: a.g.fractional, refuseNegative: a.rules.has(ruleNegativeRequestRefused)}
+}
+
 var errNotRepresentable = errors.New("capacity request cannot be represented in the device's range arithmetic")
 
 type capMap = map[api.QualifiedName]resource.Quantity
 
 // capacityFits reports whether req fits caps on top of the two consumed
 // maps (either may be nil).
-func capacityFits(req *resourcev1.CapacityRequirements, caps map[api.QualifiedName]api.DeviceCapacity, used1, used2 capMap, frac bool) (bool, error) {
+func capacityFits(req *resourcev1.CapacityRequirements, caps map[api.QualifiedName]api.DeviceCapacity, used1, used2 capMap, ar capArith) (bool, error) {
 	if req != nil {
 		for name, q := range req.Requests {
 			if _, ok := caps[name]; !ok {
@@ -45,11 +58,11 @@ func capacityFits(req *resourcev1.CapacityRequirements, caps map[api.QualifiedNa
 	var names [8]api.QualifiedName
 	var amounts [8]resource.Quantity
 	if len(caps) > len(names) {
-		return capacityFitsMany(req, caps, used1, used2, frac)
+		return capacityFitsMany(req, caps, used1, used2, ar)
 	}
 	n := 0
 	for name, c := range caps {
-		q, err := consumedOne(req, name, c, frac)
+		q, err := consumedOne(req, name, c, ar)
 		if err != nil {
 			return false, err
 		}
@@ -57,7 +70,7 @@ func capacityFits(req *resourcev1.CapacityRequirements, caps map[api.QualifiedNa
 		n++
 	}
 	for i := range n {
-		if !fitsOne(names[i], amounts[i], caps[names[i]], used1, used2, frac) {
+		if !fitsOne(names[i], amounts[i], caps[names[i]], used1, used2, ar.frac) {
 			return false, nil
 		}
 	}
@@ -65,13 +78,13 @@ func capacityFits(req *resourcev1.CapacityRequirements, caps map[api.QualifiedNa
 }
 
 // capacityFitsMany is capacityFits for devices with many capacities.
-func capacityFitsMany(req *resourcev1.CapacityRequirements, caps map[api.QualifiedName]api.DeviceCapacity, used1, used2 capMap, frac bool) (bool, error) {
-	consumed, err := consumption(req, caps, frac)
+func capacityFitsMany(req *resourcev1.CapacityRequirements, caps map[api.QualifiedName]api.DeviceCapacity, used1, used2 capMap, ar capArith) (bool, error) {
+	consumed, err := consumption(req, caps, ar)
 	if err != nil {
 		return false, err
 	}
 	for name, c := range caps {
-		if !fitsOne(name, consumed[name], c, used1, used2, frac) {
+		if !fitsOne(name, consumed[name], c, used1, used2, ar.frac) {
 			return false, nil
 		}
 	}
@@ -96,10 +109,10 @@ func fitsOne(name api.QualifiedName, q resource.Quantity, c api.DeviceCapacity, 
 
 // consumption is what one allocation of the device consumes of each of its
 // capacities.
-func consumption(req *resourcev1.CapacityRequirements, caps map[api.QualifiedName]api.DeviceCapacity, frac bool) (capMap, error) {
+func consumption(req *resourcev1.CapacityRequirements, caps map[api.QualifiedName]api.DeviceCapacity, ar capArith) (capMap, error) {
 	out := make(capMap, len(caps))
 	for name, c := range caps {
-		q, err := consumedOne(req, name, c, frac)
+		q, err := consumedOne(req, name, c, ar)
 		if err != nil {
 			return nil, err
 		}
@@ -109,14 +122,19 @@ func consumption(req *resourcev1.CapacityRequirements, caps map[api.QualifiedNam
 }
 
 // consumedOne is what one allocation consumes of one capacity.
-func consumedOne(req *resourcev1.CapacityRequirements, name api.QualifiedName, c api.DeviceCapacity, frac bool) (resource.Quantity, error) {
+func consumedOne(req *resourcev1.CapacityRequirements, name api.QualifiedName, c api.DeviceCapacity, ar capArith) (resource.Quantity, error) {
 	var asked *resource.Quantity
 	if req != nil {
 		if q, ok := req.Requests[name]; ok {
 			asked = &q
 		}
 	}
-	q, err := consumedAmount(asked, c, frac)
+	if ar.refuseNegative && asked != nil && asked.Sign() < 0 {
+		// Before the policy rounds it up to a valid amount, which would
+		// hide it.
+		return resource.Quantity{}, fmt.Errorf("capacity %q: capacity value is negative: request %s", name, asked.String())
+	}
+	q, err := consumedAmount(asked, c, ar.frac)
 	if err != nil {
 		return resource.Quantity{}, fmt.Errorf("capacity %q: %w", name, err)
 	}
