@@ -265,7 +265,7 @@ func (at *attempt) staticCapacity(al *alternative, d *devInfo, used capMap) (boo
 	if al.req.capReq == nil && len(used) == 0 {
 		return d.alone, d.aloneErr
 	}
-	return capacityFits(al.req.capReq, d.cap, used, nil, at.a.capArith())
+	return capacityFits(al.req.capReq, d.cap, used, nil, at.a.capArith(d))
 }
 
 // buildCands lists, in upstream's visiting order, the devices that can serve

@@ -211,7 +211,7 @@ func (at *attempt) tryAdd(al *alternative, c candidate) (bool, error) {
 	}
 	sh := st.shares[c.local]
 	if !c.fromAll && d.multi && sh != nil {
-		fits, err := capacityFits(r.capReq, d.cap, at.pools[c.pool].h.aggCap(d.idx), sh.used, a.capArith())
+		fits, err := capacityFits(r.capReq, d.cap, at.pools[c.pool].h.aggCap(d.idx), sh.used, a.capArith(d))
 		if err != nil {
 			return false, at.fatal(r.claim, r.name, fmt.Errorf("checking capacity for device %s: %w", d.id(), err))
 		}
@@ -293,7 +293,7 @@ func (at *attempt) tryAdd(al *alternative, c candidate) (bool, error) {
 		}
 	}
 	if d.multi {
-		consumed, err := consumption(r.capReq, d.cap, a.capArith())
+		consumed, err := consumption(r.capReq, d.cap, a.capArith(d))
 		if err != nil {
 			at.rollback(&pk)
 			return false, at.fatal(r.claim, r.name, fmt.Errorf("computing consumed capacity for device %s: %w", d.id(), err))
