@@ -179,7 +179,7 @@ func (at *attempt) busy(al *alternative, c candidate, d *devInfo) bool {
 // allocations, but an allocated claim still holds a share of it, which a
 // dedicated pick must not be added to.
 func (at *attempt) heldShare(h *heldGen, d *devInfo) bool {
-	return !d.multi && h.shareInUse(d.idx) && at.a.rules.has(ruleShareBlocksDedicated)
+	return at.a.rules.has(ruleShareBlocksDedicated) && !d.multi && h.shareInUse(d.idx)
 }
 
 func (at *attempt) skipCounters(c candidate, d *devInfo) bool {
