@@ -49,9 +49,11 @@ one gets, as every verb reads it, a UID derived from its namespace and
 name (a name-based UUID), so that the output read back with the pod refers
 to it.
 
-first-fit picks the devices kube-scheduler 1.37 picks; best-fit prefers the
+first-fit picks the devices kube-scheduler picks; best-fit prefers the
 devices that put the least of their GPU (counter set) out of other devices'
-reach. Every DRA feature
+reach. Both answer as the kube-scheduler of the minor --kube-version names
+(default: the newest), where its allocator changed between minors
+(docs/versions.md). Every DRA feature
 gate is on; --feature-gates turns gates off as a cluster would
 (--feature-gates DRAConsumableCapacity=false,DRAFractionalCapacityRange=false).
 
@@ -89,6 +91,12 @@ func (o *allocateOptions) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	target, err := o.targetVersion()
+	if err != nil {
+		return err
+	}
+	as := judgedAs(target)
+	o.allocateAs = &as
 	c, problems, err := o.readCluster(strategy, "allocated")
 	if err != nil {
 		printProblems(o.Err, problems)
@@ -163,6 +171,9 @@ func (o *allocateOptions) run(ctx context.Context) error {
 // the groups after it.
 func (o *allocateOptions) allocateGroup(ctx context.Context, c *cluster, g *group, pending []*resourcev1.ResourceClaim, nodes []*corev1.Node) ([]*resourcev1.ResourceClaim, error) {
 	var unfit []*allocator.UnfitError
+	// unusable are the nodes that cannot be used at all (from 1.38, an All
+	// request over an invalid pool); like an unfit node, another may do.
+	var unusable []*allocator.NodeError
 	var excluded []string
 	allocated := c.allocatedOf(g)
 	for _, node := range nodes {
@@ -183,6 +194,11 @@ func (o *allocateOptions) allocateGroup(ctx context.Context, c *cluster, g *grou
 		results, err := c.allocate(ctx, node, toAllocate)
 		if allocator.IsUnfit(err) {
 			unfit = append(unfit, err.(*allocator.UnfitError))
+			continue
+		}
+		var ne *allocator.NodeError
+		if errors.As(err, &ne) {
+			unusable = append(unusable, ne)
 			continue
 		}
 		if err != nil {
@@ -213,6 +229,18 @@ func (o *allocateOptions) allocateGroup(ctx context.Context, c *cluster, g *grou
 	}
 	for _, e := range excluded {
 		fmt.Fprintln(o.Err, e)
+	}
+	if len(unusable) > 0 {
+		// As an invalid pool that the search met: an answer no node gives
+		// because of the input, not a misfit.
+		msgs := make([]string, len(unusable))
+		for i, ne := range unusable {
+			msgs[i] = fmt.Sprintf("node %s: %v", ne.Node, ne)
+		}
+		for _, u := range unfit {
+			writeExplanation(o.Err, u.Explanation)
+		}
+		return nil, &exitError{code: ExitCannotAnswer, msg: "no node fits: " + strings.Join(msgs, "; ")}
 	}
 	if len(unfit) == 0 {
 		return nil, &exitError{code: ExitNoFit, msg: fmt.Sprintf("%s may run on none of the %s tried", g, plural(len(nodes), "node"))}

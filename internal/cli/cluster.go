@@ -19,6 +19,7 @@ import (
 	"github.com/dractl/dractl/pkg/core/decode"
 	"github.com/dractl/dractl/pkg/core/podclaims"
 	"github.com/dractl/dractl/pkg/core/state"
+	"github.com/dractl/dractl/pkg/core/validation"
 	"github.com/dractl/dractl/pkg/ops/admit"
 )
 
@@ -106,7 +107,7 @@ func (o *inputOptions) readClusterInput(strategy allocator.Strategy) (*cluster, 
 	if len(problems) > 0 {
 		return nil, &inputErrors{problems}
 	}
-	c := &cluster{set: decode.Group(in.objects), strategy: strategy, st: state.New(state.Options{Features: gates})}
+	c := &cluster{set: decode.Group(in.objects), strategy: strategy, st: state.New(state.Options{Features: gates, KubeVersion: ptr.Deref(o.allocateAs, validation.KubeVersion{})})}
 	// The State taints the devices the rules select, as it does for the
 	// scheduler plugin.
 	for _, r := range c.set.TaintRules {

@@ -101,6 +101,10 @@ func TestCommands(t *testing.T) {
 		{"compact-kube-version-1.37", []string{"compact", "--kube-version", "1.37", "-f", filepath.Join("internal", "cli", "testdata", "kube-versions.yaml")}, "", ExitOK},
 		{"compact-kube-version-default", []string{"compact", "-f", filepath.Join("internal", "cli", "testdata", "kube-versions.yaml")}, "", ExitInvalid},
 		{"allocate-kube-version-1.38", []string{"allocate", "--kube-version", "1.38", "-f", filepath.Join("internal", "cli", "testdata", "kube-versions.yaml")}, "", ExitUsage},
+		// The allocator answers as the named minor's kube-scheduler: 1.38
+		// ignores semver build metadata in matchAttribute, 1.37 does not.
+		{"allocate-build-metadata-1.37", []string{"allocate", "--kube-version", "1.37", "-f", filepath.Join("internal", "cli", "testdata", "allocate", "build-metadata.yaml")}, "", ExitNoFit},
+		{"allocate-build-metadata-default", []string{"allocate", "-f", filepath.Join("internal", "cli", "testdata", "allocate", "build-metadata.yaml")}, "", ExitOK},
 		// The whole GPU listed before its partitions (KEP-4815 first fit).
 		{"validate-largest-first", []string{"validate", "-f", filepath.Join("internal", "cli", "testdata", "largest-first.yaml")}, "", ExitOK},
 		{"validate-v1-limits", []string{"validate", "-f", filepath.Join("internal", "cli", "testdata", "v1-limits.yaml")}, "", ExitOK},

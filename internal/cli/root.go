@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/dractl/dractl/pkg/core/validation"
 )
 
 // Streams are the standard streams a command reads and writes.
@@ -33,6 +35,10 @@ type inputOptions struct {
 	// kubeVersion is --kube-version of the verbs that judge input as
 	// kube-apiserver admission would.
 	kubeVersion string
+	// allocateAs is the minor whose kube-scheduler the allocator answers
+	// as: allocate's --kube-version. Nil, for the verbs that explain or
+	// simulate, keeps the allocator's default.
+	allocateAs *validation.KubeVersion
 }
 
 // Execute runs dractl with the process's arguments and streams and returns

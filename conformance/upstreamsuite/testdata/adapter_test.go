@@ -26,6 +26,7 @@ import (
 	"github.com/dractl/dractl/pkg/core/api"
 	"github.com/dractl/dractl/pkg/core/features"
 	"github.com/dractl/dractl/pkg/core/pool"
+	"github.com/dractl/dractl/pkg/core/validation"
 )
 
 // channel names dractl in the suite's per-variant expectations; none of
@@ -112,7 +113,7 @@ func newAllocator(ctx context.Context, f internal.Features, allocated internal.A
 		in[i] = api.FromUpstream(v1)
 	}
 	a, err := allocator.New(allocator.Input{Pools: pool.Assemble(in), Classes: list, Allocated: stateClaims(allocated)},
-		allocator.Options{Features: gateSet(f), Compiler: compiler, NewShareID: func() types.UID { return "fixed" }})
+		allocator.Options{KubeVersion: validation.KubeVersion{Minor: kubeMinor}, Features: gateSet(f), Compiler: compiler, NewShareID: func() types.UID { return "fixed" }})
 	if err != nil {
 		return nil, err
 	}
@@ -137,12 +138,15 @@ func (a *adapter) GetStats() internal.Stats {
 
 // Allocate answers as upstream does: nil results when the claims do not
 // fit, an error wrapping ErrFailedAllocationOnNode when they do not fit
-// because of invalid pools, any other error when allocation must stop.
+// because of invalid pools or the node cannot be used (*NodeError), any
+// other error when allocation must stop.
 func (a *adapter) Allocate(ctx context.Context, node *corev1.Node, claims []*resourcev1.ResourceClaim) ([]resourcev1.AllocationResult, error) {
 	res, err := a.a.Allocate(ctx, node, claims)
 	klog.FromContext(ctx).Info(fmt.Sprintf("%s%d", elapsedMarker, time.Since(a.start).Nanoseconds()))
 	var unfit *allocator.UnfitError
 	switch {
+	case allocator.IsNodeError(err):
+		return nil, fmt.Errorf("%w%w", err, internal.ErrFailedAllocationOnNode)
 	case errors.As(err, &unfit):
 		if len(unfit.Explanation.InvalidPools) > 0 {
 			return nil, fmt.Errorf("%w%w", err, internal.ErrFailedAllocationOnNode)

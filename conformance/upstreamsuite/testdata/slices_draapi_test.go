@@ -14,6 +14,10 @@ import (
 	"k8s.io/dynamic-resource-allocation/structured/internal"
 )
 
+// kubeMinor is the Kubernetes minor whose answers the suite of v0.38
+// expects: the allocator judges as that minor's kube-scheduler.
+const kubeMinor = 38
+
 // suiteSlice is the slice type the suite hands the allocator factory.
 type suiteSlice = draapi.ResourceSlice
 

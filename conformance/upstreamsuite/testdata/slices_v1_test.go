@@ -11,6 +11,10 @@ import (
 	"k8s.io/dynamic-resource-allocation/structured/internal"
 )
 
+// kubeMinor is the Kubernetes minor whose answers the suite of v0.37
+// expects: the allocator judges as that minor's kube-scheduler.
+const kubeMinor = 37
+
 // suiteSlice is the slice type the suite hands the allocator factory.
 type suiteSlice = resourcev1.ResourceSlice
 

@@ -18,8 +18,10 @@ import (
 //     (*pool.InvalidError): upstream treats this as a per-node failure
 //     (ErrFailedAllocationOnNode), so a caller trying several nodes should
 //     report these pools only when no node fits.
+//   - *NodeError: from Kubernetes 1.38 on, an incomplete or invalid pool
+//     seen by an "All" request; other nodes may fit.
 //   - *FatalError: no node can fix it: an incomplete or invalid pool seen
-//     by an "All" request, a constraint that excludes a device an "All"
+//     by an "All" request (before 1.38), a constraint that excludes a device an "All"
 //     request must take, a CEL error, an unknown class, a request upstream
 //     rejects.
 //   - ctx.Err() as is when ctx ends during the search.
@@ -56,6 +58,9 @@ func (p *Plan) AllocateWithin(ctx context.Context, node *corev1.Node, timeout ti
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+		return nil, expired(ctx)
 	}
 	// The attempts' arrays and lists come from a pool: a scheduler asks
 	// every node in every cycle, and nothing of them outlives the call
@@ -115,6 +120,26 @@ func (p *Plan) AllocateWithin(ctx context.Context, node *corev1.Node, timeout ti
 		}
 	}
 	return nil, &UnfitError{Node: node.Name, Explanation: expl}
+}
+
+// expiryGrace bounds how long expired waits for a context to end.
+const expiryGrace = 100 * time.Millisecond
+
+// expired is the error of ctx, whose deadline has passed by the clock. A
+// context ends from a timer, which may not have fired yet (at once for a
+// deadline in the past, but on another goroutine); expired waits for it,
+// so that what Allocate returns is the ctx.Err() its caller sees
+// afterwards, rather than starting a search that ends at the first check
+// or finishes before it.
+func expired(ctx context.Context) error {
+	t := time.NewTimer(expiryGrace)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return context.DeadlineExceeded
+	}
 }
 
 // Stats describe the work Allocate calls have done.
@@ -187,7 +212,8 @@ func (at *attempt) alone(al *alternative) (bool, error) {
 		ok, err = false, nil
 	}
 	var fe *FatalError
-	if errors.As(err, &fe) {
+	var ne *NodeError
+	if errors.As(err, &fe) || errors.As(err, &ne) {
 		return false, nil
 	}
 	for _, cs := range at.cons[al.req.claim] {

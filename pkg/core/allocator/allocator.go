@@ -44,6 +44,7 @@ type Allocator struct {
 type config struct {
 	opts     Options
 	g        gates
+	rules    rules
 	exprs    *Cache
 	strategy strategy
 }
@@ -68,7 +69,7 @@ func (a *Allocator) InitLike(src Source, like *Allocator) {
 // Allocator in an object of its own (a cluster snapshot) and so saves its
 // allocation.
 func (a *Allocator) Init(src Source, opts Options) {
-	a.src, a.config = src, &config{opts: opts, g: newGates(opts.Features), exprs: opts.Cache, strategy: strategyOf(opts.Strategy)}
+	a.src, a.config = src, &config{opts: opts, g: newGates(opts.Features), rules: rulesOf(opts.KubeVersion), exprs: opts.Cache, strategy: strategyOf(opts.Strategy)}
 	if a.opts.Compiler == nil {
 		a.opts.Compiler = defaultCompiler()
 	}

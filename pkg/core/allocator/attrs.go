@@ -157,3 +157,18 @@ func (cs *constraintState) attr(d *devInfo) *attrVal {
 	}
 	return v
 }
+
+// withoutBuild is a version value with the build metadata of its versions
+// dropped: semver precedence, which 1.38 compares by, ignores it (semver
+// 2.0.0 item 10). Versions without any, the common case, return v itself.
+func (v *attrVal) withoutBuild() *attrVal {
+	if !slices.ContainsFunc(v.strs, func(s string) bool { return strings.Contains(s, "+") }) {
+		return v
+	}
+	out := &attrVal{kind: v.kind, list: v.list, strs: make([]string, len(v.strs))}
+	for i, s := range v.strs {
+		out.strs[i], _, _ = strings.Cut(s, "+")
+	}
+	out.strs = sortedSet(out.strs)
+	return out
+}

@@ -151,7 +151,8 @@ func (at *attempt) nodeRequests() error {
 			return cp.consErr
 		}
 		for _, con := range cp.cons {
-			at.cons[ci] = append(at.cons[ci], &constraintState{match: con.match, name: con.attr, names: con.names, lists: a.g.listAttrs})
+			at.cons[ci] = append(at.cons[ci], &constraintState{match: con.match, name: con.attr, names: con.names, lists: a.g.listAttrs,
+				listErr: a.rules.has(ruleListValueWithoutGate), noBuild: a.rules.has(ruleVersionIgnoresBuild)})
 		}
 	}
 	return nil
@@ -264,7 +265,7 @@ func (at *attempt) staticCapacity(al *alternative, d *devInfo, used capMap) (boo
 	if al.req.capReq == nil && len(used) == 0 {
 		return d.alone, d.aloneErr
 	}
-	return capacityFits(al.req.capReq, d.cap, used, nil, at.a.g.fractional)
+	return capacityFits(al.req.capReq, d.cap, used, nil, at.a.capArith(d))
 }
 
 // buildCands lists, in upstream's visiting order, the devices that can serve
@@ -337,7 +338,7 @@ func (at *attempt) scanOne(al *alternative, explainOnly bool) bool {
 func (at *attempt) scanDev(al *alternative, np *nodePool, npi, i int32, explainOnly bool) {
 	d := np.t.dev(i)
 	c := candidate{d: d, local: np.devBase + i, pool: npi}
-	if !al.req.admin && np.h.allocated(i) {
+	if !al.req.admin && (np.h.allocated(i) || at.heldShare(np.h, d)) {
 		al.rej[ReasonAllocated]++
 		return
 	}
@@ -412,6 +413,16 @@ func (at *attempt) counterMisfitAlone(d *devInfo, np *nodePool) int32 {
 	return -1
 }
 
+// poolError is the error of an "All" request that cannot know all devices
+// of a pool the node sees: the pod's (1.37) or the node's
+// (ruleAllPoolsNodeLocal).
+func (at *attempt) poolError(al *alternative, err error) error {
+	if at.a.rules.has(ruleAllPoolsNodeLocal) {
+		return &NodeError{Node: at.node.Name, Claim: claimName(at.claims[al.req.claim]), Request: al.req.name, Err: err}
+	}
+	return at.fatal(al.req.claim, al.req.name, err)
+}
+
 // buildAll is upstream's list for allocationMode All: every device of every
 // considered pool that the selectors and node select and whose capacity
 // could hold the request on an unused device. The pools must all be usable.
@@ -419,10 +430,10 @@ func (at *attempt) buildAll(al *alternative) error {
 	for _, np := range at.pools {
 		id := np.t.p.ID
 		if np.incomplete {
-			return at.fatal(al.req.claim, al.req.name, fmt.Errorf("asks for all devices, but resource pool %s is currently being updated", id))
+			return at.poolError(al, fmt.Errorf("asks for all devices, but resource pool %s is currently being updated", id))
 		}
 		if np.invalid != nil {
-			return at.fatal(al.req.claim, al.req.name, fmt.Errorf("asks for all devices, but resource pool %s is currently invalid: %w", id, np.invalid))
+			return at.poolError(al, fmt.Errorf("asks for all devices, but resource pool %s is currently invalid: %w", id, np.invalid))
 		}
 	}
 	for npi := range at.pools {

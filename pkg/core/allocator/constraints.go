@@ -1,5 +1,7 @@
 package allocator
 
+import "fmt"
+
 // constraintState is one claim constraint during a search. matchAttribute
 // keeps a stack of running intersections (one per device added), so that
 // removing the last device restores the previous one; distinctAttribute
@@ -10,9 +12,15 @@ type constraintState struct {
 	// they intersect. Off, only scalars are compared, as upstream did
 	// before lists existed.
 	lists bool
-	name  string   // the attribute compared
-	names []string // requests it covers; empty covers all
-	stack []*attrVal
+	// listErr (ruleListValueWithoutGate): without lists, a list value is
+	// an error rather than a value that matches nothing.
+	listErr bool
+	// noBuild (ruleVersionIgnoresBuild): versions are compared without
+	// their build metadata.
+	noBuild bool
+	name    string   // the attribute compared
+	names   []string // requests it covers; empty covers all
+	stack   []*attrVal
 	// cols are the attribute's columns of each table met.
 	cols []tableAttr
 }
@@ -68,3 +76,17 @@ func (c *constraintState) add(v *attrVal) {
 }
 
 func (c *constraintState) remove() { c.stack = c.stack[:len(c.stack)-1] }
+
+// compared is the value the constraint compares for device d's attribute
+// v (nil: absent), as the allocator's minor does.
+func (c *constraintState) compared(v *attrVal, d *devInfo) (*attrVal, error) {
+	switch {
+	case v == nil:
+		return nil, nil
+	case c.listErr && !c.lists && v.list:
+		return nil, fmt.Errorf("device %s: unsupported attribute value for %s", d.id(), c.name)
+	case c.noBuild && v.kind == kindVersion:
+		return v.withoutBuild(), nil
+	}
+	return v, nil
+}

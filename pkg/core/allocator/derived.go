@@ -52,10 +52,14 @@ func derivedAttr(ctx context.Context, e *derivedEntry, name string, d *devInfo) 
 
 // attrFor is the value a constraint compares for device d picked for al:
 // the alternative's derived attribute of that name if it defines one, else the
-// device's own.
+// device's own, as the minor compares it (constraintState.compared).
 func (at *attempt) attrFor(al *alternative, cs *constraintState, d *devInfo) (*attrVal, error) {
 	if e := al.req.derived[cs.name]; e != nil {
-		return derivedAttr(at.ctx, e, cs.name, d)
+		v, err := derivedAttr(at.ctx, e, cs.name, d)
+		if err != nil {
+			return nil, err
+		}
+		return cs.compared(v, d)
 	}
-	return cs.attr(d), nil
+	return cs.compared(cs.attr(d), d)
 }

@@ -1,8 +1,9 @@
 // Package allocator finds devices for the ResourceClaims of one pod on one
 // node, the way kube-scheduler's structured allocator does
-// (k8s.io/dynamic-resource-allocation v0.37.2) with the DRA feature gates of
-// Options.Features (all on by default; features.go says what each gate
-// changes), and explains why when they do not fit.
+// (k8s.io/dynamic-resource-allocation v0.37.2, or v0.38 as
+// Options.KubeVersion asks; versions.go says what differs) with the DRA
+// feature gates of Options.Features (all on by default; features.go says
+// what each gate changes), and explains why when they do not fit.
 //
 // What the allocator knows is split by how long it stays true, so that an
 // incremental cluster state (pkg/core/state) rebuilds only what a change

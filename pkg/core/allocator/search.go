@@ -171,7 +171,15 @@ func (at *attempt) busy(al *alternative, c candidate, d *devInfo) bool {
 		}
 		return false
 	}
-	return at.st.inUse[c.local] > 0 || (c.fromAll && at.pools[c.pool].h.allocated(d.idx))
+	h := at.pools[c.pool].h
+	return at.st.inUse[c.local] > 0 || (c.fromAll && h.allocated(d.idx)) || at.heldShare(h, d)
+}
+
+// heldShare (ruleShareBlocksDedicated): d no longer allows multiple
+// allocations, but an allocated claim still holds a share of it, which a
+// dedicated pick must not be added to.
+func (at *attempt) heldShare(h *heldGen, d *devInfo) bool {
+	return at.a.rules.has(ruleShareBlocksDedicated) && !d.multi && h.shareInUse(d.idx)
 }
 
 func (at *attempt) skipCounters(c candidate, d *devInfo) bool {
@@ -203,7 +211,7 @@ func (at *attempt) tryAdd(al *alternative, c candidate) (bool, error) {
 	}
 	sh := st.shares[c.local]
 	if !c.fromAll && d.multi && sh != nil {
-		fits, err := capacityFits(r.capReq, d.cap, at.pools[c.pool].h.aggCap(d.idx), sh.used, a.g.fractional)
+		fits, err := capacityFits(r.capReq, d.cap, at.pools[c.pool].h.aggCap(d.idx), sh.used, a.capArith(d))
 		if err != nil {
 			return false, at.fatal(r.claim, r.name, fmt.Errorf("checking capacity for device %s: %w", d.id(), err))
 		}
@@ -285,7 +293,7 @@ func (at *attempt) tryAdd(al *alternative, c candidate) (bool, error) {
 		}
 	}
 	if d.multi {
-		consumed, err := consumption(r.capReq, d.cap, a.g.fractional)
+		consumed, err := consumption(r.capReq, d.cap, a.capArith(d))
 		if err != nil {
 			at.rollback(&pk)
 			return false, at.fatal(r.claim, r.name, fmt.Errorf("computing consumed capacity for device %s: %w", d.id(), err))

@@ -593,7 +593,7 @@ func (t *genTable) newDev(k int32, s *pool.Slice, d *api.Device, i int32) {
 		}
 	}
 	if dev.cap != nil && t.pt.g.consumable {
-		dev.alone, dev.aloneErr = capacityFits(nil, dev.cap, nil, nil, t.pt.g.fractional)
+		dev.alone, dev.aloneErr = capacityFits(nil, dev.cap, nil, nil, capArith{frac: t.pt.g.fractional})
 	}
 	start := t.uses.mark()
 	for _, cv := range dev.view.Consumptions {

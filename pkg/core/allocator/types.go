@@ -11,6 +11,7 @@ import (
 	"github.com/dractl/dractl/pkg/core/api"
 	"github.com/dractl/dractl/pkg/core/features"
 	"github.com/dractl/dractl/pkg/core/pool"
+	"github.com/dractl/dractl/pkg/core/validation"
 )
 
 // Input is a cluster state given whole, for New. None of it may be
@@ -49,10 +50,17 @@ func (s Strategy) String() string {
 	return fmt.Sprintf("Strategy(%d)", int(s))
 }
 
-// Options tune an Allocator. The zero value is first-fit with pkg/core/cel and
-// every feature gate on.
+// Options tune an Allocator. The zero value is first-fit with pkg/core/cel,
+// every feature gate on, and the answers of Kubernetes 1.37.
 type Options struct {
 	Strategy Strategy
+	// KubeVersion is the Kubernetes minor whose kube-scheduler the
+	// allocator answers as, where upstream's allocator changed between
+	// minors (versions.go lists how). A minor dractl has no rules for
+	// takes the nearest supported one's; the zero value judges as 1.37,
+	// the minor dractl's types are built on, so that callers that name no
+	// version keep the answers they had.
+	KubeVersion validation.KubeVersion
 	// Features are the DRA feature gates in effect. With a gate off the
 	// allocator answers as upstream's does with that gate off. The zero
 	// value enables every gate.
@@ -137,6 +145,33 @@ func (e *FatalError) Error() string {
 }
 
 func (e *FatalError) Unwrap() error { return e.Err }
+
+// NodeError reports that the claims cannot be allocated on the node for a
+// reason of the node's pools rather than of the claims: from Kubernetes
+// 1.38 on (Options.KubeVersion), a request for all devices that meets an
+// invalid pool, or one being updated, among the pools the node sees.
+// Other nodes may still fit; kube-scheduler 1.38 marks the node
+// unschedulable (upstream's ErrFailedAllocationOnNode) where 1.37 failed
+// the pod with an error (*FatalError).
+type NodeError struct {
+	Node string
+	// Claim is namespace/name of the claim being allocated; Request is
+	// its request.
+	Claim, Request string
+	Err            error
+}
+
+func (e *NodeError) Error() string {
+	return fmt.Sprintf("claim %s, request %s: %v", e.Claim, e.Request, e.Err)
+}
+
+func (e *NodeError) Unwrap() error { return e.Err }
+
+// IsNodeError reports whether err says that the node cannot be used.
+func IsNodeError(err error) bool {
+	var n *NodeError
+	return errors.As(err, &n)
+}
 
 // IsUnfit reports whether err says that the claims do not fit.
 func IsUnfit(err error) bool {

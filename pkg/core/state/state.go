@@ -17,6 +17,7 @@ import (
 	"github.com/dractl/dractl/pkg/core/api"
 	"github.com/dractl/dractl/pkg/core/features"
 	"github.com/dractl/dractl/pkg/core/pool"
+	"github.com/dractl/dractl/pkg/core/validation"
 )
 
 // Options configure a State. The zero value uses pkg/core/cel, random share
@@ -30,6 +31,9 @@ type Options struct {
 	// Features are the DRA feature gates the allocators honour (see
 	// allocator.Options). The zero value enables every gate.
 	Features features.Set
+	// KubeVersion is the Kubernetes minor the allocators answer as (see
+	// allocator.Options); the zero value is 1.37's answers.
+	KubeVersion validation.KubeVersion
 	// MemoizeNodes: a node remembers its answer to a cycle until its pool,
 	// the classes or the Node object change, and gives it again to later
 	// cycles whose claims have the same specs (see nodeMemo). A scheduler
@@ -241,7 +245,7 @@ func New(opts Options) *State {
 	c := &common{opts: opts}
 	for i := range c.protos {
 		c.protos[i].Init(nil, allocator.Options{Strategy: allocator.Strategy(i), Compiler: opts.Compiler,
-			NewShareID: opts.NewShareID, Features: opts.Features, Cache: cache})
+			NewShareID: opts.NewShareID, Features: opts.Features, KubeVersion: opts.KubeVersion, Cache: cache})
 	}
 	return &State{
 		common:  c,

@@ -124,6 +124,19 @@ func (pl *Plugin) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, no
 			return unresolvable(logger, reasonInvalidPools)
 		}
 		return unresolvable(logger, reasonCannotAllocate)
+	case allocator.IsNodeError(err):
+		// From 1.38 the in-tree plugin fails only the node for what the
+		// allocator wraps in ErrFailedAllocationOnNode (an All request
+		// over an invalid pool), in the allocator's words; other nodes
+		// may fit. A 1.37 allocator reports it as an error instead.
+		s.mu.Lock()
+		wait := !s.waiting
+		s.waiting = true
+		s.mu.Unlock()
+		if wait {
+			pl.waiting.turnedAway(pod, s.mark)
+		}
+		return unresolvable(logger, err.Error())
 	case ctx.Err() != nil:
 		return unresolvable(logger, fmt.Sprintf(reasonStopped, context.Cause(ctx)))
 	case errors.Is(err, context.DeadlineExceeded):

@@ -14,5 +14,9 @@ import (
 // podGroupCycle is the state of the pod's group cycle, nil outside one.
 func podGroupCycle(cs fwk.CycleState) fwk.PodGroupCycleState { return cs.GetPodGroupSchedulingCycle() }
 
+// kubeMinor is the minor of the kube-scheduler this build links, whose
+// in-tree DynamicResources plugin the allocator answers as.
+const kubeMinor = 37
+
 // unscheduledPods are the group's pods the cycle is scheduling.
 func unscheduledPods(info fwk.PodGroupInfo) []*v1.Pod { return info.GetUnscheduledPods() }

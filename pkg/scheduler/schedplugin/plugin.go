@@ -14,6 +14,7 @@ import (
 
 	"github.com/dractl/dractl/pkg/core/state"
 	"github.com/dractl/dractl/pkg/core/state/informer"
+	"github.com/dractl/dractl/pkg/core/validation"
 )
 
 // Name is the plugin's name in a KubeSchedulerConfiguration.
@@ -96,6 +97,9 @@ func New(ctx context.Context, args runtime.Object, fh fwk.Handle, fts Features, 
 	}
 	logger := klog.LoggerWithName(klog.FromContext(ctx), Name)
 	stateOpts.Features = fts.Allocation
+	// The allocator answers as the in-tree plugin of the kube-scheduler
+	// this build links.
+	stateOpts.KubeVersion = validation.KubeVersion{Minor: kubeMinor}
 	// Every cycle asks every node, and most nodes did not change since
 	// the last one.
 	stateOpts.MemoizeNodes = true
