@@ -3,14 +3,12 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -100,28 +98,17 @@ func matrixScheduler(t *testing.T, c *matrix.Cluster, kc string, schedulers map[
 // process is a program the test started and stops at its end.
 type process struct {
 	exited <-chan error
-	mu     sync.Mutex
-	out    bytes.Buffer
+	out    syncBuffer
 }
 
-func (p *process) Write(b []byte) (int, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.out.Write(b)
-}
-
-func (p *process) stderr() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.out.String()
-}
+func (p *process) stderr() string { return p.out.String() }
 
 func startProcess(t *testing.T, binary string, args ...string) *process {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, binary, args...)
 	p := &process{}
-	cmd.Stdout, cmd.Stderr = p, p
+	cmd.Stdout, cmd.Stderr = &p.out, &p.out
 	if err := cmd.Start(); err != nil {
 		cancel()
 		t.Fatal(err)
