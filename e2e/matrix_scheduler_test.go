@@ -68,7 +68,7 @@ func matrixScheduler(t *testing.T, c *matrix.Cluster, kc string, schedulers map[
 				select {
 				case err := <-p.exited:
 					if err == nil || !strings.Contains(p.stderr(), skewRule) || !strings.Contains(p.stderr(), c.Release) {
-						t.Errorf("dractl-scheduler 1.%d against kube-apiserver %s exited with %v; want a refusal naming %s and the rule %q; stderr:\n%s", minor, c.Release, err, c.Release, skewRule, tailOf(p.stderr(), 3000))
+						t.Errorf("dractl-scheduler 1.%d against kube-apiserver %s exited with %v; want a refusal naming %s and the rule %q; stderr:\n%s", minor, c.Release, err, c.Release, skewRule, matrix.Tail(p.stderr(), 3000))
 					}
 				case <-time.After(time.Minute):
 					t.Errorf("dractl-scheduler 1.%d still runs against kube-apiserver %s after a minute; the skew policy forbids it", minor, c.Release)
@@ -78,7 +78,7 @@ func matrixScheduler(t *testing.T, c *matrix.Cluster, kc string, schedulers map[
 			waitFor(t, time.Minute, fmt.Sprintf("dractl-scheduler 1.%d to bind pod %s", minor, podName), func(ctx context.Context) (bool, error) {
 				select {
 				case err := <-p.exited:
-					return false, fmt.Errorf("dractl-scheduler 1.%d exited: %v; stderr:\n%s", minor, err, tailOf(p.stderr(), 3000))
+					return false, fmt.Errorf("dractl-scheduler 1.%d exited: %v; stderr:\n%s", minor, err, matrix.Tail(p.stderr(), 3000))
 				default:
 				}
 				pod, err := c.Client.CoreV1().Pods("default").Get(ctx, podName, metav1.GetOptions{})
@@ -126,11 +126,4 @@ func startProcess(t *testing.T, binary string, args ...string) *process {
 		<-done
 	})
 	return p
-}
-
-func tailOf(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return "..." + s[len(s)-n:]
 }

@@ -185,7 +185,7 @@ func start(t testing.TB, bin, release string, withoutV1 bool) *Cluster {
 		}
 		_ = cmd.Process.Kill()
 		if attempt > len(gates)+len(resourceVersions) {
-			t.Fatalf("kube-apiserver %s did not start: %v\n%s", release, err, tail(c.log.String(), 4000))
+			t.Fatalf("kube-apiserver %s did not start: %v\n%s", release, err, Tail(c.log.String(), 4000))
 		}
 		if m := gateDependency.FindStringSubmatch(c.log.String()); m != nil && slices.Contains(c.Gates, m[1]) {
 			c.Gates = slices.DeleteFunc(c.Gates, func(g string) bool { return g == m[1] })
@@ -201,7 +201,7 @@ func start(t testing.TB, bin, release string, withoutV1 bool) *Cluster {
 			}
 		}
 		if !dropped {
-			t.Fatalf("kube-apiserver %s did not start: %v\n%s", release, err, tail(c.log.String(), 4000))
+			t.Fatalf("kube-apiserver %s did not start: %v\n%s", release, err, Tail(c.log.String(), 4000))
 		}
 	}
 	c.RuntimeConfig = versions
@@ -274,7 +274,7 @@ func (c *Cluster) startEtcd(t testing.TB, binary string) string {
 }
 
 // Log is the end of kube-apiserver's log, for failures.
-func (c *Cluster) Log() string { return tail(c.log.String(), 8000) }
+func (c *Cluster) Log() string { return Tail(c.log.String(), 8000) }
 
 // Kubeconfig writes a kubeconfig for the administrator and returns its
 // path.
@@ -321,7 +321,8 @@ func writeFile(t testing.TB, path string, data []byte) {
 	}
 }
 
-func tail(s string, n int) string {
+// Tail is the last n bytes of a process's output, marked as cut.
+func Tail(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}

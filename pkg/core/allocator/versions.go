@@ -70,7 +70,7 @@ func rulesOf(v validation.KubeVersion) rules {
 	v = v.Nearest()
 	var r rules
 	for i, m := range minorRules {
-		r[i] = (m.from == 0 || v.Minor >= m.from) && (m.to == 0 || v.Minor <= m.to)
+		r[i] = v.Within(m.from, m.to)
 	}
 	return r
 }

@@ -158,7 +158,14 @@ func (v KubeVersion) makes(origin string) bool {
 	if !ok {
 		return true
 	}
-	return (r.from == 0 || v.Minor >= r.from) && (r.to == 0 || v.Minor <= r.to)
+	return v.Within(r.from, r.to)
+}
+
+// Within reports whether v's minor is from..to, both included; a zero
+// bound leaves that side open. Every table of per-minor rules (this
+// package's, the allocator's) decides by it.
+func (v KubeVersion) Within(from, to int) bool {
+	return (from == 0 || v.Minor >= from) && (to == 0 || v.Minor <= to)
 }
 
 // judge keeps the errors kube-apiserver v makes. The lists the checks
