@@ -124,11 +124,7 @@ func BenchFromLog(opts Options, log io.Reader) ([]BenchRow, error) {
 	if opts.Minor.Name == "" {
 		opts.Minor = Minors[0]
 	}
-	var env []string
-	if opts.Minor.NewerGo {
-		env = []string{"GOTOOLCHAIN=" + opts.Toolchain}
-	}
-	src, err := moduleDir(filepath.Join(opts.Repo, opts.Minor.Dir), opts.Minor.Module, env, io.Discard)
+	src, err := moduleDir(filepath.Join(opts.Repo, opts.Minor.Dir), opts.Minor.Module, opts.goEnv(), io.Discard)
 	if err != nil {
 		return nil, err
 	}

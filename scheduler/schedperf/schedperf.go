@@ -284,6 +284,15 @@ func Run(opts Options) (*Report, error) {
 	return rep, nil
 }
 
+// goEnv is what every go command of the minor needs: its toolchain when
+// the machine's Go is too old for it.
+func (o Options) goEnv() []string {
+	if o.Minor.NewerGo {
+		return []string{"GOTOOLCHAIN=" + o.Toolchain}
+	}
+	return nil
+}
+
 // runEnv is a prepared module copy, etcd built, and the environment the
 // test runs in.
 type runEnv struct {
@@ -319,10 +328,7 @@ func setUp(opts *Options) (*runEnv, error) {
 		return nil, err
 	}
 	bin = filepath.Join(bin, "schedperf", opts.Minor.Name)
-	env := &runEnv{cleanup: func() {}, minor: opts.Minor}
-	if opts.Minor.NewerGo {
-		env.goEnv = []string{"GOTOOLCHAIN=" + opts.Toolchain}
-	}
+	env := &runEnv{cleanup: func() {}, minor: opts.Minor, goEnv: opts.goEnv()}
 	work := opts.Work
 	if work == "" {
 		if work, err = os.MkdirTemp("", "schedperf-"); err != nil {
